@@ -1,0 +1,95 @@
+/*
+ * ring.h - the public API of libring, the client library of ringd.
+ *
+ * A training process opens a communicator on the local ringd daemon, places its
+ * buffers in a shared arena (ring_alloc) or passes ordinary host buffers (staged
+ * through the arena in pieces), and runs collectives that span every rank of its
+ * job on every host of the ring.  Every call returns 0 or a negative RING_E* code;
+ * ring_last_error() gives the detailed reason of the last failure.  No call exits,
+ * aborts or blocks its caller without a bound.
+ */
+#ifndef RING_H
+#define RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RING_VERSION_MAJOR 0
+#define RING_VERSION_MINOR 1
+
+typedef struct ring_comm ring_comm;	/* opaque */
+
+enum ring_dtype {
+	RING_BOOL, RING_INT8, RING_UINT8, RING_INT16, RING_UINT16,
+	RING_INT32, RING_UINT32, RING_INT64, RING_UINT64,
+	RING_FLOAT16, RING_BFLOAT16, RING_FLOAT32, RING_FLOAT64,
+	RING_DTYPE_COUNT
+};
+
+enum ring_op { RING_SUM, RING_PROD, RING_MAX, RING_MIN, RING_AVG, RING_OP_COUNT };
+
+/* Error codes: every function returns 0 or one of these (negative). */
+enum ring_err {
+	RING_OK = 0,
+	RING_EINVAL = -1,	/* a bad argument */
+	RING_ENOMEM = -2,	/* out of memory or out of arena space */
+	RING_EDAEMON = -3,	/* the local daemon is unreachable or went away */
+	RING_EPEER = -4,	/* a peer daemon failed or its link broke */
+	RING_ETIMEDOUT = -5,	/* an operation did not complete within its bound */
+	RING_EMISMATCH = -6,	/* ranks called different collectives, or dtype/shape differ */
+	RING_EABORTED = -7,	/* the operation was aborted (by another rank or the daemon) */
+	RING_EPROTO = -8,	/* a malformed message (version skew or corruption) */
+	RING_EPERM = -9,	/* not allowed (credentials, limits) */
+	RING_ENOTSUP = -10,	/* not supported by this build or configuration */
+	RING_ECLOSED = -11,	/* the communicator was closed */
+	RING_ERR_MIN = -11
+};
+
+struct ring_options {		/* zeroed fields come from the environment, then defaults */
+	const char *socket;	/* RING_SOCKET, else the system default path */
+	const char *job;	/* RING_JOB, else "default" */
+	int local_rank, local_size;	/* RING_LOCAL_RANK/SIZE, torchrun, OMPI, Slurm */
+	int timeout_ms;		/* per operation; RING_TIMEOUT_MS, else 60000 */
+	size_t arena_bytes;	/* RING_ARENA_MB, else 1024 MiB (reserved, filled lazily) */
+};
+
+#define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"
+#define RING_MAX_NDIM 8
+
+int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
+int ring_close(ring_comm *comm);
+int ring_rank(const ring_comm *comm);
+int ring_size(const ring_comm *comm);
+void *ring_alloc(ring_comm *comm, size_t bytes);	/* in the shared arena: zero-copy */
+void ring_free(ring_comm *comm, void *p);
+
+int ring_allreduce(ring_comm *comm, const void *send, void *recv, size_t count,
+		   enum ring_dtype dtype, enum ring_op op);	/* send == recv: in place */
+int ring_allgather(ring_comm *comm, const void *send, void *recv, size_t count,
+		   enum ring_dtype dtype);	/* recv holds size*count */
+int ring_reduce_scatter(ring_comm *comm, const void *send, void *recv, size_t recvcount,
+			enum ring_dtype dtype, enum ring_op op);	/* send holds size*recvcount */
+int ring_broadcast(ring_comm *comm, void *buf, size_t count, enum ring_dtype dtype, int root);
+int ring_barrier(ring_comm *comm);
+int ring_send(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim,
+	      const size_t *shape, int dst);
+int ring_recv(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
+	      const size_t *shape, int src);
+int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
+
+const char *ring_strerror(int err);	/* for the RING_E* codes */
+const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */
+
+/* Helpers beyond DESIGN.md's minimum. */
+size_t ring_dtype_size(enum ring_dtype dtype);	/* 0 for an invalid dtype */
+const char *ring_dtype_name(enum ring_dtype dtype);
+const char *ring_op_name(enum ring_op op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RING_H */

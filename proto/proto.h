@@ -1,0 +1,290 @@
+/*
+ * proto.h - everything that crosses a process boundary in ringd: the peer frames
+ * between daemons, the client messages between libring and its daemon, the
+ * collective fingerprint and the arena control page.  ringd, libring and ringctl
+ * all compile this module, so the two sides of every boundary share one encoder
+ * and one decoder.  All integers on the wire are fixed-width little-endian.  Every
+ * decoder checks magic, version, exact lengths against limits and enum ranges, and
+ * returns RING_EPROTO for anything malformed without touching memory beyond `len`.
+ *
+ * Message and frame types are numbered in blocks and a number is never reused.
+ */
+#ifndef PROTO_PROTO_H
+#define PROTO_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "../libring/ring.h"
+
+#define PROTO_VERSION		1
+
+/* ---- limits shared by both sides ---- */
+#define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
+#define PROTO_NAME_MAX		63	/* cluster name */
+#define PROTO_TEXT_MAX		1023	/* an error message */
+#define PROTO_MSG_MAX		4096	/* one client message (SOCK_SEQPACKET packet) */
+#define PROTO_MAX_NDIM		RING_MAX_NDIM
+#define PROTO_MAX_RANKS		65535	/* global ranks and hosts fit in 16 bits */
+#define PROTO_FRAME_HDR		40	/* bytes of a peer frame header */
+#define PROTO_FRAME_MAX_PAYLOAD	(16u << 20)	/* hard cap; segments are smaller */
+#define PROTO_NONCE_LEN		32
+#define PROTO_MAC_LEN		32
+
+/* ---- bounded little-endian writer and reader ----
+ * Errors are sticky: after the first overrun every call is a no-op and err is set,
+ * so an encoder/decoder checks once at the end. */
+struct pw {
+	uint8_t *p;		/* output buffer */
+	size_t cap;		/* its capacity */
+	size_t off;		/* bytes written so far */
+	int err;		/* nonzero once anything did not fit */
+};
+struct pr {
+	const uint8_t *p;	/* input buffer */
+	size_t len;		/* its length */
+	size_t off;		/* bytes consumed so far */
+	int err;		/* nonzero once a read ran past len or a check failed */
+};
+void pw_init(struct pw *w, void *buf, size_t cap);
+void pw_u8(struct pw *w, uint8_t v);
+void pw_u16(struct pw *w, uint16_t v);
+void pw_u32(struct pw *w, uint32_t v);
+void pw_u64(struct pw *w, uint64_t v);
+void pw_i32(struct pw *w, int32_t v);
+void pw_bytes(struct pw *w, const void *b, size_t n);
+void pw_str(struct pw *w, const char *s, size_t max);	/* u16 length + bytes */
+void pr_init(struct pr *r, const void *buf, size_t len);
+uint8_t pr_u8(struct pr *r);
+uint16_t pr_u16(struct pr *r);
+uint32_t pr_u32(struct pr *r);
+uint64_t pr_u64(struct pr *r);
+int32_t pr_i32(struct pr *r);
+void pr_bytes(struct pr *r, void *b, size_t n);
+/* Reads a u16-length string into out (cap bytes incl. NUL); fails when it is longer
+ * than max, does not fit, or holds a NUL byte. */
+void pr_str(struct pr *r, char *out, size_t cap, size_t max);
+
+/* =================================================================== */
+/* Collectives and their fingerprint                                   */
+/* =================================================================== */
+enum proto_coll {
+	PROTO_COLL_ALLREDUCE = 1,
+	PROTO_COLL_ALLGATHER = 2,
+	PROTO_COLL_REDUCE_SCATTER = 3,
+	PROTO_COLL_BROADCAST = 4,
+	PROTO_COLL_BARRIER = 5,
+	PROTO_COLL_SEND = 6,
+	PROTO_COLL_RECV = 7,
+	PROTO_COLL_MAX = 7
+};
+const char *proto_coll_name(int coll);	/* "allreduce", ...; "?" when out of range */
+
+/* What every rank must agree on for one collective; compared hop by hop. */
+struct proto_fp {
+	uint8_t coll;		/* enum proto_coll */
+	uint8_t dtype;		/* enum ring_dtype */
+	uint8_t redop;		/* enum ring_op (0 where none) */
+	int32_t root;		/* broadcast root, else -1 */
+	uint64_t count;		/* elements per rank, as the API counts them */
+	uint64_t seq;		/* the job's collective sequence number */
+};
+#define PROTO_FP_LEN 24
+bool proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b);
+/* "allreduce(float32, count=1024, sum) #7" into buf; returns buf. */
+char *proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap);
+
+/* =================================================================== */
+/* Peer frames (daemon <-> daemon, over a link)                        */
+/* =================================================================== */
+#define PROTO_FRAME_MAGIC	0x504e4752u	/* "RGNP" little-endian on the wire */
+
+enum proto_frame_type {
+	/* 1..7: link handshake */
+	PROTO_F_HELLO = 1,	/* connector -> acceptor: struct proto_peer_hello */
+	PROTO_F_HELLO_ACK = 2,	/* acceptor -> connector: struct proto_peer_hello */
+	PROTO_F_REJECT = 3,	/* either way: a reason string, then close */
+	/* 8..15: link upkeep */
+	PROTO_F_HEARTBEAT = 8,	/* no payload; offset = sender's monotonic ms (echo for rtt) */
+	PROTO_F_CREDIT = 9,	/* job's flow control: offset = cumulative bytes granted */
+	/* 16..31: collectives, always next-ward; seq = job's sequence number */
+	PROTO_F_OPHDR = 16,	/* first frame of an operation: struct proto_fp */
+	PROTO_F_DATA = 17,	/* aux = step, offset = byte offset within the step */
+	PROTO_F_ABORT = 18,	/* the op failed: i32 code + reason string; forwarded round */
+	/* 32..47: point-to-point; aux = src_host << 16 | dst_host, seq = message id */
+	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
+	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
+	PROTO_F_P2P_DATA = 34,	/* payload bytes at offset */
+	PROTO_F_MAX = 34
+};
+
+/* The fixed header of every frame; `length` payload bytes follow it. */
+struct proto_frame {
+	uint16_t type;		/* enum proto_frame_type */
+	uint32_t job;		/* job id (0 for link frames) */
+	uint32_t aux;		/* type-specific (step, routing) */
+	uint32_t epoch;		/* ring epoch the frame belongs to */
+	uint64_t seq;		/* sequence number / message id */
+	uint64_t offset;	/* type-specific (offset, credit, timestamp) */
+	uint32_t length;	/* payload bytes after the header */
+};
+void proto_frame_encode(uint8_t out[PROTO_FRAME_HDR], const struct proto_frame *f);
+/* Checks magic, version, type, and the payload length against the type's limits
+ * (max_payload caps DATA frames: the receiver's configured segment size). */
+int proto_frame_decode(const uint8_t in[PROTO_FRAME_HDR], struct proto_frame *f,
+		       uint32_t max_payload);
+const char *proto_frame_type_name(int type);
+
+/* Handshake payload (HELLO and HELLO_ACK). */
+struct proto_peer_hello {
+	char cluster[PROTO_NAME_MAX + 1];	/* cluster name; must match */
+	uint32_t world;		/* number of hosts in the ring */
+	uint32_t from_rank;	/* sender's host rank */
+	uint32_t to_rank;	/* the rank the sender believes it is talking to */
+	uint32_t flags;		/* PROTO_HELLO_F_* */
+	uint8_t nonce[PROTO_NONCE_LEN];	/* fresh random bytes per handshake */
+	uint8_t mac[PROTO_MAC_LEN];	/* HMAC proof (cluster secret), zero if none */
+	char version[32];	/* daemon version string, for logs */
+};
+#define PROTO_HELLO_F_SECRET	0x1u	/* mac field carries a secret proof */
+int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
+int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
+
+int proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp);	/* OPHDR payload, seq not included (it is in the header) */
+int proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp);
+
+/* REJECT / ABORT payloads: i32 code + string. */
+int proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text);
+int proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, size_t cap);
+
+/* P2P request to send (rendezvous) and clear to send. */
+struct proto_rts {
+	uint32_t src, dst;	/* global ranks */
+	uint32_t comm;		/* communicator id within the job (0 = world) */
+	uint8_t dtype;
+	uint8_t ndim;
+	uint64_t bytes;		/* payload bytes that will follow a CTS */
+	uint64_t shape[PROTO_MAX_NDIM];
+};
+struct proto_cts {
+	uint32_t src, dst;	/* as in the RTS they answer */
+	int32_t status;		/* 0: send now; else RING_E* and no data follows */
+	char text[PROTO_TEXT_MAX + 1];	/* why, when status != 0 */
+};
+int proto_encode_rts(uint8_t *buf, size_t cap, const struct proto_rts *m);
+int proto_decode_rts(const uint8_t *buf, size_t len, struct proto_rts *m);
+int proto_encode_cts(uint8_t *buf, size_t cap, const struct proto_cts *m);
+int proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m);
+
+/* =================================================================== */
+/* Client messages (libring <-> local ringd, one per SEQPACKET packet) */
+/* =================================================================== */
+#define PROTO_MSG_MAGIC		0x434e4752u	/* "RGNC" */
+#define PROTO_MSG_HDR		12	/* magic u32, version u16, type u16, length u32 */
+
+enum proto_msg_type {
+	/* 1..15: session */
+	PROTO_M_HELLO = 1,	/* c->d, with the arena memfd in SCM_RIGHTS */
+	PROTO_M_WELCOME = 2,	/* d->c */
+	PROTO_M_ERROR = 3,	/* d->c: the session is refused/ended; reason */
+	PROTO_M_BYE = 4,	/* c->d: orderly close */
+	/* 16..31: operations */
+	PROTO_M_OP = 16,	/* c->d: run one operation */
+	PROTO_M_DONE = 17,	/* d->c: it finished (status, reason) */
+	/* 32..47: communicators (split) */
+	PROTO_M_SPLIT = 32,	/* c->d: reserved for ring_split */
+	PROTO_M_SPLIT_DONE = 33,
+	PROTO_M_MAX = 33
+};
+
+struct proto_hello {
+	char job[PROTO_JOB_MAX + 1];	/* job name (letters, digits, . _ - :) */
+	int32_t rank;		/* global rank from the launcher, or -1 */
+	int32_t size;		/* global world size from the launcher, or -1 */
+	int32_t local_rank;	/* this process's index on this host */
+	int32_t local_size;	/* processes of this job on this host */
+	uint32_t timeout_ms;	/* default per-operation bound */
+	uint32_t pid;		/* for ringctl and logs */
+	uint64_t arena_bytes;	/* size of the memfd passed along */
+};
+
+struct proto_welcome {
+	int32_t rank, size;	/* global rank and world size of the job */
+	int32_t local_rank, local_size;
+	int32_t host_rank, nhosts;	/* this daemon's place in the ring */
+	uint32_t job_id;	/* the job's id on the wire */
+	uint32_t seg_bytes;	/* daemon's segment size (informational) */
+	uint64_t piece_bytes;	/* the cluster-wide size libring splits operations into */
+	char version[32];	/* daemon version */
+};
+
+struct proto_error {
+	int32_t code;		/* RING_E* */
+	char text[PROTO_TEXT_MAX + 1];
+};
+
+struct proto_op {
+	uint64_t reqid;		/* client's id, echoed in DONE */
+	uint8_t coll;		/* enum proto_coll */
+	uint8_t dtype;		/* enum ring_dtype */
+	uint8_t redop;		/* enum ring_op */
+	uint8_t ndim;		/* send/recv only */
+	int32_t peer;		/* broadcast root, send dst, recv src; else -1 */
+	uint32_t comm;		/* communicator id (0 = the job's world) */
+	uint32_t timeout_ms;	/* 0: session default */
+	uint64_t count;		/* elements per rank (send/recv: total elements) */
+	uint64_t stride;	/* elements between ranks' blocks in the big buffer
+				 * (allgather recv, reduce-scatter send); 0 = count */
+	uint64_t fp_count;	/* the count that goes into the fingerprint (the
+				 * user's whole count when libring splits); 0 = count */
+	uint32_t send_arena, recv_arena;	/* arena ids (0: the first) */
+	uint64_t send_off, recv_off;	/* byte offsets in those arenas */
+	uint64_t shape[PROTO_MAX_NDIM];	/* send/recv */
+};
+
+struct proto_done {
+	uint64_t reqid;
+	int32_t status;		/* 0 or RING_E* */
+	char text[PROTO_TEXT_MAX + 1];	/* reason when status != 0 */
+};
+
+/* Validates the header of one received packet: magic, version, and that the
+ * header's length equals len (<= PROTO_MSG_MAX). Returns 0 and the type. */
+int proto_msg_peek(const uint8_t *buf, size_t len, uint16_t *type);
+/* Each encode returns the message length (> 0) or RING_EINVAL when it does not
+ * fit / a field is out of range; each decode returns 0 or RING_EPROTO and checks
+ * the header, exact body length and every field's range. */
+int proto_encode_hello(uint8_t *buf, size_t cap, const struct proto_hello *m);
+int proto_decode_hello(const uint8_t *buf, size_t len, struct proto_hello *m);
+int proto_encode_welcome(uint8_t *buf, size_t cap, const struct proto_welcome *m);
+int proto_decode_welcome(const uint8_t *buf, size_t len, struct proto_welcome *m);
+int proto_encode_error(uint8_t *buf, size_t cap, const struct proto_error *m);
+int proto_decode_error(const uint8_t *buf, size_t len, struct proto_error *m);
+int proto_encode_bye(uint8_t *buf, size_t cap);
+int proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m);
+int proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m);
+int proto_encode_done(uint8_t *buf, size_t cap, const struct proto_done *m);
+int proto_decode_done(const uint8_t *buf, size_t len, struct proto_done *m);
+
+/* A job name is 1..PROTO_JOB_MAX of [A-Za-z0-9._:-]. */
+bool proto_job_name_ok(const char *name);
+/* 32-bit FNV-1a of the job name: the job id on the wire (never 0). */
+uint32_t proto_job_id(const char *name);
+
+/* =================================================================== */
+/* The arena's control page                                            */
+/* =================================================================== */
+/* The first PROTO_ARENA_CTL bytes of every arena belong to the protocol: the
+ * daemon publishes the progress of the running operation there, so a staging
+ * client (CUDA) can overlap its copies with the network. */
+#define PROTO_ARENA_CTL		4096
+#define PROTO_ARENA_MAGIC	0x414e4552474e4952ull	/* "RINGRENA" */
+struct proto_arena_ctl {
+	uint64_t magic;		/* PROTO_ARENA_MAGIC, written by the client */
+	uint64_t reqid;		/* the op the counters below describe (daemon) */
+	uint64_t done_bytes;	/* bytes of its result that are final (daemon, release) */
+	uint64_t total_bytes;	/* bytes of its result in all (daemon) */
+};
+
+#endif /* PROTO_PROTO_H */

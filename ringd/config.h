@@ -1,0 +1,57 @@
+/*
+ * config.h - ringd's settings: defaults, then ringd.conf (key = value lines, '#'
+ * comments), then the command line.  Every key of the file has a command-line
+ * twin (--key value); the parser reports the file, line and key of any error.
+ */
+#ifndef RINGD_CONFIG_H
+#define RINGD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 256
+#define CONFIG_LIST_MAX 16
+
+struct config {
+	char hosts[CONFIG_PATH_MAX];	/* hosts = FILE: the hostfile (required) */
+	int rank;			/* rank = N; -1: find ourselves among our addresses */
+	char listen[CONFIG_PATH_MAX];	/* listen = ADDR:PORT; "" = our hostfile entry */
+	char socket[CONFIG_PATH_MAX];	/* socket = PATH: client socket (RING_DEFAULT_SOCKET) */
+	char control[CONFIG_PATH_MAX];	/* control = PATH; "" = socket path + ".ctl" */
+	char cluster[64];		/* cluster = NAME; peers must agree ("ringd") */
+	bool foreground;		/* foreground = yes|no */
+	int log_level;			/* log_level = err|warn|info|debug (or verbose = N) */
+	uint32_t segment_bytes;		/* segment = SIZE: pipelining unit (1M) */
+	uint64_t piece_bytes;		/* piece = SIZE: libring splits ops into these (64M) */
+	uint32_t window_bytes;		/* window = SIZE: per-job credit per link (8M) */
+	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
+	uint32_t peer_timeout_ms;	/* peer_timeout_ms = N (10000) */
+	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
+	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
+	uint32_t sndbuf, rcvbuf;	/* sndbuf = SIZE / rcvbuf = SIZE (0: kernel's) */
+	int max_clients;		/* max_clients = N (256) */
+	int max_jobs;			/* max_jobs = N (64) */
+	uint64_t max_arena_bytes;	/* max_arena = SIZE per client (64G) */
+	char tls_cert[CONFIG_PATH_MAX];	/* tls_cert = PATH */
+	char tls_key[CONFIG_PATH_MAX];	/* tls_key = PATH */
+	char tls_ca[CONFIG_PATH_MAX];	/* tls_ca = PATH */
+	char secret_file[CONFIG_PATH_MAX];	/* secret_file = PATH: cluster secret */
+	bool insecure;			/* insecure = yes: allow unauthenticated non-loopback */
+	char allow_users[CONFIG_LIST_MAX][32];	/* allow_users = a, b (names or uids) */
+	int n_allow_users;
+	char allow_groups[CONFIG_LIST_MAX][32];	/* allow_groups = a, b */
+	int n_allow_groups;
+	char metrics_listen[CONFIG_PATH_MAX];	/* metrics_listen = ADDR:PORT ("" = off) */
+};
+
+/* Fills c with the defaults. */
+void config_defaults(struct config *c);
+/* Applies one key = value; returns 0 or -1 with a reason in err. */
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
+/* Reads a ringd.conf; returns 0 or -1 with "FILE:LINE: reason" in err. */
+int config_load(struct config *c, const char *path, char *err, size_t errlen);
+/* Parses "4M", "512k", "1G", "123" (powers of 1024); returns 0 or -1. */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif /* RINGD_CONFIG_H */
