@@ -128,7 +128,8 @@ $(BUILD)/tests/unit_proto: $(BUILD)/tests/unit_proto.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
-$(BUILD)/tests/unit_%:
+$(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
+$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm

@@ -7,6 +7,12 @@
  * job on every host of the ring.  Every call returns 0 or a negative RING_E* code;
  * ring_last_error() gives the detailed reason of the last failure.  No call exits,
  * aborts or blocks its caller without a bound.
+ *
+ * Threads: a communicator is used by one thread at a time (calls on one comm are
+ * not serialised by libring); different communicators may be used concurrently.
+ * Failures that have no communicator to hold their message (a failed ring_open,
+ * a NULL comm) are kept per thread and read with ring_last_error(NULL).  Memory
+ * from ring_alloc belongs to the communicator and is gone after ring_close.
  */
 #ifndef RING_H
 #define RING_H

@@ -53,5 +53,14 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
 /* Parses "4M", "512k", "1G", "123" (powers of 1024); returns 0 or -1. */
 int config_parse_size(const char *s, uint64_t *out);
+/* Parses ringd.conf text (len bytes, need not be NUL-terminated); name is the
+ * FILE of "FILE:LINE: reason" in err.  config_load reads a file and calls this.
+ * c is changed only when the whole text is valid. */
+int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
+		      char *err, size_t errlen);
+/* Splits "ADDR:PORT" or "[V6ADDR]:PORT" (listen, metrics_listen) into host (no
+ * brackets) and port; returns 0 or -1 with a reason in err. */
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
+			  char *err, size_t errlen);
 
 #endif /* RINGD_CONFIG_H */

@@ -1,0 +1,79 @@
+/*
+ * mpi-allreduce.c - the Open MPI side of the side-by-side runs: times
+ * MPI_Allreduce (float32 sum, in place) the way ring-bench times ring_allreduce,
+ * and prints one line per size: bytes, time (us), algbw, busbw (GB/s), #wrong.
+ *
+ *   mpirun --mca btl tcp,self -n N mpi-allreduce -b 8 -e 64M -f 2 -n 20 -w 5
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t
+parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (*end) {
+	case 'G': case 'g': v *= 1024.0;	/* FALLTHROUGH */
+	case 'M': case 'm': v *= 1024.0;	/* FALLTHROUGH */
+	case 'K': case 'k': v *= 1024.0;	/* FALLTHROUGH */
+	default: break;
+	}
+	return (size_t)v;
+}
+
+int
+main(int argc, char **argv)
+{
+	size_t minb = 8, maxb = 64u << 20, f = 2, bytes;
+	int iters = 20, warm = 5, rank, size, i, opt;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (opt = 1; opt + 1 < argc; opt += 2) {
+		if (!strcmp(argv[opt], "-b")) minb = parse_size(argv[opt + 1]);
+		else if (!strcmp(argv[opt], "-e")) maxb = parse_size(argv[opt + 1]);
+		else if (!strcmp(argv[opt], "-f")) f = parse_size(argv[opt + 1]);
+		else if (!strcmp(argv[opt], "-n")) iters = atoi(argv[opt + 1]);
+		else if (!strcmp(argv[opt], "-w")) warm = atoi(argv[opt + 1]);
+	}
+	if (rank == 0)
+		printf("# MPI_Allreduce float sum, in place, %d ranks\n"
+		       "#%12s %12s %10s %8s %8s %7s\n", size, "size(B)", "count", "time(us)",
+		       "algbw", "busbw", "#wrong");
+	for (bytes = minb; bytes <= maxb; bytes *= f) {
+		size_t count = bytes / sizeof(float), k, wrong = 0, tw = 0;
+		float *buf = malloc(count ? count * sizeof(float) : 1);
+		double t0, t, tmax, ab, bb;
+
+		for (i = 0; i < warm + iters; i++) {
+			if (i == warm) {
+				MPI_Barrier(MPI_COMM_WORLD);
+				t0 = MPI_Wtime();
+			}
+			for (k = 0; k < count && i == warm + iters - 1; k++)
+				buf[k] = (float)(rank + 1);
+			MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM,
+				      MPI_COMM_WORLD);
+		}
+		t = (MPI_Wtime() - t0) / iters;
+		for (k = 0; k < count; k++)
+			wrong += buf[k] != (float)(size * (size + 1) / 2);
+		MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&wrong, &tw, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+		ab = (double)bytes / tmax / 1e9;
+		bb = ab * 2.0 * (size - 1) / size;
+		if (rank == 0)
+			printf(" %12zu %12zu %10.1f %8.3f %8.3f %7zu\n", bytes, count, tmax * 1e6,
+			       ab, bb, tw);
+		free(buf);
+		if (f < 2)
+			break;
+	}
+	MPI_Finalize();
+	return 0;
+}

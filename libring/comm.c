@@ -1,0 +1,605 @@
+/*
+ * comm.c - the communicator and its session with the local ringd: ring_open
+ * (environment, arena, connect, HELLO with the memfd, WELCOME), the bounded send
+ * and receive of client messages, ring_close, the arena's public face (ring_alloc,
+ * ring_free) and the error reporting every other call goes through.  The session
+ * is one SOCK_SEQPACKET socket, non-blocking, driven with poll against a deadline
+ * so no call can outlive its bound.  Anything that leaves the session in an
+ * unknown state (the daemon went away, a malformed message, a reply that never
+ * came) marks the communicator broken: its socket is closed at once so the daemon
+ * fails the job's operation for the other ranks, and every later call returns
+ * RING_EDAEMON with the original reason.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "../proto/dtype.h"
+
+/* ring_last_error(NULL): failures that have no communicator to hold them
+ * (ring_open, a NULL comm).  Per thread, so threads do not overwrite each other. */
+static __thread char lr_tls_err[LR_ERR_MAX];
+
+int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
+{
+	char *buf = c ? c->err : lr_tls_err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, LR_ERR_MAX, fmt, ap);
+	va_end(ap);
+	if (c && c->debug)
+		fprintf(stderr, "libring: %s\n", buf);
+	return code;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* poll's timeout for what is left until deadline, never negative or above INT_MAX. */
+static int ms_left(int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+
+	if (left <= 0)
+		return 0;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* Marks the session unusable and closes it, so the daemon sees the client leave
+ * and fails the job's op for the others instead of waiting on us. */
+static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err_broken, sizeof(c->err_broken), fmt, ap);
+	va_end(ap);
+	c->broken = true;
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return lr_fail(c, code, "%s", c->err_broken);
+}
+
+int lr_sess_usable(struct ring_comm *c)
+{
+	if (!c->broken)
+		return 0;
+	return lr_fail(c, RING_EDAEMON, "communicator unusable after an earlier failure: %s",
+		       c->err_broken);
+}
+
+static int sess_closed(struct ring_comm *c, int err)
+{
+	if (err)
+		return sess_break(c, RING_EDAEMON, "ringd at %s closed the connection (%s)",
+				  c->sock, strerror(err));
+	return sess_break(c, RING_EDAEMON, "ringd at %s closed the connection", c->sock);
+}
+
+/* Closes any descriptor the peer attached; ringd never sends one, and we must
+ * not leak what a confused peer pushes at us. */
+static void sess_drop_fds(struct msghdr *mh)
+{
+	struct cmsghdr *cm;
+	size_t i, n;
+	int fd;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+/* Receives one packet into buf (PROTO_MSG_MAX bytes) before deadline.  Returns 0,
+ * RING_ETIMEDOUT (session intact; the caller decides), or a code with the session
+ * broken.  With deadline 0 it only takes what is already queued (RING_ETIMEDOUT
+ * when nothing is). */
+static int sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 8)];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = buf, .iov_len = PROTO_MSG_MAX };
+	struct msghdr mh;
+	struct pollfd pfd;
+	ssize_t n;
+	int r;
+
+	for (;;) {
+		pfd.fd = c->fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		r = poll(&pfd, 1, ms_left(deadline));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
+					  strerror(errno));
+		if (r == 0) {
+			if (ms_left(deadline) > 0)
+				continue;
+			return RING_ETIMEDOUT;
+		}
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+		/* A queued reply is read before a hangup that follows it. */
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return sess_closed(c, errno);
+		sess_drop_fds(&mh);
+		if (n == 0)
+			return sess_closed(c, 0);
+		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+			return sess_break(c, RING_EPROTO, "ringd at %s sent a message larger "
+					  "than %d bytes or with descriptors", c->sock,
+					  PROTO_MSG_MAX);
+		*len = (size_t)n;
+		return 0;
+	}
+}
+
+/* After a failed send the daemon may have said why it hung up: an ERROR that is
+ * still queued is a better message than "broken pipe". */
+static int sess_pending_error(struct ring_comm *c, int err)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_error e;
+	uint16_t type;
+	size_t len;
+
+	if (sess_recv(c, buf, &len, 0) == 0 && proto_msg_peek(buf, len, &type) == 0 &&
+	    type == PROTO_M_ERROR && proto_decode_error(buf, len, &e) == 0 &&
+	    e.code < 0 && e.code >= RING_ERR_MIN)
+		return sess_break(c, e.code, "%s", e.text);
+	if (c->broken)
+		return lr_fail(c, RING_EDAEMON, "%s", c->err_broken);
+	return sess_closed(c, err);
+}
+
+/* Sends one packet, with fd attached when >= 0, before deadline. */
+static int sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
+		     int64_t deadline)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	struct pollfd pfd;
+	ssize_t n;
+	int r;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	for (;;) {
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0) {
+			/* SEQPACKET sends whole packets; anything else is not ours. */
+			if ((size_t)n != len)
+				return sess_break(c, RING_EDAEMON, "short send to ringd at %s "
+						  "(%zd of %zu bytes)", c->sock, n, len);
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return sess_pending_error(c, errno);
+		pfd.fd = c->fd;
+		pfd.events = POLLOUT;
+		pfd.revents = 0;
+		r = poll(&pfd, 1, ms_left(deadline));
+		if (r < 0 && errno != EINTR)
+			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
+					  strerror(errno));
+		if (r == 0 && ms_left(deadline) == 0)
+			return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not accept a "
+					  "request in time (its socket stayed full)", c->sock);
+	}
+}
+
+/* An ERROR ends the session: its code and text are the answer. */
+static int sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
+{
+	struct proto_error e;
+
+	if (proto_decode_error(buf, len, &e) != 0 || e.code >= 0 || e.code < RING_ERR_MIN)
+		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed ERROR message",
+				  c->sock);
+	return sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
+}
+
+int lr_sess_post(struct ring_comm *c, struct proto_op *op)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	int64_t bound;
+	int n, rc;
+
+	rc = lr_sess_usable(c);
+	if (rc)
+		return rc;
+	op->reqid = c->next_reqid++;
+	op->timeout_ms = (uint32_t)c->timeout_ms;
+	n = proto_encode_op(buf, sizeof(buf), op);
+	if (n <= 0)
+		return lr_fail(c, RING_EINVAL, "cannot encode a %s request (count %llu)",
+			       proto_coll_name(op->coll), (unsigned long long)op->count);
+	/* ringd enforces timeout_ms itself and answers RING_ETIMEDOUT; the grace
+	 * only covers a daemon that cannot answer at all. */
+	bound = (int64_t)c->timeout_ms + LR_GRACE_MS;
+	c->deadline_ms = now_ms() + bound;
+	return sess_send(c, buf, (size_t)n, -1, c->deadline_ms);
+}
+
+int lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_done d;
+	uint16_t type;
+	size_t len;
+	int rc;
+
+	rc = lr_sess_usable(c);
+	if (rc)
+		return rc;
+	rc = sess_recv(c, buf, &len, c->deadline_ms);
+	if (rc == RING_ETIMEDOUT)
+		return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not answer %s request "
+				  "%llu within %d ms (the op's timeout plus %d ms grace)",
+				  c->sock, proto_coll_name(op->coll),
+				  (unsigned long long)op->reqid, c->timeout_ms, LR_GRACE_MS);
+	if (rc)
+		return rc;
+	if (proto_msg_peek(buf, len, &type) != 0)
+		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed message "
+				  "(%zu bytes)", c->sock, len);
+	if (type == PROTO_M_ERROR)
+		return sess_error_msg(c, buf, len);
+	if (type != PROTO_M_DONE)
+		return sess_break(c, RING_EPROTO, "ringd at %s sent message type %u while a "
+				  "%s was running", c->sock, type, proto_coll_name(op->coll));
+	if (proto_decode_done(buf, len, &d) != 0)
+		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed DONE message",
+				  c->sock);
+	/* One op is in flight at a time: any other id means we lost track. */
+	if (d.reqid != op->reqid)
+		return sess_break(c, RING_EPROTO, "ringd at %s answered request %llu while "
+				  "request %llu was waiting", c->sock,
+				  (unsigned long long)d.reqid, (unsigned long long)op->reqid);
+	if (d.status > 0 || d.status < RING_ERR_MIN)
+		return sess_break(c, RING_EPROTO, "ringd at %s answered status %d, not a "
+				  "RING_E* code", c->sock, (int)d.status);
+	if (d.status)
+		return lr_fail(c, d.status, "%s", d.text[0] ? d.text : ring_strerror(d.status));
+	return 0;
+}
+
+/* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
+static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
+{
+	struct sockaddr_un sa;
+	struct pollfd pfd;
+	socklen_t elen;
+	int err;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);	/* length checked by env.c */
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c->fd < 0)
+		return lr_fail(c, RING_EDAEMON, "socket for ringd: %s", strerror(errno));
+	for (;;) {
+		if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return 0;
+		err = errno;
+		if (err == EINTR)
+			continue;
+		if (err == EAGAIN && ms_left(deadline) > 0) {
+			poll(NULL, 0, 10);
+			continue;
+		}
+		if (err == EINPROGRESS) {
+			pfd.fd = c->fd;
+			pfd.events = POLLOUT;
+			pfd.revents = 0;
+			if (poll(&pfd, 1, ms_left(deadline)) == 1) {
+				elen = sizeof(err);
+				if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 &&
+				    err == 0)
+					return 0;
+			} else {
+				err = ETIMEDOUT;
+			}
+		}
+		break;
+	}
+	return lr_fail(c, RING_EDAEMON, "cannot connect to ringd at %s: %s%s", c->sock,
+		       strerror(err),
+		       err != ENOENT && err != ECONNREFUSED ? "" : socket_set ?
+		       " (is ringd running?)" :
+		       " (is ringd running? set RING_SOCKET to its socket, or RING_SINGLE=1 "
+		       "for a size-1 group without a daemon)");
+}
+
+static int sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
+			      const struct proto_welcome *w)
+{
+	if (w->size < 1 || w->size > PROTO_MAX_RANKS || w->rank < 0 || w->rank >= w->size ||
+	    w->local_size < 1 || w->local_size > w->size || w->local_rank < 0 ||
+	    w->local_rank >= w->local_size || w->nhosts < 1 || w->host_rank < 0 ||
+	    w->host_rank >= w->nhosts || w->piece_bytes == 0)
+		return lr_fail(c, RING_EPROTO, "ringd at %s sent an inconsistent WELCOME "
+			       "(rank %d of %d, local %d of %d, host %d of %d, piece %llu bytes)",
+			       c->sock, w->rank, w->size, w->local_rank, w->local_size,
+			       w->host_rank, w->nhosts, (unsigned long long)w->piece_bytes);
+	/* The launcher's numbering is what the program believes; never contradict it. */
+	if (env->rank >= 0 && (w->rank != env->rank || w->size != env->size))
+		return lr_fail(c, RING_EPROTO, "ringd at %s placed this process at rank %d of "
+			       "%d, but the launcher (%s) said rank %d of %d", c->sock, w->rank,
+			       w->size, env->source, env->rank, env->size);
+	return 0;
+}
+
+/* HELLO with the arena attached; then WELCOME or ERROR within the connect bound. */
+static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline,
+		      int bound)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_hello h;
+	struct proto_welcome w;
+	uint16_t type;
+	size_t len;
+	int n, rc;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.job, env->job, sizeof(h.job));
+	h.rank = env->rank;
+	h.size = env->size;
+	h.local_rank = env->local_rank;
+	h.local_size = env->local_size;
+	h.timeout_ms = (uint32_t)env->timeout_ms;
+	h.pid = (uint32_t)getpid();
+	h.arena_bytes = c->arena.bytes;
+	n = proto_encode_hello(buf, sizeof(buf), &h);
+	if (n <= 0)
+		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
+	rc = sess_send(c, buf, (size_t)n, c->arena.fd, deadline);
+	if (rc)
+		return rc;
+	rc = sess_recv(c, buf, &len, deadline);
+	if (rc == RING_ETIMEDOUT)
+		return lr_fail(c, RING_ETIMEDOUT, "ringd at %s did not answer HELLO within "
+			       "%d ms", c->sock, bound);
+	if (rc)
+		return rc;
+	if (proto_msg_peek(buf, len, &type) != 0)
+		return lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
+			       "message (%zu bytes)", c->sock, len);
+	if (type == PROTO_M_ERROR)
+		return sess_error_msg(c, buf, len);
+	if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, &w) != 0)
+		return lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
+			       "or unexpected message (type %u)", c->sock, type);
+	rc = sess_check_welcome(c, env, &w);
+	if (rc)
+		return rc;
+	c->rank = w.rank;
+	c->size = w.size;
+	c->local_rank = w.local_rank;
+	c->local_size = w.local_size;
+	c->host_rank = w.host_rank;
+	c->nhosts = w.nhosts;
+	c->job_id = w.job_id;
+	c->seg_bytes = w.seg_bytes;
+	c->piece_bytes = w.piece_bytes;
+	return 0;
+}
+
+static void comm_free(struct ring_comm *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	lr_arena_destroy(&c->arena);
+	free(c);
+}
+
+int ring_open(ring_comm **out, const struct ring_options *opts)
+{
+	struct ring_comm *c = NULL;
+	struct lr_env env;
+	char err[LR_ERR_MAX];
+	int64_t start;
+	int rc, bound;
+
+	if (!out)
+		return lr_fail(NULL, RING_EINVAL, "ring_open: the comm pointer is NULL");
+	*out = NULL;
+	rc = lr_env_resolve(opts, &env, err, sizeof(err));
+	if (rc)
+		return lr_fail(NULL, rc, "ring_open: %s", err);
+	if (!proto_job_name_ok(env.job))
+		return lr_fail(NULL, RING_EINVAL, "ring_open: job name \"%s\" must be 1..%d of "
+			       "letters, digits and . _ - :", env.job, PROTO_JOB_MAX);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return lr_fail(NULL, RING_ENOMEM, "ring_open: out of memory");
+	c->fd = -1;
+	c->debug = env.debug;
+	c->timeout_ms = env.timeout_ms;
+	c->next_reqid = 1;
+	memcpy(c->sock, env.socket, sizeof(c->sock));
+	memcpy(c->job, env.job, sizeof(c->job));
+
+	rc = lr_arena_create(&c->arena, env.arena_bytes, err, sizeof(err));
+	if (rc) {
+		lr_fail(c, rc, "ring_open: %s", err);
+		goto fail;
+	}
+	if (env.single) {
+		/* Asked for explicitly (RING_SINGLE=1, no socket configured). */
+		c->single = true;
+		c->rank = c->local_rank = c->host_rank = 0;
+		c->size = c->local_size = c->nhosts = 1;
+		c->piece_bytes = UINT64_MAX;
+		*out = c;
+		return 0;
+	}
+
+	bound = env.timeout_ms < LR_CONNECT_MAX_MS ? env.timeout_ms : LR_CONNECT_MAX_MS;
+	start = now_ms();
+	rc = sess_connect(c, env.socket_set, start + bound);
+	if (rc)
+		goto fail;
+	rc = sess_hello(c, &env, start + bound, bound);
+	if (rc)
+		goto fail;
+	if (c->debug)
+		fprintf(stderr, "libring: joined job %s (id %u) at %s: rank %d of %d, local "
+			"%d of %d, host %d of %d, piece %llu bytes\n", c->job, c->job_id,
+			c->sock, c->rank, c->size, c->local_rank, c->local_size, c->host_rank,
+			c->nhosts, (unsigned long long)c->piece_bytes);
+	*out = c;
+	return 0;
+fail:
+	/* The comm goes away; its message survives for ring_last_error(NULL). */
+	snprintf(lr_tls_err, sizeof(lr_tls_err), "%s", c->err);
+	comm_free(c);
+	return rc;
+}
+
+int ring_close(ring_comm *c)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	int n;
+
+	if (!c)
+		return 0;
+	if (c->fd >= 0 && !c->broken) {
+		/* Best effort: the daemon also cleans up when the socket just closes. */
+		n = proto_encode_bye(buf, sizeof(buf));
+		if (n > 0)
+			(void)send(c->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	comm_free(c);
+	return 0;
+}
+
+int ring_rank(const ring_comm *c)
+{
+	return c ? c->rank : RING_EINVAL;
+}
+
+int ring_size(const ring_comm *c)
+{
+	return c ? c->size : RING_EINVAL;
+}
+
+void *ring_alloc(ring_comm *c, size_t bytes)
+{
+	void *p;
+
+	if (!c) {
+		lr_fail(NULL, RING_EINVAL, "ring_alloc: comm is NULL");
+		return NULL;
+	}
+	p = lr_arena_alloc(&c->arena, bytes);
+	if (!p)
+		lr_fail(c, RING_ENOMEM, "ring_alloc(%zu): the arena has no free block that "
+			"large (%zu of %zu bytes free, largest block %zu); raise RING_ARENA_MB "
+			"or ring_options.arena_bytes", bytes, c->arena.free_bytes,
+			lr_arena_usable(&c->arena), lr_arena_largest(&c->arena));
+	return p;
+}
+
+void ring_free(ring_comm *c, void *p)
+{
+	if (!p)
+		return;
+	if (!c) {
+		lr_fail(NULL, RING_EINVAL, "ring_free(%p): comm is NULL (ignored)", p);
+		return;
+	}
+	if (lr_arena_free(&c->arena, p) != 0)
+		lr_fail(c, RING_EINVAL, "ring_free(%p): not a live ring_alloc block of this "
+			"communicator (ignored)", p);
+}
+
+const char *ring_strerror(int err)
+{
+	switch (err) {
+	case RING_OK:		return "success";
+	case RING_EINVAL:	return "invalid argument";
+	case RING_ENOMEM:	return "out of memory or arena space";
+	case RING_EDAEMON:	return "the local ringd is unreachable or went away";
+	case RING_EPEER:	return "a peer daemon failed or its link broke";
+	case RING_ETIMEDOUT:	return "operation timed out";
+	case RING_EMISMATCH:	return "ranks called different operations or dtype/shape differ";
+	case RING_EABORTED:	return "operation aborted";
+	case RING_EPROTO:	return "malformed message (version skew or corruption)";
+	case RING_EPERM:	return "not permitted";
+	case RING_ENOTSUP:	return "not supported";
+	case RING_ECLOSED:	return "communicator closed";
+	}
+	return "unknown error";
+}
+
+const char *ring_last_error(const ring_comm *c)
+{
+	return c ? c->err : lr_tls_err;
+}
+
+size_t ring_dtype_size(enum ring_dtype dtype)
+{
+	return proto_dtype_size(dtype);
+}
+
+const char *ring_dtype_name(enum ring_dtype dtype)
+{
+	return proto_dtype_name(dtype);
+}
+
+const char *ring_op_name(enum ring_op op)
+{
+	return proto_op_name(op);
+}

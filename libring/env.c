@@ -1,0 +1,295 @@
+/*
+ * env.c - turns ring_options and the process environment into the parameters of
+ * a communicator: the daemon's socket, the job name, the per-operation timeout,
+ * the arena size, and the process's place in the job (rank, size, local rank,
+ * local size) as the launcher published it.  Launchers are tried in a fixed order
+ * and the first one that defines any of its variables supplies all of them, so a
+ * job never mixes, say, torchrun's rank with Slurm's local id.  Everything is
+ * checked here, once, so a bad setting fails ring_open with a message that names
+ * the variables instead of surfacing later as a hang or a wrong group.  This
+ * module needs nothing from proto's .c files, so its unit test links it alone.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* One launcher's variable names, in order rank, size, local rank, local size. */
+struct env_source {
+	const char *name;		/* for messages and RING_DEBUG */
+	const char *var[4];
+	const char *alt_local_size;	/* a fallback for var[3] (Slurm) */
+};
+
+static const struct env_source env_sources[] = {
+	{ "RING_*", { "RING_RANK", "RING_WORLD_SIZE", "RING_LOCAL_RANK", "RING_LOCAL_SIZE" },
+	  NULL },
+	{ "torchrun", { "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE" }, NULL },
+	{ "Open MPI", { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+			"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" }, NULL },
+	{ "PMI", { "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS" }, NULL },
+	{ "Slurm", { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE" },
+	  "SLURM_TASKS_PER_NODE" },
+};
+
+/* An unset variable and an empty one mean the same: not given. */
+static const char *env_get(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* Parses a whole decimal string into [lo, hi]; false on anything else. */
+static bool env_parse_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	/* strtol would skip blanks and take a sign; a launcher writes neither. */
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* SLURM_TASKS_PER_NODE looks like "4(x2),3": the first number is this node's
+ * count on the usual uniform allocation, which is all a local size can mean. */
+static bool env_parse_tasks_per_node(const char *s, long *out)
+{
+	char buf[32];
+	size_t n = strspn(s, "0123456789");
+
+	if (n == 0 || n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return env_parse_int(buf, 1, PROTO_MAX_RANKS, out);
+}
+
+/* Fills rank/size/local_rank/local_size from the first source that defines any
+ * of its variables; leaves the defaults when none does. */
+static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
+{
+	const struct env_source *src = NULL;
+	const char *val[4], *lsname;
+	long v[4];
+	size_t i, k;
+
+	for (i = 0; i < sizeof(env_sources) / sizeof(env_sources[0]) && !src; i++) {
+		/* The fallback alone does not select a source: Slurm exports it to
+		 * a whole allocation, not only to the tasks of a step. */
+		for (k = 0; k < 4; k++)
+			if (env_get(env_sources[i].var[k]))
+				src = &env_sources[i];
+	}
+	if (!src)
+		return 0;
+	env->source = src->name;
+
+	for (k = 0; k < 4; k++)
+		val[k] = env_get(src->var[k]);
+	lsname = src->var[3];
+	if (!val[3] && src->alt_local_size && env_get(src->alt_local_size)) {
+		lsname = src->alt_local_size;
+		val[3] = env_get(lsname);
+	}
+
+	if (!val[0] != !val[1]) {
+		snprintf(err, cap, "%s is set but %s is not (launcher: %s)",
+			 val[0] ? src->var[0] : src->var[1], val[0] ? src->var[1] : src->var[0],
+			 src->name);
+		return RING_EINVAL;
+	}
+	if (!val[2] != !val[3]) {
+		snprintf(err, cap, "%s is set but %s is not (launcher: %s)",
+			 val[2] ? src->var[2] : lsname, val[2] ? lsname : src->var[2], src->name);
+		return RING_EINVAL;
+	}
+	for (k = 0; k < 4; k++) {
+		const char *name = k == 3 ? lsname : src->var[k];
+		bool ok;
+
+		if (!val[k])
+			continue;
+		/* Odd k is a size (1..max), even k a rank (0..max-1). */
+		if (k == 3 && lsname == src->alt_local_size)
+			ok = env_parse_tasks_per_node(val[k], &v[k]);
+		else if (k & 1)
+			ok = env_parse_int(val[k], 1, PROTO_MAX_RANKS, &v[k]);
+		else
+			ok = env_parse_int(val[k], 0, PROTO_MAX_RANKS - 1, &v[k]);
+		if (!ok) {
+			snprintf(err, cap, "%s=\"%s\" is not a valid %s (launcher: %s)", name, val[k],
+				 k & 1 ? "size (1..65535)" : "rank (0..65534)", src->name);
+			return RING_EINVAL;
+		}
+	}
+	if (val[0]) {
+		if (v[0] >= v[1]) {
+			snprintf(err, cap, "%s=%ld is not below %s=%ld (launcher: %s)",
+				 src->var[0], v[0], src->var[1], v[1], src->name);
+			return RING_EINVAL;
+		}
+		env->rank = (int)v[0];
+		env->size = (int)v[1];
+	}
+	if (val[2]) {
+		if (v[2] >= v[3]) {
+			snprintf(err, cap, "%s=%ld is not below %s=%ld (launcher: %s)",
+				 src->var[2], v[2], lsname, v[3], src->name);
+			return RING_EINVAL;
+		}
+		if (val[0] && v[3] > v[1]) {
+			snprintf(err, cap, "%s=%ld is above %s=%ld (launcher: %s)",
+				 lsname, v[3], src->var[1], v[1], src->name);
+			return RING_EINVAL;
+		}
+		/* Explicit options win over the launcher for the local pair. */
+		if (want_local) {
+			env->local_rank = (int)v[2];
+			env->local_size = (int)v[3];
+		}
+	}
+	return 0;
+}
+
+static int env_copy(char *dst, size_t dcap, const char *src, const char *what,
+		    char *err, size_t cap)
+{
+	size_t n = strlen(src);
+
+	if (n == 0 || n >= dcap) {
+		snprintf(err, cap, "%s \"%.64s%s\" must be 1..%zu bytes long", what, src,
+			 n > 64 ? "..." : "", dcap - 1);
+		return RING_EINVAL;
+	}
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
+		   size_t cap)
+{
+	static const struct ring_options none;
+	const char *s;
+	long v;
+	bool want_local;
+	int rc;
+
+	if (!opts)
+		opts = &none;
+	memset(env, 0, sizeof(*env));
+	env->rank = env->size = -1;
+	env->local_rank = 0;
+	env->local_size = 1;
+	env->source = "none";
+	env->timeout_ms = LR_DEFAULT_TIMEOUT_MS;
+	env->arena_bytes = (size_t)LR_DEFAULT_ARENA_MB << 20;
+	s = env_get("RING_DEBUG");
+	env->debug = s && strcmp(s, "0") != 0;
+
+	/* Socket: opts, RING_SOCKET, then the system default. */
+	s = opts->socket && *opts->socket ? opts->socket : env_get("RING_SOCKET");
+	env->socket_set = s != NULL;
+	rc = env_copy(env->socket, sizeof(env->socket), s ? s : RING_DEFAULT_SOCKET,
+		      opts->socket && *opts->socket ? "ring_options.socket" : "RING_SOCKET",
+		      err, cap);
+	if (rc)
+		return rc;
+
+	s = opts->job && *opts->job ? opts->job : env_get("RING_JOB");
+	rc = env_copy(env->job, sizeof(env->job), s ? s : "default",
+		      opts->job && *opts->job ? "ring_options.job" : "RING_JOB", err, cap);
+	if (rc)
+		return rc;
+
+	if (opts->timeout_ms < 0) {
+		snprintf(err, cap, "ring_options.timeout_ms=%d is negative", opts->timeout_ms);
+		return RING_EINVAL;
+	} else if (opts->timeout_ms > 0) {
+		env->timeout_ms = opts->timeout_ms;
+	} else if ((s = env_get("RING_TIMEOUT_MS"))) {
+		if (!env_parse_int(s, 1, INT_MAX, &v)) {
+			snprintf(err, cap, "RING_TIMEOUT_MS=\"%s\" is not a number of "
+				 "milliseconds in 1..%d", s, INT_MAX);
+			return RING_EINVAL;
+		}
+		env->timeout_ms = (int)v;
+	}
+
+	if (opts->arena_bytes) {
+		if (opts->arena_bytes > ((size_t)LR_MAX_ARENA_MB << 20)) {
+			snprintf(err, cap, "ring_options.arena_bytes=%zu is above the limit "
+				 "of %u MiB", opts->arena_bytes, LR_MAX_ARENA_MB);
+			return RING_EINVAL;
+		}
+		env->arena_bytes = opts->arena_bytes;
+	} else if ((s = env_get("RING_ARENA_MB"))) {
+		if (!env_parse_int(s, 1, LR_MAX_ARENA_MB, &v)) {
+			snprintf(err, cap, "RING_ARENA_MB=\"%s\" is not a size in MiB in 1..%u",
+				 s, LR_MAX_ARENA_MB);
+			return RING_EINVAL;
+		}
+		env->arena_bytes = (size_t)v << 20;
+	}
+
+	/* A caller that gives local_size describes its placement itself (local_rank
+	 * 0 is then meaningful); local_rank alone cannot be read that way. */
+	if (opts->local_size < 0 || opts->local_rank < 0 ||
+	    (opts->local_size > 0 && opts->local_rank >= opts->local_size) ||
+	    opts->local_size > PROTO_MAX_RANKS) {
+		snprintf(err, cap, "ring_options.local_rank=%d, local_size=%d: need "
+			 "0 <= local_rank < local_size <= %d", opts->local_rank,
+			 opts->local_size, PROTO_MAX_RANKS);
+		return RING_EINVAL;
+	}
+	if (opts->local_size == 0 && opts->local_rank != 0) {
+		snprintf(err, cap, "ring_options.local_rank=%d is given without local_size",
+			 opts->local_rank);
+		return RING_EINVAL;
+	}
+	want_local = opts->local_size == 0;
+	if (!want_local) {
+		env->local_rank = opts->local_rank;
+		env->local_size = opts->local_size;
+	}
+	rc = env_launcher(env, want_local, err, cap);
+	if (rc)
+		return rc;
+	if (env->size > 0 && env->local_size > env->size) {
+		snprintf(err, cap, "ring_options.local_size=%d is above the world size %d "
+			 "(launcher: %s)", env->local_size, env->size, env->source);
+		return RING_EINVAL;
+	}
+
+	s = env_get("RING_SINGLE");
+	if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+		snprintf(err, cap, "RING_SINGLE=\"%s\" must be 0 or 1", s);
+		return RING_EINVAL;
+	}
+	env->single = s && strcmp(s, "1") == 0 && !env->socket_set;
+	/* A size-1 group when the launcher started several ranks would let each
+	 * of them train alone, silently. */
+	if (env->single && env->size > 1) {
+		snprintf(err, cap, "RING_SINGLE=1 gives a size-1 group, but the launcher "
+			 "(%s) says the world size is %d; set RING_SOCKET to use ringd",
+			 env->source, env->size);
+		return RING_EINVAL;
+	}
+
+	if (env->debug)
+		fprintf(stderr, "libring: rank/size from %s (rank %d, size %d, local %d/%d), "
+			"job %s, socket %s%s, timeout %d ms, arena %zu bytes%s\n",
+			env->source, env->rank, env->size, env->local_rank, env->local_size,
+			env->job, env->socket, env->socket_set ? "" : " (default)",
+			env->timeout_ms, env->arena_bytes, env->single ? ", single (size 1)" : "");
+	return 0;
+}

@@ -1,0 +1,512 @@
+/*
+ * dtype.c - the dtype table and the reduction kernels.  The daemon reduces every
+ * byte of every collective here, so the kernels are plain indexed loops, one per
+ * (type, op) pair, that the compiler vectorises at -O2; the op is chosen outside
+ * the loop.  Integers wrap (signed arithmetic is done in unsigned types, which is
+ * defined), float MAX/MIN propagate NaN, and float16/bfloat16 are widened to
+ * float32, combined and rounded once to nearest even.  The portable half-precision
+ * conversions below are the reference; on x86-64 CPUs with F16C the float16 kernel
+ * uses the hardware conversions, which produce the same bits.
+ */
+#include <string.h>
+
+#include "dtype.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DTYPE_HAVE_F16C 1
+#include <immintrin.h>
+#endif
+
+struct dtype_info {
+	size_t size;		/* bytes per element */
+	const char *name;	/* as ringctl and error messages print it */
+	bool is_float;		/* RING_AVG allowed, proto_scale applies */
+};
+
+static const struct dtype_info dtypes[RING_DTYPE_COUNT] = {
+	[RING_BOOL] = { 1, "bool", false },
+	[RING_INT8] = { 1, "int8", false },
+	[RING_UINT8] = { 1, "uint8", false },
+	[RING_INT16] = { 2, "int16", false },
+	[RING_UINT16] = { 2, "uint16", false },
+	[RING_INT32] = { 4, "int32", false },
+	[RING_UINT32] = { 4, "uint32", false },
+	[RING_INT64] = { 8, "int64", false },
+	[RING_UINT64] = { 8, "uint64", false },
+	[RING_FLOAT16] = { 2, "float16", true },
+	[RING_BFLOAT16] = { 2, "bfloat16", true },
+	[RING_FLOAT32] = { 4, "float32", true },
+	[RING_FLOAT64] = { 8, "float64", true },
+};
+
+static const char *const op_names[RING_OP_COUNT] = {
+	[RING_SUM] = "sum",
+	[RING_PROD] = "prod",
+	[RING_MAX] = "max",
+	[RING_MIN] = "min",
+	[RING_AVG] = "avg",
+};
+
+static bool
+dtype_valid(int dtype)
+{
+	return dtype >= 0 && dtype < RING_DTYPE_COUNT;
+}
+
+static bool
+op_valid(int op)
+{
+	return op >= 0 && op < RING_OP_COUNT;
+}
+
+size_t
+proto_dtype_size(int dtype)
+{
+	return dtype_valid(dtype) ? dtypes[dtype].size : 0;
+}
+
+const char *
+proto_dtype_name(int dtype)
+{
+	return dtype_valid(dtype) ? dtypes[dtype].name : "?";
+}
+
+bool
+proto_dtype_is_float(int dtype)
+{
+	return dtype_valid(dtype) && dtypes[dtype].is_float;
+}
+
+const char *
+proto_op_name(int op)
+{
+	return op_valid(op) ? op_names[op] : "?";
+}
+
+int
+proto_reduce_check(int dtype, int op)
+{
+	if (!dtype_valid(dtype) || !op_valid(op))
+		return RING_EINVAL;
+	/* An integer average would have to round somewhere; refuse rather than guess. */
+	if (op == RING_AVG && !dtypes[dtype].is_float)
+		return RING_EINVAL;
+	return 0;
+}
+
+/* ---- half precision ----
+ * Bit-level conversions that do not depend on the floating-point environment, so
+ * every host rounds the same way.  NaNs keep their sign and the top of their
+ * payload and come out quiet, as the x86 F16C and ARM conversions do. */
+
+static inline float
+bits_f32(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t
+f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float
+f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t em = h & 0x7fff;
+	uint32_t normal, infnan, sub;
+
+	/* Rebias the exponent (15 -> 127); Inf/NaN map to the top exponent. */
+	normal = (em << 13) + (112u << 23);
+	infnan = 0x7f800000u | (em & 0x3ff) << 13 | (em > 0x7c00 ? 0x400000u : 0);
+	/* Zero and subnormals (m * 2^-24) are exact in float32. */
+	sub = f32_bits((float)em * 0x1p-24f);
+	return bits_f32(sign | (em >= 0x7c00 ? infnan : em >= 0x0400 ? normal : sub));
+}
+
+/*
+ * Written as selects between values computed for every case, so that a loop of
+ * conversions has no branches and can be vectorised.
+ */
+static inline uint16_t
+f32_to_f16(float f)
+{
+	uint32_t u = f32_bits(f);
+	uint32_t sign = (u >> 16) & 0x8000;
+	uint32_t a = u & 0x7fffffff;
+	uint32_t nan, normal, sub, e, m, s, q, rem, half, n;
+
+	/* NaN: quiet, keep the top of the payload. */
+	nan = 0x7e00 | ((a >> 13) & 0x3ff);
+	/* Normal: rebias (127 -> 15) and round the 13 dropped bits to nearest even;
+	 * a carry into the exponent is the correct next binade. */
+	n = a - (112u << 23);
+	normal = (n + 0xfff + ((n >> 13) & 1)) >> 13;
+	/* Subnormal (|f| < 2^-14): the value in units of 2^-24 is m * 2^(e - 126),
+	 * rounded to nearest even; it may round up into the smallest normal, 0x400.
+	 * Below 2^-25 the shift is clamped and the result is 0; exactly 2^-25 ties
+	 * to even, 0.  Above the range the shift is clamped too (the result is not
+	 * used), so that no shift is ever out of range. */
+	e = a >> 23;
+	m = (a & 0x7fffff) | 0x800000;
+	s = e <= 101 ? 25 : e >= 112 ? 14 : 126 - e;
+	q = m >> s;
+	rem = m & ((1u << s) - 1);
+	half = 1u << (s - 1);
+	sub = q + ((rem > half) | ((rem == half) & q));
+
+	/* 65520 and above is at or past halfway between 65504 and 2^16: Inf. */
+	return (uint16_t)(sign | (a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00 :
+	    a >= 0x38800000u ? normal : sub));
+}
+
+static inline float
+bf16_to_f32(uint16_t h)
+{
+	return bits_f32((uint32_t)h << 16);
+}
+
+static inline uint16_t
+f32_to_bf16(float f)
+{
+	uint32_t u = f32_bits(f);
+
+	/* Rounding could carry a NaN's payload into Inf; keep it a quiet NaN. */
+	if ((u & 0x7fffffff) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+float
+proto_f16_to_f32(uint16_t h)
+{
+	return f16_to_f32(h);
+}
+
+uint16_t
+proto_f32_to_f16(float f)
+{
+	return f32_to_f16(f);
+}
+
+float
+proto_bf16_to_f32(uint16_t h)
+{
+	return bf16_to_f32(h);
+}
+
+uint16_t
+proto_f32_to_bf16(float f)
+{
+	return f32_to_bf16(f);
+}
+
+/* ---- kernels ---- */
+
+/* NaN-propagating max and min: x != x is true only for NaN. */
+#define FMAX(x, y)	((((x) > (y)) | ((x) != (x))) ? (x) : (y))
+#define FMIN(x, y)	((((x) < (y)) | ((x) != (x))) ? (x) : (y))
+
+/*
+ * GCC's -O2 vectorises only loops that need neither a runtime alias check nor a
+ * scalar epilogue, and every kernel needs both (dst may alias a or b, count is
+ * arbitrary); ask for the full vectoriser on the kernels alone.  Clang's -O2
+ * already vectorises them.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KERNEL __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define KERNEL
+#endif
+
+/*
+ * Integers: T is the element type, U an unsigned type at least as wide as T and
+ * at least as wide as unsigned int, so the arithmetic never promotes to a signed
+ * int that could overflow.  Converting back to T wraps (GCC and Clang define the
+ * conversion as modular).
+ */
+#define INT_KERNEL(NAME, T, U)						\
+KERNEL static void								\
+NAME(T *dst, const T *a, const T *b, size_t n, int op)			\
+{									\
+	size_t i;							\
+									\
+	switch (op) {							\
+	case RING_SUM:							\
+	case RING_AVG:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = (T)((U)a[i] + (U)b[i]);		\
+		break;							\
+	case RING_PROD:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = (T)((U)a[i] * (U)b[i]);		\
+		break;							\
+	case RING_MAX:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = a[i] > b[i] ? a[i] : b[i];		\
+		break;							\
+	case RING_MIN:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = a[i] < b[i] ? a[i] : b[i];		\
+		break;							\
+	}								\
+}
+
+INT_KERNEL(reduce_i8, int8_t, uint32_t)
+INT_KERNEL(reduce_u8, uint8_t, uint32_t)
+INT_KERNEL(reduce_i16, int16_t, uint32_t)
+INT_KERNEL(reduce_u16, uint16_t, uint32_t)
+INT_KERNEL(reduce_i32, int32_t, uint32_t)
+INT_KERNEL(reduce_u32, uint32_t, uint32_t)
+INT_KERNEL(reduce_i64, int64_t, uint64_t)
+INT_KERNEL(reduce_u64, uint64_t, uint64_t)
+
+#define FLOAT_KERNEL(NAME, T)						\
+KERNEL static void								\
+NAME(T *dst, const T *a, const T *b, size_t n, int op)			\
+{									\
+	size_t i;							\
+									\
+	switch (op) {							\
+	case RING_SUM:							\
+	case RING_AVG:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = a[i] + b[i];				\
+		break;							\
+	case RING_PROD:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = a[i] * b[i];				\
+		break;							\
+	case RING_MAX:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = FMAX(a[i], b[i]);			\
+		break;							\
+	case RING_MIN:							\
+		for (i = 0; i < n; i++)					\
+			dst[i] = FMIN(a[i], b[i]);			\
+		break;							\
+	}								\
+}
+
+FLOAT_KERNEL(reduce_f32, float)
+FLOAT_KERNEL(reduce_f64, double)
+
+/* Half types: widen both operands, combine in float32, round once. */
+#define HALF_KERNEL(NAME, TO32, FROM32)					\
+KERNEL static void								\
+NAME(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op) \
+{									\
+	size_t i;							\
+	float x, y;							\
+									\
+	switch (op) {							\
+	case RING_SUM:							\
+	case RING_AVG:							\
+		for (i = 0; i < n; i++) {				\
+			x = TO32(a[i]);					\
+			y = TO32(b[i]);					\
+			dst[i] = FROM32(x + y);				\
+		}							\
+		break;							\
+	case RING_PROD:							\
+		for (i = 0; i < n; i++) {				\
+			x = TO32(a[i]);					\
+			y = TO32(b[i]);					\
+			dst[i] = FROM32(x * y);				\
+		}							\
+		break;							\
+	case RING_MAX:							\
+		for (i = 0; i < n; i++) {				\
+			x = TO32(a[i]);					\
+			y = TO32(b[i]);					\
+			dst[i] = FROM32(FMAX(x, y));			\
+		}							\
+		break;							\
+	case RING_MIN:							\
+		for (i = 0; i < n; i++) {				\
+			x = TO32(a[i]);					\
+			y = TO32(b[i]);					\
+			dst[i] = FROM32(FMIN(x, y));			\
+		}							\
+		break;							\
+	}								\
+}
+
+HALF_KERNEL(reduce_f16_portable, f16_to_f32, f32_to_f16)
+HALF_KERNEL(reduce_bf16, bf16_to_f32, f32_to_bf16)
+
+KERNEL static void
+reduce_bool(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n, int op)
+{
+	size_t i;
+
+	/* Any nonzero byte is true; results are normalised to 0/1. */
+	switch (op) {
+	case RING_SUM:
+	case RING_AVG:
+	case RING_MAX:
+		for (i = 0; i < n; i++)
+			dst[i] = (a[i] != 0) | (b[i] != 0);
+		break;
+	case RING_PROD:
+	case RING_MIN:
+		for (i = 0; i < n; i++)
+			dst[i] = (a[i] != 0) & (b[i] != 0);
+		break;
+	}
+}
+
+#ifdef DTYPE_HAVE_F16C
+/*
+ * float16 with the F16C conversions, eight lanes at a time.  The rounding mode is
+ * given in the instruction (nearest even), not taken from MXCSR, and NaNs are
+ * quieted with their payload kept, exactly as f32_to_f16 does; the tail goes
+ * through the portable kernel.
+ */
+__attribute__((target("avx,f16c")))
+static void
+reduce_f16_f16c(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+{
+	__m256 x, y, r, m;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(a + i)));
+		y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + i)));
+		switch (op) {
+		case RING_PROD:
+			r = _mm256_mul_ps(x, y);
+			break;
+		case RING_MAX:
+			m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ),
+			    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+			r = _mm256_blendv_ps(y, x, m);
+			break;
+		case RING_MIN:
+			m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ),
+			    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+			r = _mm256_blendv_ps(y, x, m);
+			break;
+		default:	/* SUM, AVG */
+			r = _mm256_add_ps(x, y);
+			break;
+		}
+		_mm_storeu_si128((__m128i *)(void *)(dst + i),
+		    _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+	}
+	reduce_f16_portable(dst + i, a + i, b + i, n - i, op);
+}
+
+static bool
+have_f16c(void)
+{
+	return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+static void
+reduce_f16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+{
+#ifdef DTYPE_HAVE_F16C
+	if (n >= 8 && have_f16c()) {
+		reduce_f16_f16c(dst, a, b, n, op);
+		return;
+	}
+#endif
+	reduce_f16_portable(dst, a, b, n, op);
+}
+
+void
+proto_reduce(void *dst, const void *a, const void *b, size_t count, int dtype, int op)
+{
+	/* Callers check with proto_reduce_check; an invalid pair here does nothing. */
+	if (!dtype_valid(dtype) || !op_valid(op) || count == 0)
+		return;
+
+	switch (dtype) {
+	case RING_BOOL:
+		reduce_bool(dst, a, b, count, op);
+		break;
+	case RING_INT8:
+		reduce_i8(dst, a, b, count, op);
+		break;
+	case RING_UINT8:
+		reduce_u8(dst, a, b, count, op);
+		break;
+	case RING_INT16:
+		reduce_i16(dst, a, b, count, op);
+		break;
+	case RING_UINT16:
+		reduce_u16(dst, a, b, count, op);
+		break;
+	case RING_INT32:
+		reduce_i32(dst, a, b, count, op);
+		break;
+	case RING_UINT32:
+		reduce_u32(dst, a, b, count, op);
+		break;
+	case RING_INT64:
+		reduce_i64(dst, a, b, count, op);
+		break;
+	case RING_UINT64:
+		reduce_u64(dst, a, b, count, op);
+		break;
+	case RING_FLOAT16:
+		reduce_f16(dst, a, b, count, op);
+		break;
+	case RING_BFLOAT16:
+		reduce_bf16(dst, a, b, count, op);
+		break;
+	case RING_FLOAT32:
+		reduce_f32(dst, a, b, count, op);
+		break;
+	case RING_FLOAT64:
+		reduce_f64(dst, a, b, count, op);
+		break;
+	}
+}
+
+KERNEL void
+proto_scale(void *buf, size_t count, int dtype, uint32_t divisor)
+{
+	uint16_t *h = buf;
+	float *f = buf;
+	double *d = buf;
+	float fdiv = (float)divisor;
+	double ddiv = (double)divisor;
+	size_t i;
+
+	/* Dividing by one changes nothing; by zero is a caller's bug, ignored. */
+	if (divisor <= 1 || count == 0)
+		return;
+
+	/* A true division, not a multiply by the reciprocal: it rounds once. */
+	switch (dtype) {
+	case RING_FLOAT16:
+		for (i = 0; i < count; i++)
+			h[i] = f32_to_f16(f16_to_f32(h[i]) / fdiv);
+		break;
+	case RING_BFLOAT16:
+		for (i = 0; i < count; i++)
+			h[i] = f32_to_bf16(bf16_to_f32(h[i]) / fdiv);
+		break;
+	case RING_FLOAT32:
+		for (i = 0; i < count; i++)
+			f[i] = f[i] / fdiv;
+		break;
+	case RING_FLOAT64:
+		for (i = 0; i < count; i++)
+			d[i] = d[i] / ddiv;
+		break;
+	default:
+		break;
+	}
+}

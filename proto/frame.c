@@ -1,0 +1,475 @@
+/*
+ * frame.c - the peer protocol between daemons: the 40-byte frame header and the
+ * payloads that have a structure (handshake hello, collective fingerprint, reject
+ * and abort reasons, point-to-point RTS/CTS), plus the collective names and the
+ * fingerprint's comparison and text form.  Every payload has one canonical
+ * encoding: decoders insist on exact lengths, zero reserved bytes and in-range
+ * fields, so a payload that decodes re-encodes to the same bytes, and each
+ * encoder refuses what its decoder would refuse.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "proto.h"
+#include "dtype.h"
+
+/* Payload cap of the frames whose payload is a small structure. */
+#define FRAME_CTL_MAX		2048
+#define PEER_VERSION_MAX	31	/* proto_peer_hello.version without NUL */
+
+static const char *const coll_names[PROTO_COLL_MAX + 1] = {
+	[PROTO_COLL_ALLREDUCE] = "allreduce",
+	[PROTO_COLL_ALLGATHER] = "allgather",
+	[PROTO_COLL_REDUCE_SCATTER] = "reduce_scatter",
+	[PROTO_COLL_BROADCAST] = "broadcast",
+	[PROTO_COLL_BARRIER] = "barrier",
+	[PROTO_COLL_SEND] = "send",
+	[PROTO_COLL_RECV] = "recv",
+};
+
+const char *
+proto_coll_name(int coll)
+{
+	if (coll < 1 || coll > PROTO_COLL_MAX)
+		return "?";
+	return coll_names[coll];
+}
+
+/* ---- the frame header ---- */
+
+void
+proto_frame_encode(uint8_t out[PROTO_FRAME_HDR], const struct proto_frame *f)
+{
+	struct pw w;
+
+	pw_init(&w, out, PROTO_FRAME_HDR);
+	pw_u32(&w, PROTO_FRAME_MAGIC);
+	pw_u16(&w, PROTO_VERSION);
+	pw_u16(&w, f->type);
+	pw_u32(&w, f->job);
+	pw_u32(&w, f->aux);
+	pw_u32(&w, f->epoch);
+	pw_u64(&w, f->seq);
+	pw_u64(&w, f->offset);
+	pw_u32(&w, f->length);
+}
+
+/*
+ * The largest payload a frame of this type may announce, or -1 for a type that
+ * does not exist.  The reader allocates or waits for this many bytes, so the cap
+ * is what bounds a peer's claim on our memory.
+ */
+static int64_t
+frame_type_max(int type, uint32_t max_payload)
+{
+	switch (type) {
+	case PROTO_F_HEARTBEAT:
+	case PROTO_F_CREDIT:
+		return 0;
+	case PROTO_F_OPHDR:
+		return PROTO_FP_LEN;
+	case PROTO_F_HELLO:
+	case PROTO_F_HELLO_ACK:
+	case PROTO_F_REJECT:
+	case PROTO_F_ABORT:
+	case PROTO_F_P2P_RTS:
+	case PROTO_F_P2P_CTS:
+		return FRAME_CTL_MAX;
+	case PROTO_F_DATA:
+	case PROTO_F_P2P_DATA:
+		return max_payload < PROTO_FRAME_MAX_PAYLOAD ? max_payload :
+		    PROTO_FRAME_MAX_PAYLOAD;
+	default:
+		return -1;
+	}
+}
+
+int
+proto_frame_decode(const uint8_t in[PROTO_FRAME_HDR], struct proto_frame *f,
+		   uint32_t max_payload)
+{
+	struct pr r;
+	uint32_t magic;
+	uint16_t version;
+	int64_t max;
+
+	pr_init(&r, in, PROTO_FRAME_HDR);
+	magic = pr_u32(&r);
+	version = pr_u16(&r);
+	/* Filled in even when refused, so the caller can log what arrived. */
+	f->type = pr_u16(&r);
+	f->job = pr_u32(&r);
+	f->aux = pr_u32(&r);
+	f->epoch = pr_u32(&r);
+	f->seq = pr_u64(&r);
+	f->offset = pr_u64(&r);
+	f->length = pr_u32(&r);
+	if (r.err || magic != PROTO_FRAME_MAGIC || version != PROTO_VERSION)
+		return RING_EPROTO;
+	if ((max = frame_type_max(f->type, max_payload)) < 0)
+		return RING_EPROTO;
+	if (f->type == PROTO_F_OPHDR ? f->length != PROTO_FP_LEN : f->length > max)
+		return RING_EPROTO;
+	return 0;
+}
+
+const char *
+proto_frame_type_name(int type)
+{
+	switch (type) {
+	case PROTO_F_HELLO:
+		return "hello";
+	case PROTO_F_HELLO_ACK:
+		return "hello_ack";
+	case PROTO_F_REJECT:
+		return "reject";
+	case PROTO_F_HEARTBEAT:
+		return "heartbeat";
+	case PROTO_F_CREDIT:
+		return "credit";
+	case PROTO_F_OPHDR:
+		return "ophdr";
+	case PROTO_F_DATA:
+		return "data";
+	case PROTO_F_ABORT:
+		return "abort";
+	case PROTO_F_P2P_RTS:
+		return "p2p_rts";
+	case PROTO_F_P2P_CTS:
+		return "p2p_cts";
+	case PROTO_F_P2P_DATA:
+		return "p2p_data";
+	default:
+		return "?";
+	}
+}
+
+/* ---- field checks shared by encoders and decoders ---- */
+
+/* Names that end up in logs: printable ASCII only. */
+static bool
+str_printable(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	return true;
+}
+
+/* A failure code carried between daemons: one of the RING_E* errors. */
+static bool
+code_is_error(int32_t code)
+{
+	return code < 0 && code >= RING_ERR_MIN;
+}
+
+/* A status: 0 (success) or a RING_E* error. */
+static bool
+code_is_status(int32_t code)
+{
+	return code == 0 || code_is_error(code);
+}
+
+/* Finishes an encoder: the length written, or RING_EINVAL when it did not fit. */
+static int
+pw_done(const struct pw *w)
+{
+	if (w->err || w->off > INT32_MAX)
+		return RING_EINVAL;
+	return (int)w->off;
+}
+
+/* Finishes a decoder: every byte consumed, nothing overrun. */
+static int
+pr_done(const struct pr *r)
+{
+	if (r->err || r->off != r->len)
+		return RING_EPROTO;
+	return 0;
+}
+
+/* ---- handshake hello ---- */
+
+static bool
+peer_hello_ok(const struct proto_peer_hello *h)
+{
+	size_t n = strnlen(h->cluster, sizeof(h->cluster));
+
+	if (n == 0 || n == sizeof(h->cluster) || !str_printable(h->cluster))
+		return false;
+	if (strnlen(h->version, sizeof(h->version)) == sizeof(h->version) ||
+	    !str_printable(h->version))
+		return false;
+	if (h->world < 1 || h->world > PROTO_MAX_RANKS)
+		return false;
+	return h->from_rank < h->world && h->to_rank < h->world;
+}
+
+int
+proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h)
+{
+	struct pw w;
+
+	if (!peer_hello_ok(h))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_str(&w, h->cluster, PROTO_NAME_MAX);
+	pw_u32(&w, h->world);
+	pw_u32(&w, h->from_rank);
+	pw_u32(&w, h->to_rank);
+	pw_u32(&w, h->flags);
+	pw_bytes(&w, h->nonce, PROTO_NONCE_LEN);
+	pw_bytes(&w, h->mac, PROTO_MAC_LEN);
+	pw_str(&w, h->version, PEER_VERSION_MAX);
+	return pw_done(&w);
+}
+
+int
+proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h)
+{
+	struct proto_peer_hello t;
+	struct pr r;
+
+	memset(&t, 0, sizeof(t));
+	pr_init(&r, buf, len);
+	pr_str(&r, t.cluster, sizeof(t.cluster), PROTO_NAME_MAX);
+	t.world = pr_u32(&r);
+	t.from_rank = pr_u32(&r);
+	t.to_rank = pr_u32(&r);
+	t.flags = pr_u32(&r);
+	pr_bytes(&r, t.nonce, PROTO_NONCE_LEN);
+	pr_bytes(&r, t.mac, PROTO_MAC_LEN);
+	pr_str(&r, t.version, sizeof(t.version), PEER_VERSION_MAX);
+	if (pr_done(&r) != 0 || !peer_hello_ok(&t))
+		return RING_EPROTO;
+	*h = t;
+	return 0;
+}
+
+/* ---- collective fingerprint (OPHDR payload) ---- */
+
+static bool
+fp_ok(const struct proto_fp *fp)
+{
+	if (fp->coll < 1 || fp->coll > PROTO_COLL_MAX)
+		return false;
+	if (fp->dtype >= RING_DTYPE_COUNT || fp->redop >= RING_OP_COUNT)
+		return false;
+	return fp->root >= -1 && fp->root < PROTO_MAX_RANKS;
+}
+
+int
+proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp)
+{
+	struct pw w;
+
+	if (!fp_ok(fp))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_u8(&w, fp->coll);
+	pw_u8(&w, fp->dtype);
+	pw_u8(&w, fp->redop);
+	pw_u8(&w, 0);
+	pw_i32(&w, fp->root);
+	pw_u64(&w, fp->count);
+	pw_bytes(&w, NULL, 8);	/* reserved */
+	return pw_done(&w);
+}
+
+int
+proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
+{
+	struct proto_fp t;
+	uint8_t pad, reserved[8];
+	static const uint8_t zero[8];
+	struct pr r;
+
+	memset(&t, 0, sizeof(t));
+	pr_init(&r, buf, len);
+	t.coll = pr_u8(&r);
+	t.dtype = pr_u8(&r);
+	t.redop = pr_u8(&r);
+	pad = pr_u8(&r);
+	t.root = pr_i32(&r);
+	t.count = pr_u64(&r);
+	pr_bytes(&r, reserved, sizeof(reserved));
+	/* Reserved bytes must be zero so that a later version can give them a
+	 * meaning without an old peer misreading them. */
+	if (pr_done(&r) != 0 || pad != 0 || memcmp(reserved, zero, sizeof(zero)) != 0 ||
+	    !fp_ok(&t))
+		return RING_EPROTO;
+	t.seq = 0;	/* it travels in the frame header */
+	*fp = t;
+	return 0;
+}
+
+bool
+proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
+{
+	return a->coll == b->coll && a->dtype == b->dtype && a->redop == b->redop &&
+	    a->root == b->root && a->count == b->count && a->seq == b->seq;
+}
+
+/*
+ * "allreduce(float32, count=1024, sum) #7", "broadcast(int32, count=8, root=2) #3",
+ * "barrier() #9".  The reduce op is shown where it matters and the root for
+ * broadcast; either is also shown wherever it is set unexpectedly, and so is a
+ * barrier's count, so that two fingerprints that differ never print alike (the
+ * dtype of a barrier means nothing and is left out).
+ */
+char *
+proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
+{
+	bool reduces = fp->coll == PROTO_COLL_ALLREDUCE ||
+	    fp->coll == PROTO_COLL_REDUCE_SCATTER;
+	char args[128];
+	size_t n = 0;
+
+	args[0] = '\0';
+	if (fp->coll != PROTO_COLL_BARRIER)
+		n += snprintf(args + n, sizeof(args) - n, "%s, count=%llu",
+		    proto_dtype_name(fp->dtype), (unsigned long long)fp->count);
+	else if (fp->count != 0)
+		n += snprintf(args + n, sizeof(args) - n, "count=%llu",
+		    (unsigned long long)fp->count);
+	if (reduces || fp->redop != 0)
+		n += snprintf(args + n, sizeof(args) - n, "%s%s", n > 0 ? ", " : "",
+		    proto_op_name(fp->redop));
+	if (fp->coll == PROTO_COLL_BROADCAST || fp->root != -1)
+		snprintf(args + n, sizeof(args) - n, "%sroot=%d", n > 0 ? ", " : "",
+		    (int)fp->root);
+	if (cap > 0)
+		snprintf(buf, cap, "%s(%s) #%llu", proto_coll_name(fp->coll), args,
+		    (unsigned long long)fp->seq);
+	return buf;
+}
+
+/* ---- REJECT / ABORT reason ---- */
+
+int
+proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text)
+{
+	struct pw w;
+
+	if (!code_is_error(code))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_i32(&w, code);
+	pw_str(&w, text, PROTO_TEXT_MAX);
+	return pw_done(&w);
+}
+
+int
+proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, size_t cap)
+{
+	char t[PROTO_TEXT_MAX + 1];
+	int32_t c;
+	struct pr r;
+
+	pr_init(&r, buf, len);
+	c = pr_i32(&r);
+	pr_str(&r, t, sizeof(t), PROTO_TEXT_MAX);
+	if (pr_done(&r) != 0 || !code_is_error(c))
+		return RING_EPROTO;
+	*code = c;
+	/* The caller's buffer may be smaller: a reason is for humans, truncate it. */
+	if (text != NULL && cap > 0)
+		snprintf(text, cap, "%s", t);
+	return 0;
+}
+
+/* ---- point-to-point rendezvous ---- */
+
+static bool
+rts_ok(const struct proto_rts *m)
+{
+	return m->src < PROTO_MAX_RANKS && m->dst < PROTO_MAX_RANKS &&
+	    m->dtype < RING_DTYPE_COUNT && m->ndim <= PROTO_MAX_NDIM;
+}
+
+int
+proto_encode_rts(uint8_t *buf, size_t cap, const struct proto_rts *m)
+{
+	struct pw w;
+	int i;
+
+	if (!rts_ok(m))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_u32(&w, m->src);
+	pw_u32(&w, m->dst);
+	pw_u32(&w, m->comm);
+	pw_u8(&w, m->dtype);
+	pw_u8(&w, m->ndim);
+	pw_u64(&w, m->bytes);
+	/* Only the dimensions in use travel. */
+	for (i = 0; i < m->ndim; i++)
+		pw_u64(&w, m->shape[i]);
+	return pw_done(&w);
+}
+
+int
+proto_decode_rts(const uint8_t *buf, size_t len, struct proto_rts *m)
+{
+	struct proto_rts t;
+	struct pr r;
+	int i;
+
+	memset(&t, 0, sizeof(t));
+	pr_init(&r, buf, len);
+	t.src = pr_u32(&r);
+	t.dst = pr_u32(&r);
+	t.comm = pr_u32(&r);
+	t.dtype = pr_u8(&r);
+	t.ndim = pr_u8(&r);
+	t.bytes = pr_u64(&r);
+	if (r.err || !rts_ok(&t))
+		return RING_EPROTO;
+	for (i = 0; i < t.ndim; i++)
+		t.shape[i] = pr_u64(&r);
+	if (pr_done(&r) != 0)
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+static bool
+cts_ok(const struct proto_cts *m)
+{
+	return m->src < PROTO_MAX_RANKS && m->dst < PROTO_MAX_RANKS &&
+	    code_is_status(m->status) &&
+	    strnlen(m->text, sizeof(m->text)) < sizeof(m->text);
+}
+
+int
+proto_encode_cts(uint8_t *buf, size_t cap, const struct proto_cts *m)
+{
+	struct pw w;
+
+	if (!cts_ok(m))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_u32(&w, m->src);
+	pw_u32(&w, m->dst);
+	pw_i32(&w, m->status);
+	pw_str(&w, m->text, PROTO_TEXT_MAX);
+	return pw_done(&w);
+}
+
+int
+proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m)
+{
+	struct proto_cts t;
+	struct pr r;
+
+	memset(&t, 0, sizeof(t));
+	pr_init(&r, buf, len);
+	t.src = pr_u32(&r);
+	t.dst = pr_u32(&r);
+	t.status = pr_i32(&r);
+	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
+	if (pr_done(&r) != 0 || !cts_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}

@@ -1,0 +1,453 @@
+/*
+ * msg.c - the client protocol between libring and its local daemon: one message
+ * per SOCK_SEQPACKET packet, a 12-byte header (magic, version, type, length of
+ * the whole message) and a fixed body per type.  As with the peer frames, each
+ * message has one canonical encoding: decoders check the header, the exact body
+ * length, string limits and every field's range, and encoders refuse what the
+ * decoder would refuse, so a bad value is caught on the side that made it.  Job
+ * names and their wire ids live here too, since both sides derive the id.
+ */
+#include <string.h>
+
+#include "proto.h"
+
+#define VERSION_MAX	31	/* proto_welcome.version without NUL */
+
+/* ---- header ---- */
+
+/* Starts a message of the given type; the length is patched in by msg_finish. */
+static void
+msg_begin(struct pw *w, uint8_t *buf, size_t cap, uint16_t type)
+{
+	pw_init(w, buf, cap < PROTO_MSG_MAX ? cap : PROTO_MSG_MAX);
+	pw_u32(w, PROTO_MSG_MAGIC);
+	pw_u16(w, PROTO_VERSION);
+	pw_u16(w, type);
+	pw_u32(w, 0);
+}
+
+static int
+msg_finish(struct pw *w)
+{
+	struct pw len;
+
+	if (w->err)
+		return RING_EINVAL;
+	pw_init(&len, w->p + 8, 4);
+	pw_u32(&len, (uint32_t)w->off);
+	return (int)w->off;
+}
+
+int
+proto_msg_peek(const uint8_t *buf, size_t len, uint16_t *type)
+{
+	struct pr r;
+	uint32_t magic, length;
+	uint16_t version, t;
+
+	if (len < PROTO_MSG_HDR || len > PROTO_MSG_MAX)
+		return RING_EPROTO;
+	pr_init(&r, buf, len);
+	magic = pr_u32(&r);
+	version = pr_u16(&r);
+	t = pr_u16(&r);
+	length = pr_u32(&r);
+	if (r.err || magic != PROTO_MSG_MAGIC || version != PROTO_VERSION || length != len)
+		return RING_EPROTO;
+	/* Unknown types pass: the dispatcher logs and ignores them. */
+	if (type != NULL)
+		*type = t;
+	return 0;
+}
+
+/* Checks the header for the expected type and leaves r at the body. */
+static int
+msg_open(struct pr *r, const uint8_t *buf, size_t len, uint16_t want)
+{
+	uint16_t type;
+
+	if (proto_msg_peek(buf, len, &type) != 0 || type != want)
+		return RING_EPROTO;
+	pr_init(r, buf, len);
+	pr_bytes(r, NULL, PROTO_MSG_HDR);
+	return 0;
+}
+
+/* The body was consumed exactly. */
+static int
+msg_close(const struct pr *r)
+{
+	if (r->err || r->off != r->len)
+		return RING_EPROTO;
+	return 0;
+}
+
+/* ---- field checks ---- */
+
+static bool
+str_ok(const char *s, size_t size)
+{
+	return strnlen(s, size) < size;
+}
+
+static bool
+str_printable(const char *s, size_t size)
+{
+	if (!str_ok(s, size))
+		return false;
+	for (; *s != '\0'; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	return true;
+}
+
+static bool
+code_is_error(int32_t code)
+{
+	return code < 0 && code >= RING_ERR_MIN;
+}
+
+static bool
+code_is_status(int32_t code)
+{
+	return code == 0 || code_is_error(code);
+}
+
+/* A count of ranks or processes: 1..PROTO_MAX_RANKS. */
+static bool
+size_ok(int32_t n)
+{
+	return n >= 1 && n <= PROTO_MAX_RANKS;
+}
+
+/* rank within a group of n */
+static bool
+rank_ok(int32_t rank, int32_t n)
+{
+	return rank >= 0 && rank < n;
+}
+
+bool
+proto_job_name_ok(const char *name)
+{
+	size_t n;
+
+	if (name == NULL)
+		return false;
+	for (n = 0; name[n] != '\0'; n++) {
+		char c = name[n];
+
+		if (n >= PROTO_JOB_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
+		    c == ':'))
+			return false;
+	}
+	return n > 0;
+}
+
+uint32_t
+proto_job_id(const char *name)
+{
+	uint32_t h = 2166136261u;
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)(name != NULL ? name : ""); *p != '\0'; p++) {
+		h ^= *p;
+		h *= 16777619u;
+	}
+	/* 0 means "no job" on the wire (link frames). */
+	return h != 0 ? h : 1;
+}
+
+/* ---- HELLO ---- */
+
+static bool
+hello_ok(const struct proto_hello *m)
+{
+	if (!str_ok(m->job, sizeof(m->job)) || !proto_job_name_ok(m->job))
+		return false;
+	/* The launcher may give a rank, a size, both or neither (-1). */
+	if (m->rank != -1 && !rank_ok(m->rank, PROTO_MAX_RANKS))
+		return false;
+	if (m->size != -1 && !size_ok(m->size))
+		return false;
+	if (m->rank != -1 && m->size != -1 && m->rank >= m->size)
+		return false;
+	return size_ok(m->local_size) && rank_ok(m->local_rank, m->local_size);
+}
+
+int
+proto_encode_hello(uint8_t *buf, size_t cap, const struct proto_hello *m)
+{
+	struct pw w;
+
+	if (!hello_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_HELLO);
+	pw_str(&w, m->job, PROTO_JOB_MAX);
+	pw_i32(&w, m->rank);
+	pw_i32(&w, m->size);
+	pw_i32(&w, m->local_rank);
+	pw_i32(&w, m->local_size);
+	pw_u32(&w, m->timeout_ms);
+	pw_u32(&w, m->pid);
+	pw_u64(&w, m->arena_bytes);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_hello(const uint8_t *buf, size_t len, struct proto_hello *m)
+{
+	struct proto_hello t;
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_HELLO) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	pr_str(&r, t.job, sizeof(t.job), PROTO_JOB_MAX);
+	t.rank = pr_i32(&r);
+	t.size = pr_i32(&r);
+	t.local_rank = pr_i32(&r);
+	t.local_size = pr_i32(&r);
+	t.timeout_ms = pr_u32(&r);
+	t.pid = pr_u32(&r);
+	t.arena_bytes = pr_u64(&r);
+	if (msg_close(&r) != 0 || !hello_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+/* ---- WELCOME ---- */
+
+static bool
+welcome_ok(const struct proto_welcome *m)
+{
+	if (!size_ok(m->size) || !rank_ok(m->rank, m->size))
+		return false;
+	if (!size_ok(m->local_size) || !rank_ok(m->local_rank, m->local_size))
+		return false;
+	if (!size_ok(m->nhosts) || !rank_ok(m->host_rank, m->nhosts))
+		return false;
+	/* libring divides operations by piece_bytes; job 0 is reserved for links. */
+	if (m->job_id == 0 || m->piece_bytes == 0)
+		return false;
+	return str_printable(m->version, sizeof(m->version));
+}
+
+int
+proto_encode_welcome(uint8_t *buf, size_t cap, const struct proto_welcome *m)
+{
+	struct pw w;
+
+	if (!welcome_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_WELCOME);
+	pw_i32(&w, m->rank);
+	pw_i32(&w, m->size);
+	pw_i32(&w, m->local_rank);
+	pw_i32(&w, m->local_size);
+	pw_i32(&w, m->host_rank);
+	pw_i32(&w, m->nhosts);
+	pw_u32(&w, m->job_id);
+	pw_u32(&w, m->seg_bytes);
+	pw_u64(&w, m->piece_bytes);
+	pw_str(&w, m->version, VERSION_MAX);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_welcome(const uint8_t *buf, size_t len, struct proto_welcome *m)
+{
+	struct proto_welcome t;
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_WELCOME) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.rank = pr_i32(&r);
+	t.size = pr_i32(&r);
+	t.local_rank = pr_i32(&r);
+	t.local_size = pr_i32(&r);
+	t.host_rank = pr_i32(&r);
+	t.nhosts = pr_i32(&r);
+	t.job_id = pr_u32(&r);
+	t.seg_bytes = pr_u32(&r);
+	t.piece_bytes = pr_u64(&r);
+	pr_str(&r, t.version, sizeof(t.version), VERSION_MAX);
+	if (msg_close(&r) != 0 || !welcome_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+/* ---- ERROR ---- */
+
+static bool
+error_ok(const struct proto_error *m)
+{
+	return code_is_error(m->code) && str_ok(m->text, sizeof(m->text));
+}
+
+int
+proto_encode_error(uint8_t *buf, size_t cap, const struct proto_error *m)
+{
+	struct pw w;
+
+	if (!error_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_ERROR);
+	pw_i32(&w, m->code);
+	pw_str(&w, m->text, PROTO_TEXT_MAX);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_error(const uint8_t *buf, size_t len, struct proto_error *m)
+{
+	struct proto_error t;
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_ERROR) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.code = pr_i32(&r);
+	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
+	if (msg_close(&r) != 0 || !error_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+/* ---- BYE: the header alone; the receiver checks it with proto_msg_peek ---- */
+
+int
+proto_encode_bye(uint8_t *buf, size_t cap)
+{
+	struct pw w;
+
+	msg_begin(&w, buf, cap, PROTO_M_BYE);
+	return msg_finish(&w);
+}
+
+/* ---- OP ---- */
+
+static bool
+op_ok(const struct proto_op *m)
+{
+	if (m->coll < 1 || m->coll > PROTO_COLL_MAX)
+		return false;
+	if (m->dtype >= RING_DTYPE_COUNT || m->redop >= RING_OP_COUNT)
+		return false;
+	if (m->ndim > PROTO_MAX_NDIM)
+		return false;
+	return m->peer >= -1 && m->peer < PROTO_MAX_RANKS;
+}
+
+int
+proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
+{
+	struct pw w;
+	int i;
+
+	if (!op_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_OP);
+	pw_u64(&w, m->reqid);
+	pw_u8(&w, m->coll);
+	pw_u8(&w, m->dtype);
+	pw_u8(&w, m->redop);
+	pw_u8(&w, m->ndim);
+	pw_i32(&w, m->peer);
+	pw_u32(&w, m->comm);
+	pw_u32(&w, m->timeout_ms);
+	pw_u64(&w, m->count);
+	pw_u64(&w, m->stride);
+	pw_u64(&w, m->fp_count);
+	pw_u32(&w, m->send_arena);
+	pw_u32(&w, m->recv_arena);
+	pw_u64(&w, m->send_off);
+	pw_u64(&w, m->recv_off);
+	/* Only the dimensions in use travel. */
+	for (i = 0; i < m->ndim; i++)
+		pw_u64(&w, m->shape[i]);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
+{
+	struct proto_op t;
+	struct pr r;
+	int i;
+
+	if (msg_open(&r, buf, len, PROTO_M_OP) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.reqid = pr_u64(&r);
+	t.coll = pr_u8(&r);
+	t.dtype = pr_u8(&r);
+	t.redop = pr_u8(&r);
+	t.ndim = pr_u8(&r);
+	t.peer = pr_i32(&r);
+	t.comm = pr_u32(&r);
+	t.timeout_ms = pr_u32(&r);
+	t.count = pr_u64(&r);
+	t.stride = pr_u64(&r);
+	t.fp_count = pr_u64(&r);
+	t.send_arena = pr_u32(&r);
+	t.recv_arena = pr_u32(&r);
+	t.send_off = pr_u64(&r);
+	t.recv_off = pr_u64(&r);
+	/* ndim bounds the loop below, so it is checked before it is used. */
+	if (r.err || !op_ok(&t))
+		return RING_EPROTO;
+	for (i = 0; i < t.ndim; i++)
+		t.shape[i] = pr_u64(&r);
+	if (msg_close(&r) != 0)
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+/* ---- DONE ---- */
+
+static bool
+done_ok(const struct proto_done *m)
+{
+	return code_is_status(m->status) && str_ok(m->text, sizeof(m->text));
+}
+
+int
+proto_encode_done(uint8_t *buf, size_t cap, const struct proto_done *m)
+{
+	struct pw w;
+
+	if (!done_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_DONE);
+	pw_u64(&w, m->reqid);
+	pw_i32(&w, m->status);
+	pw_str(&w, m->text, PROTO_TEXT_MAX);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_done(const uint8_t *buf, size_t len, struct proto_done *m)
+{
+	struct proto_done t;
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_DONE) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.reqid = pr_u64(&r);
+	t.status = pr_i32(&r);
+	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
+	if (msg_close(&r) != 0 || !done_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}

@@ -1,0 +1,745 @@
+/*
+ * config.c - ringd's settings.  One table lists every key of ringd.conf with its
+ * type, field and accepted range; config_set applies one key = value from the
+ * file or from its --key twin on the command line, and config_parse_text reads
+ * a whole ringd.conf.  Nothing here logs: every error is returned through the
+ * caller's buffer with the key (and for a file, FILE:LINE), because the daemon
+ * reads its configuration before logging is set up.  Values that do not fit
+ * their field are refused, never truncated, so a typo cannot silently point the
+ * daemon at another path or size.
+ */
+#include "ringd/config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "libring/ring.h"
+#include "ringd/hostfile.h"
+
+#define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
+#define CONFIG_FILE_MAX (1u << 20)	/* bytes of a whole ringd.conf */
+#define CONFIG_KEY_MAX 63		/* longer keys are unknown anyway */
+#define CONFIG_ENTRY_MAX 31		/* allow_users/allow_groups entry, without NUL */
+
+#define KiB (UINT64_C(1) << 10)
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+#define TiB (UINT64_C(1) << 40)
+
+/* sun_path of a Unix socket address, without its NUL. */
+#define SOCK_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+enum key_type {
+	K_PATH,		/* char[size]; "" allowed */
+	K_SOCK,		/* char[size], fits sun_path; "" allowed unless min = 1 */
+	K_NAME,		/* char[size], non-empty, printable, no blanks */
+	K_HOSTPORT,	/* char[size], "" or ADDR:PORT */
+	K_BOOL,		/* bool */
+	K_INT,		/* int in [min, max] */
+	K_U32,		/* uint32_t in [min, max] */
+	K_SIZE32,	/* uint32_t size in [min, max] */
+	K_SIZE64,	/* uint64_t size in [min, max] */
+	K_RANK,		/* int, "auto" = -1 */
+	K_LOGLEVEL,	/* int, name or 3..7 */
+	K_VERBOSE,	/* int log level, info + N */
+	K_LIST,		/* char[CONFIG_LIST_MAX][32] at off, int count at off2 */
+};
+
+struct key_def {
+	const char *name;	/* canonical, with '_' */
+	enum key_type type;
+	size_t off;		/* field in struct config */
+	size_t off2;		/* K_LIST: its count */
+	size_t size;		/* string fields: sizeof the array */
+	int64_t min, max;	/* numbers and sizes; K_SOCK: min 1 = required */
+};
+
+#define F(field) offsetof(struct config, field), 0, sizeof(((struct config *)0)->field)
+#define FL(field, count) offsetof(struct config, field), offsetof(struct config, count), \
+	sizeof(((struct config *)0)->field)
+
+/* Ranges: wide enough for any real deployment, narrow enough that a unit slip
+ * (ms for s, bytes for MiB) is caught here rather than as a mysterious stall. */
+static const struct key_def keys[] = {
+	{ "hosts",		K_PATH,		F(hosts),		0, 0 },
+	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1 },
+	{ "listen",		K_HOSTPORT,	F(listen),		0, 0 },
+	{ "socket",		K_SOCK,		F(socket),		1, 0 },
+	{ "control",		K_SOCK,		F(control),		0, 0 },
+	{ "cluster",		K_NAME,		F(cluster),		0, 0 },
+	{ "foreground",		K_BOOL,		F(foreground),		0, 0 },
+	{ "log_level",		K_LOGLEVEL,	F(log_level),		3, 7 },
+	{ "verbose",		K_VERBOSE,	F(log_level),		0, 10 },
+	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB },
+	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB },
+	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB },
+	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000 },
+	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000 },
+	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000 },
+	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000 },
+	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB },
+	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB },
+	{ "max_clients",	K_INT,		F(max_clients),		1, 65536 },
+	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096 },
+	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB },
+	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0 },
+	{ "tls_key",		K_PATH,		F(tls_key),		0, 0 },
+	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0 },
+	{ "secret_file",	K_PATH,		F(secret_file),		0, 0 },
+	{ "insecure",		K_BOOL,		F(insecure),		0, 0 },
+	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0 },
+	{ "allow_groups",	K_LIST,		FL(allow_groups, n_allow_groups), 0, 0 },
+	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0 },
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+void config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->rank = -1;
+	snprintf(c->socket, sizeof(c->socket), "%s", RING_DEFAULT_SOCKET);
+	snprintf(c->cluster, sizeof(c->cluster), "%s", "ringd");
+	c->log_level = 6;
+	c->segment_bytes = 1 * MiB;
+	c->piece_bytes = 64 * MiB;
+	c->window_bytes = 8 * MiB;
+	c->heartbeat_ms = 1000;
+	c->peer_timeout_ms = 10000;
+	c->op_timeout_ms = 60000;
+	c->connect_timeout_ms = 5000;
+	c->max_clients = 256;
+	c->max_jobs = 64;
+	c->max_arena_bytes = 64 * GiB;
+}
+
+/* "1M" rather than "1048576" in messages, when the value is a whole unit. */
+static void fmt_size(uint64_t v, char *buf, size_t len)
+{
+	static const char units[] = "TGMK";
+	int shift = 40;
+
+	for (const char *u = units; *u; u++, shift -= 10) {
+		if (v != 0 && v % (UINT64_C(1) << shift) == 0) {
+			snprintf(buf, len, "%" PRIu64 "%c", v >> shift, *u);
+			return;
+		}
+	}
+	snprintf(buf, len, "%" PRIu64, v);
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	int shift = 0;
+	const char *p = s;
+
+	if (!s || !isdigit((unsigned char)*p))
+		return -1;
+	for (; isdigit((unsigned char)*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	if (*p == ' ' || *p == '\t') {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			return -1;	/* a blank must lead to a unit */
+	}
+	switch (*p) {
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	case 't': case 'T': shift = 40; p++; break;
+	}
+	/* "MiB" and "MB" both mean 2^20: nobody sizes a buffer in powers of ten. */
+	if (shift && (*p == 'i' || *p == 'I') && (p[1] == 'b' || p[1] == 'B'))
+		p += 2;
+	else if (*p == 'b' || *p == 'B')
+		p++;
+	if (*p != '\0')
+		return -1;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+/* A strict decimal integer: optional '-', digits, nothing else. */
+static int parse_int64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!*s || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1]))))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "yes", "true", "1", "on" };
+	static const char *const no[] = { "no", "false", "0", "off" };
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int parse_log_level(const char *s, int *out)
+{
+	static const struct { const char *name; int level; } names[] = {
+		{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
+		{ "notice", 5 }, { "info", 6 }, { "debug", 7 },
+	};
+	int64_t v;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcasecmp(s, names[i].name) == 0) {
+			*out = names[i].level;
+			return 0;
+		}
+	}
+	if (parse_int64(s, &v) < 0 || v < 3 || v > 7)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* Host names and addresses: what DNS, IPv4 and IPv6 (with a %zone) need, and
+ * nothing a shell or ssh would read as an option or a metacharacter. */
+static bool host_char_ok(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_' ||
+	       ch == ':' || ch == '%';
+}
+
+/* An IPv6 address with an optional %zone (an interface name or index). */
+static bool is_ipv6(const char *h, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr a;
+	const char *pct = memchr(h, '%', n);
+	size_t alen = pct ? (size_t)(pct - h) : n;
+
+	if (alen >= sizeof(buf) || (pct && pct + 1 == h + n))
+		return false;
+	memcpy(buf, h, alen);
+	buf[alen] = '\0';
+	return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
+			  char *err, size_t errlen)
+{
+	const char *h, *colon, *end;
+	size_t n;
+	int64_t v;
+
+	if (s[0] == '[') {
+		h = s + 1;
+		end = strchr(h, ']');
+		if (!end) {
+			set_err(err, errlen, "missing ']' in '%.64s'", s);
+			return -1;
+		}
+		if (end[1] != ':') {
+			set_err(err, errlen, "expected [ADDR]:PORT, got '%.64s'", s);
+			return -1;
+		}
+		colon = end + 1;
+	} else {
+		h = s;
+		colon = strrchr(s, ':');
+		if (!colon) {
+			set_err(err, errlen, "expected ADDR:PORT, got '%.64s'", s);
+			return -1;
+		}
+		end = colon;
+		if (memchr(s, ':', (size_t)(colon - s))) {
+			set_err(err, errlen, "IPv6 address must be written [ADDR]:PORT, got '%.64s'",
+				s);
+			return -1;
+		}
+	}
+	n = (size_t)(end - h);
+	if (n == 0) {
+		set_err(err, errlen, "missing address in '%.64s'", s);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!host_char_ok(h[i]) || (h[i] == ':' && s[0] != '[')) {
+			set_err(err, errlen, "bad character in address '%.64s'", s);
+			return -1;
+		}
+	}
+	if (h[0] == '-' || h[0] == '.') {
+		set_err(err, errlen, "bad address '%.64s'", s);
+		return -1;
+	}
+	if (n >= hostlen) {
+		set_err(err, errlen, "address longer than %zu characters", hostlen - 1);
+		return -1;
+	}
+	if (s[0] == '[' && !is_ipv6(h, n)) {
+		set_err(err, errlen, "not an IPv6 address in '%.64s'", s);
+		return -1;
+	}
+	if (parse_int64(colon + 1, &v) < 0 || v < 1 || v > 65535) {
+		set_err(err, errlen, "bad port '%.16s' (expected 1..65535)", colon + 1);
+		return -1;
+	}
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = (int)v;
+	return 0;
+}
+
+/* Splits "a, b,c" into the fixed table; the table is replaced, not appended to,
+ * so a command-line --allow-users overrides the file's list. */
+static int parse_list(const char *name, const char *s, char (*list)[32], int *count,
+		      char *err, size_t errlen)
+{
+	char tmp[CONFIG_LIST_MAX][32];
+	int n = 0;
+	const char *p = s;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p == '\0') {
+		*count = 0;
+		return 0;
+	}
+	for (;;) {
+		const char *start, *end;
+		size_t len;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		start = p;
+		while (*p && *p != ',')
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		len = (size_t)(end - start);
+		if (len == 0) {
+			set_err(err, errlen, "%s: empty entry in list", name);
+			return -1;
+		}
+		if (n == CONFIG_LIST_MAX) {
+			set_err(err, errlen, "%s: more than %d entries", name, CONFIG_LIST_MAX);
+			return -1;
+		}
+		if (len > CONFIG_ENTRY_MAX) {
+			set_err(err, errlen, "%s: entry '%.*s' longer than %d characters",
+				name, (int)(len > 64 ? 64 : len), start, CONFIG_ENTRY_MAX);
+			return -1;
+		}
+		for (size_t i = 0; i < len; i++) {
+			char ch = start[i];
+
+			/* User and group names as useradd allows them, or uids. */
+			if (!isalnum((unsigned char)ch) && ch != '_' && ch != '-' && ch != '.' &&
+			    ch != '$') {
+				set_err(err, errlen, "%s: bad character in entry '%.*s'",
+					name, (int)len, start);
+				return -1;
+			}
+		}
+		memcpy(tmp[n], start, len);
+		tmp[n][len] = '\0';
+		n++;
+		if (*p == '\0')
+			break;
+		p++;	/* the comma */
+	}
+	memcpy(list, tmp, sizeof(tmp[0]) * (size_t)n);
+	*count = n;
+	return 0;
+}
+
+/* Keys are written with '_' or '-' ("peer-timeout-ms" on the command line). */
+static const struct key_def *find_key(const char *key)
+{
+	char canon[CONFIG_KEY_MAX + 1];
+	size_t n = strlen(key);
+
+	if (n > CONFIG_KEY_MAX)
+		return NULL;
+	for (size_t i = 0; i <= n; i++)
+		canon[i] = key[i] == '-' ? '_' : key[i];
+	for (size_t i = 0; i < N_KEYS; i++)
+		if (strcmp(keys[i].name, canon) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+static int set_string(const struct key_def *k, char *field, const char *value,
+		      char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+	size_t max = k->size - 1;
+
+	if (k->type == K_SOCK && max > SOCK_PATH_MAX)
+		max = SOCK_PATH_MAX;
+	if (n > max) {
+		set_err(err, errlen, "%s: value longer than %zu characters", k->name, max);
+		return -1;
+	}
+	if (n == 0 && ((k->type == K_SOCK && k->min) || k->type == K_NAME)) {
+		set_err(err, errlen, "%s: must not be empty", k->name);
+		return -1;
+	}
+	if (k->type == K_NAME) {
+		for (size_t i = 0; i < n; i++) {
+			if (!isgraph((unsigned char)value[i])) {
+				set_err(err, errlen, "%s: blank or non-ASCII character in '%s'",
+					k->name, value);
+				return -1;
+			}
+		}
+	}
+	if (k->type == K_HOSTPORT && n > 0) {
+		char host[CONFIG_PATH_MAX], why[128];
+		int port;
+
+		if (config_split_hostport(value, host, sizeof(host), &port, why,
+					  sizeof(why)) < 0) {
+			set_err(err, errlen, "%s: %s", k->name, why);
+			return -1;
+		}
+	}
+	memcpy(field, value, n + 1);
+	return 0;
+}
+
+static int set_number(const struct key_def *k, void *field, const char *value,
+		      char *err, size_t errlen)
+{
+	int64_t v;
+
+	if (k->type == K_RANK && strcasecmp(value, "auto") == 0) {
+		*(int *)field = -1;
+		return 0;
+	}
+	if (parse_int64(value, &v) < 0 || v < k->min || v > k->max) {
+		set_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
+			", got '%.64s'", k->name, k->min, k->max, value);
+		return -1;
+	}
+	if (k->type == K_U32)
+		*(uint32_t *)field = (uint32_t)v;
+	else if (k->type == K_VERBOSE)
+		*(int *)field = v >= 1 ? 7 : 6;	/* info, then debug: there is no more */
+	else
+		*(int *)field = (int)v;
+	return 0;
+}
+
+static int set_size(const struct key_def *k, void *field, const char *value,
+		    char *err, size_t errlen)
+{
+	uint64_t v;
+	char lo[32], hi[32];
+
+	if (config_parse_size(value, &v) < 0 || v < (uint64_t)k->min ||
+	    v > (uint64_t)k->max) {
+		fmt_size((uint64_t)k->min, lo, sizeof(lo));
+		fmt_size((uint64_t)k->max, hi, sizeof(hi));
+		set_err(err, errlen, "%s: expected a size from %s to %s (e.g. 64K, 4M), "
+			"got '%.64s'", k->name, lo, hi, value);
+		return -1;
+	}
+	if (k->type == K_SIZE32)
+		*(uint32_t *)field = (uint32_t)v;
+	else
+		*(uint64_t *)field = v;
+	return 0;
+}
+
+static int apply(struct config *c, const struct key_def *k, const char *value,
+		 char *err, size_t errlen)
+{
+	char *field = (char *)c + k->off;
+
+	for (const char *p = value; *p; p++) {
+		if (iscntrl((unsigned char)*p)) {
+			set_err(err, errlen, "%s: control character in value", k->name);
+			return -1;
+		}
+	}
+	switch (k->type) {
+	case K_PATH:
+	case K_SOCK:
+	case K_NAME:
+	case K_HOSTPORT:
+		return set_string(k, field, value, err, errlen);
+	case K_BOOL:
+		if (parse_bool(value, (bool *)field) < 0) {
+			set_err(err, errlen, "%s: expected yes or no, got '%.64s'",
+				k->name, value);
+			return -1;
+		}
+		return 0;
+	case K_INT:
+	case K_U32:
+	case K_RANK:
+	case K_VERBOSE:
+		return set_number(k, field, value, err, errlen);
+	case K_SIZE32:
+	case K_SIZE64:
+		return set_size(k, field, value, err, errlen);
+	case K_LOGLEVEL:
+		if (parse_log_level(value, (int *)field) < 0) {
+			set_err(err, errlen, "%s: expected err, warn, info, debug or 3..7, "
+				"got '%.64s'", k->name, value);
+			return -1;
+		}
+		return 0;
+	case K_LIST:
+		return parse_list(k->name, value, (char (*)[32])field,
+				  (int *)((char *)c + k->off2), err, errlen);
+	}
+	set_err(err, errlen, "%s: internal error: no parser", k->name);
+	return -1;
+}
+
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
+{
+	const struct key_def *k;
+
+	if (!key || !value) {
+		set_err(err, errlen, "%s: missing value", key ? key : "(null)");
+		return -1;
+	}
+	k = find_key(key);
+	if (!k) {
+		set_err(err, errlen, "unknown key '%.64s'", key);
+		return -1;
+	}
+	return apply(c, k, value, err, errlen);
+}
+
+static bool is_blank(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* The value after '=': either "quoted" (with \" and \\) or bare up to a '#'
+ * that follows a blank.  Rewritten in place; returns NULL with a reason. */
+static const char *parse_value(char *v, const char **why)
+{
+	char *end, *r, *w;
+
+	if (*v != '"') {
+		for (char *p = v; *p; p++) {
+			if (*p == '#' && (p == v || is_blank(p[-1]))) {
+				*p = '\0';
+				break;
+			}
+		}
+		end = v + strlen(v);
+		while (end > v && is_blank(end[-1]))
+			*--end = '\0';
+		return v;
+	}
+	for (r = v + 1, w = v;;) {
+		if (*r == '\0') {
+			*why = "unterminated quoted value";
+			return NULL;
+		}
+		if (*r == '"')
+			break;
+		if (*r == '\\') {
+			if (r[1] != '"' && r[1] != '\\') {
+				*why = "bad escape in quoted value (only \\\" and \\\\)";
+				return NULL;
+			}
+			r++;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	for (r++; is_blank(*r); r++)
+		;
+	if (*r != '\0' && *r != '#') {
+		*why = "text after the closing quote";
+		return NULL;
+	}
+	return v;
+}
+
+int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
+		      char *err, size_t errlen)
+{
+	/* Parsed into a copy so that a bad line leaves the caller's config alone. */
+	struct config tmp = *c;
+	int seen[N_KEYS] = { 0 };	/* line that set each key, 0 = not yet */
+	char line[CONFIG_LINE_MAX + 1];
+	char why[512];
+	size_t pos = 0;
+	int lineno = 0;
+
+	if (!name)
+		name = "(config)";
+	if (len > CONFIG_FILE_MAX) {
+		set_err(err, errlen, "%s: larger than %u bytes", name, CONFIG_FILE_MAX);
+		return -1;
+	}
+	while (pos < len) {
+		const char *nl = memchr(text + pos, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
+		char *p, *eq, *key, *end;
+		const char *value, *reason = NULL;
+		const struct key_def *k;
+		size_t ki;
+
+		lineno++;
+		if (n > CONFIG_LINE_MAX) {
+			set_err(err, errlen, "%s:%d: line longer than %d bytes", name, lineno,
+				CONFIG_LINE_MAX);
+			return -1;
+		}
+		if (memchr(text + pos, '\0', n)) {
+			set_err(err, errlen, "%s:%d: NUL byte in line", name, lineno);
+			return -1;
+		}
+		memcpy(line, text + pos, n);
+		line[n] = '\0';
+		pos += n + (nl ? 1 : 0);
+
+		for (p = line; is_blank(*p); p++)
+			;
+		if (*p == '\0' || *p == '#')
+			continue;
+		eq = strchr(p, '=');
+		if (!eq) {
+			set_err(err, errlen, "%s:%d: expected 'key = value'", name, lineno);
+			return -1;
+		}
+		key = p;
+		for (end = eq; end > key && is_blank(end[-1]); end--)
+			;
+		*end = '\0';
+		if (*key == '\0') {
+			set_err(err, errlen, "%s:%d: missing key before '='", name, lineno);
+			return -1;
+		}
+		for (p = eq + 1; is_blank(*p); p++)
+			;
+		value = parse_value(p, &reason);
+		if (!value) {
+			set_err(err, errlen, "%s:%d: %s: %s", name, lineno, key, reason);
+			return -1;
+		}
+		k = find_key(key);
+		if (!k) {
+			set_err(err, errlen, "%s:%d: unknown key '%.64s'", name, lineno, key);
+			return -1;
+		}
+		/* Keys that set the same field (verbose, log_level) count as one. */
+		for (ki = 0; ki < N_KEYS; ki++) {
+			if (keys[ki].off == k->off && seen[ki]) {
+				set_err(err, errlen, "%s:%d: duplicate key '%s' (already set on "
+					"line %d)", name, lineno, key, seen[ki]);
+				return -1;
+			}
+		}
+		seen[k - keys] = lineno;
+		if (apply(&tmp, k, value, why, sizeof(why)) < 0) {
+			set_err(err, errlen, "%s:%d: %s", name, lineno, why);
+			return -1;
+		}
+	}
+	*c = tmp;
+	return 0;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t errlen)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	int fd, rc = -1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		set_err(err, errlen, "%s: is a directory", path);
+		goto fail;
+	}
+	/* One byte more than the limit, so that an oversized file is noticed even
+	 * when st_size cannot be trusted (a pipe, /proc). */
+	buf = malloc(CONFIG_FILE_MAX + 1);
+	if (!buf) {
+		set_err(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	while (len < CONFIG_FILE_MAX + 1) {
+		ssize_t r = read(fd, buf + len, CONFIG_FILE_MAX + 1 - len);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			set_err(err, errlen, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	rc = config_parse_text(c, buf, len, path, err, errlen);
+fail:
+	free(buf);
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,313 @@
+/*
+ * ctl.c - the control socket that ringctl talks to.
+ *
+ * It runs on a thread of its own with plain blocking I/O under poll() bounds, so
+ * ringctl answers even while the engine thread reduces a large buffer.  The
+ * protocol is one request line ("status\n") and one JSON document in reply, then
+ * close.  The control thread never reads engine memory: it posts the request to
+ * the engine thread (event_active, which libevent makes thread-safe) and waits, with
+ * a bound, for the document the engine builds there.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <jansson.h>
+#include <event2/buffer.h>
+
+#include "coll.h"
+#include "sess.h"
+#include "../proto/log.h"
+
+#define CTL_LINE_MAX	256
+#define CTL_IO_MS	5000	/* bound on reading a request and writing a reply */
+#define CTL_ENGINE_MS	3000	/* bound on waiting for the engine thread */
+
+static struct {
+	pthread_t thread;
+	bool running;
+	volatile bool stop;
+	int fd;				/* listening socket */
+	int stopfd;			/* eventfd that wakes the thread to stop */
+	char path[CONFIG_PATH_MAX + 8];
+	pthread_mutex_t lock;		/* guards the request/reply below */
+	pthread_cond_t cond;
+	char cmd[CTL_LINE_MAX];		/* request for the engine thread */
+	char *reply;			/* its answer (malloc'd) */
+	bool pending;
+	uint64_t gen;			/* request generation, so a late reply is dropped */
+} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1, .stopfd = -1 };
+
+static json_t *
+link_json(struct ringd *rd, struct link *l)
+{
+	static const char *const st[] = { "down", "connecting", "handshake", "up" };
+	struct host_entry *he = &rd->hf.hosts[l->peer];
+	char addr[HOSTFILE_HOST_MAX + 16];
+
+	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
+	return json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+			 "dir", l->dir == LINK_NEXT ? "next" : "prev",
+			 "peer", l->peer, "address", addr, "state", st[l->state],
+			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
+			 "frames_tx", (json_int_t)l->frames_tx,
+			 "frames_rx", (json_int_t)l->frames_rx,
+			 "heartbeat_age_ms", (json_int_t)(l->state == LINK_UP
+							  ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
+			 "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors,
+			 "last_error", l->last_error);
+}
+
+char *
+ringd_status_json(struct ringd *rd)
+{
+	json_t *doc, *links, *peers, *jobs;
+	struct job *j;
+	char buf[HOSTFILE_HOST_MAX + 16], fp[160];
+	char *out;
+	int i;
+
+	links = json_array();
+	if (rd->next != NULL)
+		json_array_append_new(links, link_json(rd, rd->next));
+	if (rd->prev != NULL && rd->prev != rd->next)
+		json_array_append_new(links, link_json(rd, rd->prev));
+	peers = json_array();
+	for (i = 0; i < rd->hf.n; i++) {
+		snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[i].host, rd->hf.hosts[i].port);
+		json_array_append_new(peers, json_pack("{s:i, s:s, s:b}", "rank", i,
+						       "address", buf, "self", i == rd->rank));
+	}
+	jobs = json_array();
+	TAILQ_FOREACH(j, &rd->jobs, entry) {
+		json_t *inflight = json_null(), *ranks = json_array();
+
+		if (j->sess != NULL)
+			json_array_append_new(ranks, json_integer(sess_rank(j->sess)));
+		if (j->active != NULL && !j->active->finished)
+			inflight = json_pack("{s:s, s:I, s:I, s:s}",
+					     "coll", proto_coll_name(j->active->fp.coll),
+					     "seq", (json_int_t)j->active->fp.seq,
+					     "age_ms", (json_int_t)(now_ms() - j->active->started_ms),
+					     "fingerprint", proto_fp_format(&j->active->fp, fp,
+									    sizeof(fp)));
+		json_array_append_new(jobs, json_pack("{s:s, s:I, s:i, s:o, s:I, s:o}",
+			"name", j->name[0] ? j->name : "(not attached here)",
+			"id", (json_int_t)j->id, "clients", j->sess ? 1 : 0, "ranks", ranks,
+			"seq", (json_int_t)j->last_done_seq, "inflight", inflight));
+	}
+	snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[rd->rank].host,
+		 rd->hf.hosts[rd->rank].port);
+	doc = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:o, s:o, s:o, "
+			"s:{s:I, s:I, s:I, s:I, s:i}}",
+			"version", RING_VERSION_STRING, "cluster", rd->cfg.cluster,
+			"rank", rd->rank, "world", rd->world,
+			"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+			"uptime_ms", (json_int_t)(now_ms() - rd->started_ms),
+			"listen", rd->cfg.listen[0] ? rd->cfg.listen : buf,
+			"socket", rd->cfg.socket, "pid", (int)getpid(),
+			"links", links, "peers", peers, "jobs", jobs,
+			"counters", "ops_completed", (json_int_t)rd->ops_completed,
+			"ops_failed", (json_int_t)rd->ops_failed,
+			"bytes_reduced", (json_int_t)rd->bytes_reduced,
+			"clients_total", (json_int_t)rd->clients_total,
+			"clients", rd->nsessions);
+	if (doc == NULL)
+		return strdup("{\"error\": \"cannot build the status document\"}");
+	out = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return out;
+}
+
+/* Engine thread: answer the control thread's request. */
+static void
+ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ringd *rd = arg;
+	char cmd[CTL_LINE_MAX];
+	char *reply;
+	json_t *e;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&ctl.lock);
+	if (!ctl.pending) {
+		pthread_mutex_unlock(&ctl.lock);
+		return;
+	}
+	memcpy(cmd, ctl.cmd, sizeof(cmd));
+	pthread_mutex_unlock(&ctl.lock);
+	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
+		reply = ringd_status_json(rd);
+	} else {
+		char msg[CTL_LINE_MAX + 32];
+
+		snprintf(msg, sizeof(msg), "unknown command '%s'", cmd);
+		e = json_pack("{s:s}", "error", msg);
+		reply = json_dumps(e, JSON_COMPACT);
+		json_decref(e);
+	}
+	pthread_mutex_lock(&ctl.lock);
+	if (ctl.pending) {
+		ctl.reply = reply;
+		ctl.pending = false;
+		pthread_cond_signal(&ctl.cond);
+	} else {
+		free(reply);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+}
+
+static char *
+ask_engine(struct ringd *rd, const char *cmd)
+{
+	struct timespec ts;
+	char *reply = NULL;
+
+	pthread_mutex_lock(&ctl.lock);
+	snprintf(ctl.cmd, sizeof(ctl.cmd), "%s", cmd);
+	ctl.reply = NULL;
+	ctl.pending = true;
+	pthread_mutex_unlock(&ctl.lock);
+	event_active(rd->ctl_ev, EV_READ, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += CTL_ENGINE_MS / 1000;
+	pthread_mutex_lock(&ctl.lock);
+	while (ctl.pending) {
+		if (pthread_cond_timedwait(&ctl.cond, &ctl.lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	if (ctl.pending) {
+		ctl.pending = false;	/* a late answer is dropped */
+		reply = strdup("{\"error\": \"the engine thread did not answer in time\"}");
+	} else {
+		reply = ctl.reply;
+		ctl.reply = NULL;
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	return reply;
+}
+
+static int
+wait_fd(int fd, short ev, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+
+	return poll(&p, 1, ms) == 1 ? 0 : -1;
+}
+
+static void
+serve(struct ringd *rd, int fd)
+{
+	char line[CTL_LINE_MAX];
+	size_t len = 0, off;
+	char *reply, *nl;
+
+	while (len < sizeof(line) - 1) {
+		ssize_t n;
+
+		if (wait_fd(fd, POLLIN, CTL_IO_MS) != 0)
+			return;
+		n = read(fd, line + len, sizeof(line) - 1 - len);
+		if (n <= 0)
+			return;
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strchr(line, '\n') != NULL)
+			break;
+	}
+	line[len] = '\0';
+	if ((nl = strchr(line, '\n')) == NULL)
+		return;	/* too long or no end: drop */
+	*nl = '\0';
+	if (nl > line && nl[-1] == '\r')
+		nl[-1] = '\0';
+	reply = ask_engine(rd, line);
+	if (reply == NULL)
+		return;
+	len = strlen(reply);
+	for (off = 0; off < len;) {
+		ssize_t n;
+
+		if (wait_fd(fd, POLLOUT, CTL_IO_MS) != 0)
+			break;
+		n = send(fd, reply + off, len - off, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	free(reply);
+}
+
+static void *
+ctl_main(void *arg)
+{
+	struct ringd *rd = arg;
+
+	while (!ctl.stop) {
+		struct pollfd p[2] = { { .fd = ctl.fd, .events = POLLIN },
+				       { .fd = ctl.stopfd, .events = POLLIN } };
+		int fd;
+
+		/* no timeout: an idle daemon wakes for nothing */
+		if (poll(p, 2, -1) < 1 || !(p[0].revents & POLLIN))
+			continue;
+		fd = accept4(ctl.fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve(rd, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+int
+ctl_start(struct ringd *rd)
+{
+	if (rd->cfg.control[0] != '\0')
+		snprintf(ctl.path, sizeof(ctl.path), "%s", rd->cfg.control);
+	else
+		snprintf(ctl.path, sizeof(ctl.path), "%s.ctl", rd->cfg.socket);
+	ctl.fd = unix_listen(ctl.path, SOCK_STREAM, 0660);
+	if (ctl.fd < 0)
+		return -1;
+	rd->ctl_ev = event_new(rd->base, -1, 0, ctl_engine_cb, rd);
+	if (rd->ctl_ev == NULL)
+		return -1;
+	if ((ctl.stopfd = eventfd(0, EFD_CLOEXEC)) < 0)
+		return -1;
+	if (pthread_create(&ctl.thread, NULL, ctl_main, rd) != 0)
+		return -1;
+	ctl.running = true;
+	log_info("control: %s", ctl.path);
+	return 0;
+}
+
+void
+ctl_stop(struct ringd *rd)
+{
+	if (ctl.running) {
+		uint64_t one = 1;
+
+		ctl.stop = true;
+		if (write(ctl.stopfd, &one, sizeof(one)) < 0)
+			log_warn("cannot wake the control thread: %s", strerror(errno));
+		pthread_join(ctl.thread, NULL);
+		close(ctl.stopfd);
+		ctl.running = false;
+	}
+	if (ctl.fd >= 0) {
+		close(ctl.fd);
+		unlink(ctl.path);
+		ctl.fd = -1;
+	}
+	if (rd->ctl_ev != NULL)
+		event_free(rd->ctl_ev);
+	free(ctl.reply);
+}

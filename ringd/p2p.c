@@ -1,0 +1,353 @@
+/*
+ * p2p.c - typed point-to-point send/recv between any two ranks of a job.
+ *
+ * A rendezvous keeps the receiver in charge of its memory: the sender's daemon
+ * sends a request (RTS: dtype, shape, bytes) along the ring; the receiver's daemon
+ * holds it until the matching recv is posted, compares dtype and shape, and
+ * answers with a clear-to-send (CTS) — or with a refusal that carries both
+ * descriptions, in which case no payload is ever sent, so the pair's stream stays
+ * aligned for the next message.  Only then does data flow, in segments, straight
+ * from the sender's arena into the receiver's.  Frames for other hosts are
+ * forwarded to next unchanged; messages between a pair keep their order because
+ * they all travel the same path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "coll.h"
+#include "sess.h"
+#include "../proto/dtype.h"
+#include "../proto/log.h"
+
+#define MAX_RTS_PER_JOB 4096
+
+struct rts_entry {
+	struct proto_rts rts;		/* what the sender announced */
+	uint64_t id;			/* its message id */
+	int src_host;			/* where it came from */
+	TAILQ_ENTRY(rts_entry) entry;
+};
+
+/* One process per host for now: a rank lives on the host of the same number. */
+static int
+rank_host(const struct job *j, int rank)
+{
+	(void)j;
+	return rank;
+}
+
+static uint32_t
+route(int src_host, int dst_host)
+{
+	return ((uint32_t)src_host << 16) | (uint32_t)dst_host;
+}
+
+static void
+shape_format(const struct proto_rts *m, char *buf, size_t cap)
+{
+	size_t off;
+	int i;
+
+	off = (size_t)snprintf(buf, cap, "%s[", proto_dtype_name(m->dtype));
+	for (i = 0; i < m->ndim && off < cap; i++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%llu", i ? "," : "",
+					(unsigned long long)m->shape[i]);
+	if (off < cap)
+		snprintf(buf + off, cap - off, "]");
+}
+
+static bool
+rts_same(const struct proto_rts *a, const struct proto_rts *b)
+{
+	int i;
+
+	if (a->dtype != b->dtype || a->ndim != b->ndim || a->bytes != b->bytes)
+		return false;
+	for (i = 0; i < a->ndim; i++)
+		if (a->shape[i] != b->shape[i])
+			return false;
+	return true;
+}
+
+static int
+send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_host,
+	 const uint8_t *pl, int len)
+{
+	struct proto_frame f = {
+		.type = type, .job = j->id, .aux = route(rd->rank, dst_host),
+		.epoch = rd->epoch, .seq = id, .length = (uint32_t)len,
+	};
+
+	if (len < 0 || rd->next == NULL || rd->next->state != LINK_UP)
+		return -1;
+	return link_send(rd->next, &f, pl);
+}
+
+static void
+op_enqueue(struct op *op, struct opq *q)
+{
+	op->q = q;
+	TAILQ_INSERT_TAIL(q, op, entry);
+}
+
+/* A posted recv meets its RTS: accept it, or refuse it with both descriptions. */
+static void
+p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t id,
+	  int src_host)
+{
+	struct proto_cts c = { .src = rts->src, .dst = rts->dst };
+	uint8_t buf[PROTO_TEXT_MAX + 64];
+	char want[256], got[256];
+
+	op->p2p_id = id;
+	if (!rts_same(rts, &op->rts)) {
+		shape_format(&op->rts, want, sizeof(want));
+		shape_format(rts, got, sizeof(got));
+		c.status = RING_EMISMATCH;
+		snprintf(c.text, sizeof(c.text), "rank %u posted recv of %s from rank %u, "
+			 "which sent %s", op->rts.dst, want, rts->src, got);
+		send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
+			 proto_encode_cts(buf, sizeof(buf), &c));
+		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
+		return;
+	}
+	if (send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
+		     proto_encode_cts(buf, sizeof(buf), &c)) != 0) {
+		op_finish(rd, op, RING_EPEER, "recv from rank %u: the ring is down", rts->src);
+		return;
+	}
+	op->cts = true;
+	if (op->rx[0].len == 0)
+		op_finish(rd, op, 0, NULL);
+}
+
+int
+p2p_submit(struct ringd *rd, struct op *op)
+{
+	struct job *j = op->job;
+	struct sess *s = op->sess;
+	uint8_t buf[256];
+	int self = sess_rank(s);
+
+	op->fp.seq = 0;
+	op->rts.src = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? self : op->peer);
+	op->rts.dst = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? op->peer : self);
+	op->rts.dtype = (uint8_t)op->dtype;
+	op->rts.ndim = op->p2p_ndim;
+	op->rts.bytes = op->tx0_len;
+	memcpy(op->rts.shape, op->p2p_shape, sizeof(op->rts.shape));
+	op->hdr_sent = true;
+	if (op->fp.coll == PROTO_COLL_SEND) {
+		op->p2p_id = ++j->p2p_next_id;
+		op->has_tx0 = true;
+		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p_id, rank_host(j, op->peer), buf,
+			     proto_encode_rts(buf, sizeof(buf), &op->rts)) != 0) {
+			op_enqueue(op, &j->sends);
+			op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
+				  op->peer);
+			return 0;
+		}
+		op_enqueue(op, &j->sends);
+		return 0;
+	}
+	op_enqueue(op, &j->recvs);
+	{
+		struct rts_entry *e;
+
+		TAILQ_FOREACH(e, &j->rts_in, entry)
+			if (e->rts.src == op->rts.src)
+				break;
+		if (e != NULL) {
+			TAILQ_REMOVE(&j->rts_in, e, entry);
+			j->nrts--;
+			p2p_match(rd, op, &e->rts, e->id, e->src_host);
+			free(e);
+		}
+	}
+	return 0;
+}
+
+/* Streams the data of every send that has its CTS, as output room allows. */
+void
+p2p_pump(struct ringd *rd, struct job *j)
+{
+	uint32_t seg = rd->cfg.segment_bytes;
+	struct op *op;
+
+	TAILQ_FOREACH(op, &j->sends, entry) {
+		if (!op->cts || op->finished || op->tx0_done)
+			continue;
+		while (op->tx0_off < op->tx0_len) {
+			uint64_t left = op->tx0_len - op->tx0_off;
+			uint32_t len = (uint32_t)(left < seg ? left : seg);
+			struct proto_frame f = {
+				.type = PROTO_F_P2P_DATA, .job = j->id,
+				.aux = route(rd->rank, rank_host(j, op->peer)), .epoch = rd->epoch,
+				.seq = op->p2p_id, .offset = op->tx0_off, .length = len,
+			};
+
+			if (rd->next == NULL || link_tx_room(rd->next) == 0)
+				return;
+			if (op_send_data(rd, op, f.type, f.aux, f.seq, f.offset,
+					 op->tx0 + op->tx0_off, len) != 0)
+				return;
+			op->tx0_off += len;
+		}
+		op->tx0_done = true;
+		op_finish(rd, op, 0, NULL);
+		return;	/* the list may have changed */
+	}
+}
+
+int
+p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evbuffer *src)
+{
+	int src_host = (int)(f->aux >> 16), dst_host = (int)(f->aux & 0xffff);
+	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
+	uint8_t buf[2048];
+	struct job *j;
+	struct op *op;
+
+	if (l->dir != LINK_PREV || src_host >= rd->world || dst_host >= rd->world) {
+		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
+			 proto_frame_type_name(f->type));
+		return RX_ERROR;
+	}
+	if (dst_host != rd->rank) {
+		/* not ours: pass it on, as output room allows */
+		if (rd->next == NULL || rd->next->state != LINK_UP) {
+			evbuffer_drain(src, flen);
+			return RX_DONE;
+		}
+		if (link_tx_room(rd->next) == 0)
+			return RX_BLOCKED;
+		evbuffer_remove_buffer(src, link_output(rd->next), flen);
+		rd->next->bytes_tx += flen;
+		rd->next->frames_tx++;
+		return RX_DONE;
+	}
+	j = job_lookup(rd, f->job);
+	if (f->type == PROTO_F_P2P_DATA) {
+		evbuffer_drain(src, PROTO_FRAME_HDR);
+		op = NULL;
+		if (j != NULL)
+			TAILQ_FOREACH(op, &j->recvs, entry)
+				if (op->cts && !op->finished && op->p2p_id == f->seq &&
+				    rank_host(j, (int)op->rts.src) == src_host)
+					break;
+		if (op == NULL || f->offset != op->rx_off || f->length > op->rx[0].len - op->rx_off) {
+			evbuffer_drain(src, f->length);	/* its recv gave up */
+			return RX_DONE;
+		}
+		evbuffer_remove(src, op->rx[0].dst + op->rx_off, f->length);
+		op->rx_off += f->length;
+		if (op->rx_off == op->rx[0].len)
+			op_finish(rd, op, 0, NULL);
+		return RX_DONE;
+	}
+	if (f->length > sizeof(buf)) {
+		snprintf(l->last_error, sizeof(l->last_error), "oversized p2p control frame");
+		return RX_ERROR;
+	}
+	evbuffer_drain(src, PROTO_FRAME_HDR);
+	evbuffer_remove(src, buf, f->length);
+	if (f->type == PROTO_F_P2P_RTS) {
+		struct proto_rts m;
+		struct rts_entry *e;
+
+		if (proto_decode_rts(buf, f->length, &m) != 0) {
+			snprintf(l->last_error, sizeof(l->last_error), "malformed RTS");
+			return RX_ERROR;
+		}
+		if (j == NULL)
+			j = job_wire(rd, f->job);
+		if (j == NULL) {
+			log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
+			return RX_DONE;
+		}
+		TAILQ_FOREACH(op, &j->recvs, entry)
+			if (!op->cts && !op->finished && op->rts.src == m.src)
+				break;
+		if (op != NULL) {
+			p2p_match(rd, op, &m, f->seq, src_host);
+			return RX_DONE;
+		}
+		if (j->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
+			snprintf(l->last_error, sizeof(l->last_error), "too many pending sends");
+			return RX_ERROR;
+		}
+		e->rts = m;
+		e->id = f->seq;
+		e->src_host = src_host;
+		TAILQ_INSERT_TAIL(&j->rts_in, e, entry);
+		j->nrts++;
+		return RX_DONE;
+	}
+	/* CTS */
+	{
+		struct proto_cts c;
+
+		if (proto_decode_cts(buf, f->length, &c) != 0) {
+			snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
+			return RX_ERROR;
+		}
+		if (j == NULL)
+			return RX_DONE;
+		TAILQ_FOREACH(op, &j->sends, entry)
+			if (op->p2p_id == f->seq && !op->cts && !op->finished)
+				break;
+		if (op == NULL)
+			return RX_DONE;	/* the send gave up already */
+		if (c.status != 0) {
+			op_finish(rd, op, c.status, "%s", c.text);
+			return RX_DONE;
+		}
+		op->cts = true;
+		if (op->tx0_len == 0) {
+			op->tx0_done = true;
+			op_finish(rd, op, 0, NULL);
+			return RX_DONE;
+		}
+		p2p_pump(rd, j);
+		return RX_DONE;
+	}
+}
+
+static void
+fail_list(struct ringd *rd, struct opq *q, struct sess *only, int status, const char *why)
+{
+	struct op *op, *nx;
+
+	for (op = TAILQ_FIRST(q); op != NULL; op = nx) {
+		nx = TAILQ_NEXT(op, entry);
+		if (op->finished || (only != NULL && op->sess != only))
+			continue;
+		if (only != NULL)
+			op->sess = NULL;
+		op_finish(rd, op, status, "%s with rank %d failed: %s",
+			  proto_coll_name(op->fp.coll), op->peer, why);
+	}
+}
+
+void
+p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why)
+{
+	struct rts_entry *e;
+
+	fail_list(rd, &j->sends, NULL, status, why);
+	fail_list(rd, &j->recvs, NULL, status, why);
+	while ((e = TAILQ_FIRST(&j->rts_in)) != NULL) {
+		TAILQ_REMOVE(&j->rts_in, e, entry);
+		free(e);
+	}
+	j->nrts = 0;
+}
+
+void
+p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s)
+{
+	fail_list(rd, &j->sends, s, RING_EABORTED, "the client went away");
+	fail_list(rd, &j->recvs, s, RING_EABORTED, "the client went away");
+}

@@ -1,0 +1,575 @@
+/*
+ * sess.c - the client socket and client sessions.
+ *
+ * libring connects over an AF_UNIX SOCK_SEQPACKET socket, so every request and
+ * reply is one packet with its boundaries kept by the kernel.  The first packet is
+ * HELLO and carries the client's arena, a sealed memfd, as SCM_RIGHTS; the daemon
+ * maps it and from then on reads operands from it and writes results into it
+ * directly.  Every message is decoded and range-checked before use; every offset
+ * and length is checked against the arena.  A session that misbehaves is told why
+ * (ERROR) and closed; the daemon keeps serving everyone else.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <event2/event.h>
+
+#include "coll.h"
+#include "sess.h"
+#include "../proto/dtype.h"
+#include "../proto/log.h"
+
+struct sess {
+	struct ringd *rd;		/* the daemon */
+	int fd;				/* SEQPACKET connection */
+	struct event *ev;		/* readable */
+	struct arena *arena;		/* the client's shared memory (after HELLO) */
+	struct job *job;		/* its job (after HELLO) */
+	int rank, size;			/* global rank and world size in the job */
+	int local_rank, local_size;
+	uint32_t timeout_ms;		/* default per-op bound it asked for */
+	pid_t pid;			/* SO_PEERCRED */
+	uid_t uid;
+	gid_t gid;
+	int inflight;			/* operations not yet answered */
+	uint64_t ops;			/* answered so far */
+	bool dead;			/* closed; freed from the loop */
+	TAILQ_ENTRY(sess) entry;
+};
+
+static void sess_close(struct sess *s, const char *why);
+
+void
+arena_ref(struct arena *a)
+{
+	if (a != NULL)
+		a->refs++;
+}
+
+void
+arena_unref(struct arena *a)
+{
+	if (a == NULL || --a->refs > 0)
+		return;
+	munmap(a->base, a->len);
+	free(a);
+}
+
+struct arena *
+sess_arena(struct sess *s)
+{
+	return s->arena;
+}
+
+uint32_t
+sess_timeout_ms(const struct sess *s)
+{
+	return s->timeout_ms;
+}
+
+int
+sess_rank(const struct sess *s)
+{
+	return s->rank;
+}
+
+int
+sess_pid(const struct sess *s)
+{
+	return (int)s->pid;
+}
+
+static int
+sess_send(struct sess *s, const uint8_t *buf, int len)
+{
+	if (len <= 0)
+		return -1;
+	if (send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
+		log_warn("client pid %d: reply lost: %s", (int)s->pid, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+sess_error(struct sess *s, int code, const char *text)
+{
+	struct proto_error e = { .code = code };
+	uint8_t buf[PROTO_MSG_MAX];
+
+	snprintf(e.text, sizeof(e.text), "%s", text);
+	sess_send(s, buf, proto_encode_error(buf, sizeof(buf), &e));
+}
+
+void
+sess_op_done(struct sess *s, struct op *op, int status, const char *text)
+{
+	struct proto_done d = { .reqid = op->reqid, .status = status };
+	uint8_t buf[PROTO_MSG_MAX];
+
+	snprintf(d.text, sizeof(d.text), "%s", text ? text : "");
+	s->inflight--;
+	s->ops++;
+	if (s->dead)
+		return;
+	if (sess_send(s, buf, proto_encode_done(buf, sizeof(buf), &d)) != 0)
+		sess_close(s, "cannot reply");
+}
+
+static void
+sess_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sess *s = arg;
+
+	(void)fd;
+	(void)what;
+	arena_unref(s->arena);
+	free(s);
+}
+
+static void
+sess_close(struct sess *s, const char *why)
+{
+	struct ringd *rd = s->rd;
+
+	if (s->dead)
+		return;
+	s->dead = true;
+	if (why != NULL)
+		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->pid,
+			 s->job ? s->job->name : "-", s->rank, why);
+	coll_sess_gone(rd, s);
+	event_free(s->ev);
+	close(s->fd);
+	TAILQ_REMOVE(&rd->sessions, s, entry);
+	rd->nsessions--;
+	/* never freed inside its own callback */
+	event_base_once(rd->base, -1, EV_TIMEOUT, sess_free_cb, s, NULL);
+}
+
+/* Checks that [off, off+len) lies in the arena, past the control page. */
+static int
+arena_span(const struct sess *s, uint64_t off, uint64_t len, uint8_t **p)
+{
+	if (off < PROTO_ARENA_CTL || off > s->arena->len || len > s->arena->len - off)
+		return -1;
+	*p = s->arena->base + off;
+	return 0;
+}
+
+static int
+mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (a != 0 && b > UINT64_MAX / a)
+		return -1;
+	*out = a * b;
+	return 0;
+}
+
+/* The byte extents an op touches, checked against the arena. */
+static int
+sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t **recv,
+	      char *err, size_t errlen)
+{
+	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
+	int n = s->size;
+
+	*send = *recv = NULL;
+	if (proto_reduce_check(m->dtype, m->redop) != 0 &&
+	    (m->coll == PROTO_COLL_ALLREDUCE || m->coll == PROTO_COLL_REDUCE_SCATTER)) {
+		snprintf(err, errlen, "%s is not defined for %s", proto_op_name(m->redop),
+			 proto_dtype_name(m->dtype));
+		return RING_EINVAL;
+	}
+	if (m->comm != 0) {
+		snprintf(err, errlen, "communicator %u does not exist", m->comm);
+		return RING_EINVAL;
+	}
+	if (mul_ok(m->count, esz, &bytes) != 0)
+		goto range;
+	stride = m->stride ? m->stride : m->count;
+	switch (m->coll) {
+	case PROTO_COLL_ALLREDUCE:
+	case PROTO_COLL_BARRIER:
+		if (m->coll == PROTO_COLL_BARRIER)
+			bytes = 0;
+		if (bytes > 0 && (arena_span(s, m->send_off, bytes, send) != 0 ||
+				  arena_span(s, m->recv_off, bytes, recv) != 0))
+			goto range;
+		break;
+	case PROTO_COLL_ALLGATHER:
+	case PROTO_COLL_REDUCE_SCATTER:
+		if (stride < m->count || mul_ok(stride, esz * (uint64_t)(n - 1), &big) != 0 ||
+		    big > UINT64_MAX - bytes)
+			goto range;
+		big += bytes;
+		if (bytes > 0 && (arena_span(s, m->send_off,
+					     m->coll == PROTO_COLL_ALLGATHER ? bytes : big, send) != 0 ||
+				  arena_span(s, m->recv_off,
+					     m->coll == PROTO_COLL_ALLGATHER ? big : bytes, recv) != 0))
+			goto range;
+		break;
+	case PROTO_COLL_BROADCAST:
+		if (m->peer < 0 || m->peer >= n) {
+			snprintf(err, errlen, "broadcast root %d is not a rank of 0..%d", m->peer,
+				 n - 1);
+			return RING_EINVAL;
+		}
+		if (bytes > 0 && arena_span(s, m->recv_off, bytes, recv) != 0)
+			goto range;
+		*send = *recv;
+		break;
+	case PROTO_COLL_SEND:
+	case PROTO_COLL_RECV:
+		if (m->peer < 0 || m->peer >= n || m->peer == s->rank) {
+			snprintf(err, errlen, "%s peer %d is not another rank of 0..%d",
+				 proto_coll_name(m->coll), m->peer, n - 1);
+			return RING_EINVAL;
+		}
+		if (bytes > 0 && arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
+					    : m->recv_off, bytes,
+					    m->coll == PROTO_COLL_SEND ? send : recv) != 0)
+			goto range;
+		break;
+	default:
+		snprintf(err, errlen, "unknown operation %d", m->coll);
+		return RING_EINVAL;
+	}
+	return 0;
+range:
+	snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
+		 "outside the %zu-byte arena", proto_coll_name(m->coll),
+		 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
+		 (unsigned long long)m->count, proto_dtype_name(m->dtype), s->arena->len);
+	return RING_EINVAL;
+}
+
+static void
+sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
+{
+	struct proto_op m;
+	struct proto_done d;
+	uint8_t out[PROTO_MSG_MAX], *send, *recv;
+	char err[PROTO_TEXT_MAX + 1] = "";
+	int rc;
+
+	if (proto_decode_op(buf, len, &m) != 0) {
+		sess_error(s, RING_EPROTO, "malformed operation request");
+		sess_close(s, "malformed operation request");
+		return;
+	}
+	log_debug("client pid %d: %s count %llu dtype %s", (int)s->pid, proto_coll_name(m.coll),
+		  (unsigned long long)m.count, proto_dtype_name(m.dtype));
+	if (s->inflight > 0) {
+		rc = RING_EINVAL;
+		snprintf(err, sizeof(err), "an operation of this client is already in flight");
+	} else if ((rc = sess_check_op(s, &m, &send, &recv, err, sizeof(err))) == 0) {
+		s->inflight++;
+		rc = coll_submit(s->rd, s, s->job, &m, send, recv, err, sizeof(err));
+		if (rc != 0)
+			s->inflight--;
+	}
+	if (rc == 0)
+		return;
+	memset(&d, 0, sizeof(d));
+	d.reqid = m.reqid;
+	d.status = rc;
+	snprintf(d.text, sizeof(d.text), "%s", err);
+	if (sess_send(s, out, proto_encode_done(out, sizeof(out), &d)) != 0)
+		sess_close(s, "cannot reply");
+}
+
+static int
+sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err, size_t errlen)
+{
+	struct ringd *rd = s->rd;
+	struct proto_hello h;
+	struct proto_welcome w;
+	uint8_t out[PROTO_MSG_MAX];
+	struct stat st;
+	struct arena *a;
+	void *base;
+	int seals;
+
+	if (proto_decode_hello(buf, len, &h) != 0) {
+		snprintf(err, errlen, "malformed HELLO");
+		return RING_EPROTO;
+	}
+	if (fd < 0) {
+		snprintf(err, errlen, "HELLO without an arena file descriptor");
+		return RING_EPROTO;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != h.arena_bytes ||
+	    h.arena_bytes < 2 * PROTO_ARENA_CTL) {
+		snprintf(err, errlen, "the arena is not a memfd of the announced %llu bytes",
+			 (unsigned long long)h.arena_bytes);
+		return RING_EINVAL;
+	}
+	if (h.arena_bytes > rd->cfg.max_arena_bytes) {
+		snprintf(err, errlen, "arena of %llu bytes exceeds max_arena = %llu",
+			 (unsigned long long)h.arena_bytes,
+			 (unsigned long long)rd->cfg.max_arena_bytes);
+		return RING_EPERM;
+	}
+	/* A client that could shrink its arena could make the daemon fault. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen, "the arena must be a memfd sealed with F_SEAL_SHRINK");
+		return RING_EPERM;
+	}
+	if (h.local_size != 1) {
+		snprintf(err, errlen, "local_size %d: several processes per host are not "
+			 "supported yet (use one process per ringd)", h.local_size);
+		return RING_ENOTSUP;
+	}
+	if (h.size >= 0 && h.size != rd->world) {
+		snprintf(err, errlen, "the launcher says world size %d but the ring has %d "
+			 "hosts with 1 process each", h.size, rd->world);
+		return RING_EINVAL;
+	}
+	if (h.rank >= 0 && h.rank != rd->rank) {
+		snprintf(err, errlen, "the launcher says rank %d but this daemon is host %d",
+			 h.rank, rd->rank);
+		return RING_EINVAL;
+	}
+	if ((s->job = job_get(rd, h.job, err, errlen)) == NULL)
+		return RING_EPERM;
+	if (s->job->sess != NULL) {
+		snprintf(err, errlen, "job %s already has local rank 0 attached (pid %d)",
+			 h.job, sess_pid(s->job->sess));
+		s->job = NULL;
+		return RING_EINVAL;
+	}
+	base = mmap(NULL, h.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map the arena: %s", strerror(errno));
+		s->job = NULL;
+		return RING_ENOMEM;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL) {
+		munmap(base, h.arena_bytes);
+		s->job = NULL;
+		snprintf(err, errlen, "out of memory");
+		return RING_ENOMEM;
+	}
+	a->base = base;
+	a->len = h.arena_bytes;
+	a->refs = 1;
+	s->arena = a;
+	s->job->sess = s;
+	s->job->size = rd->world;
+	s->rank = rd->rank;
+	s->size = rd->world;
+	s->local_rank = h.local_rank;
+	s->local_size = h.local_size;
+	s->timeout_ms = h.timeout_ms;
+	memset(&w, 0, sizeof(w));
+	w.rank = s->rank;
+	w.size = s->size;
+	w.local_rank = s->local_rank;
+	w.local_size = s->local_size;
+	w.host_rank = rd->rank;
+	w.nhosts = rd->world;
+	w.job_id = s->job->id;
+	w.seg_bytes = rd->cfg.segment_bytes;
+	w.piece_bytes = rd->cfg.piece_bytes;
+	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
+	if (sess_send(s, out, proto_encode_welcome(out, sizeof(out), &w)) != 0) {
+		snprintf(err, errlen, "cannot send WELCOME");
+		return RING_EDAEMON;
+	}
+	rd->clients_total++;
+	log_info("client pid %d attached: job %s rank %d/%d, arena %llu MiB", (int)s->pid,
+		 h.job, s->rank, s->size, (unsigned long long)(h.arena_bytes >> 20));
+	return 0;
+}
+
+static void
+sess_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sess *s = arg;
+	uint8_t buf[PROTO_MSG_MAX + 1];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(4 * sizeof(int))];
+	} cm;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+		.msg_controllen = sizeof(cm.b),
+	};
+	struct cmsghdr *c;
+	char err[PROTO_TEXT_MAX + 1];
+	int fds[4], nfd = 0, i, rc;
+	uint16_t type;
+	ssize_t n;
+
+	(void)what;
+	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			for (i = 0; i < k && nfd < 4; i++)
+				memcpy(&fds[nfd++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+		}
+	}
+	if (n <= 0) {
+		sess_close(s, n == 0 ? "disconnected" : strerror(errno));
+		goto out;
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || proto_msg_peek(buf, (size_t)n, &type) != 0) {
+		sess_error(s, RING_EPROTO, "malformed message");
+		sess_close(s, "malformed message");
+		goto out;
+	}
+	if (s->arena == NULL) {
+		if (type != PROTO_M_HELLO || nfd != 1) {
+			sess_error(s, RING_EPROTO, "the first message must be HELLO with one fd");
+			sess_close(s, "no HELLO");
+			goto out;
+		}
+		rc = sess_on_hello(s, buf, (size_t)n, fds[0], err, sizeof(err));
+		if (rc != 0) {
+			log_warn("client pid %d refused: %s", (int)s->pid, err);
+			sess_error(s, rc, err);
+			sess_close(s, NULL);
+		}
+		goto out;
+	}
+	if (nfd > 0) {
+		sess_error(s, RING_EPROTO, "unexpected file descriptor");
+		sess_close(s, "unexpected file descriptor");
+		goto out;
+	}
+	switch (type) {
+	case PROTO_M_OP:
+		sess_on_op(s, buf, (size_t)n);
+		break;
+	case PROTO_M_BYE:
+		sess_close(s, "said goodbye");
+		break;
+	default:
+		log_warn("client pid %d: ignoring message type %u", (int)s->pid, type);
+		break;
+	}
+out:
+	for (i = 0; i < nfd; i++)
+		close(fds[i]);
+}
+
+static void
+sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct ringd *rd = arg;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct sess *s;
+	int fd;
+
+	(void)what;
+	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (rd->nsessions >= rd->cfg.max_clients) {
+		log_warn("refusing a client: max_clients = %d reached", rd->cfg.max_clients);
+		close(fd);
+		return;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return;
+	}
+	s->rd = rd;
+	s->fd = fd;
+	s->rank = -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+		s->pid = cred.pid;
+		s->uid = cred.uid;
+		s->gid = cred.gid;
+	}
+	s->ev = event_new(rd->base, fd, EV_READ | EV_PERSIST, sess_read_cb, s);
+	if (s->ev == NULL || event_add(s->ev, NULL) != 0) {
+		if (s->ev)
+			event_free(s->ev);
+		close(fd);
+		free(s);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&rd->sessions, s, entry);
+	rd->nsessions++;
+}
+
+/* Binds a Unix socket at path, refusing to start over a live instance. */
+int
+unix_listen(const char *path, int type, unsigned int mode)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("socket path too long: %s", path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		log_err("another ringd is serving %s", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, mode) != 0 ||
+	    listen(fd, 128) != 0) {
+		log_err("cannot listen on %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+sess_start(struct ringd *rd)
+{
+	TAILQ_INIT(&rd->sessions);
+	rd->client_fd = unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
+	if (rd->client_fd < 0)
+		return -1;
+	rd->client_ev = event_new(rd->base, rd->client_fd, EV_READ | EV_PERSIST, sess_accept_cb, rd);
+	if (rd->client_ev == NULL || event_add(rd->client_ev, NULL) != 0)
+		return -1;
+	log_info("clients: %s", rd->cfg.socket);
+	return 0;
+}
+
+void
+sess_stop(struct ringd *rd)
+{
+	struct sess *s;
+
+	while ((s = TAILQ_FIRST(&rd->sessions)) != NULL) {
+		sess_error(s, RING_EDAEMON, "ringd is shutting down");
+		sess_close(s, "daemon stopping");
+	}
+	if (rd->client_ev != NULL)
+		event_free(rd->client_ev);
+	if (rd->client_fd >= 0) {
+		close(rd->client_fd);
+		unlink(rd->cfg.socket);
+	}
+}

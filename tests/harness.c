@@ -1,0 +1,892 @@
+/*
+ * harness.c - the integration tests' cluster, runner, checks and data patterns
+ * (see harness.h).  Daemons are started by scripts/ring-local, the same helper a
+ * user runs, in a fresh directory per cluster, so tests running in parallel never
+ * share a socket or a port.  A watchdog process, detached from the test's
+ * process group, holds the read end of a pipe whose write end only the test
+ * process has: when the test dies in any way (a crash, a Criterion timeout, a
+ * kill of its group) the pipe reaches EOF and the watchdog stops the daemons, so
+ * no test leaves them behind.  Forked ranks die with their parent (PDEATHSIG),
+ * and every wait here has a bound.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+int it_rank = -1;
+ring_comm *it_comm;
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Paths and processes                                                     */
+/* ---------------------------------------------------------------------- */
+
+/* The test binary is <root>/<build>/tests/it_x; its build directory is two
+ * levels up, the tree one more (BUILD may be build-asan and so on). */
+static const char *build_dir(void)
+{
+	static char dir[PATH_MAX];
+	char exe[PATH_MAX], tests[PATH_MAX];
+	ssize_t n;
+
+	if (dir[0])
+		return dir;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		snprintf(dir, sizeof(dir), "build");
+		return dir;
+	}
+	exe[n] = 0;
+	snprintf(tests, sizeof(tests), "%s", dirname(exe));
+	snprintf(dir, sizeof(dir), "%s", dirname(tests));
+	return dir;
+}
+
+const char *harness_root(void)
+{
+	static char root[PATH_MAX];
+	char tmp[PATH_MAX], probe[PATH_MAX + 32];
+	const char *env = getenv("RING_SRC_DIR");
+
+	if (root[0])
+		return root;
+	if (env && *env) {
+		snprintf(root, sizeof(root), "%s", env);
+		return root;
+	}
+	snprintf(tmp, sizeof(tmp), "%s", build_dir());
+	snprintf(root, sizeof(root), "%s", dirname(tmp));
+	snprintf(probe, sizeof(probe), "%s/scripts/ring-local", root);
+	if (access(probe, X_OK) != 0 && getcwd(tmp, sizeof(tmp)))
+		snprintf(root, sizeof(root), "%s", tmp);	/* run from the tree */
+	return root;
+}
+
+void harness_bin(char *out, size_t cap, const char *name)
+{
+	snprintf(out, cap, "%s/bin/%s", build_dir(), name);
+}
+
+int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
+		 int timeout_s)
+{
+	double deadline = mono_s() + timeout_s;
+	size_t len = 0;
+	int fds[2], st = 0;
+	bool exited = false, eof = false;
+	pid_t pid;
+
+	if (out && cap)
+		out[0] = 0;
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		dup2(null, 0);
+		dup2(fds[1], 1);
+		for (int i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		execv(argv[0], argv);
+		fprintf(stderr, "harness: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	/* Read until the child exits and its output is drained.  Daemons it
+	 * started may keep the pipe open, so EOF alone cannot be the end. */
+	while (!(exited && eof)) {
+		struct pollfd p = { .fd = fds[0], .events = POLLIN };
+		int r;
+
+		if (mono_s() > deadline) {
+			fprintf(stderr, "harness: %s ran past %d s; killed\n", argv[0], timeout_s);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			close(fds[0]);
+			return -1;
+		}
+		r = poll(&p, 1, exited ? 0 : 50);
+		if (r > 0) {
+			char buf[4096];
+			ssize_t n = read(fds[0], buf, sizeof(buf));
+
+			if (n <= 0) {
+				eof = true;
+			} else if (out && len + 1 < cap) {
+				size_t k = (size_t)n < cap - 1 - len ? (size_t)n : cap - 1 - len;
+
+				memcpy(out + len, buf, k);
+				len += k;
+				out[len] = 0;
+			}
+		} else if (exited) {
+			eof = true;	/* exited and nothing more is ready */
+		}
+		if (!exited && waitpid(pid, &st, WNOHANG) == pid)
+			exited = true;
+	}
+	close(fds[0]);
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + WTERMSIG(st);
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	remove(path);
+	return 0;
+}
+
+/* Kills whatever pid files under dir still name a live process: what is left
+ * when ring-local stop itself failed. */
+static void kill_pidfiles(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		size_t l = strlen(e->d_name);
+		FILE *f;
+		long pid;
+
+		if (l < 5 || strcmp(e->d_name + l - 4, ".pid") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%ld", &pid) == 1 && pid > 1 && kill((pid_t)pid, 0) == 0) {
+			fprintf(stderr, "harness: daemon %ld outlived ring-local stop; killed\n",
+				pid);
+			kill((pid_t)pid, SIGKILL);
+		}
+		fclose(f);
+	}
+	closedir(d);
+}
+
+/* Stops the daemons of dir and removes it; used by cluster_stop and the
+ * watchdog alike, so it must be safe to run twice. */
+static void stop_dir(const char *root, const char *dir)
+{
+	char script[PATH_MAX + 32], envv[PATH_MAX + 32];
+	char *argv[] = { script, "stop", NULL };
+	const char *env[] = { envv, NULL };
+	struct stat sb;
+	int rc;
+
+	if (!dir[0] || stat(dir, &sb) != 0)
+		return;
+	snprintf(script, sizeof(script), "%s/scripts/ring-local", root);
+	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", dir);
+	rc = harness_exec(argv, env, NULL, 0, 60);
+	if (rc != 0)
+		fprintf(stderr, "harness: ring-local stop (RING_LOCAL_DIR=%s) exited %d\n",
+			dir, rc);
+	kill_pidfiles(dir);
+	if (!getenv("RING_KEEP_DIR"))
+		nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The watchdog: waits for 'q' (an orderly stop already happened) or EOF (the
+ * test process is gone) and then stops the cluster. */
+static void watchdog_main(int fd, const char *root, const char *dir)
+{
+	char ch;
+	ssize_t n;
+
+	setsid();	/* out of the test's process group: survive its kill */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	do
+		n = read(fd, &ch, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && ch == 'q')
+		_exit(0);
+	stop_dir(root, dir);
+	_exit(0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The cluster                                                             */
+/* ---------------------------------------------------------------------- */
+
+/* Applies one `NAME=VALUE` statement of ring-local's output ("export", quotes
+ * and a trailing ';' allowed). */
+static void parse_assignment(struct ring_cluster *c, char *s, int *hosts)
+{
+	char *eq, *val;
+	size_t l;
+	int i;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!strncmp(s, "export ", 7))
+		s += 7;
+	while (*s == ' ')
+		s++;
+	eq = strchr(s, '=');
+	if (!eq)
+		return;
+	*eq = 0;
+	val = eq + 1;
+	l = strlen(val);
+	while (l && (val[l - 1] == ' ' || val[l - 1] == '\n' || val[l - 1] == '\r'))
+		val[--l] = 0;
+	if (l >= 2 && (val[0] == '\'' || val[0] == '"') && val[l - 1] == val[0]) {
+		val[l - 1] = 0;
+		val++;
+	}
+	if (sscanf(s, "RING_SOCKET_%d", &i) == 1 && i >= 0 && i < CLUSTER_MAX)
+		snprintf(c->sockets[i], sizeof(c->sockets[i]), "%s", val);
+	else if (sscanf(s, "RING_CONTROL_%d", &i) == 1 && i >= 0 && i < CLUSTER_MAX)
+		snprintf(c->controls[i], sizeof(c->controls[i]), "%s", val);
+	else if (!strcmp(s, "RING_HOSTS"))
+		*hosts = atoi(val);
+}
+
+int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
+{
+	char script[PATH_MAX + 32], nstr[16], envv[PATH_MAX + 32], extra[512] = "";
+	char *argv[64], *out = NULL, *tmp;
+	const char *env[2] = { envv, NULL };
+	int fds[2], argc = 0, rc, hosts = -1;
+	char *line, *save;
+
+	memset(c, 0, sizeof(*c));
+	c->watch_fd = -1;
+	c->run_timeout_s = 120;
+	if (n < 1 || n > CLUSTER_MAX) {
+		fprintf(stderr, "harness: cluster of %d daemons: 1..%d\n", n, CLUSTER_MAX);
+		return -1;
+	}
+	c->n = n;
+	snprintf(c->root, sizeof(c->root), "%s", harness_root());
+	tmp = getenv("TMPDIR");
+	snprintf(c->dir, sizeof(c->dir), "%s/ring-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(c->dir)) {
+		fprintf(stderr, "harness: mkdtemp %s: %s\n", c->dir, strerror(errno));
+		c->dir[0] = 0;
+		return -1;
+	}
+	c->started = true;	/* from here on cluster_stop has something to undo */
+
+	/* The watchdog first, so even a crash during the start is cleaned up. */
+	if (pipe2(fds, O_CLOEXEC)) {
+		perror("harness: pipe");
+		return -1;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	c->watchdog = fork();
+	if (c->watchdog < 0) {
+		perror("harness: fork");
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (c->watchdog == 0) {
+		close(fds[1]);
+		watchdog_main(fds[0], c->root, c->dir);
+	}
+	close(fds[0]);
+	c->watch_fd = fds[1];
+
+	snprintf(script, sizeof(script), "%s/scripts/ring-local", c->root);
+	snprintf(nstr, sizeof(nstr), "%d", n);
+	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", c->dir);
+	argv[argc++] = script;
+	argv[argc++] = nstr;
+	if (extra_ringd_args && *extra_ringd_args) {
+		char *tok;
+
+		snprintf(extra, sizeof(extra), "%s", extra_ringd_args);
+		argv[argc++] = "--";
+		for (tok = strtok_r(extra, " \t", &save); tok && argc < 62;
+		     tok = strtok_r(NULL, " \t", &save))
+			argv[argc++] = tok;
+	}
+	argv[argc] = NULL;
+	out = malloc(65536);
+	if (!out)
+		return -1;
+	rc = harness_exec(argv, env, out, 65536, 90);
+	if (rc != 0) {
+		fprintf(stderr, "harness: %s %d %s exited %d; its output:\n%s\n", script, n,
+			extra_ringd_args ? extra_ringd_args : "", rc, out);
+		free(out);
+		return -1;
+	}
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *stmt, *save2;
+
+		for (stmt = strtok_r(line, ";", &save2); stmt; stmt = strtok_r(NULL, ";", &save2))
+			parse_assignment(c, stmt, &hosts);
+	}
+	free(out);
+	if (hosts != n) {
+		fprintf(stderr, "harness: ring-local %d announced RING_HOSTS=%d\n", n, hosts);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!c->sockets[i][0]) {
+			fprintf(stderr, "harness: ring-local did not announce RING_SOCKET_%d\n", i);
+			return -1;
+		}
+	return 0;
+}
+
+void cluster_stop(struct ring_cluster *c)
+{
+	if (!c->started)
+		return;
+	c->started = false;
+	stop_dir(c->root, c->dir);
+	if (c->watch_fd >= 0) {
+		ssize_t w = write(c->watch_fd, "q", 1);
+
+		(void)w;
+		close(c->watch_fd);
+		c->watch_fd = -1;
+	}
+	if (c->watchdog > 0) {
+		double deadline = mono_s() + 10;
+
+		/* it only has to read one byte; do not let it hold us up */
+		while (waitpid(c->watchdog, NULL, WNOHANG) == 0 && mono_s() < deadline)
+			usleep(10000);
+		kill(c->watchdog, SIGKILL);
+		waitpid(c->watchdog, NULL, WNOHANG);
+		c->watchdog = 0;
+	}
+}
+
+/* The variables a launcher may have left in our environment: a rank must take
+ * its place from the daemon and RING_LOCAL_* only. */
+static const char *const launcher_vars[] = {
+	"RING_SINGLE", "RING_RANK", "RING_WORLD_SIZE", "RING_LOCAL_RANK", "RING_LOCAL_SIZE",
+	"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+	"OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+	"MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+	"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+};
+
+static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
+		      const char *job, cluster_fn fn, void *arg)
+{
+	ring_comm *comm = NULL;
+	char num[16];
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (c->watch_fd >= 0)
+		close(c->watch_fd);	/* EOF must mean the test process died */
+	it_rank = i;
+	for (size_t k = 0; k < sizeof(launcher_vars) / sizeof(launcher_vars[0]); k++)
+		unsetenv(launcher_vars[k]);
+	setenv("RING_SOCKET", c->sockets[i / per_host], 1);
+	setenv("RING_JOB", job, 1);
+	setenv("RING_TIMEOUT_MS", "30000", 0);
+	if (per_host > 1) {
+		snprintf(num, sizeof(num), "%d", i % per_host);
+		setenv("RING_LOCAL_RANK", num, 1);
+		snprintf(num, sizeof(num), "%d", per_host);
+		setenv("RING_LOCAL_SIZE", num, 1);
+	}
+	rc = ring_open(&comm, NULL);
+	if (rc) {
+		fprintf(stderr, "rank %d: ring_open (socket %s, job %s): %s: %s\n", i,
+			c->sockets[i / per_host], job, ring_strerror(rc),
+			comm ? ring_last_error(comm) : "");
+		fflush(stderr);
+		_exit(1);
+	}
+	it_comm = comm;
+	if (ring_rank(comm) != i || ring_size(comm) != nprocs) {
+		fprintf(stderr, "rank %d: ring_open gave rank %d of %d, expected %d of %d\n",
+			i, ring_rank(comm), ring_size(comm), i, nprocs);
+		fflush(stderr);
+		ring_close(comm);
+		_exit(1);
+	}
+	rc = fn(comm, i, nprocs, arg);
+	if (ring_close(comm) && !rc) {
+		fprintf(stderr, "rank %d: ring_close failed\n", i);
+		rc = 1;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	_exit(rc ? 1 : 0);
+}
+
+int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
+{
+	pid_t pids[CLUSTER_MAX * 8];
+	int status[CLUSTER_MAX * 8], per_host, left, failed = 0;
+	double deadline;
+	char job[64];
+
+	if (!c->started || nprocs < c->n || nprocs % c->n ||
+	    nprocs > (int)(sizeof(pids) / sizeof(pids[0]))) {
+		fprintf(stderr, "harness: cluster_run: %d ranks on %d daemons\n", nprocs, c->n);
+		return -1;
+	}
+	per_host = nprocs / c->n;
+	c->runs++;
+	if (c->job[0])
+		snprintf(job, sizeof(job), "%s", c->job);
+	else
+		snprintf(job, sizeof(job), "it-%d-%d", (int)getpid(), c->runs);
+	fflush(stdout);
+	fflush(stderr);
+	for (int i = 0; i < nprocs; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			perror("harness: fork");
+			for (int j = 0; j < i; j++) {
+				kill(pids[j], SIGKILL);
+				waitpid(pids[j], NULL, 0);
+			}
+			return -1;
+		}
+		if (pids[i] == 0)
+			rank_main(c, i, nprocs, per_host, job, fn, arg);
+		status[i] = -1;
+	}
+	deadline = mono_s() + c->run_timeout_s;
+	left = nprocs;
+	while (left > 0 && mono_s() < deadline) {
+		for (int i = 0; i < nprocs; i++) {
+			int st;
+
+			if (status[i] != -1 || waitpid(pids[i], &st, WNOHANG) != pids[i])
+				continue;
+			status[i] = st;
+			left--;
+		}
+		if (left)
+			usleep(5000);
+	}
+	for (int i = 0; i < nprocs; i++) {
+		int st = status[i];
+
+		if (st == -1) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+			fprintf(stderr, "harness: rank %d still running after %d s: killed "
+				"(a hang)\n", i, c->run_timeout_s);
+			failed++;
+		} else if (WIFSIGNALED(st)) {
+			fprintf(stderr, "harness: rank %d died of signal %d (%s)\n", i,
+				WTERMSIG(st), strsignal(WTERMSIG(st)));
+			failed++;
+		} else if (WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "harness: rank %d failed (exit %d)\n", i,
+				WEXITSTATUS(st));
+			failed++;
+		}
+	}
+	return failed ? 1 : 0;
+}
+
+void it_fail(const char *file, int line, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rank %d: %s:%d: %s\n", it_rank, file, line, msg);
+	fflush(stderr);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Data patterns                                                           */
+/* ---------------------------------------------------------------------- */
+
+bool it_dtype_is_float(enum ring_dtype dt)
+{
+	return dt == RING_FLOAT16 || dt == RING_BFLOAT16 || dt == RING_FLOAT32 ||
+	       dt == RING_FLOAT64;
+}
+
+static bool dtype_is_signed(enum ring_dtype dt)
+{
+	return dt == RING_INT8 || dt == RING_INT16 || dt == RING_INT32 || dt == RING_INT64;
+}
+
+float it_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+	uint32_t x;
+	float f;
+
+	if (exp == 0) {
+		/* zero or subnormal: exact in float32 */
+		f = ldexpf((float)mant, -24);
+		return sign ? -f : f;
+	}
+	if (exp == 31)
+		x = sign | 0x7f800000 | (mant << 13);
+	else
+		x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+float it_bf16_to_f32(uint16_t h)
+{
+	uint32_t x = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+uint16_t it_f32_to_f16(float f)
+{
+	uint32_t x, sign, mant;
+	int32_t exp;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000;
+	exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+	mant = x & 0x7fffff;
+	if (((x >> 23) & 0xff) == 0xff)
+		return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+	if (exp >= 31)
+		return (uint16_t)(sign | 0x7c00);
+	if (exp <= 0) {
+		uint32_t m, shift, half, r, rest;
+
+		if (exp < -10)
+			return (uint16_t)sign;
+		m = mant | 0x800000;
+		shift = (uint32_t)(14 - exp);
+		half = 1u << (shift - 1);
+		r = m >> shift;
+		rest = m & ((1u << shift) - 1);
+		if (rest > half || (rest == half && (r & 1)))
+			r++;
+		return (uint16_t)(sign | r);
+	}
+	{
+		uint32_t r = ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fff;
+
+		if (rest > 0x1000 || (rest == 0x1000 && (r & 1)))
+			r++;
+		return (uint16_t)(sign | r);
+	}
+}
+
+uint16_t it_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	if ((x & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((x >> 16) | 0x40);
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+double it_load(const void *buf, enum ring_dtype dt, size_t i)
+{
+	const char *p = (const char *)buf + i * ring_dtype_size(dt);
+
+	switch (dt) {
+	case RING_BOOL: return *(const uint8_t *)p;
+	case RING_INT8: return *(const int8_t *)p;
+	case RING_UINT8: return *(const uint8_t *)p;
+	case RING_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+	case RING_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+	case RING_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+	case RING_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+	case RING_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+	case RING_UINT64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
+	case RING_FLOAT16: { uint16_t v; memcpy(&v, p, 2); return it_f16_to_f32(v); }
+	case RING_BFLOAT16: { uint16_t v; memcpy(&v, p, 2); return it_bf16_to_f32(v); }
+	case RING_FLOAT32: { float v; memcpy(&v, p, 4); return v; }
+	case RING_FLOAT64: { double v; memcpy(&v, p, 8); return v; }
+	default: return NAN;
+	}
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+union val {
+	double f;
+	uint64_t u;
+};
+
+static uint64_t int_extend(enum ring_dtype dt, uint64_t u)
+{
+	unsigned bits = (unsigned)ring_dtype_size(dt) * 8;
+
+	if (dt == RING_BOOL)
+		return u & 1;
+	if (bits >= 64)
+		return u;
+	u &= (1ull << bits) - 1;
+	if (dtype_is_signed(dt) && (u >> (bits - 1)))
+		u |= ~((1ull << bits) - 1);
+	return u;
+}
+
+/*
+ * Rank r's element idx.  Floats are quarters bounded so that every partial sum
+ * of n of them is exact in the dtype (bfloat16 holds 256 quarters' worth of
+ * significand, float16 2048); AVG inputs are base + d_r with d_r cancelling in
+ * rank pairs, so the mean is exactly base; PROD inputs are +-2^e with small e.
+ * Integers are arbitrary: wrapping sums and products are exact everywhere.
+ * Booleans lean to 1 for AND-like ops and to 0 for OR-like ones, or the result
+ * would be a constant and prove nothing.
+ */
+static union val value(enum ring_dtype dt, enum ring_op op, int n, int r, size_t idx,
+		       uint64_t seed)
+{
+	uint64_t h = mix64(mix64(seed) ^ ((uint64_t)idx * 0x100000001b3ull) ^
+			   ((uint64_t)r << 40));
+	union val v;
+
+	if (it_dtype_is_float(dt)) {
+		int64_t lim = dt == RING_BFLOAT16 ? 256 : dt == RING_FLOAT16 ? 2048 :
+			      dt == RING_FLOAT32 ? (1 << 24) : (1ll << 53);
+		int64_t m = lim / n < 1000 ? lim / n : 1000;
+
+		if (op == RING_PROD) {
+			int e = n <= 12 ? (int)(h % 3) - 1 : 0;
+
+			v.f = ldexp((h >> 8) % 7 == 0 ? -1.0 : 1.0, e);
+		} else if (op == RING_AVG) {
+			int64_t base, d = (int64_t)((idx + (size_t)r / 2) % 3);
+
+			m = m > 2 ? m - 2 : 0;
+			base = (int64_t)(h % (uint64_t)(2 * m + 1)) - m;
+			if (r % 2 == 1)
+				d = -d;
+			else if (r + 1 >= n)
+				d = 0;
+			v.f = (double)(base + d) / 4;
+		} else {
+			v.f = (double)((int64_t)(h % (uint64_t)(2 * m + 1)) - m) / 4;
+		}
+		return v;
+	}
+	if (dt == RING_BOOL) {
+		v.u = (op == RING_PROD || op == RING_MIN) ? h % 5 != 0 : h % 4 == 0;
+		return v;
+	}
+	if (op == RING_PROD)
+		h |= 1;
+	v.u = int_extend(dt, h);
+	return v;
+}
+
+static union val fold(enum ring_dtype dt, enum ring_op op, union val a, union val b)
+{
+	union val v;
+
+	if (it_dtype_is_float(dt)) {
+		switch (op) {
+		case RING_PROD: v.f = a.f * b.f; break;
+		case RING_MAX: v.f = a.f > b.f ? a.f : b.f; break;
+		case RING_MIN: v.f = a.f < b.f ? a.f : b.f; break;
+		default: v.f = a.f + b.f; break;
+		}
+		return v;
+	}
+	if (dt == RING_BOOL) {
+		v.u = (op == RING_PROD || op == RING_MIN) ? (a.u & b.u) : (a.u | b.u);
+		return v;
+	}
+	switch (op) {
+	case RING_PROD: v.u = a.u * b.u; break;
+	case RING_MAX:
+	case RING_MIN: {
+		bool gt = dtype_is_signed(dt) ? (int64_t)a.u > (int64_t)b.u : a.u > b.u;
+
+		v.u = gt == (op == RING_MAX) ? a.u : b.u;
+		break;
+	}
+	default: v.u = a.u + b.u; break;
+	}
+	v.u = int_extend(dt, v.u);
+	return v;
+}
+
+static void store(void *buf, enum ring_dtype dt, size_t j, union val v)
+{
+	char *p = (char *)buf + j * ring_dtype_size(dt);
+
+	switch (dt) {
+	case RING_FLOAT32: { float f = (float)v.f; memcpy(p, &f, 4); break; }
+	case RING_FLOAT64: memcpy(p, &v.f, 8); break;
+	case RING_FLOAT16: { uint16_t h = it_f32_to_f16((float)v.f); memcpy(p, &h, 2); break; }
+	case RING_BFLOAT16: { uint16_t h = it_f32_to_bf16((float)v.f); memcpy(p, &h, 2); break; }
+	default: memcpy(p, &v.u, ring_dtype_size(dt)); break;	/* little-endian */
+	}
+}
+
+void it_fill(void *buf, enum ring_dtype dt, enum ring_op op, int n, int r, size_t count,
+	     size_t first, uint64_t seed)
+{
+	for (size_t j = 0; j < count; j++)
+		store(buf, dt, j, value(dt, op, n, r, first + j, seed));
+}
+
+void it_expect_reduce(void *buf, enum ring_dtype dt, enum ring_op op, int n,
+		      size_t count, size_t first, uint64_t seed)
+{
+	for (size_t j = 0; j < count; j++) {
+		union val acc = value(dt, op, n, 0, first + j, seed);
+
+		for (int r = 1; r < n; r++)
+			acc = fold(dt, op, acc, value(dt, op, n, r, first + j, seed));
+		if (op == RING_AVG)
+			acc.f /= n;	/* exact by construction */
+		store(buf, dt, j, acc);
+	}
+}
+
+size_t it_compare(const void *got, const void *want, enum ring_dtype dt, size_t count,
+		  size_t *bad)
+{
+	size_t es = ring_dtype_size(dt), wrong = 0;
+
+	if (count && memcmp(got, want, count * es) == 0)
+		return 0;
+	for (size_t j = 0; j < count; j++)
+		if (memcmp((const char *)got + j * es, (const char *)want + j * es, es)) {
+			if (!wrong && bad)
+				*bad = j;
+			wrong++;
+		}
+	return wrong;
+}
+
+void it_describe(char *out, size_t cap, const void *a, const void *b, enum ring_dtype dt,
+		 size_t i)
+{
+	if (it_dtype_is_float(dt) || dt == RING_BOOL || ring_dtype_size(dt) < 8) {
+		snprintf(out, cap, "[%zu] got %.17g, want %.17g", i, it_load(a, dt, i),
+			 it_load(b, dt, i));
+	} else {
+		uint64_t x, y;
+
+		memcpy(&x, (const char *)a + i * 8, 8);
+		memcpy(&y, (const char *)b + i * 8, 8);
+		snprintf(out, cap, "[%zu] got 0x%016" PRIx64 ", want 0x%016" PRIx64, i, x, y);
+	}
+}
+
+uint64_t it_hash(const void *buf, size_t bytes)
+{
+	const unsigned char *p = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < bytes; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+int it_same_everywhere(ring_comm *comm, const void *buf, size_t bytes)
+{
+	int n = ring_size(comm), me = ring_rank(comm), rc, bad = 0;
+	uint64_t mine = it_hash(buf, bytes), *all = calloc((size_t)n, sizeof(*all));
+
+	if (!all)
+		return 1;
+	rc = ring_allgather(comm, &mine, all, 1, RING_UINT64);
+	if (rc) {
+		fprintf(stderr, "rank %d: allgather of result hashes: %s: %s\n", me,
+			ring_strerror(rc), ring_last_error(comm));
+		free(all);
+		return 1;
+	}
+	for (int r = 0; r < n; r++)
+		if (all[r] != all[0]) {
+			fprintf(stderr, "rank %d: rank %d's result (hash %016" PRIx64 ") differs "
+				"from rank 0's (%016" PRIx64 ")\n", me, r, all[r], all[0]);
+			bad = 1;
+		}
+	if (all[me] != mine) {
+		fprintf(stderr, "rank %d: the allgather returned a wrong hash for me\n", me);
+		bad = 1;
+	}
+	free(all);
+	return bad;
+}
+
+void *it_alloc(ring_comm *comm, enum it_place place, size_t bytes)
+{
+	void *p = NULL;
+
+	if (place == IT_ARENA)
+		return ring_alloc(comm, bytes ? bytes : 1);
+	if (posix_memalign(&p, 64, bytes ? bytes : 1))
+		return NULL;
+	return p;
+}
+
+void it_free(ring_comm *comm, enum it_place place, void *p)
+{
+	if (!p)
+		return;
+	if (place == IT_ARENA)
+		ring_free(comm, p);
+	else
+		free(p);
+}
+
+const char *it_place_name(enum it_place place)
+{
+	return place == IT_ARENA ? "arena" : "host";
+}

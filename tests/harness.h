@@ -1,0 +1,149 @@
+/*
+ * harness.h - what the integration tests (tests/it_*.c) share: a cluster of real
+ * ringd daemons on loopback started through scripts/ring-local in a private
+ * directory, a runner that forks one client process per rank and bounds how long
+ * they may take, checks that say which rank failed and why, and the data
+ * patterns whose reductions are exact in every dtype so a result is compared
+ * bit for bit with a reference computed locally.
+ *
+ * Test functions given to cluster_run() run in the forked ranks, never in the
+ * Criterion worker: they must not call cr_assert (its failure would be reported
+ * from the wrong process); they return 0 or use IT_CHECK/IT_CALL, which print
+ * "rank R: file:line: ..." and return 1.
+ */
+#ifndef TESTS_HARNESS_H
+#define TESTS_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "libring/ring.h"
+
+#define CLUSTER_MAX		16
+#define CLUSTER_PATH_MAX	256
+
+struct ring_cluster {
+	int n;					/* daemons (hosts) */
+	bool started;				/* cluster_stop has work to do */
+	char dir[CLUSTER_PATH_MAX];		/* RING_LOCAL_DIR, ours alone */
+	char root[CLUSTER_PATH_MAX];		/* the source tree (scripts/, build/) */
+	char sockets[CLUSTER_MAX][CLUSTER_PATH_MAX];	/* RING_SOCKET_i */
+	char controls[CLUSTER_MAX][CLUSTER_PATH_MAX];	/* RING_CONTROL_i */
+	pid_t watchdog;				/* stops the daemons if we die */
+	int watch_fd;				/* its pipe; EOF means "we died" */
+	int run_timeout_s;			/* bound of cluster_run (120) */
+	int runs;				/* cluster_run calls, for job names */
+	char job[64];				/* RING_JOB of the next run; "" = fresh */
+};
+
+/* Starts n daemons (n <= CLUSTER_MAX) with extra_ringd_args (may be NULL) passed
+ * to every ringd.  Returns 0, or -1 with the reason printed to stderr. */
+int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args);
+
+/* Stops the daemons and removes the directory.  Safe on a cluster that never
+ * started or was already stopped, so fixture teardown always calls it. */
+void cluster_stop(struct ring_cluster *c);
+
+/* Runs fn in nprocs forked ranks (a multiple of c->n; several per daemon when
+ * larger) and waits at most c->run_timeout_s; ranks still running then are
+ * killed.  fn returns 0 on success.  Returns 0 only if every rank opened its
+ * communicator with the expected rank and size and fn succeeded everywhere. */
+typedef int (*cluster_fn)(ring_comm *comm, int rank, int size, void *arg);
+int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg);
+
+/* The tree's root (where scripts/ring-local lives), found from the test binary. */
+const char *harness_root(void);
+
+/* The path of a built program, "<build>/bin/<name>", beside the test binary. */
+void harness_bin(char *out, size_t cap, const char *name);
+
+/* Runs argv (argv[0] a path) with env ("NAME=VALUE" strings, NULL-terminated;
+ * may be NULL) added to ours and its stdout captured into out (NUL-terminated,
+ * truncated at cap; out may be NULL) within timeout_s.  Returns the exit status,
+ * 128 + the signal that ended it, or -1 when it could not run or timed out
+ * (then it is killed). */
+int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
+		 int timeout_s);
+
+/* ---- checks inside the ranks ---- */
+extern int it_rank;		/* this rank, for messages (-1 in the parent) */
+extern ring_comm *it_comm;	/* its communicator, for ring_last_error */
+
+void it_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* IT_CHECK(cond, fmt, ...): on failure prints the rank, place, condition and
+ * message, and returns 1 from the calling function. */
+#define IT_CHECK(cond, ...) do { \
+		if (!(cond)) { \
+			it_fail(__FILE__, __LINE__, "check failed: %s", #cond); \
+			it_fail(__FILE__, __LINE__, __VA_ARGS__); \
+			return 1; \
+		} \
+	} while (0)
+
+/* IT_CALL(expr): expr returns a RING_E* code; anything but 0 fails with
+ * ring_strerror and ring_last_error. */
+#define IT_CALL(expr) do { \
+		int it_rc_ = (expr); \
+		if (it_rc_) { \
+			it_fail(__FILE__, __LINE__, "%s = %d (%s): %s", #expr, it_rc_, \
+				ring_strerror(it_rc_), ring_last_error(it_comm)); \
+			return 1; \
+		} \
+	} while (0)
+
+/* IT_EXPECT_RC(expr, want): expr must return exactly want. */
+#define IT_EXPECT_RC(expr, want) do { \
+		int it_rc_ = (expr); \
+		if (it_rc_ != (want)) { \
+			it_fail(__FILE__, __LINE__, "%s = %d (%s), expected %d (%s): %s", \
+				#expr, it_rc_, ring_strerror(it_rc_), (int)(want), \
+				ring_strerror(want), ring_last_error(it_comm)); \
+			return 1; \
+		} \
+	} while (0)
+
+/* ---- exact data patterns ---- */
+bool it_dtype_is_float(enum ring_dtype dt);
+
+/* Rank r's input element (first + j), j < count, of a world of n for (dt, op):
+ * values chosen so every partial reduction is exact in dt and identical
+ * whatever order the ring combines them in (see harness.c).  seed varies it. */
+void it_fill(void *buf, enum ring_dtype dt, enum ring_op op, int n, int r, size_t count,
+	     size_t first, uint64_t seed);
+
+/* The exact reduction over ranks 0..n-1 of it_fill's elements (AVG divided). */
+void it_expect_reduce(void *buf, enum ring_dtype dt, enum ring_op op, int n,
+		      size_t count, size_t first, uint64_t seed);
+
+/* Elements of got that differ bit for bit from want; the first index in *bad. */
+size_t it_compare(const void *got, const void *want, enum ring_dtype dt, size_t count,
+		  size_t *bad);
+
+/* Prints element i of a and b as numbers, for failure messages. */
+void it_describe(char *out, size_t cap, const void *a, const void *b, enum ring_dtype dt,
+		 size_t i);
+
+/* 64-bit FNV-1a. */
+uint64_t it_hash(const void *buf, size_t bytes);
+
+/* Allgathers the hash of buf and checks every rank holds the same bytes;
+ * 0 when identical, 1 (printed) otherwise or on a failed call. */
+int it_same_everywhere(ring_comm *comm, const void *buf, size_t bytes);
+
+float it_f16_to_f32(uint16_t h);
+float it_bf16_to_f32(uint16_t h);
+uint16_t it_f32_to_f16(float f);
+uint16_t it_f32_to_bf16(float f);
+double it_load(const void *buf, enum ring_dtype dt, size_t i);	/* as a double */
+
+/* Buffer placement for the arena-versus-host matrix. */
+enum it_place { IT_ARENA, IT_HOST };
+void *it_alloc(ring_comm *comm, enum it_place place, size_t bytes);
+void it_free(ring_comm *comm, enum it_place place, void *p);
+const char *it_place_name(enum it_place place);
+
+#endif /* TESTS_HARNESS_H */
