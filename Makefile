@@ -138,11 +138,21 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
 
-# The test command of the README: builds, then runs every test binary.
-test: all $(TEST_BINS)
+# `make test` and `make demo` are the README's commands for a fresh machine, so
+# they install what is missing first and only then run make again for the real
+# work: the pkg-config results above were computed when this file was read,
+# before the packages were there.  `test-run` and `demo-run` skip the check.
+.PHONY: test-run demo-run
+test: deps
+	$(Q)$(MAKE) --no-print-directory test-run
+
+test-run: all $(TEST_BINS)
 	$(Q)scripts/run-tests $(TEST_BINS)
 
-demo: all
+demo: deps
+	$(Q)$(MAKE) --no-print-directory demo-run
+
+demo-run: all
 	$(Q)scripts/demo
 
 deps:
@@ -171,3 +181,4 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+.SECONDARY:

@@ -820,7 +820,7 @@ static int print_header(struct bench *b)
 			printf("%s\n", all[r].text);
 		}
 		printf("#\n");
-		printf("#%62s%-32s%s\n", "", "out-of-place", "in-place");
+		printf("#%61s%-34s%s\n", "", "out-of-place", "in-place");
 		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
 		       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
 		       "#wrong", "time", "algbw", "busbw", "#wrong");

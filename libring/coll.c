@@ -314,11 +314,12 @@ static int plan_run(struct plan *pl, const char *fn)
 {
 	struct slot slots[2];
 	struct proto_op op;
-	size_t k, n = pl->npieces;
+	size_t k, n;
 	int nslots, rc;
 
 	memset(slots, 0, sizeof(slots));
 	plan_layout(pl);
+	n = pl->npieces;
 	rc = plan_slots(pl, fn, slots, &nslots);
 	if (rc)
 		return rc;

@@ -5,16 +5,18 @@
  * the loop.  Integers wrap (signed arithmetic is done in unsigned types, which is
  * defined), float MAX/MIN propagate NaN, and float16/bfloat16 are widened to
  * float32, combined and rounded once to nearest even.  The portable half-precision
- * conversions below are the reference; on x86-64 CPUs with F16C the float16 kernel
- * uses the hardware conversions, which produce the same bits.
+ * conversions below are the reference; on x86-64 CPUs with F16C or AVX2 the half
+ * kernels take vector paths that produce the same bits.
  */
 #include <string.h>
 
 #include "dtype.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DTYPE_HAVE_F16C 1
+#define DTYPE_HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #endif
 
 struct dtype_info {
@@ -341,7 +343,7 @@ NAME(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op) \
 }
 
 HALF_KERNEL(reduce_f16_portable, f16_to_f32, f32_to_f16)
-HALF_KERNEL(reduce_bf16, bf16_to_f32, f32_to_bf16)
+HALF_KERNEL(reduce_bf16_portable, bf16_to_f32, f32_to_bf16)
 
 KERNEL static void
 reduce_bool(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n, int op)
@@ -364,64 +366,158 @@ reduce_bool(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n, int op)
 	}
 }
 
-#ifdef DTYPE_HAVE_F16C
+#ifdef DTYPE_HAVE_X86
 /*
- * float16 with the F16C conversions, eight lanes at a time.  The rounding mode is
- * given in the instruction (nearest even), not taken from MXCSR, and NaNs are
- * quieted with their payload kept, exactly as f32_to_f16 does; the tail goes
- * through the portable kernel.
+ * x86-64 paths for the half types, eight lanes at a time, chosen at run time by
+ * what the CPU has.  They produce the bits of the portable kernels (the unit
+ * tests compare them on random data with every NaN, Inf and subnormal): F16C
+ * rounds to nearest even by the instruction's own mode, not MXCSR's, and quiets
+ * NaNs keeping the payload, as f32_to_f16 does; the bfloat16 rounding is
+ * f32_to_bf16's, lane by lane.  Tails go through the portable kernels.
  */
+#define CPU_AVX		0x1
+#define CPU_F16C	0x2
+#define CPU_AVX2	0x4
+
+/*
+ * What the CPU and the OS (which must save the YMM registers) allow.  Read with
+ * cpuid once (it is slow, and traps in some VMs); the answer is the same for
+ * every thread, so racing first calls are harmless.
+ */
+static int
+cpu_features(void)
+{
+	static atomic_int cached = -1;
+	unsigned int a, b, c, d, lo, hi;
+	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+
+	if (v >= 0)
+		return v;
+	v = 0;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+		__asm__ volatile ("xgetbv" : "=a" (lo), "=d" (hi) : "c" (0));
+		if ((lo & 0x6) == 0x6) {	/* XMM and YMM state enabled */
+			v |= CPU_AVX;
+			if (c & bit_F16C)
+				v |= CPU_F16C;
+			if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2))
+				v |= CPU_AVX2;
+		}
+	}
+	atomic_store_explicit(&cached, v, memory_order_relaxed);
+	return v;
+}
+
+/*
+ * x op y on eight floats, with FMAX/FMIN's NaN rule.  The select is and/andnot,
+ * not _mm256_blendv_ps: GCC 12 rewrites blendv into a generic select that,
+ * without AVX2, it expands lane by lane with branches.
+ */
+__attribute__((target("avx")))
+static inline __m256
+combine8(__m256 x, __m256 y, int op)
+{
+	__m256 m;
+
+	switch (op) {
+	case RING_PROD:
+		return _mm256_mul_ps(x, y);
+	case RING_MAX:
+		m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ),
+		    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+		break;
+	case RING_MIN:
+		m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ),
+		    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+		break;
+	default:	/* SUM, AVG */
+		return _mm256_add_ps(x, y);
+	}
+	return _mm256_or_ps(_mm256_and_ps(m, x), _mm256_andnot_ps(m, y));
+}
+
 __attribute__((target("avx,f16c")))
 static void
 reduce_f16_f16c(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
 {
-	__m256 x, y, r, m;
+	__m256 x, y;
 	size_t i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
 		x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(a + i)));
 		y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + i)));
-		switch (op) {
-		case RING_PROD:
-			r = _mm256_mul_ps(x, y);
-			break;
-		case RING_MAX:
-			m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ),
-			    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-			r = _mm256_blendv_ps(y, x, m);
-			break;
-		case RING_MIN:
-			m = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ),
-			    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-			r = _mm256_blendv_ps(y, x, m);
-			break;
-		default:	/* SUM, AVG */
-			r = _mm256_add_ps(x, y);
-			break;
-		}
 		_mm_storeu_si128((__m128i *)(void *)(dst + i),
-		    _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+		    _mm256_cvtps_ph(combine8(x, y, op), _MM_FROUND_TO_NEAREST_INT));
 	}
 	reduce_f16_portable(dst + i, a + i, b + i, n - i, op);
 }
 
-static bool
-have_f16c(void)
+__attribute__((target("avx2")))
+static inline __m256
+bf16x8_to_ps(const uint16_t *p)
 {
-	return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2")))
+static inline __m128i
+ps_to_bf16x8(__m256 f)
+{
+	__m256i u = _mm256_castps_si256(f);
+	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	__m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u,
+	    _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+	__m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+	__m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+	__m256i h = _mm256_or_si256(_mm256_and_si256(isnan, quiet),
+	    _mm256_andnot_si256(isnan, rounded));
+
+	/* Every lane is below 2^16, so the saturating pack is exact; it packs
+	 * within 128-bit halves, and the permute joins the two results. */
+	h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+	return _mm256_castsi256_si128(h);
+}
+
+__attribute__((target("avx2")))
+static void
+reduce_bf16_avx2(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+{
+	__m256 x, y;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		x = bf16x8_to_ps(a + i);
+		y = bf16x8_to_ps(b + i);
+		_mm_storeu_si128((__m128i *)(void *)(dst + i), ps_to_bf16x8(combine8(x, y, op)));
+	}
+	reduce_bf16_portable(dst + i, a + i, b + i, n - i, op);
 }
 #endif
 
 static void
 reduce_f16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
 {
-#ifdef DTYPE_HAVE_F16C
-	if (n >= 8 && have_f16c()) {
+#ifdef DTYPE_HAVE_X86
+	if (n >= 8 && (cpu_features() & CPU_F16C)) {
 		reduce_f16_f16c(dst, a, b, n, op);
 		return;
 	}
 #endif
 	reduce_f16_portable(dst, a, b, n, op);
+}
+
+static void
+reduce_bf16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+{
+#ifdef DTYPE_HAVE_X86
+	if (n >= 8 && (cpu_features() & CPU_AVX2)) {
+		reduce_bf16_avx2(dst, a, b, n, op);
+		return;
+	}
+#endif
+	reduce_bf16_portable(dst, a, b, n, op);
 }
 
 void

@@ -119,6 +119,9 @@ log_write_all(const char *buf, size_t len)
 	}
 }
 
+static void log_vline(int, bool, const char *, va_list)
+    __attribute__((format(printf, 3, 0)));
+
 static void
 log_vline(int level, bool is_fatal, const char *fmt, va_list ap)
 {

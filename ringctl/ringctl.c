@@ -41,6 +41,10 @@ struct ctl_command {
 static const struct ctl_command ctl_commands[] = {
 	{ "status", "", 0, "state, peers and links, jobs, counters (exit 0: ring ready)",
 	  show_status, verdict_status },
+	{ "peers", "", 0, "the ring's hosts in ring order, with this daemon's links",
+	  show_peers, NULL },
+	{ "jobs", "", 0, "the jobs attached here and their operations in flight",
+	  show_jobs, NULL },
 };
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
 
@@ -84,8 +88,8 @@ static int usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n\n");
-	usage(stderr);
+	fprintf(stderr, "\nusage: ringctl [--control PATH] [--json] [--timeout MS] COMMAND"
+		" (see ringctl --help)\n");
 	return CTL_EXIT_USAGE;
 }
 

@@ -360,15 +360,39 @@ chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
 }
 
 static int
-plan_alloc(struct op *op, int nrx)
+plan_alloc(struct op *op, int ntx, int nrx)
 {
+	op->ntx = ntx;
 	op->nrx = nrx;
-	if (nrx == 0)
-		return 0;
-	op->rx = calloc((size_t)nrx, sizeof(*op->rx));
-	return op->rx == NULL ? -1 : 0;
+	if (ntx > 0 && (op->tx = calloc((size_t)ntx, sizeof(*op->tx))) == NULL)
+		return -1;
+	if (nrx > 0 && (op->rx = calloc((size_t)nrx, sizeof(*op->rx))) == NULL)
+		return -1;
+	return 0;
 }
 
+static void
+rx_set(struct rx_step *x, uint32_t id, uint8_t *dst, const uint8_t *local, uint64_t len)
+{
+	x->id = id;
+	x->dst = dst;
+	x->local = local;
+	x->len = len;
+	x->wait_tx = -1;
+}
+
+static void
+tx_set(struct tx_step *t, uint32_t id, const uint8_t *src, uint64_t len, int dep)
+{
+	t->id = id;
+	t->src = src;
+	t->len = len;
+	t->dep = dep;
+}
+
+/* Ring all-reduce: step 0 sends our chunk; received steps 0..n-2 reduce into the
+ * result (the last of them completes the chunk we own), n-1..2n-3 copy the owners'
+ * finished chunks; every received step but the last is sent on as the next one. */
 static int
 plan_allreduce(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64_t count)
 {
@@ -376,31 +400,24 @@ plan_allreduce(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64
 	uint64_t st, len;
 	int s;
 
-	if (plan_alloc(op, 2 * (n - 1)) != 0)
+	if (plan_alloc(op, 2 * n - 2, 2 * n - 2) != 0)
 		return -1;
 	chunk_of(count, n, r, &st, &len);
-	op->tx0 = send + st * esz;
-	op->tx0_len = len * esz;
-	op->has_tx0 = true;
-	for (s = 0; s < 2 * (n - 1); s++) {
+	tx_set(&op->tx[0], 0, send + st * esz, len * esz, -1);
+	for (s = 0; s < 2 * n - 2; s++) {
 		struct rx_step *x = &op->rx[s];
-		int c = mod(r - s - 1, n);
 
-		chunk_of(count, n, c, &st, &len);
-		x->id = (uint32_t)s;
-		x->dst = recv + st * esz;
-		x->len = len * esz;
-		if (s < n - 1) {
-			x->local = send + st * esz;
-			x->fwd = true;
-			x->scale = (s == n - 2 && op->redop == RING_AVG);
-		} else {
-			x->fwd = s < 2 * n - 3;
-		}
+		chunk_of(count, n, mod(r - s - 1, n), &st, &len);
+		rx_set(x, (uint32_t)s, recv + st * esz, s < n - 1 ? send + st * esz : NULL,
+		       len * esz);
+		x->scale = (s == n - 2 && op->redop == RING_AVG);
+		if (s + 1 < 2 * n - 2)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, x->len, s);
 	}
 	return 0;
 }
 
+/* All-gather: our block goes out at step 0, the others arrive one per step. */
 static int
 plan_allgather(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64_t count,
 	       uint64_t stride)
@@ -408,69 +425,70 @@ plan_allgather(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64
 	size_t bytes = count * op->esz, sb = stride * op->esz;
 	int s;
 
-	if (send != recv + (size_t)r * sb)
+	if (send != recv + (size_t)r * sb && bytes > 0)
 		memmove(recv + (size_t)r * sb, send, bytes);
-	if (plan_alloc(op, n - 1) != 0)
+	if (plan_alloc(op, n - 1, n - 1) != 0)
 		return -1;
-	op->tx0 = recv + (size_t)r * sb;
-	op->tx0_len = bytes;
-	op->has_tx0 = true;
+	tx_set(&op->tx[0], 0, recv + (size_t)r * sb, bytes, -1);
 	for (s = 0; s < n - 1; s++) {
-		struct rx_step *x = &op->rx[s];
-
-		x->id = (uint32_t)s;
-		x->dst = recv + (size_t)mod(r - s - 1, n) * sb;
-		x->len = bytes;
-		x->fwd = s < n - 2;
+		rx_set(&op->rx[s], (uint32_t)s, recv + (size_t)mod(r - s - 1, n) * sb, NULL, bytes);
+		if (s + 1 < n - 1)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, bytes, s);
 	}
 	return 0;
 }
 
+/* Reduce-scatter: the reduce half of all-reduce, shifted so rank r ends with block
+ * r.  Out of place, intermediate sums pass through the result buffer: each step's
+ * sum is copied out to next before the following step overwrites it.  In place
+ * (the result is block r of the send buffer), every sum stays in its own block,
+ * as MPI_IN_PLACE allows, and is sent from there without a copy. */
 static int
 plan_reduce_scatter(struct op *op, int r, int n, uint8_t *send, uint8_t *recv,
 		    uint64_t count, uint64_t stride)
 {
 	size_t bytes = count * op->esz, sb = stride * op->esz;
+	bool inplace = recv + bytes > send && recv < send + (size_t)(n - 1) * sb + bytes;
 	int s;
 
-	if (plan_alloc(op, n - 1) != 0)
+	if (plan_alloc(op, n - 1, n - 1) != 0)
 		return -1;
-	op->tx0 = send + (size_t)mod(r - 1, n) * sb;
-	op->tx0_len = bytes;
-	op->has_tx0 = true;
+	tx_set(&op->tx[0], 0, send + (size_t)mod(r - 1, n) * sb, bytes, -1);
 	for (s = 0; s < n - 1; s++) {
 		struct rx_step *x = &op->rx[s];
+		uint8_t *blk = send + (size_t)mod(r - s - 2, n) * sb;
 
-		x->id = (uint32_t)s;
-		x->len = bytes;
-		x->local = send + (size_t)mod(r - s - 2, n) * sb;
-		if (s == n - 2) {
-			x->dst = recv;
-			x->scale = op->redop == RING_AVG;
-		} else {
-			x->fwd = true;	/* reduced straight into the outgoing frame */
+		rx_set(x, (uint32_t)s, inplace ? blk : recv, blk, bytes);
+		x->wait_tx = (s >= 1 && !inplace) ? s : -1;
+		x->scale = (s == n - 2 && op->redop == RING_AVG);
+		if (s + 1 < n - 1) {
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, bytes, s);
+			op->tx[s + 1].copy = !inplace;
 		}
 	}
+	if (inplace && n > 1)
+		op->rx[n - 2].dst = recv;
 	return 0;
 }
 
+/* Broadcast: a pipelined chain from the root; the host before the root stops it. */
 static int
 plan_broadcast(struct op *op, int r, int n, uint8_t *buf, uint64_t count, int root)
 {
 	int d = mod(r - root, n);
+	uint64_t bytes = count * op->esz;
 
 	if (d == 0) {
-		op->tx0 = buf;
-		op->tx0_len = count * op->esz;
-		op->has_tx0 = true;
-		return plan_alloc(op, 0);
+		if (plan_alloc(op, 1, 0) != 0)
+			return -1;
+		tx_set(&op->tx[0], 0, buf, bytes, -1);
+		return 0;
 	}
-	if (plan_alloc(op, 1) != 0)
+	if (plan_alloc(op, d < n - 1 ? 1 : 0, 1) != 0)
 		return -1;
-	op->rx[0].id = (uint32_t)(d - 1);
-	op->rx[0].dst = buf;
-	op->rx[0].len = count * op->esz;
-	op->rx[0].fwd = d < n - 1;
+	rx_set(&op->rx[0], (uint32_t)(d - 1), buf, NULL, bytes);
+	if (d < n - 1)
+		tx_set(&op->tx[0], (uint32_t)d, buf, bytes, 0);
 	return 0;
 }
 
@@ -494,7 +512,26 @@ next_ready(struct ringd *rd)
 	return rd->next != NULL && rd->next->state == LINK_UP;
 }
 
-/* Sends what does not depend on received data: the header and step 0. */
+/* Has received step `dep` produced the bytes [off, off+len)? */
+static bool
+rx_has(const struct op *op, int dep, uint64_t off, uint64_t len)
+{
+	if (op->rx_i > dep)
+		return true;
+	return op->rx_i == dep && len > 0 && op->rx_off >= off + len;
+}
+
+/* Has sent step `t` taken the bytes [off, off+len) out of its source? */
+static bool
+tx_past(const struct op *op, int t, uint64_t off, uint64_t len)
+{
+	if (op->tx_i > t)
+		return true;
+	return op->tx_i == t && len > 0 && op->tx_off >= off + len;
+}
+
+/* Sends everything that is ready, as credit and output room allow: the header,
+ * step 0, and each later step as far as the step it forwards has arrived. */
 static void
 op_tx(struct ringd *rd, struct op *op)
 {
@@ -518,22 +555,36 @@ op_tx(struct ringd *rd, struct op *op)
 		j->tx_used += PROTO_FRAME_HDR + PROTO_FP_LEN;
 		op->hdr_sent = true;
 	}
-	while (op->has_tx0 && !op->tx0_done) {
-		uint64_t left = op->tx0_len - op->tx0_off;
+	while (op->tx_i < op->ntx) {
+		struct tx_step *t = &op->tx[op->tx_i];
+		uint64_t left = t->len - op->tx_off;
 		uint32_t len = (uint32_t)(left < seg ? left : seg);
+		int rc;
 
+		if (t->dep >= 0 && !rx_has(op, t->dep, op->tx_off, len))
+			return;
 		if (!tx_credit_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
 			return;
-		if (op_send_data(rd, op, PROTO_F_DATA, 0, op->fp.seq, op->tx0_off,
-				 op->tx0 + op->tx0_off, len) != 0)
+		if (t->copy) {
+			struct proto_frame f = {
+				.type = PROTO_F_DATA, .job = j->id, .aux = t->id, .epoch = rd->epoch,
+				.seq = op->fp.seq, .offset = op->tx_off, .length = len,
+			};
+
+			rc = link_send(rd->next, &f, t->src + op->tx_off);
+		} else {
+			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, op->fp.seq, op->tx_off,
+					  t->src + op->tx_off, len);
+		}
+		if (rc != 0)
 			return;
 		j->tx_used += PROTO_FRAME_HDR + len;
-		op->tx0_off += len;
-		if (op->tx0_off == op->tx0_len)
-			op->tx0_done = true;
+		op->tx_off += len;
+		if (op->tx_off == t->len) {
+			op->tx_i++;
+			op->tx_off = 0;
+		}
 	}
-	if (!op->has_tx0)
-		op->tx0_done = true;
 }
 
 static void
@@ -541,7 +592,7 @@ op_check_done(struct ringd *rd, struct op *op)
 {
 	if (op->finished)
 		return;
-	if (op->hdr_sent && op->tx0_done && op->rx_i == op->nrx &&
+	if (op->hdr_sent && op->tx_i == op->ntx && op->rx_i == op->nrx &&
 	    (op->nrx == 0 || op->hdr_rcvd))
 		op_finish(rd, op, 0, NULL);
 }
@@ -612,40 +663,12 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct 
 			  (unsigned long long)op->rx_off);
 		return RX_ERROR;
 	}
-	if (x->fwd) {
-		/* The result goes on at once: wait for room and credit, and for step 0
-		 * to be out (the next host expects the steps in order). */
-		if (!op->tx0_done || !op->hdr_sent || !next_ready(rd) ||
-		    link_tx_room(rd->next) == 0 ||
-		    !tx_credit_ok(j, PROTO_FRAME_HDR + f->length))
-			return RX_BLOCKED;
-	}
+	/* reduce-scatter reuses its result buffer step after step: the previous
+	 * step's sum must be on its way to next before this one overwrites it */
+	if (x->wait_tx >= 0 && !tx_past(op, x->wait_tx, op->rx_off, f->length))
+		return RX_BLOCKED;
 	evbuffer_drain(src, PROTO_FRAME_HDR);
-	if (x->dst == NULL) {
-		/* reduce-scatter's intermediate sums: reduce into the outgoing buffer */
-		struct proto_frame o = {
-			.type = PROTO_F_DATA, .job = j->id, .aux = x->id + 1, .epoch = rd->epoch,
-			.seq = op->fp.seq, .offset = op->rx_off, .length = f->length,
-		};
-		uint8_t hdr[PROTO_FRAME_HDR];
-		struct evbuffer *out = link_output(rd->next);
-		struct evbuffer_iovec v;
-
-		proto_frame_encode(hdr, &o);
-		evbuffer_add(out, hdr, sizeof(hdr));
-		if (f->length > 0) {
-			if (evbuffer_reserve_space(out, f->length, &v, 1) != 1)
-				return RX_ERROR;
-			reduce_from(src, f->length, v.iov_base, x->local + op->rx_off, op->esz,
-				    op->dtype, op->redop);
-			v.iov_len = f->length;
-			evbuffer_commit_space(out, &v, 1);
-		}
-		rd->next->bytes_tx += sizeof(hdr) + f->length;
-		rd->next->frames_tx++;
-		j->tx_used += PROTO_FRAME_HDR + f->length;
-		rd->bytes_reduced += f->length;
-	} else {
+	if (f->length > 0) {
 		uint8_t *d = x->dst + op->rx_off;
 
 		if (x->local != NULL) {
@@ -654,14 +677,8 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct 
 			rd->bytes_reduced += f->length;
 			if (x->scale)
 				proto_scale(d, f->length / op->esz, op->dtype, (uint32_t)rd->world);
-		} else if (f->length > 0) {
+		} else {
 			evbuffer_remove(src, d, f->length);
-		}
-		if (x->fwd) {
-			if (op_send_data(rd, op, PROTO_F_DATA, x->id + 1, op->fp.seq, op->rx_off,
-					 d, f->length) != 0)
-				return RX_ERROR;
-			j->tx_used += PROTO_FRAME_HDR + f->length;
 		}
 	}
 	op->rx_off += f->length;
@@ -674,6 +691,7 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct 
 	}
 	publish_progress(op, (uint64_t)op->rx_i);
 	rx_credit(rd, j, false);
+	op_tx(rd, op);
 	op_check_done(rd, op);
 	return RX_DONE;
 }
@@ -857,7 +875,7 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		if ((op = op_new(rd, j, s, m)) == NULL)
 			goto nomem;
 		op->tx0 = send;
-		if (plan_alloc(op, m->coll == PROTO_COLL_RECV ? 1 : 0) != 0) {
+		if (plan_alloc(op, 0, m->coll == PROTO_COLL_RECV ? 1 : 0) != 0) {
 			op_free(op);
 			goto nomem;
 		}
@@ -877,7 +895,7 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 	op->fp.seq = j->next_seq++;
 	if (n == 1) {
 		plan_local(op, send, recv, m->count);
-		op->hdr_sent = op->tx0_done = true;
+		op->hdr_sent = true;
 		j->active = op;
 		op_finish(rd, op, 0, NULL);
 		return 0;

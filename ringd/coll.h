@@ -17,11 +17,21 @@
 /* What to do with a received step. */
 struct rx_step {
 	uint32_t id;			/* step number the sender puts in aux */
-	uint8_t *dst;			/* where the result goes (NULL: only forwarded) */
+	uint8_t *dst;			/* where the result goes */
 	const uint8_t *local;		/* our operand of a reduction (NULL: plain copy) */
 	uint64_t len;			/* bytes */
-	bool fwd;			/* the result goes on to next as step id+1 */
 	bool scale;			/* divide by the world size (RING_AVG's last step) */
+	int wait_tx;			/* dst is still being sent by this tx step: wait
+					 * until it has gone past the bytes (-1: no wait) */
+};
+
+/* What to send at a step. */
+struct tx_step {
+	uint32_t id;			/* step number in aux */
+	const uint8_t *src;		/* the bytes */
+	uint64_t len;
+	int dep;			/* received step that produces src (-1: ready) */
+	bool copy;			/* src is reused: copy it out, do not reference */
 };
 
 struct op {
@@ -36,11 +46,12 @@ struct op {
 	uint64_t started_ms;		/* for timeouts and ringctl */
 	struct event *timer;		/* the operation's bound */
 	/* the plan */
-	const uint8_t *tx0;		/* chunk sent at step 0 (NULL: none) */
-	uint64_t tx0_len;
-	bool has_tx0;
+	struct tx_step *tx;		/* sent steps, in order */
+	int ntx;
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
+	const uint8_t *tx0;		/* send/recv: the message */
+	uint64_t tx0_len;
 	/* p2p (send/recv) */
 	int peer;			/* global rank of the other side */
 	uint64_t p2p_id;		/* message id on the wire */
@@ -50,7 +61,9 @@ struct op {
 	bool cts;			/* send: the receiver is ready */
 	/* progress */
 	bool hdr_sent, hdr_rcvd;
-	uint64_t tx0_off;
+	int tx_i;			/* current sent step */
+	uint64_t tx_off;		/* bytes of it sent */
+	uint64_t tx0_off;		/* send: bytes of the message sent */
 	bool tx0_done;
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */

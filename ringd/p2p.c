@@ -141,7 +141,6 @@ p2p_submit(struct ringd *rd, struct op *op)
 	op->hdr_sent = true;
 	if (op->fp.coll == PROTO_COLL_SEND) {
 		op->p2p_id = ++j->p2p_next_id;
-		op->has_tx0 = true;
 		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p_id, rank_host(j, op->peer), buf,
 			     proto_encode_rts(buf, sizeof(buf), &op->rts)) != 0) {
 			op_enqueue(op, &j->sends);

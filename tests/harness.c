@@ -9,7 +9,6 @@
  * no test leaves them behind.  Forked ranks die with their parent (PDEATHSIG),
  * and every wait here has a bound.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -170,35 +169,55 @@ static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *
 	return 0;
 }
 
-/* Kills whatever pid files under dir still name a live process: what is left
- * when ring-local stop itself failed. */
-static void kill_pidfiles(const char *dir)
+#define MAX_PIDS (CLUSTER_MAX * 2)
+
+/* The daemons ring-local listed in dir/pids. */
+static int read_pids(const char *dir, long *pids)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	char path[PATH_MAX];
+	FILE *f;
+	int n = 0;
 
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char path[PATH_MAX];
-		size_t l = strlen(e->d_name);
-		FILE *f;
-		long pid;
+	snprintf(path, sizeof(path), "%s/pids", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (n < MAX_PIDS && fscanf(f, "%ld", &pids[n]) == 1)
+		if (pids[n] > 1)
+			n++;
+	fclose(f);
+	return n;
+}
 
-		if (l < 5 || strcmp(e->d_name + l - 4, ".pid") != 0)
+/* Kills those of pids that still run a daemon of dir: what is left when
+ * ring-local stop failed.  Only a process whose command line names the
+ * directory's hostfile is killed, since pids get reused. */
+static void kill_leftovers(const char *dir, const long *pids, int n)
+{
+	char hosts[PATH_MAX];
+
+	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
+	for (int i = 0; i < n; i++) {
+		char cmdpath[64], cmd[4096];
+		size_t len;
+		FILE *c;
+
+		snprintf(cmdpath, sizeof(cmdpath), "/proc/%ld/cmdline", pids[i]);
+		c = fopen(cmdpath, "r");
+		if (!c)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%ld", &pid) == 1 && pid > 1 && kill((pid_t)pid, 0) == 0) {
+		len = fread(cmd, 1, sizeof(cmd) - 1, c);
+		fclose(c);
+		for (size_t k = 0; k < len; k++)
+			if (!cmd[k])
+				cmd[k] = ' ';
+		cmd[len] = 0;
+		if (strstr(cmd, hosts)) {
 			fprintf(stderr, "harness: daemon %ld outlived ring-local stop; killed\n",
-				pid);
-			kill((pid_t)pid, SIGKILL);
+				pids[i]);
+			kill((pid_t)pids[i], SIGKILL);
 		}
-		fclose(f);
 	}
-	closedir(d);
 }
 
 /* Stops the daemons of dir and removes it; used by cluster_stop and the
@@ -208,18 +227,20 @@ static void stop_dir(const char *root, const char *dir)
 	char script[PATH_MAX + 32], envv[PATH_MAX + 32];
 	char *argv[] = { script, "stop", NULL };
 	const char *env[] = { envv, NULL };
+	long pids[MAX_PIDS];
 	struct stat sb;
-	int rc;
+	int rc, npids;
 
 	if (!dir[0] || stat(dir, &sb) != 0)
 		return;
+	npids = read_pids(dir, pids);
 	snprintf(script, sizeof(script), "%s/scripts/ring-local", root);
 	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", dir);
 	rc = harness_exec(argv, env, NULL, 0, 60);
 	if (rc != 0)
 		fprintf(stderr, "harness: ring-local stop (RING_LOCAL_DIR=%s) exited %d\n",
 			dir, rc);
-	kill_pidfiles(dir);
+	kill_leftovers(dir, pids, npids);
 	if (!getenv("RING_KEEP_DIR"))
 		nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -285,8 +306,10 @@ static void parse_assignment(struct ring_cluster *c, char *s, int *hosts)
 int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
 {
 	char script[PATH_MAX + 32], nstr[16], envv[PATH_MAX + 32], extra[512] = "";
+	char ringd[PATH_MAX + 32], ringctl[PATH_MAX + 32];
 	char *argv[64], *out = NULL, *tmp;
-	const char *env[2] = { envv, NULL };
+	const char *env[4] = { envv, NULL, NULL, NULL };
+	int ne = 1;
 	int fds[2], argc = 0, rc, hosts = -1;
 	char *line, *save;
 
@@ -332,13 +355,21 @@ int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
 	snprintf(script, sizeof(script), "%s/scripts/ring-local", c->root);
 	snprintf(nstr, sizeof(nstr), "%d", n);
 	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", c->dir);
+	/* the daemons of the build this test belongs to (BUILD=build-asan, ...) */
+	if (!getenv("RINGD")) {
+		snprintf(ringd, sizeof(ringd), "RINGD=%s/bin/ringd", build_dir());
+		env[ne++] = ringd;
+	}
+	if (!getenv("RINGCTL")) {
+		snprintf(ringctl, sizeof(ringctl), "RINGCTL=%s/bin/ringctl", build_dir());
+		env[ne++] = ringctl;
+	}
 	argv[argc++] = script;
 	argv[argc++] = nstr;
 	if (extra_ringd_args && *extra_ringd_args) {
 		char *tok;
 
 		snprintf(extra, sizeof(extra), "%s", extra_ringd_args);
-		argv[argc++] = "--";
 		for (tok = strtok_r(extra, " \t", &save); tok && argc < 62;
 		     tok = strtok_r(NULL, " \t", &save))
 			argv[argc++] = tok;

@@ -517,6 +517,9 @@ static void fake_execute(const struct proto_op *op, uint8_t *arena, uint64_t aby
 		if (op->peer != F.rank)
 			for (i = 0; i < n; i++)
 				d[i] = BCAST_FILL;
+		else
+			for (i = 0; i < n; i++)	/* what the root sends */
+				F.send_sum += s[i];
 		break;
 	case PROTO_COLL_SEND:
 		for (i = 0; i < n; i++)
@@ -953,8 +956,11 @@ Test(fake, broadcast_root_and_others)
 		uint32_t *b = buf_get(c, in, N);
 
 		fill(b, N, 3);
+		F.send_sum = 0;
 		cr_assert_eq(ring_broadcast(c, b, N, RING_UINT32, root), 0, "%s",
 			     ring_last_error(c));
+		cr_assert_eq(F.send_sum, root == 1 ? N * 3 + N * (N - 1) / 2 : 0,
+			     "variant %zu: the root sent other data", v);
 		for (i = 0; i < N; i++)
 			cr_assert_eq(b[i], root == 1 ? 3 + i : BCAST_FILL,
 				     "variant %zu, element %zu", v, i);
