@@ -24,7 +24,7 @@ CFLAGS_ALL := -std=gnu11 $(OPT) -g -fPIC -pthread $(WARN) -MMD -MP -D_GNU_SOURCE
 	-DRING_VERSION_STRING=\"$(VERSION)\" -I. $(CFLAGS)
 LDFLAGS_ALL := -pthread $(LDFLAGS)
 ifeq ($(ASAN),1)
-CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer
+CFLAGS_ALL += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS_ALL += -fsanitize=address,undefined
 endif
 

@@ -717,8 +717,8 @@ static int bench_dtype_op(struct bench *b, enum ring_dtype dt, enum ring_op op)
 		double us_o = 0, us_i = 0;
 		int64_t w_o = -1, w_i = -1;
 
-		/* nccl-tests: allgather and reduce-scatter count the whole buffer,
-		 * whose per-rank block is what the API is given */
+		/* as nccl-tests: size is the whole buffer of allgather and
+		 * reduce-scatter, count the per-rank block the API is given */
 		if (cd->per_rank) {
 			count = size / (es * (size_t)b->size);
 			total = count * (size_t)b->size;
@@ -732,7 +732,7 @@ static int bench_dtype_op(struct bench *b, enum ring_dtype dt, enum ring_op op)
 		    (rc = time_variant(b, &p, count, true, &us_i, &w_i)))
 			break;
 		if (b->rank == 0) {
-			printf("%12zu  %12zu  %8s  %6s  %6d", total * es, total,
+			printf("%12zu  %12zu  %8s  %6s  %6d", total * es, count,
 			       bench_dtype_name(dt), cd->reduces ? op_names[op] : "none",
 			       cd->rooted ? o->root : -1);
 			print_variant(b, total * es, us_o, w_o);

@@ -122,7 +122,7 @@ static int check_peer(struct ring_comm *c, const char *fn, const char *name, int
 
 /* ---- the plan ---- */
 
-/* Decides the pieces and what is staged; pure arithmetic, no side effects. */
+/* Decides the pieces and what is staged; touches nothing but the plan. */
 static void plan_layout(struct plan *pl)
 {
 	struct ring_comm *c = pl->c;

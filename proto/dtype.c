@@ -8,6 +8,7 @@
  * conversions below are the reference; on x86-64 CPUs with F16C or AVX2 the half
  * kernels take vector paths that produce the same bits.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -382,7 +383,9 @@ reduce_bool(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n, int op)
 /*
  * What the CPU and the OS (which must save the YMM registers) allow.  Read with
  * cpuid once (it is slow, and traps in some VMs); the answer is the same for
- * every thread, so racing first calls are harmless.
+ * every thread, so racing first calls are harmless.  RING_NO_SIMD=1 in the
+ * environment keeps to the portable kernels (tests, and ruling the vector paths
+ * out when chasing a wrong result).
  */
 static int
 cpu_features(void)
@@ -390,11 +393,15 @@ cpu_features(void)
 	static atomic_int cached = -1;
 	unsigned int a, b, c, d, lo, hi;
 	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+	const char *env;
 
 	if (v >= 0)
 		return v;
 	v = 0;
-	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+	env = getenv("RING_NO_SIMD");
+	if (env != NULL && env[0] != '\0' && strcmp(env, "0") != 0)
+		;
+	else if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
 		__asm__ volatile ("xgetbv" : "=a" (lo), "=d" (hi) : "c" (0));
 		if ((lo & 0x6) == 0x6) {	/* XMM and YMM state enabled */
 			v |= CPU_AVX;

@@ -1871,6 +1871,23 @@ Test(reduce, every_dtype_and_op)
 		}
 }
 
+/* The portable kernels at every length, where the CPU would take a vector path
+ * (each test runs in its own process, so the setting does not leak). */
+Test(reduce, portable_paths)
+{
+	static const size_t counts[] = { 8, 9, 64, 100, 4099 };
+	int d, o;
+	size_t c;
+
+	setenv("RING_NO_SIMD", "1", 1);
+	for (d = RING_FLOAT16; d <= RING_BFLOAT16; d++)
+		for (o = 0; o < RING_OP_COUNT; o++)
+			for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+				check_reduce(d, o, counts[c], 0);
+				check_reduce(d, o, counts[c], 1);
+			}
+}
+
 Test(reduce, avg_is_sum)
 {
 	float a[3] = { 1, 2, 3 }, b[3] = { 10, 20, 30 };
