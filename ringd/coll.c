@@ -224,6 +224,9 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 	}
 	if (op->timer != NULL)
 		event_del(op->timer);
+	/* a payload being read straight into this op's memory must not land there
+	 * after the client was told the op is over */
+	link_drop_direct(rd, op);
 	if (status != 0) {
 		char fp[160];
 
@@ -269,6 +272,7 @@ op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint6
 	}
 	rd->next->bytes_tx += sizeof(hdr) + len;
 	rd->next->frames_tx++;
+	link_kick(rd->next);
 	return 0;
 }
 
@@ -597,37 +601,6 @@ op_check_done(struct ringd *rd, struct op *op)
 		op_finish(rd, op, 0, NULL);
 }
 
-/* Reduces len bytes at the front of src with local into dst, chain by chain, so
- * nothing is copied twice; an element split across two chains goes through a
- * small bounce buffer. */
-static void
-reduce_from(struct evbuffer *src, size_t len, uint8_t *dst, const uint8_t *local,
-	    size_t esz, int dtype, int redop)
-{
-	while (len > 0) {
-		struct evbuffer_iovec v;
-		size_t take;
-
-		if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
-			return;
-		take = v.iov_len < len ? v.iov_len : len;
-		take -= take % esz;
-		if (take == 0) {
-			uint8_t tmp[16];
-
-			evbuffer_remove(src, tmp, esz);
-			proto_reduce(dst, local, tmp, 1, dtype, redop);
-			take = esz;
-		} else {
-			proto_reduce(dst, local, v.iov_base, take / esz, dtype, redop);
-			evbuffer_drain(src, take);
-		}
-		dst += take;
-		local += take;
-		len -= take;
-	}
-}
-
 static void
 publish_progress(struct op *op, uint64_t done)
 {
@@ -639,7 +612,7 @@ publish_progress(struct op *op, uint64_t done)
 
 /* One DATA frame for the active op.  The header is still at the front of src. */
 static int
-op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct evbuffer *src)
+op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct job *j = op->job;
 	struct rx_step *x;
@@ -667,18 +640,17 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct 
 	 * step's sum must be on its way to next before this one overwrites it */
 	if (x->wait_tx >= 0 && !tx_past(op, x->wait_tx, op->rx_off, f->length))
 		return RX_BLOCKED;
-	evbuffer_drain(src, PROTO_FRAME_HDR);
 	if (f->length > 0) {
 		uint8_t *d = x->dst + op->rx_off;
 
 		if (x->local != NULL) {
-			reduce_from(src, f->length, d, x->local + op->rx_off, op->esz,
-				    op->dtype, op->redop);
+			proto_reduce(d, x->local + op->rx_off, pl, f->length / op->esz,
+				     op->dtype, op->redop);
 			rd->bytes_reduced += f->length;
 			if (x->scale)
 				proto_scale(d, f->length / op->esz, op->dtype, (uint32_t)rd->world);
-		} else {
-			evbuffer_remove(src, d, f->length);
+		} else if (pl != d) {
+			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
 	}
 	op->rx_off += f->length;
@@ -697,16 +669,13 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, struct 
 }
 
 static int
-op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, struct evbuffer *src)
+op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
 {
-	uint8_t pl[PROTO_FP_LEN];
 	struct proto_fp theirs;
 	char a[160], b[160];
 
-	evbuffer_drain(src, PROTO_FRAME_HDR);
-	evbuffer_remove(src, pl, PROTO_FP_LEN);
 	op->job->rx_consumed += PROTO_FRAME_HDR + PROTO_FP_LEN;
-	if (proto_decode_fp(pl, sizeof(pl), &theirs) != 0) {
+	if (proto_decode_fp(pl, f->length, &theirs) != 0) {
 		op_finish(rd, op, RING_EPROTO, "malformed operation header from the previous host");
 		return RX_DONE;
 	}
@@ -728,9 +697,8 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, struct e
 
 /* Frames of an op that is over here (it failed or timed out): consume, credit. */
 static int
-rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f, struct evbuffer *src)
+rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f)
 {
-	evbuffer_drain(src, PROTO_FRAME_HDR + (size_t)f->length);
 	j->rx_consumed += PROTO_FRAME_HDR + (uint64_t)f->length;
 	rx_credit(rd, j, false);
 	return RX_DONE;
@@ -740,22 +708,22 @@ enum { RX_STASH = 2 };
 
 /* A job frame (OPHDR/DATA) from prev, header at the front of src. */
 static int
-job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, struct evbuffer *src)
+job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op *op = j->active;
 
 	if (op == NULL || f->seq != op->fp.seq) {
 		uint64_t cur = op ? op->fp.seq : j->next_seq;
 
-		if (f->seq < cur)
-			return rx_discard(rd, j, f, src);
+		if (f->seq < cur || pl == NULL)
+			return rx_discard(rd, j, f);
 		return RX_STASH;
 	}
-	if (op->finished)
-		return rx_discard(rd, j, f, src);
+	if (op->finished || pl == NULL)
+		return rx_discard(rd, j, f);
 	if (f->type == PROTO_F_OPHDR)
-		return op_rx_hdr(rd, op, f, src);
-	return op_rx_data(rd, op, f, src);
+		return op_rx_hdr(rd, op, f, pl);
+	return op_rx_data(rd, op, f, pl);
 }
 
 /* Runs the stash of a job through its active op, in arrival order. */
@@ -765,22 +733,33 @@ job_drain_stash(struct ringd *rd, struct job *j)
 	uint8_t hb[PROTO_FRAME_HDR];
 	struct proto_frame f;
 
+	/* An op that completes while its frames are drained calls back here; the
+	 * outer loop goes on with the next frame itself. */
+	if (j->draining)
+		return;
+	j->draining = true;
 	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
+		const uint8_t *pl;
 		int r;
 
 		evbuffer_copyout(j->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
-		r = job_rx_frame(rd, j, &f, j->stash);
+		pl = evbuffer_pullup(j->stash, PROTO_FRAME_HDR + (ssize_t)f.length);
+		if (pl == NULL)
+			break;
+		r = job_rx_frame(rd, j, &f, pl + PROTO_FRAME_HDR);
 		if (r != RX_DONE)
 			break;
+		evbuffer_drain(j->stash, PROTO_FRAME_HDR + (size_t)f.length);
 	}
+	j->draining = false;
 	if (evbuffer_get_length(j->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 }
 
 int
-coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evbuffer *src)
+coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct job *j = job_lookup(rd, f->job);
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
@@ -795,7 +774,6 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct ev
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
-		evbuffer_drain(src, PROTO_FRAME_HDR);
 		if (f->offset > j->tx_limit)
 			j->tx_limit = f->offset;
 		coll_pump(rd);
@@ -803,17 +781,25 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct ev
 	}
 	if (l->dir != LINK_PREV)
 		goto wrong_way;
-	if (evbuffer_get_length(j->stash) > 0)
+	if (f->type == PROTO_F_ABORT)
+		return RX_DONE;	/* failure propagation comes with the failure model */
+	if (evbuffer_get_length(j->stash) > 0 && pl != NULL)
 		r = RX_STASH;
 	else
-		r = job_rx_frame(rd, j, f, src);
+		r = job_rx_frame(rd, j, f, pl);
 	if (r == RX_STASH) {
 		if (j->rx_consumed + evbuffer_get_length(j->stash) + flen > j->rx_granted) {
 			snprintf(l->last_error, sizeof(l->last_error),
 				 "host %d overran its credit for job %08x", l->peer, f->job);
 			return RX_ERROR;
 		}
-		evbuffer_remove_buffer(src, j->stash, flen);
+		{
+			uint8_t hdr[PROTO_FRAME_HDR];
+
+			proto_frame_encode(hdr, f);
+			evbuffer_add(j->stash, hdr, sizeof(hdr));
+			evbuffer_add(j->stash, pl, f->length);
+		}
 		return RX_DONE;
 	}
 	return r;
@@ -821,6 +807,28 @@ wrong_way:
 	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
 		 proto_frame_type_name(f->type));
 	return RX_ERROR;
+}
+
+uint8_t *
+coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
+	     struct arena **arena, const void **owner)
+{
+	struct job *j = job_lookup(rd, f->job);
+	struct op *op;
+	struct rx_step *x;
+
+	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || op->finished ||
+	    f->seq != op->fp.seq || !op->hdr_rcvd || evbuffer_get_length(j->stash) > 0 ||
+	    op->rx_i >= op->nrx)
+		return NULL;
+	x = &op->rx[op->rx_i];
+	/* only a plain copy that may happen now, at exactly the expected place */
+	if (x->local != NULL || x->wait_tx >= 0 || f->aux != x->id || f->offset != op->rx_off ||
+	    f->length > x->len - op->rx_off || f->length % op->esz != 0)
+		return NULL;
+	*arena = op->arena;
+	*owner = op;
+	return x->dst + op->rx_off;
 }
 
 void

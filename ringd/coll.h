@@ -97,6 +97,7 @@ struct job {
 	uint64_t rx_consumed;		/* bytes processed */
 	uint64_t rx_granted;		/* bytes we granted prev */
 	struct evbuffer *stash;		/* early frames from prev, whole */
+	bool draining;			/* job_drain_stash is running */
 	/* point-to-point */
 	struct opq sends;		/* local sends: waiting for CTS or sending */
 	struct opq recvs;		/* posted receives not yet matched */
@@ -121,7 +122,9 @@ struct job *job_wire(struct ringd *rd, uint32_t id);
 
 /* p2p.c */
 int p2p_submit(struct ringd *rd, struct op *op);
-int p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evbuffer *src);
+int p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
+uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
+		     const void **owner);
 void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s);

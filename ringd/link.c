@@ -1,6 +1,6 @@
 /*
- * link.c - the ring's links: forming them, the handshake, heartbeats, and turning
- * the byte stream into frames for the engine.
+ * link.c - the ring's links: forming them, the handshake, heartbeats, and the
+ * byte stream in and out.
  *
  * Each daemon connects to its next rank and accepts its previous one.  The
  * connector retries with back-off until the next daemon is up; the handshake
@@ -10,6 +10,13 @@
  * changed only through link_change_state(), which logs the transition.  A link
  * that fails is closed and reported to the engine, which fails the operations that
  * needed it; the connector then starts over, the acceptor waits for the peer.
+ *
+ * Input: the link reads whole frames into its own buffer with large reads, and
+ * asks the kernel (SO_RCVLOWAT) not to wake it before the rest of a frame is
+ * there.  A payload the engine can take as it is (a copy step of the running
+ * operation, a point-to-point message for a posted receive) is read straight into
+ * the client's arena instead.  Output: an evbuffer whose payload chains reference
+ * arena memory, written with writev.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -22,31 +29,35 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/listener.h>
+#include <event2/event.h>
 #include <openssl/rand.h>
 
 #include "coll.h"
 #include "../proto/log.h"
 
 #define OUT_HIGH	(4u << 20)	/* output bytes beyond which senders wait */
-#define OUT_LOW		(1u << 20)	/* the write callback wakes them below this */
+#define OUT_LOW		(1u << 20)	/* ... and below which they are woken */
+#define RX_MIN		(1u << 20)	/* input buffer to start with */
+#define LOWAT_MAX	(256u << 10)	/* never ask the kernel to hold back more */
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
+#define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
 
 static struct transport *transport;
 
 static const char *const state_names[] = { "down", "connecting", "handshake", "up" };
 
-static void link_connect(struct link *l);
-static void link_read_cb(struct bufferevent *bev, void *arg);
-static void link_write_cb(struct bufferevent *bev, void *arg);
-static void link_event_cb(struct bufferevent *bev, short what, void *arg);
-static void pending_event_cb(struct bufferevent *bev, short what, void *arg);
+static void link_read_cb(evutil_socket_t fd, short what, void *arg);
+static void link_write_cb(evutil_socket_t fd, short what, void *arg);
+static void link_flush_cb(evutil_socket_t fd, short what, void *arg);
+static void link_timer_cb(evutil_socket_t fd, short what, void *arg);
+static void link_rx(struct link *l);
 
 static const char *
 dir_name(const struct link *l)
 {
+	if (l->handshake_acceptor)
+		return "incoming";
 	return l->dir == LINK_NEXT ? "next" : "prev";
 }
 
@@ -55,8 +66,9 @@ link_change_state(struct link *l, enum link_state st)
 {
 	if (l->state == st)
 		return;
-	log_info("link %s (host %d): %s -> %s", dir_name(l), l->peer, state_names[l->state],
-		 state_names[st]);
+	if (!l->handshake_acceptor)
+		log_info("link %s (host %d): %s -> %s", dir_name(l), l->peer,
+			 state_names[l->state], state_names[st]);
 	l->state = st;
 	if (l == l->rd->next || l == l->rd->prev)
 		ringd_update_state(l->rd);
@@ -70,23 +82,98 @@ timer_set(struct link *l, uint32_t ms)
 	evtimer_add(l->timer, &tv);
 }
 
-/* Closes the transport; the struct stays (next and prev are reused). */
+static struct link *
+link_new(struct ringd *rd, enum link_dir dir, int peer)
+{
+	struct link *l = calloc(1, sizeof(*l));
+
+	if (l == NULL)
+		return NULL;
+	l->rd = rd;
+	l->dir = dir;
+	l->peer = peer;
+	l->fd = -1;
+	l->backoff_ms = BACKOFF_MIN_MS;
+	l->timer = evtimer_new(rd->base, link_timer_cb, l);
+	l->flush_ev = event_new(rd->base, -1, 0, link_flush_cb, l);
+	l->out = evbuffer_new();
+	l->rxcap = RX_MIN + 2 * PROTO_FRAME_HDR;
+	l->rxbuf = malloc(l->rxcap);
+	if (l->timer == NULL || l->flush_ev == NULL || l->out == NULL || l->rxbuf == NULL) {
+		if (l->timer)
+			event_free(l->timer);
+		if (l->flush_ev)
+			event_free(l->flush_ev);
+		if (l->out)
+			evbuffer_free(l->out);
+		free(l->rxbuf);
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+static void
+link_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+
+	(void)fd;
+	(void)what;
+	event_free(l->timer);
+	event_free(l->flush_ev);
+	evbuffer_free(l->out);
+	free(l->rxbuf);
+	free(l);
+}
+
+/* Frees a closed link from the loop, never inside its own callback. */
+static void
+link_free_later(struct link *l)
+{
+	event_base_once(l->rd->base, -1, EV_TIMEOUT, link_free_cb, l, NULL);
+}
+
+static void
+rx_reset(struct link *l)
+{
+	l->rxoff = l->rxlen = 0;
+	l->have_hdr = false;
+	l->direct = NULL;
+	l->discard = false;
+	l->direct_owner = NULL;
+	if (l->direct_arena != NULL) {
+		arena_unref(l->direct_arena);
+		l->direct_arena = NULL;
+	}
+	l->rx_blocked = false;
+	l->lowat = 0;
+}
+
+/* Closes the connection; the struct stays (next is reused, prev replaced). */
 static void
 link_close(struct link *l, const char *why)
 {
 	bool was_up = l->state == LINK_UP;
 
-	if (l->bev != NULL) {
-		bufferevent_free(l->bev);
-		l->bev = NULL;
+	if (l->fd >= 0) {
+		transport_close(transport, l);
+		event_free(l->rev);
+		event_free(l->wev);
+		l->rev = l->wev = NULL;
+		close(l->fd);
+		l->fd = -1;
 	}
+	event_del(l->flush_ev);
 	evtimer_del(l->timer);
-	l->rx_blocked = false;
 	if (why != NULL)
 		snprintf(l->last_error, sizeof(l->last_error), "%s", why);
 	link_change_state(l, LINK_DOWN);
 	if (was_up)
 		coll_link_down(l->rd, l, why ? why : "closed");
+	rx_reset(l);
+	/* drops the arena references: ops waiting on them complete now */
+	evbuffer_drain(l->out, evbuffer_get_length(l->out));
 }
 
 static void
@@ -99,16 +186,29 @@ link_fail(struct link *l, const char *why)
 			 rd->hf.hosts[l->peer].host, rd->hf.hosts[l->peer].port, why);
 	l->errors++;
 	link_close(l, why);
+	if (l->handshake_acceptor) {
+		int i;
+
+		for (i = 0; i < MAX_PENDING; i++)
+			if (rd->pending[i] == l)
+				rd->pending[i] = NULL;
+		link_free_later(l);
+		return;
+	}
 	if (l->dir == LINK_NEXT && rd->state != RING_STOPPED) {
 		timer_set(l, l->backoff_ms);
 		l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* output                                                             */
+/* ------------------------------------------------------------------ */
+
 struct evbuffer *
 link_output(struct link *l)
 {
-	return bufferevent_get_output(l->bev);
+	return l->out;
 }
 
 size_t
@@ -116,29 +216,84 @@ link_tx_room(const struct link *l)
 {
 	size_t len;
 
-	if (l->bev == NULL || l->state != LINK_UP)
+	if (l->fd < 0 || l->state != LINK_UP)
 		return 0;
-	len = evbuffer_get_length(bufferevent_get_output(l->bev));
+	len = evbuffer_get_length(l->out);
 	return len >= OUT_HIGH ? 0 : OUT_HIGH - len;
+}
+
+void
+link_kick(struct link *l)
+{
+	/* written once the current callback is done, so frames queued together
+	 * leave in one writev */
+	if (l->fd >= 0)
+		event_active(l->flush_ev, EV_WRITE, 0);
 }
 
 int
 link_send(struct link *l, const struct proto_frame *f, const void *payload)
 {
 	uint8_t hdr[PROTO_FRAME_HDR];
-	struct evbuffer *out;
 
-	if (l->bev == NULL)
+	if (l->fd < 0)
 		return -1;
-	out = bufferevent_get_output(l->bev);
 	proto_frame_encode(hdr, f);
-	if (evbuffer_add(out, hdr, sizeof(hdr)) != 0 ||
-	    (f->length > 0 && evbuffer_add(out, payload, f->length) != 0))
+	if (evbuffer_add(l->out, hdr, sizeof(hdr)) != 0 ||
+	    (f->length > 0 && evbuffer_add(l->out, payload, f->length) != 0))
 		return -1;
 	l->bytes_tx += sizeof(hdr) + f->length;
 	l->frames_tx++;
+	link_kick(l);
 	return 0;
 }
+
+static void
+link_write(struct link *l)
+{
+	size_t before = evbuffer_get_length(l->out);
+
+	while (l->fd >= 0 && evbuffer_get_length(l->out) > 0) {
+		ssize_t n = transport_write(transport, l, l->out);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+				event_add(l->wev, NULL);
+				goto room;
+			}
+			link_fail(l, strerror(errno));
+			return;
+		}
+		if (n == 0)
+			break;
+	}
+	if (l->wev != NULL)
+		event_del(l->wev);
+room:
+	if (l->fd >= 0 && l->state == LINK_UP && before >= OUT_LOW &&
+	    evbuffer_get_length(l->out) < OUT_LOW)
+		coll_pump(l->rd);
+}
+
+static void
+link_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	link_write(arg);
+}
+
+static void
+link_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	link_write(arg);
+}
+
+/* ------------------------------------------------------------------ */
+/* handshake                                                          */
+/* ------------------------------------------------------------------ */
 
 static void
 set_sockopts(struct ringd *rd, int fd)
@@ -156,16 +311,18 @@ set_sockopts(struct ringd *rd, int fd)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rd->cfg.rcvbuf, sizeof(rd->cfg.rcvbuf));
 }
 
-static void
-bev_setup(struct link *l)
+static int
+link_attach_fd(struct link *l, int fd)
 {
-	bufferevent_set_max_single_read(l->bev, 4u << 20);
-	bufferevent_set_max_single_write(l->bev, 4u << 20);
-	/* a whole frame must fit before the read side stops */
-	bufferevent_setwatermark(l->bev, EV_READ, 0, PROTO_FRAME_MAX_PAYLOAD + 4 * PROTO_FRAME_HDR);
-	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
-	bufferevent_setcb(l->bev, link_read_cb, link_write_cb, link_event_cb, l);
-	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+	struct ringd *rd = l->rd;
+
+	l->fd = fd;
+	rx_reset(l);
+	l->rev = event_new(rd->base, fd, EV_READ | EV_PERSIST, link_read_cb, l);
+	l->wev = event_new(rd->base, fd, EV_WRITE | EV_PERSIST, link_write_cb, l);
+	if (l->rev == NULL || l->wev == NULL)
+		return -1;
+	return 0;
 }
 
 static void
@@ -206,6 +363,8 @@ send_reject(struct link *l, const char *why)
 	if (n > 0) {
 		f.length = (uint32_t)n;
 		link_send(l, &f, buf);
+		/* best effort, so the peer can log why; we close right after */
+		transport_write(transport, l, l->out);
 	}
 }
 
@@ -228,172 +387,428 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	return -1;
 }
 
-/* Reads one complete frame from bev's input into f/payload; 1 = need more. */
-static int
-read_frame(struct link *l, struct proto_frame *f, uint8_t *payload, size_t cap)
+static void
+link_up(struct link *l)
 {
-	struct evbuffer *in = bufferevent_get_input(l->bev);
-	uint8_t hdr[PROTO_FRAME_HDR];
+	struct ringd *rd = l->rd;
 
-	if (evbuffer_get_length(in) < PROTO_FRAME_HDR)
-		return 1;
-	evbuffer_copyout(in, hdr, sizeof(hdr));
-	if (proto_frame_decode(hdr, f, 0) != 0 || f->length > cap)
-		return -1;
-	if (evbuffer_get_length(in) < PROTO_FRAME_HDR + (size_t)f->length)
-		return 1;
-	evbuffer_drain(in, PROTO_FRAME_HDR);
-	evbuffer_remove(in, payload, f->length);
-	return 0;
+	l->backoff_ms = BACKOFF_MIN_MS;
+	l->last_rx_ms = now_ms();
+	evtimer_del(l->timer);
+	link_change_state(l, LINK_UP);
+	timer_set(l, rd->cfg.heartbeat_ms);
+	coll_link_up(rd, l);
+	coll_pump(rd);
 }
 
-/* ---- handshake, acceptor side ---- */
-
+/* An accepted connection proved it is our previous host: it becomes rd->prev. */
 static void
-pending_free_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct link *p = arg;
-
-	(void)fd;
-	(void)what;
-	event_free(p->timer);
-	free(p);
-}
-
-static void
-pending_drop(struct link *p, const char *why)
+promote_prev(struct link *p)
 {
 	struct ringd *rd = p->rd;
+	struct link *old = rd->prev;
 	int i;
 
-	if (why != NULL)
-		log_warn("refused a peer connection: %s", why);
-	for (i = 0; i < (int)(sizeof(rd->pending) / sizeof(rd->pending[0])); i++)
+	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] == p)
 			rd->pending[i] = NULL;
-	if (p->bev != NULL)
-		bufferevent_free(p->bev);
-	p->bev = NULL;
-	evtimer_del(p->timer);
-	event_base_once(rd->base, -1, EV_TIMEOUT, pending_free_cb, p, NULL);
+	p->handshake_acceptor = false;
+	p->dir = LINK_PREV;
+	p->peer = mod_prev(rd);
+	if (old != NULL) {
+		if (old->fd >= 0)
+			link_close(old, "replaced by a new connection from the previous host");
+		p->bytes_tx += old->bytes_tx;
+		p->bytes_rx += old->bytes_rx;
+		p->frames_tx += old->frames_tx;
+		p->frames_rx += old->frames_rx;
+		p->errors += old->errors;
+		evtimer_del(old->timer);
+		link_free_later(old);
+	}
+	rd->prev = p;
+	if (send_hello(p, PROTO_F_HELLO_ACK, p->peer) != 0) {
+		link_fail(p, "cannot answer the handshake");
+		return;
+	}
+	link_up(p);
 }
 
-static void
-pending_flushed_cb(struct bufferevent *bev, void *arg)
+/* HELLO on an accepted connection. */
+static int
+on_hello(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	(void)bev;
-	pending_drop(arg, NULL);
-}
-
-static void
-pending_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct link *p = arg;
-	struct ringd *rd = p->rd;
-	struct link *prev = rd->prev;
+	struct ringd *rd = l->rd;
 	struct proto_peer_hello h;
-	struct proto_frame f;
-	uint8_t buf[2048];
 	char why[256];
-	int rc;
 
-	(void)bev;
-	rc = read_frame(p, &f, buf, sizeof(buf));
-	if (rc == 1)
-		return;
-	if (rc < 0 || f.type != PROTO_F_HELLO || proto_decode_peer_hello(buf, f.length, &h) != 0) {
-		pending_drop(p, "malformed handshake (not a ringd peer, or another version)");
-		return;
+	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
+	    proto_decode_peer_hello(pl, f->length, &h) != 0) {
+		log_warn("refused a peer connection: malformed handshake");
+		link_fail(l, "malformed handshake");
+		return RX_ERROR;
 	}
 	if (hello_check(rd, &h, mod_prev(rd), why, sizeof(why)) != 0) {
 		log_warn("refused host claiming rank %u: %s", h.from_rank, why);
-		send_reject(p, why);
-		/* close once the refusal is written (the handshake timer bounds it) */
-		bufferevent_disable(p->bev, EV_READ);
-		bufferevent_setwatermark(p->bev, EV_WRITE, 0, 0);
-		bufferevent_setcb(p->bev, NULL, pending_flushed_cb, pending_event_cb, p);
+		send_reject(l, why);
+		link_fail(l, why);
+		return RX_ERROR;
+	}
+	promote_prev(l);
+	return RX_DONE;
+}
+
+static int
+on_hello_ack(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct proto_peer_hello h;
+	char why[256];
+
+	if (l->dir != LINK_NEXT || l->state != LINK_HANDSHAKE ||
+	    proto_decode_peer_hello(pl, f->length, &h) != 0 ||
+	    hello_check(l->rd, &h, l->peer, why, sizeof(why)) != 0) {
+		log_warn("link next: host %d answered the handshake wrongly", l->peer);
+		link_fail(l, "bad handshake answer");
+		return RX_ERROR;
+	}
+	link_up(l);
+	return RX_DONE;
+}
+
+/* TCP is connected (and the transport's own handshake done): say hello. */
+static void
+link_transport_ready(struct link *l)
+{
+	int rc = transport_handshake(transport, l);
+
+	if (rc > 0)
+		return;		/* more I/O first; the callbacks call us again */
+	if (rc < 0) {
+		link_fail(l, l->last_error[0] ? l->last_error : "transport handshake failed");
 		return;
 	}
-	/* The previous host is (back): this connection replaces any older one. */
-	if (prev->bev != NULL)
-		link_close(prev, "replaced by a new connection from the previous host");
-	prev->bev = p->bev;
-	p->bev = NULL;
-	pending_drop(p, NULL);
-	bev_setup(prev);
-	if (send_hello(prev, PROTO_F_HELLO_ACK, prev->peer) != 0) {
-		link_fail(prev, "cannot answer the handshake");
+	if (!l->handshake_acceptor && send_hello(l, PROTO_F_HELLO, l->peer) != 0)
+		link_fail(l, "cannot send the handshake");
+}
+
+/* ------------------------------------------------------------------ */
+/* input                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Asks the kernel not to wake us before `need` more bytes are there: a large
+ * segment then costs one wake-up and one read instead of one per packet.  Kept
+ * small enough that a short frame still wakes us at once. */
+static void
+link_set_lowat(struct link *l, size_t need)
+{
+	int v = need > LOWAT_MAX ? (int)LOWAT_MAX : (int)(need ? need : 1);
+
+	if (v == l->lowat || l->fd < 0)
 		return;
-	}
-	prev->last_rx_ms = now_ms();
-	link_change_state(prev, LINK_UP);
-	timer_set(prev, rd->cfg.heartbeat_ms);
-	coll_link_up(rd, prev);
-	coll_pump(rd);
-	if (evbuffer_get_length(bufferevent_get_input(prev->bev)) > 0)
-		link_read_cb(prev->bev, prev);
+	if (setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+		l->lowat = v;
 }
 
 static void
-pending_event_cb(struct bufferevent *bev, short what, void *arg)
+heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 {
-	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		pending_drop(arg, "peer closed during the handshake");
+	struct proto_frame f = { .type = PROTO_F_HEARTBEAT, .aux = aux, .offset = stamp,
+				 .epoch = l->rd->epoch };
+
+	link_send(l, &f, NULL);
+}
+
+/* One whole frame.  Returns RX_DONE, RX_BLOCKED (offer it again later) or
+ * RX_ERROR (the link is closed by then or must be). */
+static int
+link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	char why[300];
+
+	if (l->state != LINK_UP && f->type != PROTO_F_HELLO && f->type != PROTO_F_HELLO_ACK &&
+	    f->type != PROTO_F_REJECT) {
+		snprintf(why, sizeof(why), "%s frame before the handshake",
+			 proto_frame_type_name(f->type));
+		link_fail(l, why);
+		return RX_ERROR;
+	}
+	switch (f->type) {
+	case PROTO_F_HELLO:
+		return on_hello(l, f, pl);
+	case PROTO_F_HELLO_ACK:
+		return on_hello_ack(l, f, pl);
+	case PROTO_F_REJECT: {
+		int32_t code;
+		char text[256];
+
+		if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) == 0)
+			snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
+		else
+			snprintf(why, sizeof(why), "refused by host %d", l->peer);
+		log_warn("link %s: %s", dir_name(l), why);
+		link_fail(l, why);
+		return RX_ERROR;
+	}
+	case PROTO_F_HEARTBEAT:
+		if (f->aux == 0)
+			heartbeat(l, 1, f->offset);
+		else
+			l->rtt_us = now_us() - f->offset;
+		return RX_DONE;
+	case PROTO_F_CREDIT:
+	case PROTO_F_OPHDR:
+	case PROTO_F_DATA:
+	case PROTO_F_ABORT:
+		return coll_rx(rd, l, f, pl);
+	case PROTO_F_P2P_RTS:
+	case PROTO_F_P2P_CTS:
+	case PROTO_F_P2P_DATA:
+		return p2p_rx(rd, l, f, pl);
+	default:
+		snprintf(why, sizeof(why), "unexpected %s frame", proto_frame_type_name(f->type));
+		link_fail(l, why);
+		return RX_ERROR;
+	}
+}
+
+/* Makes room in rxbuf for `need` contiguous bytes from rxoff. */
+static int
+rx_room(struct link *l, size_t need)
+{
+	size_t have = l->rxlen - l->rxoff;
+
+	if (l->rxoff + need <= l->rxcap)
+		return 0;
+	if (need > l->rxcap) {
+		size_t cap = need + PROTO_FRAME_HDR;
+		uint8_t *nb = malloc(cap);
+
+		if (nb == NULL)
+			return -1;
+		memcpy(nb, l->rxbuf + l->rxoff, have);
+		free(l->rxbuf);
+		l->rxbuf = nb;
+		l->rxcap = cap;
+	} else {
+		memmove(l->rxbuf, l->rxbuf + l->rxoff, have);
+	}
+	l->rxoff = 0;
+	l->rxlen = have;
+	return 0;
+}
+
+/* Reads what is there into rxbuf.  1: got bytes; 0: nothing now; -1: closed. */
+static int
+rx_fill(struct link *l)
+{
+	ssize_t n;
+
+	if (l->rxlen == l->rxcap && rx_room(l, l->rxlen - l->rxoff) != 0)
+		return -1;
+	if (l->rxlen == l->rxcap)
+		return 0;
+	n = transport_read(transport, l, l->rxbuf + l->rxlen, l->rxcap - l->rxlen);
+	if (n > 0) {
+		l->rxlen += (size_t)n;
+		l->last_rx_ms = now_ms();
+		return 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	link_fail(l, n == 0 ? "the peer closed the connection" : strerror(errno));
+	return -1;
+}
+
+/* Reads the rest of a payload that goes straight to the engine's destination. */
+static int
+rx_direct(struct link *l)
+{
+	static uint8_t sink[64 << 10];
+	uint32_t len = l->cur.length;
+
+	while (l->direct_got < len) {
+		uint8_t *dst = l->discard ? sink : l->direct + l->direct_got;
+		size_t want = len - l->direct_got;
+		ssize_t n;
+
+		if (l->discard && want > sizeof(sink))
+			want = sizeof(sink);
+		n = transport_read(transport, l, dst, want);
+		if (n > 0) {
+			l->direct_got += (uint32_t)n;
+			l->last_rx_ms = now_ms();
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			link_set_lowat(l, len - l->direct_got);
+			return 0;
+		}
+		link_fail(l, n == 0 ? "the peer closed the connection" : strerror(errno));
+		return -1;
+	}
+	return 1;
 }
 
 static void
-pending_timeout_cb(evutil_socket_t fd, short what, void *arg)
+link_rx(struct link *l)
 {
+	while (l->fd >= 0 && !l->rx_blocked) {
+		struct proto_frame *f = &l->cur;
+		int rc;
+
+		if (!l->have_hdr) {
+			size_t have = l->rxlen - l->rxoff;
+
+			if (have < PROTO_FRAME_HDR) {
+				if (rx_room(l, PROTO_FRAME_HDR) != 0) {
+					link_fail(l, "out of memory");
+					return;
+				}
+				rc = rx_fill(l);
+				if (rc < 0)
+					return;
+				if (rc == 0) {
+					link_set_lowat(l, PROTO_FRAME_HDR - (l->rxlen - l->rxoff));
+					return;
+				}
+				continue;
+			}
+			if (proto_frame_decode(l->rxbuf + l->rxoff, f, PROTO_FRAME_MAX_PAYLOAD) != 0) {
+				link_fail(l, "malformed frame header");
+				return;
+			}
+			l->rxoff += PROTO_FRAME_HDR;
+			l->have_hdr = true;
+			l->direct = NULL;
+			if (l->state == LINK_UP && f->length >= 4096) {
+				if (f->type == PROTO_F_DATA)
+					l->direct = coll_rx_dest(l->rd, l, f, &l->direct_arena,
+								 &l->direct_owner);
+				else if (f->type == PROTO_F_P2P_DATA)
+					l->direct = p2p_rx_dest(l->rd, f, &l->direct_arena,
+								&l->direct_owner);
+			}
+			if (l->direct != NULL) {
+				size_t take = l->rxlen - l->rxoff;
+
+				if (take > f->length)
+					take = f->length;
+				arena_ref(l->direct_arena);
+				memcpy(l->direct, l->rxbuf + l->rxoff, take);
+				l->rxoff += take;
+				l->direct_got = (uint32_t)take;
+			}
+		}
+		if (l->direct != NULL || l->discard) {
+			rc = rx_direct(l);
+			if (rc <= 0)
+				return;
+			l->have_hdr = false;
+			arena_unref(l->direct_arena);
+			l->direct_arena = NULL;
+			l->direct_owner = NULL;
+			if (l->discard) {
+				l->discard = false;
+				rc = link_dispatch(l, f, NULL);
+			} else {
+				rc = link_dispatch(l, f, l->direct);
+			}
+			l->direct = NULL;
+		} else {
+			if (l->rxlen - l->rxoff < f->length) {
+				if (rx_room(l, f->length) != 0) {
+					link_fail(l, "out of memory");
+					return;
+				}
+				rc = rx_fill(l);
+				if (rc < 0)
+					return;
+				if (rc == 0) {
+					link_set_lowat(l, f->length - (l->rxlen - l->rxoff));
+					return;
+				}
+				continue;
+			}
+			rc = link_dispatch(l, f, l->rxbuf + l->rxoff);
+			if (rc == RX_BLOCKED) {
+				/* level-triggered: stop reading until the engine can go on */
+				l->rx_blocked = true;
+				if (l->rev != NULL)
+					event_del(l->rev);
+				return;
+			}
+			if (l->fd < 0)
+				return;
+			l->rxoff += f->length;
+			l->have_hdr = false;
+		}
+		if (rc == RX_ERROR) {
+			if (l->fd >= 0)
+				link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
+			return;
+		}
+		l->frames_rx++;
+		l->bytes_rx += PROTO_FRAME_HDR + f->length;
+	}
+}
+
+void
+link_rx_resume(struct link *l)
+{
+	if (l == NULL || !l->rx_blocked || l->fd < 0)
+		return;
+	l->rx_blocked = false;
+	event_add(l->rev, NULL);
+	/* the blocked frame is still at rxoff with have_hdr set: offer it again */
+	if (l->have_hdr && l->rxlen - l->rxoff >= l->cur.length) {
+		int rc = link_dispatch(l, &l->cur, l->rxbuf + l->rxoff);
+
+		if (rc == RX_BLOCKED) {
+			l->rx_blocked = true;
+			event_del(l->rev);
+			return;
+		}
+		if (l->fd < 0)
+			return;
+		l->rxoff += l->cur.length;
+		l->have_hdr = false;
+		if (rc == RX_ERROR) {
+			link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
+			return;
+		}
+		l->frames_rx++;
+		l->bytes_rx += PROTO_FRAME_HDR + l->cur.length;
+	}
+	link_rx(l);
+}
+
+void
+link_drop_direct(struct ringd *rd, const void *owner)
+{
+	struct link *l = rd->prev;
+
+	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
+		l->direct = NULL;
+		l->discard = true;
+	}
+}
+
+static void
+link_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+
 	(void)fd;
 	(void)what;
-	pending_drop(arg, "handshake timed out");
+	if (l->state == LINK_HANDSHAKE && l->tconn != NULL && transport_handshake(transport, l) > 0)
+		return;
+	link_rx(l);
 }
 
-static void
-accept_cb(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa, int salen,
-	  void *arg)
-{
-	struct ringd *rd = arg;
-	struct link *p;
-	int i, slot = -1;
-
-	(void)lst;
-	(void)sa;
-	(void)salen;
-	for (i = 0; i < (int)(sizeof(rd->pending) / sizeof(rd->pending[0])); i++)
-		if (rd->pending[i] == NULL)
-			slot = i;
-	if (slot < 0 || rd->world < 2 || (p = calloc(1, sizeof(*p))) == NULL) {
-		log_warn("refusing a peer connection: too many handshakes in progress");
-		close(fd);
-		return;
-	}
-	p->rd = rd;
-	p->dir = LINK_PREV;
-	p->peer = -1;
-	p->state = LINK_HANDSHAKE;
-	set_sockopts(rd, fd);
-	p->bev = transport_wrap(transport, rd->base, fd, false);
-	p->timer = evtimer_new(rd->base, pending_timeout_cb, p);
-	if (p->bev == NULL || p->timer == NULL) {
-		if (p->bev)
-			bufferevent_free(p->bev);
-		else
-			close(fd);
-		if (p->timer)
-			event_free(p->timer);
-		free(p);
-		return;
-	}
-	rd->pending[slot] = p;
-	bufferevent_setwatermark(p->bev, EV_READ, 0, 4096);
-	bufferevent_setcb(p->bev, pending_read_cb, NULL, pending_event_cb, p);
-	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
-	timer_set(p, rd->cfg.connect_timeout_ms);
-}
-
-/* ---- connector side ---- */
+/* ------------------------------------------------------------------ */
+/* connecting and accepting                                           */
+/* ------------------------------------------------------------------ */
 
 static int
 resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
@@ -408,6 +823,32 @@ resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
 	*len = res->ai_addrlen;
 	freeaddrinfo(res);
 	return 0;
+}
+
+static void
+connect_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	(void)what;
+	event_del(l->wev);
+	event_assign(l->wev, l->rd->base, fd, EV_WRITE | EV_PERSIST, link_write_cb, l);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	if (err != 0) {
+		log_debug("link next: connect to host %d: %s", l->peer, strerror(err));
+		link_fail(l, strerror(err));
+		return;
+	}
+	link_change_state(l, LINK_HANDSHAKE);
+	event_add(l->rev, NULL);
+	if (transport_open(transport, l, true) != 0) {
+		link_fail(l, "cannot start the transport");
+		return;
+	}
+	link_transport_ready(l);
 }
 
 static void
@@ -429,29 +870,62 @@ link_connect(struct link *l)
 		return;
 	}
 	set_sockopts(rd, fd);
-	l->bev = transport_wrap(transport, rd->base, fd, true);
-	if (l->bev == NULL) {
-		close(fd);
-		link_fail(l, "cannot create the transport");
+	if (link_attach_fd(l, fd) != 0) {
+		link_fail(l, "out of memory");
 		return;
 	}
-	bev_setup(l);
+	/* the write event first reports the end of the connect */
+	event_assign(l->wev, rd->base, fd, EV_WRITE, connect_done_cb, l);
 	link_change_state(l, LINK_CONNECTING);
 	timer_set(l, rd->cfg.connect_timeout_ms);
-	if (bufferevent_socket_connect(l->bev, (struct sockaddr *)&ss, (int)sl) != 0)
-		link_fail(l, "connect failed");
+	if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
+		link_fail(l, strerror(errno));
+		return;
+	}
+	event_add(l->wev, NULL);
 }
-
-/* ---- up ---- */
 
 static void
-heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
+accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
-	struct proto_frame f = { .type = PROTO_F_HEARTBEAT, .aux = aux, .offset = stamp,
-				 .epoch = l->rd->epoch };
+	struct ringd *rd = arg;
+	struct link *p;
+	int i, slot = -1, fd;
 
-	link_send(l, &f, NULL);
+	(void)what;
+	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (i = 0; i < MAX_PENDING; i++)
+		if (rd->pending[i] == NULL)
+			slot = i;
+	if (slot < 0 || rd->world < 2 || (p = link_new(rd, LINK_PREV, -1)) == NULL) {
+		log_warn("refusing a peer connection: too many handshakes in progress");
+		close(fd);
+		return;
+	}
+	p->handshake_acceptor = true;
+	set_sockopts(rd, fd);
+	if (link_attach_fd(p, fd) != 0) {
+		close(fd);
+		p->fd = -1;
+		link_free_later(p);
+		return;
+	}
+	rd->pending[slot] = p;
+	p->state = LINK_HANDSHAKE;
+	event_add(p->rev, NULL);
+	timer_set(p, rd->cfg.connect_timeout_ms);
+	if (transport_open(transport, p, false) != 0) {
+		link_fail(p, "cannot start the transport");
+		return;
+	}
+	link_transport_ready(p);
 }
+
+/* ------------------------------------------------------------------ */
+/* timers                                                             */
+/* ------------------------------------------------------------------ */
 
 static void
 link_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -464,11 +938,13 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	switch (l->state) {
 	case LINK_DOWN:
-		if (l->dir == LINK_NEXT)
+		if (l->dir == LINK_NEXT && !l->handshake_acceptor)
 			link_connect(l);
 		break;
 	case LINK_CONNECTING:
 	case LINK_HANDSHAKE:
+		if (l->handshake_acceptor)
+			log_warn("dropped a peer connection: handshake timed out");
 		link_fail(l, "connect/handshake timed out");
 		break;
 	case LINK_UP:
@@ -484,181 +960,9 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Dispatches every complete frame in the input, in order. */
-static void
-link_process(struct link *l)
-{
-	struct ringd *rd = l->rd;
-	struct evbuffer *in;
-	struct proto_frame f;
-	uint8_t hdr[PROTO_FRAME_HDR];
-	uint8_t buf[2048];
-	char why[300];
-	int rc;
-
-	l->rx_blocked = false;
-	while (l->bev != NULL && l->state != LINK_DOWN) {
-		in = bufferevent_get_input(l->bev);
-		if (evbuffer_get_length(in) < PROTO_FRAME_HDR)
-			return;
-		evbuffer_copyout(in, hdr, sizeof(hdr));
-		if (proto_frame_decode(hdr, &f, PROTO_FRAME_MAX_PAYLOAD) != 0) {
-			link_fail(l, "malformed frame header");
-			return;
-		}
-		if (evbuffer_get_length(in) < PROTO_FRAME_HDR + (size_t)f.length)
-			return;
-		switch (f.type) {
-		case PROTO_F_HEARTBEAT:
-			evbuffer_drain(in, PROTO_FRAME_HDR);
-			if (f.aux == 0)
-				heartbeat(l, 1, f.offset);
-			else
-				l->rtt_us = now_us() - f.offset;
-			rc = RX_DONE;
-			break;
-		case PROTO_F_CREDIT:
-		case PROTO_F_OPHDR:
-		case PROTO_F_DATA:
-			rc = coll_rx(rd, l, &f, in);
-			break;
-		case PROTO_F_ABORT:
-			evbuffer_drain(in, PROTO_FRAME_HDR + f.length);
-			rc = RX_DONE;
-			break;
-		case PROTO_F_P2P_RTS:
-		case PROTO_F_P2P_CTS:
-		case PROTO_F_P2P_DATA:
-			rc = p2p_rx(rd, l, &f, in);
-			break;
-		case PROTO_F_REJECT:
-			evbuffer_drain(in, PROTO_FRAME_HDR);
-			if (f.length <= sizeof(buf)) {
-				int32_t code;
-				char text[256];
-
-				evbuffer_remove(in, buf, f.length);
-				if (proto_decode_reason(buf, f.length, &code, text, sizeof(text)) == 0) {
-					snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
-					log_warn("link %s: %s", dir_name(l), why);
-					link_fail(l, why);
-					return;
-				}
-			}
-			link_fail(l, "refused by the peer");
-			return;
-		case PROTO_F_HELLO_ACK:
-			if (l->dir == LINK_NEXT && l->state == LINK_HANDSHAKE) {
-				struct proto_peer_hello h;
-
-				evbuffer_drain(in, PROTO_FRAME_HDR);
-				evbuffer_remove(in, buf, f.length);
-				if (proto_decode_peer_hello(buf, f.length, &h) != 0 ||
-				    hello_check(rd, &h, l->peer, why, sizeof(why)) != 0) {
-					log_warn("link next: refusing host %d: %s", l->peer,
-						 "bad handshake answer");
-					link_fail(l, "bad handshake answer");
-					return;
-				}
-				l->backoff_ms = BACKOFF_MIN_MS;
-				l->last_rx_ms = now_ms();
-				evtimer_del(l->timer);
-				link_change_state(l, LINK_UP);
-				timer_set(l, rd->cfg.heartbeat_ms);
-				coll_link_up(rd, l);
-				coll_pump(rd);
-				rc = RX_DONE;
-				break;
-			}
-			/* FALLTHROUGH */
-		default:
-			snprintf(why, sizeof(why), "unexpected %s frame",
-				 proto_frame_type_name(f.type));
-			link_fail(l, why);
-			return;
-		}
-		if (rc == RX_BLOCKED) {
-			l->rx_blocked = true;
-			return;
-		}
-		if (rc == RX_ERROR) {
-			snprintf(why, sizeof(why), "%s", l->last_error[0] ? l->last_error
-				 : "protocol error");
-			link_fail(l, why);
-			return;
-		}
-		l->frames_rx++;
-		l->bytes_rx += PROTO_FRAME_HDR + f.length;
-	}
-}
-
-void
-link_rx_resume(struct link *l)
-{
-	if (l->rx_blocked)
-		link_process(l);
-}
-
-static void
-link_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct link *l = arg;
-
-	(void)bev;
-	l->last_rx_ms = now_ms();
-	link_process(l);
-}
-
-static void
-link_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct link *l = arg;
-
-	(void)bev;
-	if (l->state == LINK_UP)
-		coll_pump(l->rd);
-}
-
-static void
-link_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct link *l = arg;
-	char why[160];
-
-	(void)bev;
-	if (what & BEV_EVENT_CONNECTED) {
-		link_change_state(l, LINK_HANDSHAKE);
-		if (send_hello(l, PROTO_F_HELLO, l->peer) != 0)
-			link_fail(l, "cannot send the handshake");
-		return;
-	}
-	if (what & BEV_EVENT_EOF)
-		snprintf(why, sizeof(why), "host %d closed the connection", l->peer);
-	else
-		snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-	if (l->state == LINK_CONNECTING)
-		log_debug("link next: connect to host %d: %s", l->peer, why);
-	link_fail(l, why);
-}
-
-static struct link *
-link_new(struct ringd *rd, enum link_dir dir, int peer)
-{
-	struct link *l = calloc(1, sizeof(*l));
-
-	if (l == NULL)
-		return NULL;
-	l->rd = rd;
-	l->dir = dir;
-	l->peer = peer;
-	l->backoff_ms = BACKOFF_MIN_MS;
-	l->timer = evtimer_new(rd->base, link_timer_cb, l);
-	if (l->timer == NULL) {
-		free(l);
-		return NULL;
-	}
-	return l;
-}
+/* ------------------------------------------------------------------ */
+/* start and stop                                                     */
+/* ------------------------------------------------------------------ */
 
 int
 mod_prev(const struct ringd *rd)
@@ -666,11 +970,33 @@ mod_prev(const struct ringd *rd)
 	return (rd->rank + rd->world - 1) % rd->world;
 }
 
-int
-link_start(struct ringd *rd)
+static int
+listen_socket(struct ringd *rd, const char *host, int port)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	int fd, one = 1;
+
+	if (resolve(host, port, &ss, &sl) != 0) {
+		log_err("cannot resolve listen address %s:%d", host, port);
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
+		log_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	(void)rd;
+	return fd;
+}
+
+int
+link_start(struct ringd *rd)
+{
 	char host[HOSTFILE_HOST_MAX + 1];
 	int port;
 
@@ -693,18 +1019,12 @@ link_start(struct ringd *rd)
 		snprintf(host, sizeof(host), "%s", rd->hf.hosts[rd->rank].host);
 		port = rd->hf.hosts[rd->rank].port;
 	}
-	if (resolve(host, port, &ss, &sl) != 0) {
-		log_err("cannot resolve listen address %s:%d", host, port);
+	rd->peer_fd = listen_socket(rd, host, port);
+	if (rd->peer_fd < 0)
 		return -1;
-	}
-	rd->peer_lst = evconnlistener_new_bind(rd->base, accept_cb, rd,
-					       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-					       LEV_OPT_CLOSE_ON_EXEC, 64,
-					       (struct sockaddr *)&ss, (int)sl);
-	if (rd->peer_lst == NULL) {
-		log_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
+	rd->peer_ev = event_new(rd->base, rd->peer_fd, EV_READ | EV_PERSIST, accept_cb, rd);
+	if (rd->peer_ev == NULL || event_add(rd->peer_ev, NULL) != 0)
 		return -1;
-	}
 	log_info("peers: listening on %s:%d (%s), host %d of %d", host, port,
 		 transport_name(transport), rd->rank, rd->world);
 	if (rd->world < 2)
@@ -727,18 +1047,17 @@ link_stop(struct ringd *rd)
 		if (ls[i] == NULL)
 			continue;
 		link_close(ls[i], "daemon stopping");
-		event_free(ls[i]->timer);
-		free(ls[i]);
+		link_free_later(ls[i]);
 	}
 	rd->next = rd->prev = NULL;
-	for (i = 0; i < (int)(sizeof(rd->pending) / sizeof(rd->pending[0])); i++)
+	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] != NULL) {
-			if (rd->pending[i]->bev)
-				bufferevent_free(rd->pending[i]->bev);
-			event_free(rd->pending[i]->timer);
-			free(rd->pending[i]);
+			link_close(rd->pending[i], NULL);
+			link_free_later(rd->pending[i]);
 			rd->pending[i] = NULL;
 		}
-	if (rd->peer_lst != NULL)
-		evconnlistener_free(rd->peer_lst);
+	if (rd->peer_ev != NULL)
+		event_free(rd->peer_ev);
+	if (rd->peer_fd >= 0)
+		close(rd->peer_fd);
 }

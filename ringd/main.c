@@ -262,6 +262,7 @@ main(int argc, char **argv)
 		fatal("cannot create the event loop");
 	rd->started_ms = now_ms();
 	rd->client_fd = -1;
+	rd->peer_fd = -1;
 	rd->state = RING_FORMING;
 	coll_init(rd);
 	if (sess_start(rd) != 0)

@@ -200,12 +200,41 @@ p2p_pump(struct ringd *rd, struct job *j)
 	}
 }
 
+/* The recv whose data this frame carries, if it is still waiting for it. */
+static struct op *
+p2p_recv_for(struct ringd *rd, const struct proto_frame *f)
+{
+	struct job *j = job_lookup(rd, f->job);
+	int src_host = (int)(f->aux >> 16);
+	struct op *op;
+
+	if (j == NULL)
+		return NULL;
+	TAILQ_FOREACH(op, &j->recvs, entry)
+		if (op->cts && !op->finished && op->p2p_id == f->seq &&
+		    rank_host(j, (int)op->rts.src) == src_host)
+			return op;
+	return NULL;
+}
+
+uint8_t *
+p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
+	    const void **owner)
+{
+	struct op *op;
+
+	if ((int)(f->aux & 0xffff) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
+	    f->offset != op->rx_off || f->length > op->rx[0].len - op->rx_off)
+		return NULL;
+	*arena = op->arena;
+	*owner = op;
+	return op->rx[0].dst + op->rx_off;
+}
+
 int
-p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evbuffer *src)
+p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	int src_host = (int)(f->aux >> 16), dst_host = (int)(f->aux & 0xffff);
-	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
-	uint8_t buf[2048];
 	struct job *j;
 	struct op *op;
 
@@ -216,47 +245,31 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evb
 	}
 	if (dst_host != rd->rank) {
 		/* not ours: pass it on, as output room allows */
-		if (rd->next == NULL || rd->next->state != LINK_UP) {
-			evbuffer_drain(src, flen);
+		if (rd->next == NULL || rd->next->state != LINK_UP || pl == NULL)
 			return RX_DONE;
-		}
 		if (link_tx_room(rd->next) == 0)
 			return RX_BLOCKED;
-		evbuffer_remove_buffer(src, link_output(rd->next), flen);
-		rd->next->bytes_tx += flen;
-		rd->next->frames_tx++;
+		link_send(rd->next, f, pl);
 		return RX_DONE;
 	}
 	j = job_lookup(rd, f->job);
 	if (f->type == PROTO_F_P2P_DATA) {
-		evbuffer_drain(src, PROTO_FRAME_HDR);
-		op = NULL;
-		if (j != NULL)
-			TAILQ_FOREACH(op, &j->recvs, entry)
-				if (op->cts && !op->finished && op->p2p_id == f->seq &&
-				    rank_host(j, (int)op->rts.src) == src_host)
-					break;
-		if (op == NULL || f->offset != op->rx_off || f->length > op->rx[0].len - op->rx_off) {
-			evbuffer_drain(src, f->length);	/* its recv gave up */
-			return RX_DONE;
-		}
-		evbuffer_remove(src, op->rx[0].dst + op->rx_off, f->length);
+		op = p2p_recv_for(rd, f);
+		if (op == NULL || pl == NULL || f->offset != op->rx_off ||
+		    f->length > op->rx[0].len - op->rx_off)
+			return RX_DONE;	/* its recv gave up */
+		if (pl != op->rx[0].dst + op->rx_off)
+			memcpy(op->rx[0].dst + op->rx_off, pl, f->length);
 		op->rx_off += f->length;
 		if (op->rx_off == op->rx[0].len)
 			op_finish(rd, op, 0, NULL);
 		return RX_DONE;
 	}
-	if (f->length > sizeof(buf)) {
-		snprintf(l->last_error, sizeof(l->last_error), "oversized p2p control frame");
-		return RX_ERROR;
-	}
-	evbuffer_drain(src, PROTO_FRAME_HDR);
-	evbuffer_remove(src, buf, f->length);
 	if (f->type == PROTO_F_P2P_RTS) {
 		struct proto_rts m;
 		struct rts_entry *e;
 
-		if (proto_decode_rts(buf, f->length, &m) != 0) {
+		if (proto_decode_rts(pl, f->length, &m) != 0) {
 			snprintf(l->last_error, sizeof(l->last_error), "malformed RTS");
 			return RX_ERROR;
 		}
@@ -288,7 +301,7 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evb
 	{
 		struct proto_cts c;
 
-		if (proto_decode_cts(buf, f->length, &c) != 0) {
+		if (proto_decode_cts(pl, f->length, &c) != 0) {
 			snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
 			return RX_ERROR;
 		}

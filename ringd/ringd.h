@@ -14,7 +14,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <event2/event.h>
-#include <event2/bufferevent.h>
+#include <sys/types.h>
+#include <event2/buffer.h>
 
 #include "config.h"
 #include "hostfile.h"
@@ -29,23 +30,40 @@ struct ringd;
 struct job;
 struct sess;
 
-/* A TCP link to a neighbour; frames in both directions. */
+/* A TCP link to a neighbour; frames in both directions.  Input is read by the
+ * link itself (whole frames into rxbuf, or a payload straight into its final place
+ * in an arena); output is an evbuffer written with writev, whose payload chains
+ * reference arena memory rather than copies. */
 struct link {
 	struct ringd *rd;		/* owner */
 	enum link_dir dir;		/* next: we connect; prev: we accept */
 	enum link_state state;		/* see link_change_state() */
-	int peer;			/* host rank of the neighbour */
-	struct bufferevent *bev;	/* the transport (plain or TLS) */
+	int peer;			/* host rank of the neighbour (-1: not yet known) */
+	int fd;				/* the socket (-1 when down) */
+	void *tconn;			/* transport state (TLS session), NULL for plain */
+	struct event *rev, *wev;	/* readable / writable */
+	struct event *flush_ev;		/* deferred write of queued output */
 	struct event *timer;		/* heartbeat, handshake timeout, reconnect */
+	struct evbuffer *out;		/* frames waiting to be written */
+	uint8_t *rxbuf;			/* input bytes: whole frames for the engine */
+	size_t rxcap, rxoff, rxlen;	/* capacity; unprocessed data is [rxoff, rxlen) */
+	struct proto_frame cur;		/* header of the frame being read */
+	bool have_hdr;			/* cur is valid; its payload is being read */
+	uint8_t *direct;		/* payload goes straight here (NULL: rxbuf) */
+	struct arena *direct_arena;	/* held while a direct read is under way */
+	const void *direct_owner;	/* the op it belongs to */
+	uint32_t direct_got;		/* bytes of it read so far */
+	bool discard;			/* the direct target went away: drop the rest */
 	uint32_t backoff_ms;		/* next reconnect delay */
-	uint64_t last_rx_ms;		/* monotonic time of the last frame received */
+	uint64_t last_rx_ms;		/* monotonic time of the last bytes received */
 	uint64_t rtt_us;		/* from heartbeat echoes */
 	uint64_t bytes_tx, bytes_rx;	/* payload+header bytes */
 	uint64_t frames_tx, frames_rx;
 	uint64_t errors;		/* handshakes refused, protocol errors, drops */
 	char last_error[256];		/* why it last went down */
-	bool rx_blocked;		/* a frame waits for output space or credit */
-	bool dead;			/* closed; freed from the loop, not its callback */
+	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
+	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
+	bool handshake_acceptor;	/* pending accepted connection */
 };
 
 /* A client's shared memory, mapped once; freed when the last reference goes. */
@@ -64,7 +82,8 @@ struct ringd {
 	uint32_t epoch;			/* bumps each time the ring re-forms */
 	uint64_t started_ms;		/* monotonic start time */
 	struct link *next, *prev;	/* neighbours (NULL when world == 1) */
-	struct evconnlistener *peer_lst;	/* peer port */
+	int peer_fd;			/* peer port (listening) */
+	struct event *peer_ev;		/* accept on it */
 	struct link *pending[8];	/* accepted links still in handshake */
 	int client_fd;			/* SEQPACKET listener */
 	struct event *client_ev;	/* accept on it */
@@ -84,13 +103,21 @@ uint64_t now_us(void);
 void ringd_update_state(struct ringd *rd);
 const char *ringd_state_name(enum ring_state s);
 
-/* transport.c: what links are made of.  A second implementation (TLS) wraps the
- * same socket; callers see only bufferevents. */
+/* transport.c: what a link's bytes travel over.  Plain TCP is one
+ * implementation; TLS is another of the same interface, so the engine and the
+ * link logic never ask which one they use. */
 struct transport;
 struct transport *transport_plain(void);
-struct bufferevent *transport_wrap(struct transport *t, struct event_base *base, int fd,
-				   bool connector);
 const char *transport_name(const struct transport *t);
+/* Sets up the transport on a connected socket (connector: we dialled). */
+int transport_open(struct transport *t, struct link *l, bool connector);
+/* 0: handshake done; 1: in progress (wait for I/O); -1: failed (reason in l). */
+int transport_handshake(struct transport *t, struct link *l);
+/* Like read(2): >0 bytes, 0 EOF, -1 with errno (EAGAIN: nothing now). */
+ssize_t transport_read(struct transport *t, struct link *l, void *buf, size_t len);
+/* Writes from the front of out and drains what went; -1 with errno. */
+ssize_t transport_write(struct transport *t, struct link *l, struct evbuffer *out);
+void transport_close(struct transport *t, struct link *l);
 
 /* link.c */
 int link_start(struct ringd *rd);
@@ -98,6 +125,10 @@ int mod_prev(const struct ringd *rd);
 void link_stop(struct ringd *rd);
 /* Appends a frame (header + payload copied) to a link's output. */
 int link_send(struct link *l, const struct proto_frame *f, const void *payload);
+/* Has queued output written soon (frames added straight to link_output()). */
+void link_kick(struct link *l);
+/* The engine gave up on the arena a direct read is filling: drop the rest. */
+void link_drop_direct(struct ringd *rd, const void *owner);
 /* Output room left before the high watermark (0 = wait for the write callback). */
 size_t link_tx_room(const struct link *l);
 /* Re-runs the input of a link whose processing was blocked. */
@@ -108,9 +139,13 @@ enum { RX_DONE = 0, RX_BLOCKED = 1, RX_ERROR = -1 };
 
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
-/* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived; payload at the front of src.
- * Consumes header+payload from src unless it returns RX_BLOCKED. */
-int coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, struct evbuffer *src);
+/* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived with its whole payload.
+ * RX_BLOCKED: the link keeps it and offers it again after coll_pump. */
+int coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
+/* Where the payload of a DATA frame about to be read should go, when the engine
+ * can take it as is (a copy step of the running op); NULL: read it into rxbuf. */
+uint8_t *coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		      struct arena **arena, const void **owner);
 /* Output space or credit may have become available. */
 void coll_pump(struct ringd *rd);
 /* A link went down: fail every in-flight operation with the reason. */

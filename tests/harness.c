@@ -468,7 +468,7 @@ static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
 			c->sockets[i / per_host], job, ring_strerror(rc),
 			comm ? ring_last_error(comm) : "");
 		fflush(stderr);
-		_exit(1);
+		_exit(rc == RING_ENOTSUP ? CLUSTER_NOTSUP : 1);
 	}
 	it_comm = comm;
 	if (ring_rank(comm) != i || ring_size(comm) != nprocs) {
@@ -491,7 +491,7 @@ static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
 int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 {
 	pid_t pids[CLUSTER_MAX * 8];
-	int status[CLUSTER_MAX * 8], per_host, left, failed = 0;
+	int status[CLUSTER_MAX * 8], per_host, left, failed = 0, notsup = 0;
 	double deadline;
 	char job[64];
 
@@ -549,13 +549,19 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 			fprintf(stderr, "harness: rank %d died of signal %d (%s)\n", i,
 				WTERMSIG(st), strsignal(WTERMSIG(st)));
 			failed++;
+		} else if (WEXITSTATUS(st) == CLUSTER_NOTSUP) {
+			fprintf(stderr, "harness: rank %d: the daemon does not support this "
+				"(RING_ENOTSUP)\n", i);
+			notsup++;
 		} else if (WEXITSTATUS(st) != 0) {
 			fprintf(stderr, "harness: rank %d failed (exit %d)\n", i,
 				WEXITSTATUS(st));
 			failed++;
 		}
 	}
-	return failed ? 1 : 0;
+	if (failed)
+		return 1;
+	return notsup ? CLUSTER_NOTSUP : 0;
 }
 
 void it_fail(const char *file, int line, const char *fmt, ...)

@@ -49,7 +49,10 @@ void cluster_stop(struct ring_cluster *c);
 /* Runs fn in nprocs forked ranks (a multiple of c->n; several per daemon when
  * larger) and waits at most c->run_timeout_s; ranks still running then are
  * killed.  fn returns 0 on success.  Returns 0 only if every rank opened its
- * communicator with the expected rank and size and fn succeeded everywhere. */
+ * communicator with the expected rank and size and fn succeeded everywhere;
+ * CLUSTER_NOTSUP when the only failures were ring_open's RING_ENOTSUP (the
+ * daemon lacks the feature: a test may skip rather than fail); 1 otherwise. */
+#define CLUSTER_NOTSUP 77
 typedef int (*cluster_fn)(ring_comm *comm, int rank, int size, void *arg);
 int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg);
 
