@@ -17,8 +17,11 @@
  *
  * Launch: one process per rank started by anything that sets RING_SOCKET (and
  * RING_JOB), or `-p N`, which forks N ranks on this machine using the daemons
- * that `scripts/ring-local` announced in RING_SOCKET_0.. (N may be a multiple of
- * RING_HOSTS: several clients per daemon).  Only rank 0 prints the table.
+ * that `scripts/ring-local` announced in RING_SOCKET_0..  With `-l L` rank i
+ * attaches to daemon i / L as its local rank i % L of L (a job on the first N / L
+ * daemons, given launcher ranks when that is fewer than RING_HOSTS); without it
+ * N must be a multiple of RING_HOSTS, N / RING_HOSTS per daemon.  The world size,
+ * and so busbw's n, is N.  Only rank 0 prints the table.
  * Exit status: 0 when every call succeeded and nothing was wrong, 1 otherwise,
  * 2 for a usage error.
  */
@@ -103,6 +106,7 @@ struct bench_opts {
 	int root;
 	bool arena;		/* -A (default) vs -H */
 	int nprocs;		/* -p; 0 = this process is one rank */
+	int local;		/* -l: processes per daemon; 0 = nprocs / RING_HOSTS */
 	bool all_dtypes, all_ops;
 };
 
@@ -915,17 +919,33 @@ out:
 static int launch(const struct bench_opts *o)
 {
 	const char *hs = getenv("RING_HOSTS");
-	int hosts = hs ? atoi(hs) : o->nprocs, per_host, status = 0, left;
+	int hosts = hs ? atoi(hs) : o->nprocs, per_host, status = 0, left, used;
+	bool ranked = false;
 	pid_t *pids;
 	double fail_at = 0;
 
-	if (hosts <= 0 || o->nprocs % hosts != 0) {
-		fprintf(stderr, "ring-bench: -p %d is not a multiple of RING_HOSTS=%d\n",
-			o->nprocs, hosts);
-		return 2;
+	if (o->local) {
+		per_host = o->local;
+		used = o->nprocs / per_host;
+		if (o->nprocs % per_host != 0 || (hs && used > hosts)) {
+			fprintf(stderr, "ring-bench: -p %d -l %d needs a multiple of %d ranks on "
+				"at most RING_HOSTS=%d daemons\n", o->nprocs, per_host, per_host,
+				hosts);
+			return 2;
+		}
+		/* On fewer daemons than the ring has, ringd cannot number the ranks
+		 * from host ranks: say them, as a launcher would. */
+		ranked = hs && used < hosts;
+	} else {
+		if (hosts <= 0 || o->nprocs % hosts != 0) {
+			fprintf(stderr, "ring-bench: -p %d is not a multiple of RING_HOSTS=%d "
+				"(or give -l)\n", o->nprocs, hosts);
+			return 2;
+		}
+		per_host = o->nprocs / hosts;
+		used = hosts;
 	}
-	per_host = o->nprocs / hosts;
-	for (int h = 0; h < hosts; h++) {
+	for (int h = 0; h < used; h++) {
 		char name[32];
 
 		snprintf(name, sizeof(name), "RING_SOCKET_%d", h);
@@ -958,11 +978,17 @@ static int launch(const struct bench_opts *o)
 			sock = getenv(name);
 			if (sock)
 				setenv("RING_SOCKET", sock, 1);
-			if (per_host > 1) {
+			if (per_host > 1 || o->local) {
 				snprintf(num, sizeof(num), "%d", i % per_host);
 				setenv("RING_LOCAL_RANK", num, 1);
 				snprintf(num, sizeof(num), "%d", per_host);
 				setenv("RING_LOCAL_SIZE", num, 1);
+			}
+			if (ranked) {
+				snprintf(num, sizeof(num), "%d", i);
+				setenv("RING_RANK", num, 1);
+				snprintf(num, sizeof(num), "%d", o->nprocs);
+				setenv("RING_WORLD_SIZE", num, 1);
 			}
 			_exit(bench_rank(o));
 		}
@@ -1017,7 +1043,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
 "                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H] [-p nprocs]\n"
+"                  [-A | -H] [-p nprocs [-l per_daemon]]\n"
 "  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv\n"
 "  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
 "  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
@@ -1029,7 +1055,9 @@ static void usage(FILE *f)
 "  -r  root rank of broadcast (0)\n"
 "  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
 "  -H  plain host buffers (malloc), staged by libring\n"
-"  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n");
+"  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
+"  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
+"      local rank i%%l); default nprocs / RING_HOSTS\n");
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -1152,7 +1180,7 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:AHh")) != -1) {
+	while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHh")) != -1) {
 		bool bad = false;
 
 		switch (c) {
@@ -1175,6 +1203,7 @@ int main(int argc, char **argv)
 		case 't': bad = parse_coll(optarg, &o) != 0; break;
 		case 'r': bad = parse_int(optarg, 0, &o.root) != 0; break;
 		case 'p': bad = parse_int(optarg, 1, &o.nprocs) != 0; break;
+		case 'l': bad = parse_int(optarg, 1, &o.local) != 0; break;
 		case 'A': o.arena = true; break;
 		case 'H': o.arena = false; break;
 		case 'h': usage(stdout); return 0;
@@ -1186,7 +1215,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || o.minbytes > o.maxbytes) {
+	if (optind != argc || o.minbytes > o.maxbytes || (o.local && !o.nprocs)) {
 		usage(stderr);
 		return 2;
 	}

@@ -17,6 +17,15 @@
  * recv).  All-gather's receive side and reduce-scatter's send side are "big":
  * size blocks of count elements; a piece of them is the same element range of
  * every block, which ringd finds through the op's stride.
+ *
+ * Reduce-scatter with several local ranks.  When any host holds several ranks
+ * of the job (WELCOME's PROTO_WELCOME_RS_INPLACE), ringd reduces its local
+ * clients' send buffers into one of them and runs the ring on that, so it takes
+ * the result where MPI_IN_PLACE puts it: recv_off = send_off + rank * stride *
+ * esize, and it may overwrite the rest of the send side.  Every piece therefore
+ * goes through a slot T of size pieces (stride = the piece): the user's blocks
+ * are copied in, the op runs in place on T, and T's block `rank` is copied out.
+ * The split into pieces is the same as with one local rank.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +55,7 @@ struct plan {
 	bool cin, cout;			/* this rank copies operands in / results out */
 	bool into_recv;			/* flat: send is copied into recv (in the arena) */
 	bool shared;			/* flat: one staged buffer is both send and recv */
+	bool rs_inplace;		/* scatter: in place in a slot (local_size > 1) */
 	size_t sbytes, rbytes;		/* staging bytes of each side per slot */
 };
 
@@ -170,6 +180,14 @@ static void plan_layout(struct plan *pl)
 		pl->rbytes = pl->rin ? 0 : pmax * pl->es * (size_t)c->size;
 		break;
 	case PLAN_SCATTER:
+		if (c->rs_inplace) {
+			/* Staged whatever the placement: ringd wants it in place. */
+			pl->rs_inplace = true;
+			pl->sin = pl->rin = false;
+			pl->sbytes = pmax * pl->es * (size_t)c->size;
+			pl->rbytes = 0;
+			break;
+		}
 		pl->sbytes = pl->sin ? 0 : pmax * pl->es * (size_t)c->size;
 		pl->rbytes = pl->rin ? 0 : pmax * pl->es;
 		break;
@@ -196,7 +214,10 @@ static void plan_slot_get(struct plan *pl, struct slot *sl, uint8_t *buf)
 
 	sl->buf = buf;
 	sl->s = buf;
-	sl->r = pl->shared || !pl->sbytes ? buf : buf + align_up(pl->sbytes);
+	if (pl->rs_inplace)
+		sl->r = buf + (size_t)pl->c->rank * pl->per * pl->es;
+	else
+		sl->r = pl->shared || !pl->sbytes ? buf : buf + align_up(pl->sbytes);
 	sl->soff = (uint64_t)(sl->s - base);
 	sl->roff = (uint64_t)(sl->r - base);
 }
@@ -551,18 +572,4 @@ int ring_recv(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
 	      const size_t *shape, int src)
 {
 	return p2p(c, "ring_recv", PROTO_COLL_RECV, buf, dtype, ndim, shape, src);
-}
-
-int ring_split(ring_comm *c, int color, int key, ring_comm **out)
-{
-	int rc;
-
-	if (out)
-		*out = NULL;
-	if ((rc = check_comm(c, "ring_split")))
-		return rc;
-	if (!out)
-		return lr_fail(c, RING_EINVAL, "ring_split: out is NULL");
-	return lr_fail(c, RING_ENOTSUP, "ring_split: sub-communicators are not supported "
-		       "yet by this libring");
 }

@@ -381,9 +381,9 @@ static int sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
 	return 0;
 }
 
-/* HELLO with the arena attached; then WELCOME or ERROR within the connect bound. */
-static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline,
-		      int bound)
+/* HELLO with the arena attached (sent within the connect deadline); then WELCOME
+ * or ERROR within the operation timeout. */
+static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	struct proto_hello h;
@@ -407,10 +407,26 @@ static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t dea
 	rc = sess_send(c, buf, (size_t)n, c->arena.fd, deadline);
 	if (rc)
 		return rc;
-	rc = sess_recv(c, buf, &len, deadline);
-	if (rc == RING_ETIMEDOUT)
-		return lr_fail(c, RING_ETIMEDOUT, "ringd at %s did not answer HELLO within "
-			       "%d ms", c->sock, bound);
+	/* The daemon answers only once the job has formed: every rank attached on
+	 * every host.  Ranks start seconds apart under any launcher, so this wait
+	 * gets the operation bound, not the connect bound. */
+	rc = sess_recv(c, buf, &len, now_ms() + env->timeout_ms);
+	if (rc == RING_ETIMEDOUT) {
+		char place[96];
+
+		if (env->rank >= 0)
+			snprintf(place, sizeof(place), "rank %d of %d from %s", env->rank,
+				 env->size, env->source);
+		else
+			snprintf(place, sizeof(place), "local rank %d of %d", env->local_rank,
+				 env->local_size);
+		return lr_fail(c, RING_ETIMEDOUT, "ringd at %s did not welcome this process "
+			       "(%s) into job \"%s\" within %d ms (RING_TIMEOUT_MS): a job "
+			       "starts only when all its ranks have attached on every host; "
+			       "check that every rank started, with the same RING_JOB, world "
+			       "size and local size (`ringctl jobs` shows who is attached)",
+			       c->sock, place, env->job, env->timeout_ms);
+	}
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)
@@ -433,6 +449,9 @@ static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t dea
 	c->job_id = w.job_id;
 	c->seg_bytes = w.seg_bytes;
 	c->piece_bytes = w.piece_bytes;
+	/* Where some host holds several ranks of the job, ringd reduces them into
+	 * one buffer first and needs reduce-scatter in place on every host. */
+	c->rs_inplace = (w.flags & PROTO_WELCOME_RS_INPLACE) || w.local_size > 1;
 	return 0;
 }
 
@@ -444,39 +463,33 @@ static void comm_free(struct ring_comm *c)
 	free(c);
 }
 
-int ring_open(ring_comm **out, const struct ring_options *opts)
+int lr_comm_open(const struct lr_env *env, ring_comm **out)
 {
 	struct ring_comm *c = NULL;
-	struct lr_env env;
 	char err[LR_ERR_MAX];
 	int64_t start;
 	int rc, bound;
 
-	if (!out)
-		return lr_fail(NULL, RING_EINVAL, "ring_open: the comm pointer is NULL");
 	*out = NULL;
-	rc = lr_env_resolve(opts, &env, err, sizeof(err));
-	if (rc)
-		return lr_fail(NULL, rc, "ring_open: %s", err);
-	if (!proto_job_name_ok(env.job))
+	if (!proto_job_name_ok(env->job))
 		return lr_fail(NULL, RING_EINVAL, "ring_open: job name \"%s\" must be 1..%d of "
-			       "letters, digits and . _ - :", env.job, PROTO_JOB_MAX);
+			       "letters, digits and . _ - :", env->job, PROTO_JOB_MAX);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return lr_fail(NULL, RING_ENOMEM, "ring_open: out of memory");
 	c->fd = -1;
-	c->debug = env.debug;
-	c->timeout_ms = env.timeout_ms;
+	c->debug = env->debug;
+	c->timeout_ms = env->timeout_ms;
 	c->next_reqid = 1;
-	memcpy(c->sock, env.socket, sizeof(c->sock));
-	memcpy(c->job, env.job, sizeof(c->job));
+	memcpy(c->sock, env->socket, sizeof(c->sock));
+	memcpy(c->job, env->job, sizeof(c->job));
 
-	rc = lr_arena_create(&c->arena, env.arena_bytes, err, sizeof(err));
+	rc = lr_arena_create(&c->arena, env->arena_bytes, err, sizeof(err));
 	if (rc) {
 		lr_fail(c, rc, "ring_open: %s", err);
 		goto fail;
 	}
-	if (env.single) {
+	if (env->single) {
 		/* Asked for explicitly (RING_SINGLE=1, no socket configured). */
 		c->single = true;
 		c->rank = c->local_rank = c->host_rank = 0;
@@ -486,12 +499,12 @@ int ring_open(ring_comm **out, const struct ring_options *opts)
 		return 0;
 	}
 
-	bound = env.timeout_ms < LR_CONNECT_MAX_MS ? env.timeout_ms : LR_CONNECT_MAX_MS;
+	bound = env->timeout_ms < LR_CONNECT_MAX_MS ? env->timeout_ms : LR_CONNECT_MAX_MS;
 	start = now_ms();
-	rc = sess_connect(c, env.socket_set, start + bound);
+	rc = sess_connect(c, env->socket_set, start + bound);
 	if (rc)
 		goto fail;
-	rc = sess_hello(c, &env, start + bound, bound);
+	rc = sess_hello(c, env, start + bound);
 	if (rc)
 		goto fail;
 	if (c->debug)
@@ -506,6 +519,21 @@ fail:
 	snprintf(lr_tls_err, sizeof(lr_tls_err), "%s", c->err);
 	comm_free(c);
 	return rc;
+}
+
+int ring_open(ring_comm **out, const struct ring_options *opts)
+{
+	struct lr_env env;
+	char err[LR_ERR_MAX];
+	int rc;
+
+	if (!out)
+		return lr_fail(NULL, RING_EINVAL, "ring_open: the comm pointer is NULL");
+	*out = NULL;
+	rc = lr_env_resolve(opts, &env, err, sizeof(err));
+	if (rc)
+		return lr_fail(NULL, rc, "ring_open: %s", err);
+	return lr_comm_open(&env, out);
 }
 
 int ring_close(ring_comm *c)

@@ -1,7 +1,8 @@
 /*
  * internal.h - what the modules of libring share and nothing else installs: the
  * arena allocator (arena.c), the environment resolution (env.c), the communicator
- * and its session with ringd (comm.c) and the operations (coll.c).  Internal names
+ * and its session with ringd (comm.c), the operations (coll.c) and the
+ * sub-communicators of ring_split (split.c).  Internal names
  * carry the lr_ prefix, never ring_, so the version script (ring_* global) hides
  * them from the shared library and they cannot collide with a caller's symbols
  * through the public prefix.
@@ -26,7 +27,8 @@
 #define LR_DEFAULT_TIMEOUT_MS	60000
 #define LR_DEFAULT_ARENA_MB	1024
 #define LR_MAX_ARENA_MB		(1u << 20)	/* 1 TiB: a typo guard, not a policy */
-#define LR_CONNECT_MAX_MS	30000	/* bound on connect + HELLO/WELCOME */
+#define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
+					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
@@ -96,13 +98,19 @@ struct ring_comm {
 	uint32_t job_id;
 	uint32_t seg_bytes;		/* informational */
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
+	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
+	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
 	uint64_t next_reqid;		/* id of the next message we send */
 	int64_t deadline_ms;		/* monotonic bound of the posted op's wait */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 };
 
+/* Opens a communicator for a resolved environment (ring_open after
+ * lr_env_resolve; ring_split with explicit places).  On failure the message is
+ * in ring_last_error(NULL). */
+int lr_comm_open(const struct lr_env *env, ring_comm **out);
 /* Records the message for ring_last_error (comm NULL: the thread's slot) and
  * returns code, so callers write `return lr_fail(c, RING_EINVAL, ...)`. */
 int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
@@ -116,5 +124,21 @@ int lr_sess_post(struct ring_comm *c, struct proto_op *op);
 int lr_sess_wait(struct ring_comm *c, const struct proto_op *op);
 /* RING_EDAEMON (with the recorded reason) when the session is unusable, else 0. */
 int lr_sess_usable(struct ring_comm *c);
+
+/* ---- split.c: the pure parts of ring_split, exported for the unit tests ---- */
+
+/* One parent rank's row of the split's all-gather. */
+enum { LR_SPLIT_COLOR, LR_SPLIT_KEY, LR_SPLIT_HOST, LR_SPLIT_RANK, LR_SPLIT_COLS };
+
+/* From the n rows (LR_SPLIT_COLS int64 each, row r from parent rank r), the place
+ * of parent rank me in its color's group: members ordered by key then parent
+ * rank; local rank and size among the members on me's host, by new rank.
+ * RING_EINVAL (message in err) when the rows are inconsistent. */
+int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
+		   int *local_rank, int *local_size, char *err, size_t cap);
+/* The sub-job name every member derives alike: "<parent>:s<nsplit>.<color>", or,
+ * when that is longer than PROTO_JOB_MAX, a prefix of the parent's name and a
+ * hash of the long name.  out holds PROTO_JOB_MAX + 1 bytes. */
+void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color);
 
 #endif /* LIBRING_INTERNAL_H */

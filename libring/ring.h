@@ -85,6 +85,18 @@ int ring_send(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim,
 	      const size_t *shape, int dst);
 int ring_recv(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
 	      const size_t *shape, int src);
+/*
+ * ring_split: MLX's Group.split, MPI_Comm_split.  A collective over comm: every
+ * rank of comm calls it (in the same order as its other collectives).  Ranks
+ * that pass the same color >= 0 form a new communicator, ordered by key and then
+ * by their rank in comm; *out gets it.  A rank that passes a negative color joins
+ * no group: *out is set to NULL and 0 is returned.  comm stays usable, and each
+ * communicator is closed on its own (closing comm does not close *out).  The
+ * new communicator is a job of its own on the same daemons, named
+ * "<comm's job>:s<N>.<color>" (N counts the splits of comm), with its own arena
+ * of comm's size.  Like ring_open it returns once every member has joined, or
+ * RING_ETIMEDOUT after the operation timeout.
+ */
 int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
 
 const char *ring_strerror(int err);	/* for the RING_E* codes */

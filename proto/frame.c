@@ -15,6 +15,7 @@
 
 /* Payload cap of the frames whose payload is a small structure. */
 #define FRAME_CTL_MAX		2048
+#define FRAME_JOIN_MAX		(96 + 4 * PROTO_JOIN_MAX)
 #define PEER_VERSION_MAX	31	/* proto_peer_hello.version without NUL */
 
 static const char *const coll_names[PROTO_COLL_MAX + 1] = {
@@ -49,9 +50,11 @@ proto_frame_encode(uint8_t out[PROTO_FRAME_HDR], const struct proto_frame *f)
 	pw_u32(&w, f->job);
 	pw_u32(&w, f->aux);
 	pw_u32(&w, f->epoch);
+	pw_u32(&w, f->route);
 	pw_u64(&w, f->seq);
 	pw_u64(&w, f->offset);
 	pw_u32(&w, f->length);
+	pw_u32(&w, 0);		/* reserved */
 }
 
 /*
@@ -75,6 +78,9 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
 		return FRAME_CTL_MAX;
+	case PROTO_F_JOIN:
+	case PROTO_F_LEAVE:
+		return FRAME_JOIN_MAX;
 	case PROTO_F_DATA:
 	case PROTO_F_P2P_DATA:
 		return max_payload < PROTO_FRAME_MAX_PAYLOAD ? max_payload :
@@ -101,9 +107,12 @@ proto_frame_decode(const uint8_t in[PROTO_FRAME_HDR], struct proto_frame *f,
 	f->job = pr_u32(&r);
 	f->aux = pr_u32(&r);
 	f->epoch = pr_u32(&r);
+	f->route = pr_u32(&r);
 	f->seq = pr_u64(&r);
 	f->offset = pr_u64(&r);
 	f->length = pr_u32(&r);
+	if (pr_u32(&r) != 0)	/* reserved */
+		return RING_EPROTO;
 	if (r.err || magic != PROTO_FRAME_MAGIC || version != PROTO_VERSION)
 		return RING_EPROTO;
 	if ((max = frame_type_max(f->type, max_payload)) < 0)
@@ -133,6 +142,10 @@ proto_frame_type_name(int type)
 		return "data";
 	case PROTO_F_ABORT:
 		return "abort";
+	case PROTO_F_JOIN:
+		return "join";
+	case PROTO_F_LEAVE:
+		return "leave";
 	case PROTO_F_P2P_RTS:
 		return "p2p_rts";
 	case PROTO_F_P2P_CTS:
@@ -471,5 +484,54 @@ proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m)
 	if (pr_done(&r) != 0 || !cts_ok(&t))
 		return RING_EPROTO;
 	*m = t;
+	return 0;
+}
+
+int
+proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m)
+{
+	struct pw w;
+	uint32_t i;
+
+	if (!proto_job_name_ok(m->job) || m->nranks > PROTO_JOIN_MAX ||
+	    m->world == 0 || m->world > PROTO_MAX_RANKS || m->host >= PROTO_MAX_RANKS)
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_str(&w, m->job, PROTO_JOB_MAX);
+	pw_u32(&w, m->world);
+	pw_u32(&w, m->host);
+	pw_u32(&w, m->gen);
+	pw_u32(&w, m->nranks);
+	for (i = 0; i < m->nranks; i++) {
+		if (m->ranks[i] >= m->world)
+			return RING_EINVAL;
+		pw_u32(&w, m->ranks[i]);
+	}
+	return w.err ? RING_EINVAL : (int)w.off;
+}
+
+int
+proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m)
+{
+	struct pr r;
+	uint32_t i;
+
+	memset(m, 0, sizeof(*m));
+	pr_init(&r, buf, len);
+	pr_str(&r, m->job, sizeof(m->job), PROTO_JOB_MAX);
+	m->world = pr_u32(&r);
+	m->host = pr_u32(&r);
+	m->gen = pr_u32(&r);
+	m->nranks = pr_u32(&r);
+	if (r.err || !proto_job_name_ok(m->job) || m->nranks > PROTO_JOIN_MAX || m->world == 0 ||
+	    m->world > PROTO_MAX_RANKS || m->host >= PROTO_MAX_RANKS)
+		return RING_EPROTO;
+	for (i = 0; i < m->nranks; i++) {
+		m->ranks[i] = pr_u32(&r);
+		if (m->ranks[i] >= m->world)
+			return RING_EPROTO;
+	}
+	if (r.err || r.off != len)
+		return RING_EPROTO;
 	return 0;
 }

@@ -232,7 +232,7 @@ welcome_ok(const struct proto_welcome *m)
 	if (!size_ok(m->nhosts) || !rank_ok(m->host_rank, m->nhosts))
 		return false;
 	/* libring divides operations by piece_bytes; job 0 is reserved for links. */
-	if (m->job_id == 0 || m->piece_bytes == 0)
+	if (m->job_id == 0 || m->piece_bytes == 0 || (m->flags & ~PROTO_WELCOME_RS_INPLACE))
 		return false;
 	return str_printable(m->version, sizeof(m->version));
 }
@@ -254,6 +254,7 @@ proto_encode_welcome(uint8_t *buf, size_t cap, const struct proto_welcome *m)
 	pw_u32(&w, m->job_id);
 	pw_u32(&w, m->seg_bytes);
 	pw_u64(&w, m->piece_bytes);
+	pw_u32(&w, m->flags);
 	pw_str(&w, m->version, VERSION_MAX);
 	return msg_finish(&w);
 }
@@ -276,6 +277,7 @@ proto_decode_welcome(const uint8_t *buf, size_t len, struct proto_welcome *m)
 	t.job_id = pr_u32(&r);
 	t.seg_bytes = pr_u32(&r);
 	t.piece_bytes = pr_u64(&r);
+	t.flags = pr_u32(&r);
 	pr_str(&r, t.version, sizeof(t.version), VERSION_MAX);
 	if (msg_close(&r) != 0 || !welcome_ok(&t))
 		return RING_EPROTO;

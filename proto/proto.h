@@ -27,7 +27,7 @@
 #define PROTO_MSG_MAX		4096	/* one client message (SOCK_SEQPACKET packet) */
 #define PROTO_MAX_NDIM		RING_MAX_NDIM
 #define PROTO_MAX_RANKS		65535	/* global ranks and hosts fit in 16 bits */
-#define PROTO_FRAME_HDR		40	/* bytes of a peer frame header */
+#define PROTO_FRAME_HDR		48	/* bytes of a peer frame header */
 #define PROTO_FRAME_MAX_PAYLOAD	(16u << 20)	/* hard cap; segments are smaller */
 #define PROTO_NONCE_LEN		32
 #define PROTO_MAC_LEN		32
@@ -112,23 +112,32 @@ enum proto_frame_type {
 	PROTO_F_OPHDR = 16,	/* first frame of an operation: struct proto_fp */
 	PROTO_F_DATA = 17,	/* aux = step, offset = byte offset within the step */
 	PROTO_F_ABORT = 18,	/* the op failed: i32 code + reason string; forwarded round */
-	/* 32..47: point-to-point; aux = src_host << 16 | dst_host, seq = message id */
+	PROTO_F_JOIN = 19,	/* struct proto_join: a host's ranks of a job, sent round */
+	PROTO_F_LEAVE = 20,	/* struct proto_join (no ranks): the host's clients left */
+	/* 32..47: point-to-point; seq = message id */
 	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
 	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
 	PROTO_F_P2P_DATA = 34,	/* payload bytes at offset */
 	PROTO_F_MAX = 34
 };
 
-/* The fixed header of every frame; `length` payload bytes follow it. */
+/* The fixed header of every frame; `length` payload bytes follow it.  Wire order:
+ * magic u32, version u16, type u16, job u32, aux u32, epoch u32, route u32,
+ * seq u64, offset u64, length u32, reserved u32 (zero). */
 struct proto_frame {
 	uint16_t type;		/* enum proto_frame_type */
 	uint32_t job;		/* job id (0 for link frames) */
-	uint32_t aux;		/* type-specific (step, routing) */
+	uint32_t aux;		/* type-specific (step) */
 	uint32_t epoch;		/* ring epoch the frame belongs to */
+	uint32_t route;		/* PROTO_ROUTE(src_host, dst_host): daemons that are
+				 * not dst pass the frame on; 0 for link frames */
 	uint64_t seq;		/* sequence number / message id */
 	uint64_t offset;	/* type-specific (offset, credit, timestamp) */
 	uint32_t length;	/* payload bytes after the header */
 };
+#define PROTO_ROUTE(src, dst)	(((uint32_t)(src) << 16) | (uint32_t)(dst))
+#define PROTO_ROUTE_SRC(r)	((int)((r) >> 16))
+#define PROTO_ROUTE_DST(r)	((int)((r) & 0xffffu))
 void proto_frame_encode(uint8_t out[PROTO_FRAME_HDR], const struct proto_frame *f);
 /* Checks magic, version, type, and the payload length against the type's limits
  * (max_payload caps DATA frames: the receiver's configured segment size). */
@@ -157,6 +166,19 @@ int proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp);
 /* REJECT / ABORT payloads: i32 code + string. */
 int proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text);
 int proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, size_t cap);
+
+/* A host's part of a job (JOIN), or its departure (LEAVE: nranks = 0). */
+#define PROTO_JOIN_MAX	1024	/* processes of one job on one host */
+struct proto_join {
+	char job[PROTO_JOB_MAX + 1];	/* the job's name */
+	uint32_t world;		/* the job's world size */
+	uint32_t host;		/* the host whose ranks these are */
+	uint32_t gen;		/* the host's attach generation of the job */
+	uint32_t nranks;	/* 0..PROTO_JOIN_MAX */
+	uint32_t ranks[PROTO_JOIN_MAX];	/* global ranks, by local rank */
+};
+int proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m);
+int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);
 
 /* P2P request to send (rendezvous) and clear to send. */
 struct proto_rts {
@@ -216,8 +238,13 @@ struct proto_welcome {
 	uint32_t job_id;	/* the job's id on the wire */
 	uint32_t seg_bytes;	/* daemon's segment size (informational) */
 	uint64_t piece_bytes;	/* the cluster-wide size libring splits operations into */
+	uint32_t flags;		/* PROTO_WELCOME_* */
 	char version[32];	/* daemon version */
 };
+/* Some host of the job holds several of its ranks: reduce-scatter must be run in
+ * place (recv = send + rank * stride), through a temporary when the caller's is
+ * not (libring does this). */
+#define PROTO_WELCOME_RS_INPLACE	0x1u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */

@@ -1,24 +1,31 @@
 /*
- * coll.c - the collective engine: jobs, the plan of each collective, and its
- * execution over the ring with credit-based flow control.
+ * coll.c - the collective engine: gathering the local processes' requests, the
+ * plan of each collective over the job's hosts, and its execution over the ring
+ * with credit-based flow control.
  *
- * Every collective is one send stream to next and one receive stream from prev.
- * The plan (coll_plan) names the chunk that leaves at step 0 and, for every
- * received step, where its bytes go, whether they are reduced with a local operand
- * and whether the result is forwarded to next as the following step.  Ring
- * all-reduce is n-1 reduce steps then n-1 copy steps; all-gather is the copy half;
- * reduce-scatter the reduce half with intermediate sums reduced straight into the
- * outgoing buffer; broadcast a pipelined chain from the root.  A step with no bytes
- * still sends one empty frame, so every rank's completion proves every other rank
- * took part (that is also the barrier).
+ * Every collective is one send stream to the job's next host and one receive
+ * stream from its previous.  The plan names the chunk that leaves at step 0 and,
+ * for every received step, where its bytes go and whether they are reduced with a
+ * local operand; a later send step forwards what an earlier received step
+ * produced, as soon as it has arrived.  Ring all-reduce is m-1 reduce steps then
+ * m-1 copy steps; all-gather is the copy half; reduce-scatter the reduce half;
+ * broadcast a pipelined chain from the root's host.  A step with no bytes still
+ * sends one empty frame, so every host's completion proves every other host took
+ * part (that is also the barrier).
  *
- * Flow control: each job has a credit on each link.  The receiver grants bytes
- * (CREDIT frames) as it consumes them, and parks frames that arrive before their
- * operation is posted in the job's stash, which credit bounds.  So a link's input
- * can always be drained, one job never blocks another behind it, and the daemon's
- * memory is bounded by configuration, not by message size.  Sent data is
- * referenced in the client's arena, not copied; an op ends only when the link has
- * released every reference, so the client may reuse its buffer at once.
+ * Several processes on a host: their operands are first combined on the leader's
+ * buffers (summed for reductions, placed for all-gather), the ring runs on those,
+ * and the result is copied to the others, so exactly one stream per host crosses
+ * the network and every rank gets the same bits.
+ *
+ * Flow control: each job has a credit between each host and its next member.
+ * The receiver grants bytes (CREDIT frames) as it consumes them, and parks frames
+ * that arrive before their operation is posted in the job's stash, which credit
+ * bounds.  So a link's input can always be drained, one job never blocks another
+ * behind it, and the daemon's memory is bounded by configuration, not by message
+ * size.  Sent data is referenced in the client's arena, not copied; an op ends only
+ * when the links have released every reference, so the client may reuse its
+ * buffer at once.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -32,93 +39,26 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
-/* Credit every job has on a fresh link before the receiver says more. */
+/* Credit every job has towards a fresh peer before the receiver says more. */
 #define INITIAL_CREDIT	(256u * 1024)
 
 static void op_tx(struct ringd *rd, struct op *op);
 static void op_check_done(struct ringd *rd, struct op *op);
-static void job_drain_stash(struct ringd *rd, struct job *j);
-
-/* ------------------------------------------------------------------ */
-/* jobs                                                               */
-/* ------------------------------------------------------------------ */
-
-struct job *
-job_lookup(struct ringd *rd, uint32_t id)
-{
-	struct job *j;
-
-	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->id == id)
-			return j;
-	return NULL;
-}
-
-static struct job *
-job_create(struct ringd *rd, uint32_t id)
-{
-	struct job *j;
-
-	if (rd->njobs >= rd->cfg.max_jobs)
-		return NULL;
-	if ((j = calloc(1, sizeof(*j))) == NULL)
-		return NULL;
-	if ((j->stash = evbuffer_new()) == NULL) {
-		free(j);
-		return NULL;
-	}
-	j->id = id;
-	j->next_seq = 1;
-	j->tx_limit = INITIAL_CREDIT;
-	j->rx_granted = INITIAL_CREDIT;
-	TAILQ_INIT(&j->sends);
-	TAILQ_INIT(&j->recvs);
-	TAILQ_INIT(&j->rts_in);
-	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
-	rd->njobs++;
-	return j;
-}
-
-struct job *
-job_wire(struct ringd *rd, uint32_t id)
-{
-	struct job *j = job_lookup(rd, id);
-
-	return j != NULL ? j : job_create(rd, id);
-}
-
-struct job *
-job_get(struct ringd *rd, const char *name, char *err, size_t errlen)
-{
-	uint32_t id = proto_job_id(name);
-	struct job *j = job_lookup(rd, id);
-
-	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
-		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)",
-			 name, j->name, id);
-		return NULL;
-	}
-	if (j == NULL && (j = job_create(rd, id)) == NULL) {
-		snprintf(err, errlen, "too many jobs on this daemon (max_jobs = %d)",
-			 rd->cfg.max_jobs);
-		return NULL;
-	}
-	snprintf(j->name, sizeof(j->name), "%s", name);
-	return j;
-}
-
-void
-job_put(struct ringd *rd, struct job *j)
-{
-	/* Jobs outlive their clients: peers may still send frames for them, and a
-	 * client that reconnects keeps its sequence numbers in step with the ring. */
-	(void)rd;
-	(void)j;
-}
 
 /* ------------------------------------------------------------------ */
 /* flow control                                                       */
 /* ------------------------------------------------------------------ */
+
+void
+job_reset_flow(struct ringd *rd, struct job *j)
+{
+	(void)rd;
+	j->tx_used = 0;
+	j->tx_limit = INITIAL_CREDIT;
+	j->rx_consumed = 0;
+	j->rx_granted = INITIAL_CREDIT;
+	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+}
 
 static bool
 tx_credit_ok(const struct job *j, uint64_t bytes)
@@ -126,14 +66,14 @@ tx_credit_ok(const struct job *j, uint64_t bytes)
 	return j->tx_used + bytes <= j->tx_limit;
 }
 
-/* Grants prev more credit once a quarter of the window has been consumed. */
+/* Grants our previous member more credit once a quarter of the window is used. */
 static void
 rx_credit(struct ringd *rd, struct job *j, bool flush)
 {
 	uint64_t want = j->rx_consumed + rd->cfg.window_bytes;
 	struct proto_frame f;
 
-	if (rd->prev == NULL || rd->prev->state != LINK_UP)
+	if (rd->prev == NULL || rd->prev->state != LINK_UP || j->prev_host < 0)
 		return;
 	if (want <= j->rx_granted)
 		return;
@@ -143,6 +83,7 @@ rx_credit(struct ringd *rd, struct job *j, bool flush)
 	f.type = PROTO_F_CREDIT;
 	f.job = j->id;
 	f.epoch = rd->epoch;
+	f.route = PROTO_ROUTE(rd->rank, j->prev_host);
 	f.offset = want;
 	if (link_send(rd->prev, &f, NULL) == 0)
 		j->rx_granted = want;
@@ -153,17 +94,52 @@ coll_link_up(struct ringd *rd, struct link *l)
 {
 	struct job *j;
 
+	(void)l;
+	/* a fresh connection: both ends start counting again */
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		if (l->dir == LINK_NEXT) {
-			j->tx_used = 0;
-			j->tx_limit = INITIAL_CREDIT;
-		} else {
-			j->rx_consumed = 0;
-			j->rx_granted = INITIAL_CREDIT;
-			evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
-			rx_credit(rd, j, true);
-		}
+		job_reset_flow(rd, j);
+		rx_credit(rd, j, true);
 	}
+	if (rd->state == RING_READY)
+		job_ring_up(rd);
+}
+
+/* ------------------------------------------------------------------ */
+/* regions                                                            */
+/* ------------------------------------------------------------------ */
+
+static struct region
+span(uint8_t *base, uint64_t len)
+{
+	struct region g = { .base = base, .len = len, .blen = len, .nblk = 1 };
+
+	return g;
+}
+
+/* The blocks of a host's ranks in a buffer of world blocks. */
+static struct region
+bundle(uint8_t *base, uint64_t blen, uint64_t stride, const int *ranks, int n)
+{
+	struct region g = { .base = base, .len = blen * (uint64_t)n, .blen = blen,
+			    .stride = stride, .nblk = n, .blk = ranks };
+
+	return g;
+}
+
+/* Address of stream offset off, and how many bytes follow it contiguously. */
+static uint8_t *
+reg_at(const struct region *g, uint64_t off, uint64_t *contig)
+{
+	uint64_t b, in;
+
+	if (g->blk == NULL || g->blen == 0) {
+		*contig = g->len - off;
+		return g->base + off;
+	}
+	b = off / g->blen;
+	in = off % g->blen;
+	*contig = g->blen - in;
+	return g->base + (uint64_t)g->blk[b] * g->stride + in;
 }
 
 /* ------------------------------------------------------------------ */
@@ -173,21 +149,45 @@ coll_link_up(struct ringd *rd, struct link *l)
 static void
 op_free(struct op *op)
 {
+	int i;
+
 	if (op->timer != NULL)
 		event_free(op->timer);
-	if (op->arena != NULL)
-		arena_unref(op->arena);
+	for (i = 0; i < op->nc; i++)
+		arena_unref(op->c[i].arena);
+	free(op->c);
+	free(op->tx);
 	free(op->rx);
 	free(op);
 }
 
-/* Replies to the client and frees, once no link holds a reference into the arena. */
+/* Replies to the clients and frees, once no link holds a reference into an arena.
+ * A collective that failed before every local process asked stays the job's
+ * active op, so that the late ones get the same answer for the same sequence
+ * number instead of starting the next one out of step. */
 static void
 op_complete(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
+	bool coll = op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV;
+	int i;
 
 	if (op->tx_refs > 0)
+		return;
+	for (i = 0; i < op->nc; i++)
+		if (op->c[i].in && !op->c[i].replied) {
+			op->c[i].replied = true;
+			if (op->c[i].sess != NULL)
+				sess_op_done(op->c[i].sess, op->c[i].reqid, op->status, op->text);
+		}
+	if (!op->counted) {
+		op->counted = true;
+		if (op->status == 0)
+			rd->ops_completed++;
+		else
+			rd->ops_failed++;
+	}
+	if (coll && op->joined < op->nc)
 		return;
 	if (j->active == op) {
 		j->active = NULL;
@@ -196,14 +196,8 @@ op_complete(struct ringd *rd, struct op *op)
 	}
 	if (op->q != NULL)
 		TAILQ_REMOVE(op->q, op, entry);
-	if (op->status == 0)
-		rd->ops_completed++;
-	else
-		rd->ops_failed++;
-	if (op->sess != NULL)
-		sess_op_done(op->sess, op, op->status, op->text);
 	op_free(op);
-	/* The next operation's early frames may be waiting. */
+	/* the next operation's early frames may be waiting */
 	if (j->active == NULL)
 		job_drain_stash(rd, j);
 }
@@ -238,26 +232,30 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 	op_complete(rd, op);
 }
 
-/* evbuffer reference cleanup: the link wrote (or dropped) a piece of the arena. */
+/* evbuffer reference cleanup: the link wrote (or dropped) a piece of the arena.
+ * This runs inside libevent while it drains that very output buffer, so nothing
+ * may be done here that could add to a buffer: the completion is deferred to the
+ * loop (the op's timer, with no delay). */
 static void
 op_ref_done_cb(const void *data, size_t len, void *arg)
 {
+	static const struct timeval now = { 0, 0 };
 	struct op *op = arg;
 
 	(void)data;
 	(void)len;
 	op->tx_refs--;
 	if (op->tx_refs == 0 && op->finished)
-		op_complete(op->rd, op);
+		evtimer_add(op->timer, &now);
 }
 
 int
-op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint64_t seq,
-	     uint64_t off, const uint8_t *p, uint32_t len)
+op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
+	     uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len)
 {
 	struct proto_frame f = {
 		.type = type, .job = op->job->id, .aux = aux, .epoch = rd->epoch,
-		.seq = seq, .offset = off, .length = len,
+		.route = route, .seq = seq, .offset = off, .length = len,
 	};
 	uint8_t hdr[PROTO_FRAME_HDR];
 	struct evbuffer *out = link_output(rd->next);
@@ -281,17 +279,33 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct op *op = arg;
 	struct ringd *rd = op->rd;
-	char fp[160];
+	char fp[160], missing[256] = "";
+	size_t off = 0;
+	int i;
 
 	(void)fd;
 	(void)what;
+	if (op->finished) {
+		op_complete(rd, op);	/* deferred from op_ref_done_cb */
+		return;
+	}
 	proto_fp_format(&op->fp, fp, sizeof(fp));
-	if (op->fp.coll == PROTO_COLL_SEND || op->fp.coll == PROTO_COLL_RECV)
+	if (op->fp.coll == PROTO_COLL_SEND || op->fp.coll == PROTO_COLL_RECV) {
 		op_finish(rd, op, RING_ETIMEDOUT,
 			  "%s with rank %d timed out after %llu ms (the other rank never "
 			  "posted the matching %s)", fp, op->peer,
 			  (unsigned long long)(now_ms() - op->started_ms),
 			  op->fp.coll == PROTO_COLL_SEND ? "recv" : "send");
+		return;
+	}
+	for (i = 0; i < op->nc && off < sizeof(missing); i++)
+		if (!op->c[i].in)
+			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
+						off ? ", " : "", op->job->loc_rank[i]);
+	if (missing[0] != '\0')
+		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: rank(s) %s on "
+			  "this host never called it", fp,
+			  (unsigned long long)(now_ms() - op->started_ms), missing);
 	else
 		op_finish(rd, op, RING_ETIMEDOUT,
 			  "%s timed out after %llu ms: %s", fp,
@@ -303,20 +317,14 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct op *
-op_new(struct ringd *rd, struct job *j, struct sess *s, const struct proto_op *m)
+op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 {
 	struct op *op = calloc(1, sizeof(*op));
-	struct timeval tv;
-	uint32_t tmo;
 
 	if (op == NULL)
 		return NULL;
 	op->rd = rd;
 	op->job = j;
-	op->sess = s;
-	op->arena = sess_arena(s);
-	arena_ref(op->arena);
-	op->reqid = m->reqid;
 	op->fp.coll = m->coll;
 	op->fp.dtype = m->dtype;
 	op->fp.redop = m->redop;
@@ -326,21 +334,25 @@ op_new(struct ringd *rd, struct job *j, struct sess *s, const struct proto_op *m
 	op->redop = m->redop;
 	op->esz = proto_dtype_size(m->dtype);
 	op->peer = m->peer;
-	op->p2p_ndim = m->ndim;
-	memcpy(op->p2p_shape, m->shape, sizeof(op->p2p_shape));
 	op->started_ms = now_ms();
-	tmo = m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s);
-	if (tmo == 0)
-		tmo = rd->cfg.op_timeout_ms;
 	op->timer = evtimer_new(rd->base, op_timeout_cb, op);
 	if (op->timer == NULL) {
-		op_free(op);
+		free(op);
 		return NULL;
 	}
+	return op;
+}
+
+static void
+op_arm_timer(struct ringd *rd, struct op *op, uint32_t tmo)
+{
+	struct timeval tv;
+
+	if (tmo == 0)
+		tmo = rd->cfg.op_timeout_ms;
 	tv.tv_sec = tmo / 1000;
 	tv.tv_usec = (tmo % 1000) * 1000;
 	evtimer_add(op->timer, &tv);
-	return op;
 }
 
 /* ------------------------------------------------------------------ */
@@ -353,7 +365,7 @@ mod(int a, int n)
 	return ((a % n) + n) % n;
 }
 
-/* Chunk c of count elements split over n ranks: the first count%n get one more. */
+/* Chunk c of count elements split over n hosts: the first count%n get one more. */
 static void
 chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
 {
@@ -376,134 +388,249 @@ plan_alloc(struct op *op, int ntx, int nrx)
 }
 
 static void
-rx_set(struct rx_step *x, uint32_t id, uint8_t *dst, const uint8_t *local, uint64_t len)
+rx_set(struct rx_step *x, uint32_t id, struct region dst, struct region local)
 {
 	x->id = id;
 	x->dst = dst;
 	x->local = local;
-	x->len = len;
 	x->wait_tx = -1;
 }
 
 static void
-tx_set(struct tx_step *t, uint32_t id, const uint8_t *src, uint64_t len, int dep)
+tx_set(struct tx_step *t, uint32_t id, struct region src, int dep)
 {
 	t->id = id;
 	t->src = src;
-	t->len = len;
 	t->dep = dep;
 }
 
-/* Ring all-reduce: step 0 sends our chunk; received steps 0..n-2 reduce into the
- * result (the last of them completes the chunk we own), n-1..2n-3 copy the owners'
+static const struct region no_region;
+
+/* Ring all-reduce: step 0 sends our chunk; received steps 0..m-2 reduce into the
+ * result (the last of them completes the chunk we own), m-1..2m-3 copy the owners'
  * finished chunks; every received step but the last is sent on as the next one. */
 static int
-plan_allreduce(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64_t count)
+plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
 {
 	size_t esz = op->esz;
 	uint64_t st, len;
 	int s;
 
-	if (plan_alloc(op, 2 * n - 2, 2 * n - 2) != 0)
+	if (plan_alloc(op, 2 * m - 2, 2 * m - 2) != 0)
 		return -1;
-	chunk_of(count, n, r, &st, &len);
-	tx_set(&op->tx[0], 0, send + st * esz, len * esz, -1);
-	for (s = 0; s < 2 * n - 2; s++) {
+	chunk_of(count, m, p, &st, &len);
+	tx_set(&op->tx[0], 0, span(send + st * esz, len * esz), -1);
+	for (s = 0; s < 2 * m - 2; s++) {
 		struct rx_step *x = &op->rx[s];
 
-		chunk_of(count, n, mod(r - s - 1, n), &st, &len);
-		rx_set(x, (uint32_t)s, recv + st * esz, s < n - 1 ? send + st * esz : NULL,
-		       len * esz);
-		x->scale = (s == n - 2 && op->redop == RING_AVG);
-		if (s + 1 < 2 * n - 2)
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, x->len, s);
+		chunk_of(count, m, mod(p - s - 1, m), &st, &len);
+		rx_set(x, (uint32_t)s, span(recv + st * esz, len * esz),
+		       s < m - 1 ? span(send + st * esz, len * esz) : no_region);
+		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		if (s + 1 < 2 * m - 2)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
 	}
 	return 0;
 }
 
-/* All-gather: our block goes out at step 0, the others arrive one per step. */
+/* All-gather: our bundle goes out at step 0, the others arrive one per step. */
 static int
-plan_allgather(struct op *op, int r, int n, uint8_t *send, uint8_t *recv, uint64_t count,
-	       uint64_t stride)
+plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count, uint64_t stride)
 {
-	size_t bytes = count * op->esz, sb = stride * op->esz;
-	int s;
+	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	int p = j->pos, m = j->nhosts, s, q;
 
-	if (send != recv + (size_t)r * sb && bytes > 0)
-		memmove(recv + (size_t)r * sb, send, bytes);
-	if (plan_alloc(op, n - 1, n - 1) != 0)
+	if (plan_alloc(op, m - 1, m - 1) != 0)
 		return -1;
-	tx_set(&op->tx[0], 0, recv + (size_t)r * sb, bytes, -1);
-	for (s = 0; s < n - 1; s++) {
-		rx_set(&op->rx[s], (uint32_t)s, recv + (size_t)mod(r - s - 1, n) * sb, NULL, bytes);
-		if (s + 1 < n - 1)
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, bytes, s);
+	tx_set(&op->tx[0], 0, bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
+	for (s = 0; s < m - 1; s++) {
+		q = mod(p - s - 1, m);
+		rx_set(&op->rx[s], (uint32_t)s, bundle(recv, blen, sb, j->hranks[q], j->nhranks[q]),
+		       no_region);
+		if (s + 1 < m - 1)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
 	}
 	return 0;
 }
 
-/* Reduce-scatter: the reduce half of all-reduce, shifted so rank r ends with block
- * r.  Out of place, intermediate sums pass through the result buffer: each step's
- * sum is copied out to next before the following step overwrites it.  In place
- * (the result is block r of the send buffer), every sum stays in its own block,
- * as MPI_IN_PLACE allows, and is sent from there without a copy. */
+/* Reduce-scatter: the reduce half of all-reduce, shifted so each host ends with its
+ * own bundle.  In place (several processes here, or the result is the rank's own
+ * block of the send buffer), every sum stays in its own blocks, as MPI_IN_PLACE
+ * allows, and is sent from there without a copy.  Out of place (one block per
+ * host), intermediate sums pass through the result buffer: each step's sum is
+ * copied out to next before the following step overwrites it. */
 static int
-plan_reduce_scatter(struct op *op, int r, int n, uint8_t *send, uint8_t *recv,
-		    uint64_t count, uint64_t stride)
+plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
+		    uint64_t count, uint64_t stride, bool inplace)
 {
-	size_t bytes = count * op->esz, sb = stride * op->esz;
-	bool inplace = recv + bytes > send && recv < send + (size_t)(n - 1) * sb + bytes;
-	int s;
+	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	int p = j->pos, m = j->nhosts, s, q;
 
-	if (plan_alloc(op, n - 1, n - 1) != 0)
+	if (plan_alloc(op, m - 1, m - 1) != 0)
 		return -1;
-	tx_set(&op->tx[0], 0, send + (size_t)mod(r - 1, n) * sb, bytes, -1);
-	for (s = 0; s < n - 1; s++) {
+	q = mod(p - 1, m);
+	tx_set(&op->tx[0], 0, bundle(send, blen, sb, j->hranks[q], j->nhranks[q]), -1);
+	for (s = 0; s < m - 1; s++) {
 		struct rx_step *x = &op->rx[s];
-		uint8_t *blk = send + (size_t)mod(r - s - 2, n) * sb;
+		struct region blk;
 
-		rx_set(x, (uint32_t)s, inplace ? blk : recv, blk, bytes);
+		q = mod(p - s - 2, m);
+		blk = bundle(send, blen, sb, j->hranks[q], j->nhranks[q]);
+		rx_set(x, (uint32_t)s, inplace ? blk : span(recv, blk.len), blk);
 		x->wait_tx = (s >= 1 && !inplace) ? s : -1;
-		x->scale = (s == n - 2 && op->redop == RING_AVG);
-		if (s + 1 < n - 1) {
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, bytes, s);
+		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		if (s + 1 < m - 1) {
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
 			op->tx[s + 1].copy = !inplace;
 		}
 	}
-	if (inplace && n > 1)
-		op->rx[n - 2].dst = recv;
 	return 0;
 }
 
-/* Broadcast: a pipelined chain from the root; the host before the root stops it. */
+/* Broadcast: a pipelined chain from the root's host; the host before it stops. */
 static int
-plan_broadcast(struct op *op, int r, int n, uint8_t *buf, uint64_t count, int root)
+plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int root)
 {
-	int d = mod(r - root, n);
+	int m = j->nhosts, q, d;
 	uint64_t bytes = count * op->esz;
 
+	for (q = 0; q < m; q++)
+		if (j->hosts[q] == job_host_of(j, root))
+			break;
+	d = mod(j->pos - q, m);
 	if (d == 0) {
 		if (plan_alloc(op, 1, 0) != 0)
 			return -1;
-		tx_set(&op->tx[0], 0, buf, bytes, -1);
+		tx_set(&op->tx[0], 0, span(buf, bytes), -1);
 		return 0;
 	}
-	if (plan_alloc(op, d < n - 1 ? 1 : 0, 1) != 0)
+	if (plan_alloc(op, d < m - 1 ? 1 : 0, 1) != 0)
 		return -1;
-	rx_set(&op->rx[0], (uint32_t)(d - 1), buf, NULL, bytes);
-	if (d < n - 1)
-		tx_set(&op->tx[0], (uint32_t)d, buf, bytes, 0);
+	rx_set(&op->rx[0], (uint32_t)(d - 1), span(buf, bytes), no_region);
+	if (d < m - 1)
+		tx_set(&op->tx[0], (uint32_t)d, span(buf, bytes), 0);
 	return 0;
 }
 
-/* The single-host case: everything is local. */
-static void
-plan_local(struct op *op, uint8_t *send, uint8_t *recv, uint64_t count)
-{
-	size_t bytes = count * op->esz;
+/* ------------------------------------------------------------------ */
+/* the local phases: combining the processes of this host              */
+/* ------------------------------------------------------------------ */
 
-	if (send != recv && op->fp.coll != PROTO_COLL_BROADCAST && bytes > 0)
-		memmove(recv, send, bytes);
+/* Before the ring: the leader's buffers take everyone's part.  Returns the
+ * buffers the ring runs on. */
+static void
+local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
+{
+	struct job *j = op->job;
+	struct contrib *L = &op->c[op->leader];
+	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	int i, b;
+
+	*send = L->send;
+	*recv = L->recv;
+	*inplace = false;
+	switch (op->fp.coll) {
+	case PROTO_COLL_ALLREDUCE:
+		if (op->nc == 1)
+			return;
+		/* in local-rank order, so every run sums the same way */
+		proto_reduce(L->recv, op->c[0].send, op->c[1].send, count, op->dtype, op->redop);
+		for (i = 2; i < op->nc; i++)
+			proto_reduce(L->recv, L->recv, op->c[i].send, count, op->dtype, op->redop);
+		*send = L->recv;
+		break;
+	case PROTO_COLL_ALLGATHER:
+		for (i = 0; i < op->nc; i++) {
+			uint8_t *dst = L->recv + (uint64_t)op->c[i].rank * sb;
+
+			if (op->c[i].send != dst && bytes > 0)
+				memmove(dst, op->c[i].send, bytes);
+		}
+		break;
+	case PROTO_COLL_REDUCE_SCATTER:
+		*inplace = L->recv >= L->send && L->recv < L->send + (uint64_t)j->world * sb;
+		if (op->nc == 1)
+			return;
+		for (b = 0; b < j->world; b++) {
+			uint8_t *d = L->send + (uint64_t)b * sb;
+
+			proto_reduce(d, op->c[0].send + (uint64_t)b * sb,
+				     op->c[1].send + (uint64_t)b * sb, count, op->dtype, op->redop);
+			for (i = 2; i < op->nc; i++)
+				proto_reduce(d, d, op->c[i].send + (uint64_t)b * sb, count,
+					     op->dtype, op->redop);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* After the ring: the others get the leader's result. */
+static void
+local_scatter(struct op *op)
+{
+	struct job *j = op->job;
+	struct contrib *L = &op->c[op->leader];
+	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	int i, b;
+
+	for (i = 0; i < op->nc; i++) {
+		struct contrib *c = &op->c[i];
+
+		if (i == op->leader || bytes == 0)
+			continue;
+		switch (op->fp.coll) {
+		case PROTO_COLL_ALLREDUCE:
+		case PROTO_COLL_BROADCAST:
+			memcpy(c->recv, L->recv, bytes);
+			break;
+		case PROTO_COLL_ALLGATHER:
+			for (b = 0; b < j->world; b++)
+				memcpy(c->recv + (uint64_t)b * sb, L->recv + (uint64_t)b * sb, bytes);
+			break;
+		case PROTO_COLL_REDUCE_SCATTER:
+			memcpy(c->recv, L->send + (uint64_t)c->rank * sb, bytes);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* A single-host job: the local phases are the whole operation. */
+static void
+local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace)
+{
+	struct job *j = op->job;
+	struct contrib *L = &op->c[op->leader];
+	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	int i;
+
+	switch (op->fp.coll) {
+	case PROTO_COLL_ALLREDUCE:
+		if (send != recv && bytes > 0)
+			memmove(recv, send, bytes);
+		if (op->redop == RING_AVG)
+			proto_scale(recv, count, op->dtype, (uint32_t)j->world);
+		break;
+	case PROTO_COLL_REDUCE_SCATTER:
+		if (op->nc == 1 && !inplace) {
+			/* never write the caller's send buffer out of place */
+			if (bytes > 0)
+				memmove(recv, L->send + (uint64_t)L->rank * sb, bytes);
+			if (op->redop == RING_AVG)
+				proto_scale(recv, count, op->dtype, (uint32_t)j->world);
+			break;
+		}
+		for (i = 0; i < op->nc; i++)
+			if (op->redop == RING_AVG)
+				proto_scale(L->send + (uint64_t)op->c[i].rank * sb, count,
+					    op->dtype, (uint32_t)j->world);
+		break;
+	default:
+		break;
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -541,13 +668,14 @@ op_tx(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
 	uint32_t seg = rd->cfg.segment_bytes;
+	uint32_t route = PROTO_ROUTE(rd->rank, j->next_host);
 
-	if (op->finished || !next_ready(rd))
+	if (op->finished || !op->started || !next_ready(rd))
 		return;
 	if (!op->hdr_sent) {
 		uint8_t pl[PROTO_FP_LEN];
 		struct proto_frame f = {
-			.type = PROTO_F_OPHDR, .job = j->id, .epoch = rd->epoch,
+			.type = PROTO_F_OPHDR, .job = j->id, .epoch = rd->epoch, .route = route,
 			.seq = op->fp.seq, .length = PROTO_FP_LEN,
 		};
 
@@ -561,10 +689,14 @@ op_tx(struct ringd *rd, struct op *op)
 	}
 	while (op->tx_i < op->ntx) {
 		struct tx_step *t = &op->tx[op->tx_i];
-		uint64_t left = t->len - op->tx_off;
-		uint32_t len = (uint32_t)(left < seg ? left : seg);
+		uint64_t left = t->src.len - op->tx_off, contig;
+		const uint8_t *p = left > 0 ? reg_at(&t->src, op->tx_off, &contig) : t->src.base;
+		uint32_t len;
 		int rc;
 
+		if (left == 0)
+			contig = 0;
+		len = (uint32_t)(contig < seg ? contig : seg);
 		if (t->dep >= 0 && !rx_has(op, t->dep, op->tx_off, len))
 			return;
 		if (!tx_credit_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
@@ -572,19 +704,20 @@ op_tx(struct ringd *rd, struct op *op)
 		if (t->copy) {
 			struct proto_frame f = {
 				.type = PROTO_F_DATA, .job = j->id, .aux = t->id, .epoch = rd->epoch,
-				.seq = op->fp.seq, .offset = op->tx_off, .length = len,
+				.route = route, .seq = op->fp.seq, .offset = op->tx_off,
+				.length = len,
 			};
 
-			rc = link_send(rd->next, &f, t->src + op->tx_off);
+			rc = link_send(rd->next, &f, p);
 		} else {
-			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, op->fp.seq, op->tx_off,
-					  t->src + op->tx_off, len);
+			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, route, op->fp.seq,
+					  op->tx_off, p, len);
 		}
 		if (rc != 0)
 			return;
 		j->tx_used += PROTO_FRAME_HDR + len;
 		op->tx_off += len;
-		if (op->tx_off == t->len) {
+		if (op->tx_off == t->src.len) {
 			op->tx_i++;
 			op->tx_off = 0;
 		}
@@ -594,11 +727,13 @@ op_tx(struct ringd *rd, struct op *op)
 static void
 op_check_done(struct ringd *rd, struct op *op)
 {
-	if (op->finished)
+	if (op->finished || !op->started)
 		return;
 	if (op->hdr_sent && op->tx_i == op->ntx && op->rx_i == op->nrx &&
-	    (op->nrx == 0 || op->hdr_rcvd))
+	    (op->nrx == 0 || op->hdr_rcvd)) {
+		local_scatter(op);
 		op_finish(rd, op, 0, NULL);
+	}
 }
 
 static void
@@ -606,27 +741,29 @@ publish_progress(struct op *op, uint64_t done)
 {
 	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)op->arena->base;
 
-	__atomic_store_n(&ctl->reqid, op->reqid, __ATOMIC_RELAXED);
 	__atomic_store_n(&ctl->done_bytes, done, __ATOMIC_RELEASE);
 }
 
-/* One DATA frame for the active op.  The header is still at the front of src. */
+/* One DATA frame for the active op, its whole payload at pl. */
 static int
 op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct job *j = op->job;
 	struct rx_step *x;
-	uint64_t left;
+	uint64_t left, contig = 0;
+	uint8_t *d = NULL;
 	char fp[160];
 
 	if (op->rx_i >= op->nrx || !op->hdr_rcvd) {
 		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from the previous host",
 			  proto_fp_format(&op->fp, fp, sizeof(fp)));
-		return RX_ERROR;
+		return RX_DONE;
 	}
 	x = &op->rx[op->rx_i];
-	left = x->len - op->rx_off;
-	if (f->aux != x->id || f->offset != op->rx_off || f->length > left ||
+	left = x->dst.len - op->rx_off;
+	if (left > 0)
+		d = reg_at(&x->dst, op->rx_off, &contig);
+	if (f->aux != x->id || f->offset != op->rx_off || f->length > contig ||
 	    (left > 0 && f->length == 0) || f->length % op->esz != 0) {
 		op_finish(rd, op, RING_EPROTO,
 			  "%s: frame out of order from the previous host (step %u offset %llu "
@@ -634,32 +771,30 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 			  proto_fp_format(&op->fp, fp, sizeof(fp)), f->aux,
 			  (unsigned long long)f->offset, f->length, x->id,
 			  (unsigned long long)op->rx_off);
-		return RX_ERROR;
+		return RX_DONE;
 	}
 	/* reduce-scatter reuses its result buffer step after step: the previous
 	 * step's sum must be on its way to next before this one overwrites it */
 	if (x->wait_tx >= 0 && !tx_past(op, x->wait_tx, op->rx_off, f->length))
 		return RX_BLOCKED;
 	if (f->length > 0) {
-		uint8_t *d = x->dst + op->rx_off;
+		if (x->local.base != NULL) {
+			uint64_t lc;
+			const uint8_t *lo = reg_at(&x->local, op->rx_off, &lc);
 
-		if (x->local != NULL) {
-			proto_reduce(d, x->local + op->rx_off, pl, f->length / op->esz,
-				     op->dtype, op->redop);
+			proto_reduce(d, lo, pl, f->length / op->esz, op->dtype, op->redop);
 			rd->bytes_reduced += f->length;
 			if (x->scale)
-				proto_scale(d, f->length / op->esz, op->dtype, (uint32_t)rd->world);
+				proto_scale(d, f->length / op->esz, op->dtype, (uint32_t)j->world);
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
 	}
 	op->rx_off += f->length;
-	op->rx_frame = true;
 	j->rx_consumed += PROTO_FRAME_HDR + f->length;
-	if (op->rx_off == x->len) {
+	if (op->rx_off == x->dst.len) {
 		op->rx_i++;
 		op->rx_off = 0;
-		op->rx_frame = false;
 	}
 	publish_progress(op, (uint64_t)op->rx_i);
 	rx_credit(rd, j, false);
@@ -681,12 +816,10 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const ui
 	}
 	theirs.seq = f->seq;
 	if (op->hdr_rcvd || !proto_fp_equal(&theirs, &op->fp)) {
-		int prev = rd->prev ? rd->prev->peer : -1;
-
 		op_finish(rd, op, RING_EMISMATCH,
-			  "ranks called different collectives: this rank called %s, host %d "
-			  "called %s", proto_fp_format(&op->fp, a, sizeof(a)), prev,
-			  proto_fp_format(&theirs, b, sizeof(b)));
+			  "ranks called different collectives: this host's ranks called %s, "
+			  "host %d's called %s", proto_fp_format(&op->fp, a, sizeof(a)),
+			  op->job->prev_host, proto_fp_format(&theirs, b, sizeof(b)));
 		return RX_DONE;
 	}
 	op->hdr_rcvd = true;
@@ -706,13 +839,13 @@ rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f)
 
 enum { RX_STASH = 2 };
 
-/* A job frame (OPHDR/DATA) from prev, header at the front of src. */
+/* A job frame (OPHDR/DATA) for us; pl NULL: its payload was dropped. */
 static int
 job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op *op = j->active;
 
-	if (op == NULL || f->seq != op->fp.seq) {
+	if (op == NULL || !op->started || f->seq != op->fp.seq) {
 		uint64_t cur = op ? op->fp.seq : j->next_seq;
 
 		if (f->seq < cur || pl == NULL)
@@ -727,7 +860,7 @@ job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const
 }
 
 /* Runs the stash of a job through its active op, in arrival order. */
-static void
+void
 job_drain_stash(struct ringd *rd, struct job *j)
 {
 	uint8_t hb[PROTO_FRAME_HDR];
@@ -761,7 +894,7 @@ job_drain_stash(struct ringd *rd, struct job *j)
 int
 coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	struct job *j = job_lookup(rd, f->job);
+	struct job *j;
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	int r;
 
@@ -783,23 +916,28 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		goto wrong_way;
 	if (f->type == PROTO_F_ABORT)
 		return RX_DONE;	/* failure propagation comes with the failure model */
+	if (j->prev_host >= 0 && PROTO_ROUTE_SRC(f->route) != j->prev_host) {
+		snprintf(l->last_error, sizeof(l->last_error),
+			 "job %s frame from host %d, but its previous host is %d", j->name,
+			 PROTO_ROUTE_SRC(f->route), j->prev_host);
+		return RX_ERROR;
+	}
 	if (evbuffer_get_length(j->stash) > 0 && pl != NULL)
 		r = RX_STASH;
 	else
 		r = job_rx_frame(rd, j, f, pl);
 	if (r == RX_STASH) {
+		uint8_t hdr[PROTO_FRAME_HDR];
+
 		if (j->rx_consumed + evbuffer_get_length(j->stash) + flen > j->rx_granted) {
 			snprintf(l->last_error, sizeof(l->last_error),
-				 "host %d overran its credit for job %08x", l->peer, f->job);
+				 "host %d overran its credit for job %08x",
+				 PROTO_ROUTE_SRC(f->route), f->job);
 			return RX_ERROR;
 		}
-		{
-			uint8_t hdr[PROTO_FRAME_HDR];
-
-			proto_frame_encode(hdr, f);
-			evbuffer_add(j->stash, hdr, sizeof(hdr));
-			evbuffer_add(j->stash, pl, f->length);
-		}
+		proto_frame_encode(hdr, f);
+		evbuffer_add(j->stash, hdr, sizeof(hdr));
+		evbuffer_add(j->stash, pl, f->length);
 		return RX_DONE;
 	}
 	return r;
@@ -816,26 +954,37 @@ coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	struct job *j = job_lookup(rd, f->job);
 	struct op *op;
 	struct rx_step *x;
+	uint64_t contig;
+	uint8_t *d;
 
-	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || op->finished ||
-	    f->seq != op->fp.seq || !op->hdr_rcvd || evbuffer_get_length(j->stash) > 0 ||
-	    op->rx_i >= op->nrx)
+	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL ||
+	    !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
+	    evbuffer_get_length(j->stash) > 0 || op->rx_i >= op->nrx ||
+	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
 	x = &op->rx[op->rx_i];
 	/* only a plain copy that may happen now, at exactly the expected place */
-	if (x->local != NULL || x->wait_tx >= 0 || f->aux != x->id || f->offset != op->rx_off ||
-	    f->length > x->len - op->rx_off || f->length % op->esz != 0)
+	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
+	    f->offset != op->rx_off || op->rx_off >= x->dst.len || f->length % op->esz != 0)
+		return NULL;
+	d = reg_at(&x->dst, op->rx_off, &contig);
+	if (f->length > contig)
 		return NULL;
 	*arena = op->arena;
 	*owner = op;
-	return x->dst + op->rx_off;
+	return d;
 }
 
 void
 coll_pump(struct ringd *rd)
 {
-	struct job *j;
+	struct job *j, *first;
 
+	/* start with a different job each time, so none waits behind another */
+	if ((first = TAILQ_FIRST(&rd->jobs)) != NULL && TAILQ_NEXT(first, entry) != NULL) {
+		TAILQ_REMOVE(&rd->jobs, first, entry);
+		TAILQ_INSERT_TAIL(&rd->jobs, first, entry);
+	}
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		if (j->active != NULL && !j->active->finished) {
 			op_tx(rd, j->active);
@@ -859,7 +1008,7 @@ coll_link_down(struct ringd *rd, struct link *l, const char *why)
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		struct op *op = j->active;
 
-		if (op != NULL && !op->finished)
+		if (op != NULL && !op->finished && op->started)
 			op_finish(rd, op, RING_EPEER, "%s: link to host %d (%s) went down: %s",
 				  proto_fp_format(&op->fp, fp, sizeof(fp)), l->peer,
 				  l->dir == LINK_NEXT ? "next" : "prev", why);
@@ -871,75 +1020,168 @@ coll_link_down(struct ringd *rd, struct link *l, const char *why)
 /* submission                                                         */
 /* ------------------------------------------------------------------ */
 
-int
-coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
-	    uint8_t *send, uint8_t *recv, char *err, size_t errlen)
+/* Everyone on this host has asked: combine locally, plan, go. */
+static void
+op_start(struct ringd *rd, struct op *op)
 {
-	int n = rd->world, r = rd->rank, rc = 0;
-	uint64_t stride = m->stride ? m->stride : m->count;
-	struct op *op;
+	struct job *j = op->job;
+	struct contrib *L;
+	uint8_t *send, *recv;
+	bool inplace;
+	int i, rc = 0;
 
-	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV) {
-		if ((op = op_new(rd, j, s, m)) == NULL)
-			goto nomem;
-		op->tx0 = send;
-		if (plan_alloc(op, 0, m->coll == PROTO_COLL_RECV ? 1 : 0) != 0) {
-			op_free(op);
-			goto nomem;
-		}
-		if (m->coll == PROTO_COLL_RECV) {
-			op->rx[0].dst = recv;
-			op->rx[0].len = m->count * op->esz;
-		}
-		op->tx0_len = m->count * op->esz;
-		return p2p_submit(rd, op);
-	}
-	if (j->active != NULL) {
-		snprintf(err, errlen, "a collective of job %s is already in flight", j->name);
-		return RING_EINVAL;
-	}
-	if ((op = op_new(rd, j, s, m)) == NULL)
-		goto nomem;
-	op->fp.seq = j->next_seq++;
-	if (n == 1) {
-		plan_local(op, send, recv, m->count);
+	op->leader = 0;
+	if (op->fp.coll == PROTO_COLL_BROADCAST)
+		for (i = 0; i < op->nc; i++)
+			if (op->c[i].rank == op->fp.root)
+				op->leader = i;
+	L = &op->c[op->leader];
+	op->arena = L->arena;
+	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && op->nc > 1)
+		for (i = 0; i < op->nc; i++)
+			if (op->c[i].recv != op->c[i].send + (uint64_t)op->c[i].rank *
+			    op->c[i].stride * op->esz) {
+				op->started = true;
+				op_finish(rd, op, RING_EINVAL, "reduce-scatter with several "
+					  "processes per host must run in place (libring does this)");
+				return;
+			}
+	local_gather(op, &send, &recv, &inplace);
+	op->started = true;
+	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op->nc == 1)
+		for (i = 0; i < j->nhosts; i++)
+			if (j->nhranks[i] > 1) {
+				op_finish(rd, op, RING_EINVAL, "reduce-scatter must run in place in "
+					  "job %s, which has several ranks on a host (libring does "
+					  "this)", j->name);
+				return;
+			}
+	if (j->nhosts == 1) {
+		local_only(op, send, recv, inplace);
 		op->hdr_sent = true;
-		j->active = op;
-		op_finish(rd, op, 0, NULL);
-		return 0;
+		op_check_done(rd, op);
+		return;
 	}
-	switch (m->coll) {
+	switch (op->fp.coll) {
 	case PROTO_COLL_ALLREDUCE:
-		rc = plan_allreduce(op, r, n, send, recv, m->count);
+		rc = plan_allreduce(op, j->pos, j->nhosts, send, recv, L->count);
 		break;
 	case PROTO_COLL_BARRIER:
 		op->esz = 1;
-		rc = plan_allreduce(op, r, n, recv, recv, 0);
+		rc = plan_allreduce(op, j->pos, j->nhosts, NULL, NULL, 0);
 		break;
 	case PROTO_COLL_ALLGATHER:
-		rc = plan_allgather(op, r, n, send, recv, m->count, stride);
+		rc = plan_allgather(op, j, recv, L->count, L->stride);
 		break;
 	case PROTO_COLL_REDUCE_SCATTER:
-		rc = plan_reduce_scatter(op, r, n, send, recv, m->count, stride);
+		rc = plan_reduce_scatter(op, j, send, recv, L->count, L->stride,
+					 inplace || op->nc > 1);
 		break;
 	case PROTO_COLL_BROADCAST:
-		rc = plan_broadcast(op, r, n, recv, m->count, m->peer);
+		rc = plan_broadcast(op, j, recv, L->count, op->fp.root);
 		break;
 	default:
 		rc = -1;
 	}
 	if (rc != 0) {
-		op_free(op);
-		goto nomem;
+		op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
+		return;
 	}
-	j->active = op;
-	if (!next_ready(rd))
-		log_debug("job %s: op #%llu waits for the ring", j->name,
-			  (unsigned long long)op->fp.seq);
 	op_tx(rd, op);
 	job_drain_stash(rd, j);
 	if (j->active == op)
 		op_check_done(rd, op);
+}
+
+int
+coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+	    uint8_t *send, uint8_t *recv, char *err, size_t errlen)
+{
+	int lr = sess_local_rank(s);
+	uint64_t stride = m->stride ? m->stride : m->count;
+	struct contrib *c;
+	struct op *op;
+
+	if (!j->ready) {
+		snprintf(err, errlen, "job %s is not formed: %s", j->name,
+			 j->error[0] ? j->error : "a rank left it");
+		return RING_EABORTED;
+	}
+	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV) {
+		if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL) {
+			if (op)
+				op_free(op);
+			goto nomem;
+		}
+		op->nc = 1;
+		op->c[0] = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s),
+					     .send = send, .recv = recv, .count = m->count,
+					     .rank = sess_rank(s), .in = true };
+		arena_ref(op->c[0].arena);
+		op->arena = op->c[0].arena;
+		op->started = true;
+		op->tx0 = send;
+		op->tx0_len = m->count * op->esz;
+		op->p2p_dst = recv;
+		op->p2p_len = m->count * op->esz;
+		op->rts.ndim = m->ndim;
+		memcpy(op->rts.shape, m->shape, sizeof(op->rts.shape));
+		op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+		return p2p_submit(rd, op);
+	}
+	op = j->active;
+	if (op == NULL) {
+		if ((op = op_new(rd, j, m)) == NULL)
+			goto nomem;
+		if ((op->c = calloc((size_t)j->local_size, sizeof(*op->c))) == NULL) {
+			op_free(op);
+			goto nomem;
+		}
+		op->nc = j->local_size;
+		op->fp.seq = j->next_seq++;
+		j->active = op;
+		op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+	} else if (op->started || op->c[lr].in) {
+		snprintf(err, errlen, "a collective of job %s is already in flight", j->name);
+		return RING_EINVAL;
+	}
+	c = &op->c[lr];
+	*c = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s), .send = send,
+			       .recv = recv, .count = m->count, .stride = stride,
+			       .rank = sess_rank(s), .in = true };
+	arena_ref(c->arena);
+	op->joined++;
+	if (!op->finished) {
+		struct proto_fp fp = op->fp;
+		int first = -1, i;
+
+		fp.coll = m->coll;
+		fp.dtype = m->dtype;
+		fp.redop = m->redop;
+		fp.root = (m->coll == PROTO_COLL_BROADCAST) ? m->peer : -1;
+		fp.count = m->fp_count ? m->fp_count : m->count;
+		for (i = 0; i < op->nc && first < 0; i++)
+			if (op->c[i].in && i != lr)
+				first = i;
+		if (first >= 0 && (!proto_fp_equal(&fp, &op->fp) ||
+				   op->c[first].count != c->count ||
+				   op->c[first].stride != c->stride)) {
+			char a[160], b[160];
+
+			op_finish(rd, op, RING_EMISMATCH, "ranks on this host called different "
+				  "collectives: rank %d called %s, rank %d called %s",
+				  op->c[first].rank, proto_fp_format(&op->fp, a, sizeof(a)),
+				  c->rank, proto_fp_format(&fp, b, sizeof(b)));
+			return 0;
+		}
+	}
+	if (op->finished) {
+		/* it failed before this process came: it gets the same answer */
+		op_complete(rd, op);
+		return 0;
+	}
+	if (op->joined == op->nc)
+		op_start(rd, op);
 	return 0;
 nomem:
 	snprintf(err, errlen, "out of memory");
@@ -954,13 +1196,22 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		struct op *op = j->active;
 
-		if (op != NULL && op->sess == s) {
-			op->sess = NULL;
-			op_finish(rd, op, RING_EABORTED, "the client went away");
+		if (op != NULL && j == sess_job(s) && op->fp.coll != PROTO_COLL_SEND &&
+		    op->fp.coll != PROTO_COLL_RECV) {
+			struct contrib *c = &op->c[sess_local_rank(s)];
+
+			c->sess = NULL;
+			if (!c->in) {	/* it will never ask now */
+				c->in = true;
+				c->replied = true;
+				op->joined++;
+			}
+			op_finish(rd, op, RING_EABORTED, "rank %d (a process on this host) "
+				  "went away", sess_rank(s));
+			if (op->finished)
+				op_complete(rd, op);
 		}
 		p2p_sess_gone(rd, j, s);
-		if (j->sess == s)
-			j->sess = NULL;
 	}
 }
 

@@ -1,25 +1,42 @@
 /*
- * coll.h - jobs and operations, shared by the collective engine (coll.c), the
- * point-to-point engine (p2p.c) and the client sessions (sess.c).
+ * coll.h - jobs and operations, shared by the collective engine (coll.c), job
+ * membership (job.c), the point-to-point engine (p2p.c) and the client sessions
+ * (sess.c).
  *
- * Vocabulary (as in Gloo and MLX): a *chunk* is one rank's share of a buffer; a
- * *step* is one hop of the ring algorithm, in which a rank sends one chunk to its
- * next neighbour and receives one from its previous; a *segment* is the pipelining
- * unit, one DATA frame of at most `segment` bytes.  Every operation is planned
- * first (coll_plan: which chunk goes out at step 0, and what to do with each
+ * Vocabulary (as in Gloo and MLX): a *chunk* is one host's share of a buffer (for
+ * all-gather and reduce-scatter, a host's *bundle*: the blocks of the ranks it
+ * holds); a *step* is one hop of the ring algorithm, in which a host sends one
+ * chunk to its next member host and receives one from its previous; a *segment*
+ * is the pipelining unit, one DATA frame of at most `segment` bytes.  Every
+ * operation is planned first (which chunk goes out at step 0, what to do with each
  * received step) and then executed segment by segment as frames and credit arrive.
+ *
+ * Several processes of a job on one host are *contributions* to one host-level
+ * operation: the daemon waits for all of them, combines them locally, runs the
+ * ring among the job's hosts on the *leader*'s buffers (the contribution of the
+ * lowest local rank, or the root's), and hands the result to the others.
  */
 #ifndef RINGD_COLL_H
 #define RINGD_COLL_H
 
 #include "ringd.h"
 
+/* Bytes of a buffer as the ring sees them: one contiguous span, or a bundle of
+ * blocks (blen bytes each at base + blk[i] * stride) read as one stream. */
+struct region {
+	uint8_t *base;
+	uint64_t len;			/* bytes in all */
+	uint64_t blen;			/* bytes per block (= len when blk is NULL) */
+	uint64_t stride;		/* bytes between block slots */
+	int nblk;			/* blocks */
+	const int *blk;			/* their slot numbers (NULL: one span at base) */
+};
+
 /* What to do with a received step. */
 struct rx_step {
 	uint32_t id;			/* step number the sender puts in aux */
-	uint8_t *dst;			/* where the result goes */
-	const uint8_t *local;		/* our operand of a reduction (NULL: plain copy) */
-	uint64_t len;			/* bytes */
+	struct region dst;		/* where the result goes */
+	struct region local;		/* our operand of a reduction (base NULL: copy) */
 	bool scale;			/* divide by the world size (RING_AVG's last step) */
 	int wait_tx;			/* dst is still being sent by this tx step: wait
 					 * until it has gone past the bytes (-1: no wait) */
@@ -28,37 +45,52 @@ struct rx_step {
 /* What to send at a step. */
 struct tx_step {
 	uint32_t id;			/* step number in aux */
-	const uint8_t *src;		/* the bytes */
-	uint64_t len;
+	struct region src;		/* the bytes */
 	int dep;			/* received step that produces src (-1: ready) */
 	bool copy;			/* src is reused: copy it out, do not reference */
+};
+
+/* One local process's part of an operation. */
+struct contrib {
+	struct sess *sess;		/* NULL once it left */
+	uint64_t reqid;			/* its request, echoed in DONE */
+	struct arena *arena;		/* its memory, referenced while the op lives */
+	uint8_t *send, *recv;		/* its operands in that arena */
+	uint64_t count, stride;		/* as it asked (must agree with the others) */
+	int rank;			/* its global rank */
+	bool in;			/* it has asked */
+	bool replied;			/* it has its DONE */
 };
 
 struct op {
 	struct ringd *rd;		/* the daemon */
 	struct job *job;		/* owner */
-	struct sess *sess;		/* the client that asked (NULL once it left) */
-	struct arena *arena;		/* its memory, referenced while the op lives */
-	uint64_t reqid;			/* the client's id, echoed in DONE */
 	struct proto_fp fp;		/* what every rank must agree on */
 	int dtype, redop;		/* as in fp, for the kernels */
 	size_t esz;			/* element size */
 	uint64_t started_ms;		/* for timeouts and ringctl */
 	struct event *timer;		/* the operation's bound */
+	/* local processes (collectives); one for send/recv */
+	struct contrib *c;		/* by local rank */
+	int nc, joined;			/* expected, asked so far */
+	int leader;			/* contribution whose buffers the ring uses */
+	bool started;			/* everyone local asked; planned and running */
+	struct arena *arena;		/* the leader's arena (frames reference it) */
 	/* the plan */
 	struct tx_step *tx;		/* sent steps, in order */
 	int ntx;
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
-	const uint8_t *tx0;		/* send/recv: the message */
-	uint64_t tx0_len;
 	/* p2p (send/recv) */
+	const uint8_t *tx0;		/* send: the message */
+	uint64_t tx0_len;
+	uint8_t *p2p_dst;		/* recv: where it goes */
+	uint64_t p2p_len;
 	int peer;			/* global rank of the other side */
 	uint64_t p2p_id;		/* message id on the wire */
 	struct proto_rts rts;		/* what we send / expect */
-	uint8_t p2p_ndim;		/* the shape the client gave */
-	uint64_t p2p_shape[PROTO_MAX_NDIM];
-	bool cts;			/* send: the receiver is ready */
+	bool cts;			/* send: the receiver is ready; recv: matched */
+	bool local_peer;		/* both ends on this host */
 	/* progress */
 	bool hdr_sent, hdr_rcvd;
 	int tx_i;			/* current sent step */
@@ -67,9 +99,9 @@ struct op {
 	bool tx0_done;
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
-	bool rx_frame;			/* a frame of it arrived (empty steps) */
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
+	bool counted;			/* in the daemon's counters */
 	int status;
 	char text[PROTO_TEXT_MAX + 1];
 	struct opq *q;			/* the job's p2p list it is on, if any */
@@ -84,23 +116,42 @@ TAILQ_HEAD(rtsq, rts_entry);
  * the credit this daemon granted. */
 struct job {
 	uint32_t id;			/* proto_job_id(name) */
-	char name[PROTO_JOB_MAX + 1];	/* "" until a client names it */
-	struct sess *sess;		/* the attached client (one per host for now) */
-	int size;			/* global world size of the job */
+	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
+	/* membership, the same on every host once complete */
+	int world;			/* global world size (0: not known yet) */
+	int *host_of;			/* [world]: host of each rank, -1 unknown */
+	int nplaced;			/* ranks with a host */
+	int *hosts;			/* member hosts in ring order */
+	int nhosts;
+	int **hranks;			/* [nhosts]: each member's ranks, ascending */
+	int *nhranks;
+	int pos;			/* our index in hosts (-1: not a member) */
+	int next_host, prev_host;	/* our neighbours in the job's ring */
+	bool ready;			/* every rank placed */
+	uint8_t *gone;			/* [hosts]: that host's processes left */
+	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
+	/* this host's processes */
+	int local_size;			/* expected (0: none here) */
+	struct sess **loc;		/* [local_size]: attached sessions by local rank */
+	int *loc_rank;			/* [local_size]: their global ranks */
+	int nloc;			/* attached */
+	bool joined;			/* our JOIN went out */
+	uint32_t gen;			/* bumps each time the local group forms */
+	/* collectives */
 	uint64_t next_seq;		/* sequence number of the next collective */
 	uint64_t last_done_seq;		/* last one completed here */
-	struct op *active;		/* the collective in flight */
-	/* flow control towards next (we send) */
+	struct op *active;		/* the collective being gathered or run */
+	/* flow control towards our next member host (we send) */
 	uint64_t tx_used;		/* bytes sent */
-	uint64_t tx_limit;		/* bytes next has granted */
-	/* flow control from prev (we receive) */
+	uint64_t tx_limit;		/* bytes it has granted */
+	/* flow control from our previous member host (we receive) */
 	uint64_t rx_consumed;		/* bytes processed */
-	uint64_t rx_granted;		/* bytes we granted prev */
-	struct evbuffer *stash;		/* early frames from prev, whole */
+	uint64_t rx_granted;		/* bytes we granted */
+	struct evbuffer *stash;		/* early frames, whole */
 	bool draining;			/* job_drain_stash is running */
 	/* point-to-point */
 	struct opq sends;		/* local sends: waiting for CTS or sending */
-	struct opq recvs;		/* posted receives not yet matched */
+	struct opq recvs;		/* posted receives not yet complete */
 	struct rtsq rts_in;		/* RTS frames that arrived before their recv */
 	int nrts;			/* their number (bounded) */
 	uint64_t p2p_next_id;		/* ids of our sends */
@@ -113,12 +164,26 @@ int coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct pr
 void coll_sess_gone(struct ringd *rd, struct sess *s);
 void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-struct op *op_new(struct ringd *rd, struct job *j, struct sess *s, const struct proto_op *m);
+struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m);
 /* Queues a frame whose payload stays in the op's arena until the link wrote it. */
-int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint64_t seq,
-		 uint64_t off, const uint8_t *p, uint32_t len);
+int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
+		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
+void job_reset_flow(struct ringd *rd, struct job *j);
+void job_drain_stash(struct ringd *rd, struct job *j);
+
+/* job.c: membership */
+struct job *job_lookup(struct ringd *rd, uint32_t id);
 /* The job a frame names, created on first sight (NULL past max_jobs). */
 struct job *job_wire(struct ringd *rd, uint32_t id);
+/* Attaches a session as (local_rank of local_size) with global rank/world;
+ * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
+ * ready everywhere (job_ready_cb in sess.c). */
+int job_attach(struct ringd *rd, struct sess *s, const char *name, int local_rank,
+	       int local_size, int rank, int world, char *err, size_t errlen);
+void job_detach(struct ringd *rd, struct sess *s, struct job *j);
+int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
+int job_host_of(const struct job *j, int rank);
+void job_ring_up(struct ringd *rd);
 
 /* p2p.c */
 int p2p_submit(struct ringd *rd, struct op *op);

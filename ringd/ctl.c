@@ -86,21 +86,41 @@ ringd_status_json(struct ringd *rd)
 	}
 	jobs = json_array();
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		json_t *inflight = json_null(), *ranks = json_array();
+		json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
+		json_t *waiting = json_array();
+		struct op *op = j->active;
 
-		if (j->sess != NULL)
-			json_array_append_new(ranks, json_integer(sess_rank(j->sess)));
-		if (j->active != NULL && !j->active->finished)
-			inflight = json_pack("{s:s, s:I, s:I, s:s}",
-					     "coll", proto_coll_name(j->active->fp.coll),
-					     "seq", (json_int_t)j->active->fp.seq,
-					     "age_ms", (json_int_t)(now_ms() - j->active->started_ms),
-					     "fingerprint", proto_fp_format(&j->active->fp, fp,
-									    sizeof(fp)));
-		json_array_append_new(jobs, json_pack("{s:s, s:I, s:i, s:o, s:I, s:o}",
+		for (i = 0; i < j->local_size; i++)
+			if (j->loc[i] != NULL)
+				json_array_append_new(ranks, json_integer(j->loc_rank[i]));
+		for (i = 0; i < j->nhosts; i++)
+			json_array_append_new(hosts, json_integer(j->hosts[i]));
+		if (op != NULL && !op->finished) {
+			for (i = 0; i < op->nc; i++)
+				if (!op->c[i].in)
+					json_array_append_new(waiting, json_integer(j->loc_rank[i]));
+			inflight = json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}",
+					     "coll", proto_coll_name(op->fp.coll),
+					     "seq", (json_int_t)op->fp.seq,
+					     "age_ms", (json_int_t)(now_ms() - op->started_ms),
+					     "fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),
+					     "waiting_for_local", waiting, "started", op->started);
+		} else {
+			json_decref(waiting);
+		}
+		if (j->nloc == 0 && j->nplaced == 0 && op == NULL) {
+			/* known from the wire only, nothing to show */
+			json_decref(inflight);
+			json_decref(ranks);
+			json_decref(hosts);
+			continue;
+		}
+		json_array_append_new(jobs, json_pack("{s:s, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
 			"name", j->name[0] ? j->name : "(not attached here)",
-			"id", (json_int_t)j->id, "clients", j->sess ? 1 : 0, "ranks", ranks,
-			"seq", (json_int_t)j->last_done_seq, "inflight", inflight));
+			"id", (json_int_t)j->id, "world", j->world, "ready", j->ready,
+			"clients", j->nloc, "ranks", ranks, "hosts", hosts,
+			"seq", (json_int_t)j->last_done_seq, "inflight", inflight,
+			"error", j->error));
 	}
 	snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[rd->rank].host,
 		 rd->hf.hosts[rd->rank].port);

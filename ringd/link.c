@@ -518,6 +518,42 @@ heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 	link_send(l, &f, NULL);
 }
 
+/* A job frame for another host: pass it on.  Returns -1 when it is ours. */
+static int
+link_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	int src = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
+
+	if (src >= rd->world || dst >= rd->world || src == rd->rank) {
+		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame (%d -> %d)",
+			 proto_frame_type_name(f->type), src, dst);
+		return RX_ERROR;
+	}
+	if (dst == rd->rank)
+		return -1;
+	if (f->type == PROTO_F_CREDIT) {
+		/* credit flows against the data, towards the sender */
+		if (l->dir != LINK_NEXT)
+			goto wrong;
+		if (rd->prev != NULL && rd->prev->state == LINK_UP)
+			link_send(rd->prev, f, pl);
+		return RX_DONE;
+	}
+	if (l->dir != LINK_PREV)
+		goto wrong;
+	if (rd->next == NULL || rd->next->state != LINK_UP || pl == NULL)
+		return RX_DONE;	/* the ops it belongs to fail with the link */
+	if (link_tx_room(rd->next) == 0)
+		return RX_BLOCKED;
+	link_send(rd->next, f, pl);
+	return RX_DONE;
+wrong:
+	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
+		 proto_frame_type_name(f->type));
+	return RX_ERROR;
+}
+
 /* One whole frame.  Returns RX_DONE, RX_BLOCKED (offer it again later) or
  * RX_ERROR (the link is closed by then or must be). */
 static int
@@ -525,6 +561,7 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct ringd *rd = l->rd;
 	char why[300];
+	int rc;
 
 	if (l->state != LINK_UP && f->type != PROTO_F_HELLO && f->type != PROTO_F_HELLO_ACK &&
 	    f->type != PROTO_F_REJECT) {
@@ -556,14 +593,21 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		else
 			l->rtt_us = now_us() - f->offset;
 		return RX_DONE;
+	case PROTO_F_JOIN:
+	case PROTO_F_LEAVE:
+		return job_rx(rd, l, f, pl);
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
 	case PROTO_F_ABORT:
+		if ((rc = link_route(l, f, pl)) >= 0)
+			return rc;
 		return coll_rx(rd, l, f, pl);
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
 	case PROTO_F_P2P_DATA:
+		if ((rc = link_route(l, f, pl)) >= 0)
+			return rc;
 		return p2p_rx(rd, l, f, pl);
 	default:
 		snprintf(why, sizeof(why), "unexpected %s frame", proto_frame_type_name(f->type));
@@ -604,10 +648,16 @@ rx_fill(struct link *l)
 {
 	ssize_t n;
 
-	if (l->rxlen == l->rxcap && rx_room(l, l->rxlen - l->rxoff) != 0)
-		return -1;
+	/* everything consumed: start over at the front; full: move what is left */
+	if (l->rxoff == l->rxlen) {
+		l->rxoff = l->rxlen = 0;
+	} else if (l->rxlen == l->rxcap && l->rxoff > 0) {
+		memmove(l->rxbuf, l->rxbuf + l->rxoff, l->rxlen - l->rxoff);
+		l->rxlen -= l->rxoff;
+		l->rxoff = 0;
+	}
 	if (l->rxlen == l->rxcap)
-		return 0;
+		return 0;	/* cannot happen: rx_room made space for the frame */
 	n = transport_read(transport, l, l->rxbuf + l->rxlen, l->rxcap - l->rxlen);
 	if (n > 0) {
 		l->rxlen += (size_t)n;
@@ -681,6 +731,12 @@ link_rx(struct link *l)
 			l->rxoff += PROTO_FRAME_HDR;
 			l->have_hdr = true;
 			l->direct = NULL;
+			/* the kernels read payloads in place: keep them 8-byte aligned */
+			if (((uintptr_t)(l->rxbuf + l->rxoff) & 7) != 0) {
+				memmove(l->rxbuf, l->rxbuf + l->rxoff, l->rxlen - l->rxoff);
+				l->rxlen -= l->rxoff;
+				l->rxoff = 0;
+			}
 			if (l->state == LINK_UP && f->length >= 4096) {
 				if (f->type == PROTO_F_DATA)
 					l->direct = coll_rx_dest(l->rd, l, f, &l->direct_arena,

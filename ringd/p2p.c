@@ -7,9 +7,10 @@
  * answers with a clear-to-send (CTS) — or with a refusal that carries both
  * descriptions, in which case no payload is ever sent, so the pair's stream stays
  * aligned for the next message.  Only then does data flow, in segments, straight
- * from the sender's arena into the receiver's.  Frames for other hosts are
- * forwarded to next unchanged; messages between a pair keep their order because
- * they all travel the same path.
+ * from the sender's arena into the receiver's.  Daemons in between pass the frames
+ * on; messages between a pair keep their order because they all travel the same
+ * path.  Two ranks on the same host never touch the network: the daemon matches
+ * them and copies from one arena to the other.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,20 +30,6 @@ struct rts_entry {
 	int src_host;			/* where it came from */
 	TAILQ_ENTRY(rts_entry) entry;
 };
-
-/* One process per host for now: a rank lives on the host of the same number. */
-static int
-rank_host(const struct job *j, int rank)
-{
-	(void)j;
-	return rank;
-}
-
-static uint32_t
-route(int src_host, int dst_host)
-{
-	return ((uint32_t)src_host << 16) | (uint32_t)dst_host;
-}
 
 static void
 shape_format(const struct proto_rts *m, char *buf, size_t cap)
@@ -71,12 +58,24 @@ rts_same(const struct proto_rts *a, const struct proto_rts *b)
 	return true;
 }
 
+/* "rank 1 posted recv of float32[2,3] from rank 0, which sent float32[3,2]" */
+static void
+mismatch_text(const struct proto_rts *want, const struct proto_rts *got, char *buf, size_t cap)
+{
+	char w[256], g[256];
+
+	shape_format(want, w, sizeof(w));
+	shape_format(got, g, sizeof(g));
+	snprintf(buf, cap, "rank %u posted recv of %s from rank %u, which sent %s", want->dst, w,
+		 got->src, g);
+}
+
 static int
 send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_host,
 	 const uint8_t *pl, int len)
 {
 	struct proto_frame f = {
-		.type = type, .job = j->id, .aux = route(rd->rank, dst_host),
+		.type = type, .job = j->id, .route = PROTO_ROUTE(rd->rank, dst_host),
 		.epoch = rd->epoch, .seq = id, .length = (uint32_t)len,
 	};
 
@@ -92,6 +91,24 @@ op_enqueue(struct op *op, struct opq *q)
 	TAILQ_INSERT_TAIL(q, op, entry);
 }
 
+/* Both ends here: compare, copy from one arena to the other, done. */
+static void
+p2p_local(struct ringd *rd, struct op *snd, struct op *rcv)
+{
+	char text[PROTO_TEXT_MAX + 1];
+
+	if (!rts_same(&rcv->rts, &snd->rts)) {
+		mismatch_text(&rcv->rts, &snd->rts, text, sizeof(text));
+		op_finish(rd, rcv, RING_EMISMATCH, "%s", text);
+		op_finish(rd, snd, RING_EMISMATCH, "%s", text);
+		return;
+	}
+	if (snd->tx0_len > 0)
+		memcpy(rcv->p2p_dst, snd->tx0, snd->tx0_len);
+	op_finish(rd, rcv, 0, NULL);
+	op_finish(rd, snd, 0, NULL);
+}
+
 /* A posted recv meets its RTS: accept it, or refuse it with both descriptions. */
 static void
 p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t id,
@@ -99,15 +116,11 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 {
 	struct proto_cts c = { .src = rts->src, .dst = rts->dst };
 	uint8_t buf[PROTO_TEXT_MAX + 64];
-	char want[256], got[256];
 
 	op->p2p_id = id;
 	if (!rts_same(rts, &op->rts)) {
-		shape_format(&op->rts, want, sizeof(want));
-		shape_format(rts, got, sizeof(got));
 		c.status = RING_EMISMATCH;
-		snprintf(c.text, sizeof(c.text), "rank %u posted recv of %s from rank %u, "
-			 "which sent %s", op->rts.dst, want, rts->src, got);
+		mismatch_text(&op->rts, rts, c.text, sizeof(c.text));
 		send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
 			 proto_encode_cts(buf, sizeof(buf), &c));
 		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
@@ -119,7 +132,7 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 		return;
 	}
 	op->cts = true;
-	if (op->rx[0].len == 0)
+	if (op->p2p_len == 0)
 		op_finish(rd, op, 0, NULL);
 }
 
@@ -127,36 +140,50 @@ int
 p2p_submit(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
-	struct sess *s = op->sess;
+	int self = op->c[0].rank, peer_host = job_host_of(j, op->peer);
 	uint8_t buf[256];
-	int self = sess_rank(s);
+	struct op *o;
 
 	op->fp.seq = 0;
 	op->rts.src = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? self : op->peer);
 	op->rts.dst = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? op->peer : self);
 	op->rts.dtype = (uint8_t)op->dtype;
-	op->rts.ndim = op->p2p_ndim;
-	op->rts.bytes = op->tx0_len;
-	memcpy(op->rts.shape, op->p2p_shape, sizeof(op->rts.shape));
+	op->rts.bytes = op->fp.coll == PROTO_COLL_SEND ? op->tx0_len : op->p2p_len;
+	op->local_peer = peer_host == rd->rank;
 	op->hdr_sent = true;
 	if (op->fp.coll == PROTO_COLL_SEND) {
-		op->p2p_id = ++j->p2p_next_id;
-		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p_id, rank_host(j, op->peer), buf,
-			     proto_encode_rts(buf, sizeof(buf), &op->rts)) != 0) {
-			op_enqueue(op, &j->sends);
-			op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
-				  op->peer);
+		op_enqueue(op, &j->sends);
+		if (op->local_peer) {
+			TAILQ_FOREACH(o, &j->recvs, entry)
+				if (o->local_peer && !o->finished && o->rts.src == op->rts.src &&
+				    o->rts.dst == op->rts.dst)
+					break;
+			if (o != NULL)
+				p2p_local(rd, op, o);
 			return 0;
 		}
-		op_enqueue(op, &j->sends);
+		op->p2p_id = ++j->p2p_next_id;
+		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p_id, peer_host, buf,
+			     proto_encode_rts(buf, sizeof(buf), &op->rts)) != 0)
+			op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
+				  op->peer);
 		return 0;
 	}
 	op_enqueue(op, &j->recvs);
+	if (op->local_peer) {
+		TAILQ_FOREACH(o, &j->sends, entry)
+			if (o->local_peer && !o->finished && o->rts.src == op->rts.src &&
+			    o->rts.dst == op->rts.dst)
+				break;
+		if (o != NULL)
+			p2p_local(rd, o, op);
+		return 0;
+	}
 	{
 		struct rts_entry *e;
 
 		TAILQ_FOREACH(e, &j->rts_in, entry)
-			if (e->rts.src == op->rts.src)
+			if (e->rts.src == op->rts.src && e->rts.dst == op->rts.dst)
 				break;
 		if (e != NULL) {
 			TAILQ_REMOVE(&j->rts_in, e, entry);
@@ -176,21 +203,19 @@ p2p_pump(struct ringd *rd, struct job *j)
 	struct op *op;
 
 	TAILQ_FOREACH(op, &j->sends, entry) {
-		if (!op->cts || op->finished || op->tx0_done)
+		uint32_t route;
+
+		if (!op->cts || op->finished || op->tx0_done || op->local_peer)
 			continue;
+		route = PROTO_ROUTE(rd->rank, job_host_of(j, op->peer));
 		while (op->tx0_off < op->tx0_len) {
 			uint64_t left = op->tx0_len - op->tx0_off;
 			uint32_t len = (uint32_t)(left < seg ? left : seg);
-			struct proto_frame f = {
-				.type = PROTO_F_P2P_DATA, .job = j->id,
-				.aux = route(rd->rank, rank_host(j, op->peer)), .epoch = rd->epoch,
-				.seq = op->p2p_id, .offset = op->tx0_off, .length = len,
-			};
 
 			if (rd->next == NULL || link_tx_room(rd->next) == 0)
 				return;
-			if (op_send_data(rd, op, f.type, f.aux, f.seq, f.offset,
-					 op->tx0 + op->tx0_off, len) != 0)
+			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, op->p2p_id,
+					 op->tx0_off, op->tx0 + op->tx0_off, len) != 0)
 				return;
 			op->tx0_off += len;
 		}
@@ -205,14 +230,14 @@ static struct op *
 p2p_recv_for(struct ringd *rd, const struct proto_frame *f)
 {
 	struct job *j = job_lookup(rd, f->job);
-	int src_host = (int)(f->aux >> 16);
+	int src_host = PROTO_ROUTE_SRC(f->route);
 	struct op *op;
 
 	if (j == NULL)
 		return NULL;
 	TAILQ_FOREACH(op, &j->recvs, entry)
-		if (op->cts && !op->finished && op->p2p_id == f->seq &&
-		    rank_host(j, (int)op->rts.src) == src_host)
+		if (op->cts && !op->finished && !op->local_peer && op->p2p_id == f->seq &&
+		    job_host_of(j, (int)op->rts.src) == src_host)
 			return op;
 	return NULL;
 }
@@ -223,45 +248,36 @@ p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 {
 	struct op *op;
 
-	if ((int)(f->aux & 0xffff) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
-	    f->offset != op->rx_off || f->length > op->rx[0].len - op->rx_off)
+	if (PROTO_ROUTE_DST(f->route) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
+	    f->offset != op->rx_off || f->length > op->p2p_len - op->rx_off)
 		return NULL;
 	*arena = op->arena;
 	*owner = op;
-	return op->rx[0].dst + op->rx_off;
+	return op->p2p_dst + op->rx_off;
 }
 
 int
 p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	int src_host = (int)(f->aux >> 16), dst_host = (int)(f->aux & 0xffff);
+	int src_host = PROTO_ROUTE_SRC(f->route);
 	struct job *j;
 	struct op *op;
 
-	if (l->dir != LINK_PREV || src_host >= rd->world || dst_host >= rd->world) {
+	if (l->dir != LINK_PREV) {
 		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
-	}
-	if (dst_host != rd->rank) {
-		/* not ours: pass it on, as output room allows */
-		if (rd->next == NULL || rd->next->state != LINK_UP || pl == NULL)
-			return RX_DONE;
-		if (link_tx_room(rd->next) == 0)
-			return RX_BLOCKED;
-		link_send(rd->next, f, pl);
-		return RX_DONE;
 	}
 	j = job_lookup(rd, f->job);
 	if (f->type == PROTO_F_P2P_DATA) {
 		op = p2p_recv_for(rd, f);
 		if (op == NULL || pl == NULL || f->offset != op->rx_off ||
-		    f->length > op->rx[0].len - op->rx_off)
+		    f->length > op->p2p_len - op->rx_off)
 			return RX_DONE;	/* its recv gave up */
-		if (pl != op->rx[0].dst + op->rx_off)
-			memcpy(op->rx[0].dst + op->rx_off, pl, f->length);
+		if (pl != op->p2p_dst + op->rx_off)
+			memcpy(op->p2p_dst + op->rx_off, pl, f->length);
 		op->rx_off += f->length;
-		if (op->rx_off == op->rx[0].len)
+		if (op->rx_off == op->p2p_len)
 			op_finish(rd, op, 0, NULL);
 		return RX_DONE;
 	}
@@ -280,7 +296,8 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			return RX_DONE;
 		}
 		TAILQ_FOREACH(op, &j->recvs, entry)
-			if (!op->cts && !op->finished && op->rts.src == m.src)
+			if (!op->cts && !op->finished && !op->local_peer &&
+			    op->rts.src == m.src && op->rts.dst == m.dst)
 				break;
 		if (op != NULL) {
 			p2p_match(rd, op, &m, f->seq, src_host);
@@ -308,7 +325,7 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		if (j == NULL)
 			return RX_DONE;
 		TAILQ_FOREACH(op, &j->sends, entry)
-			if (op->p2p_id == f->seq && !op->cts && !op->finished)
+			if (op->p2p_id == f->seq && !op->cts && !op->finished && !op->local_peer)
 				break;
 		if (op == NULL)
 			return RX_DONE;	/* the send gave up already */
@@ -334,10 +351,10 @@ fail_list(struct ringd *rd, struct opq *q, struct sess *only, int status, const 
 
 	for (op = TAILQ_FIRST(q); op != NULL; op = nx) {
 		nx = TAILQ_NEXT(op, entry);
-		if (op->finished || (only != NULL && op->sess != only))
+		if (op->finished || (only != NULL && op->c[0].sess != only))
 			continue;
 		if (only != NULL)
-			op->sess = NULL;
+			op->c[0].sess = NULL;
 		op_finish(rd, op, status, "%s with rank %d failed: %s",
 			  proto_coll_name(op->fp.coll), op->peer, why);
 	}

@@ -38,6 +38,7 @@ struct sess {
 	pid_t pid;			/* SO_PEERCRED */
 	uid_t uid;
 	gid_t gid;
+	bool welcomed;			/* the job formed and it was told */
 	int inflight;			/* operations not yet answered */
 	uint64_t ops;			/* answered so far */
 	bool dead;			/* closed; freed from the loop */
@@ -86,6 +87,28 @@ sess_pid(const struct sess *s)
 	return (int)s->pid;
 }
 
+int
+sess_local_rank(const struct sess *s)
+{
+	return s->local_rank;
+}
+
+struct job *
+sess_job(const struct sess *s)
+{
+	return s->job;
+}
+
+void
+sess_set_job(struct sess *s, struct job *j, int rank, int world, int local_rank, int local_size)
+{
+	s->job = j;
+	s->rank = rank;
+	s->size = world;
+	s->local_rank = local_rank;
+	s->local_size = local_size;
+}
+
 static int
 sess_send(struct sess *s, const uint8_t *buf, int len)
 {
@@ -109,9 +132,9 @@ sess_error(struct sess *s, int code, const char *text)
 }
 
 void
-sess_op_done(struct sess *s, struct op *op, int status, const char *text)
+sess_op_done(struct sess *s, uint64_t reqid, int status, const char *text)
 {
-	struct proto_done d = { .reqid = op->reqid, .status = status };
+	struct proto_done d = { .reqid = reqid, .status = status };
 	uint8_t buf[PROTO_MSG_MAX];
 
 	snprintf(d.text, sizeof(d.text), "%s", text ? text : "");
@@ -146,6 +169,8 @@ sess_close(struct sess *s, const char *why)
 		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->pid,
 			 s->job ? s->job->name : "-", s->rank, why);
 	coll_sess_gone(rd, s);
+	if (s->job != NULL)
+		job_detach(rd, s, s->job);
 	event_free(s->ev);
 	close(s->fd);
 	TAILQ_REMOVE(&rd->sessions, s, entry);
@@ -260,6 +285,11 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 	char err[PROTO_TEXT_MAX + 1] = "";
 	int rc;
 
+	if (!s->welcomed) {
+		sess_error(s, RING_EPROTO, "an operation before the job formed");
+		sess_close(s, "operation before WELCOME");
+		return;
+	}
 	if (proto_decode_op(buf, len, &m) != 0) {
 		sess_error(s, RING_EPROTO, "malformed operation request");
 		sess_close(s, "malformed operation request");
@@ -291,12 +321,10 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 {
 	struct ringd *rd = s->rd;
 	struct proto_hello h;
-	struct proto_welcome w;
-	uint8_t out[PROTO_MSG_MAX];
 	struct stat st;
 	struct arena *a;
 	void *base;
-	int seals;
+	int seals, rc;
 
 	if (proto_decode_hello(buf, len, &h) != 0) {
 		snprintf(err, errlen, "malformed HELLO");
@@ -324,38 +352,13 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 		snprintf(err, errlen, "the arena must be a memfd sealed with F_SEAL_SHRINK");
 		return RING_EPERM;
 	}
-	if (h.local_size != 1) {
-		snprintf(err, errlen, "local_size %d: several processes per host are not "
-			 "supported yet (use one process per ringd)", h.local_size);
-		return RING_ENOTSUP;
-	}
-	if (h.size >= 0 && h.size != rd->world) {
-		snprintf(err, errlen, "the launcher says world size %d but the ring has %d "
-			 "hosts with 1 process each", h.size, rd->world);
-		return RING_EINVAL;
-	}
-	if (h.rank >= 0 && h.rank != rd->rank) {
-		snprintf(err, errlen, "the launcher says rank %d but this daemon is host %d",
-			 h.rank, rd->rank);
-		return RING_EINVAL;
-	}
-	if ((s->job = job_get(rd, h.job, err, errlen)) == NULL)
-		return RING_EPERM;
-	if (s->job->sess != NULL) {
-		snprintf(err, errlen, "job %s already has local rank 0 attached (pid %d)",
-			 h.job, sess_pid(s->job->sess));
-		s->job = NULL;
-		return RING_EINVAL;
-	}
 	base = mmap(NULL, h.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		snprintf(err, errlen, "cannot map the arena: %s", strerror(errno));
-		s->job = NULL;
 		return RING_ENOMEM;
 	}
 	if ((a = calloc(1, sizeof(*a))) == NULL) {
 		munmap(base, h.arena_bytes);
-		s->job = NULL;
 		snprintf(err, errlen, "out of memory");
 		return RING_ENOMEM;
 	}
@@ -363,13 +366,28 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	a->len = h.arena_bytes;
 	a->refs = 1;
 	s->arena = a;
-	s->job->sess = s;
-	s->job->size = rd->world;
-	s->rank = rd->rank;
-	s->size = rd->world;
-	s->local_rank = h.local_rank;
-	s->local_size = h.local_size;
 	s->timeout_ms = h.timeout_ms;
+	rc = job_attach(rd, s, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
+	if (rc != 0)
+		return rc;
+	rd->clients_total++;
+	log_info("client pid %d attached: job %s rank %d/%d (local %d/%d), arena %llu MiB",
+		 (int)s->pid, h.job, s->rank, s->size, s->local_rank, s->local_size,
+		 (unsigned long long)(h.arena_bytes >> 20));
+	return 0;
+}
+
+void
+sess_welcome(struct sess *s)
+{
+	struct ringd *rd = s->rd;
+	struct job *j = s->job;
+	struct proto_welcome w;
+	uint8_t out[PROTO_MSG_MAX];
+	int i;
+
+	if (s->welcomed || s->dead)
+		return;
 	memset(&w, 0, sizeof(w));
 	w.rank = s->rank;
 	w.size = s->size;
@@ -377,18 +395,25 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	w.local_size = s->local_size;
 	w.host_rank = rd->rank;
 	w.nhosts = rd->world;
-	w.job_id = s->job->id;
+	w.job_id = j->id;
 	w.seg_bytes = rd->cfg.segment_bytes;
 	w.piece_bytes = rd->cfg.piece_bytes;
+	for (i = 0; i < j->nhosts; i++)
+		if (j->nhranks[i] > 1)
+			w.flags |= PROTO_WELCOME_RS_INPLACE;
 	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
-	if (sess_send(s, out, proto_encode_welcome(out, sizeof(out), &w)) != 0) {
-		snprintf(err, errlen, "cannot send WELCOME");
-		return RING_EDAEMON;
-	}
-	rd->clients_total++;
-	log_info("client pid %d attached: job %s rank %d/%d, arena %llu MiB", (int)s->pid,
-		 h.job, s->rank, s->size, (unsigned long long)(h.arena_bytes >> 20));
-	return 0;
+	s->welcomed = true;
+	if (sess_send(s, out, proto_encode_welcome(out, sizeof(out), &w)) != 0)
+		sess_close(s, "cannot send WELCOME");
+}
+
+void
+sess_refuse(struct sess *s, int code, const char *text)
+{
+	if (s->dead)
+		return;
+	sess_error(s, code, text);
+	sess_close(s, text);
 }
 
 static void

@@ -7,7 +7,9 @@
  * process has: when the test dies in any way (a crash, a Criterion timeout, a
  * kill of its group) the pipe reaches EOF and the watchdog stops the daemons, so
  * no test leaves them behind.  Forked ranks die with their parent (PDEATHSIG),
- * and every wait here has a bound.
+ * and every wait here has a bound.  A run is a list of processes, each with its
+ * daemon, its RING_LOCAL_* and launcher ranks and its job, so one run may hold
+ * several jobs, several processes per daemon, or a job on some of the daemons.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -440,8 +442,8 @@ static const char *const launcher_vars[] = {
 	"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
 };
 
-static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
-		      const char *job, cluster_fn fn, void *arg)
+static void rank_main(struct ring_cluster *c, const struct cluster_proc *p, int i,
+		      int nprocs, const char *job, cluster_fn fn, void *arg)
 {
 	ring_comm *comm = NULL;
 	char num[16];
@@ -450,37 +452,55 @@ static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (c->watch_fd >= 0)
 		close(c->watch_fd);	/* EOF must mean the test process died */
-	it_rank = i;
+	it_rank = p->expect_rank >= 0 ? p->expect_rank : i;
 	for (size_t k = 0; k < sizeof(launcher_vars) / sizeof(launcher_vars[0]); k++)
 		unsetenv(launcher_vars[k]);
-	setenv("RING_SOCKET", c->sockets[i / per_host], 1);
-	setenv("RING_JOB", job, 1);
+	setenv("RING_SOCKET", c->sockets[p->daemon], 1);
+	setenv("RING_JOB", p->job ? p->job : job, 1);
 	setenv("RING_TIMEOUT_MS", "30000", 0);
-	if (per_host > 1) {
-		snprintf(num, sizeof(num), "%d", i % per_host);
+	if (p->local_size > 0) {
+		snprintf(num, sizeof(num), "%d", p->local_rank);
 		setenv("RING_LOCAL_RANK", num, 1);
-		snprintf(num, sizeof(num), "%d", per_host);
+		snprintf(num, sizeof(num), "%d", p->local_size);
 		setenv("RING_LOCAL_SIZE", num, 1);
+	}
+	if (p->rank >= 0) {
+		snprintf(num, sizeof(num), "%d", p->rank);
+		setenv("RING_RANK", num, 1);
+		snprintf(num, sizeof(num), "%d", p->world);
+		setenv("RING_WORLD_SIZE", num, 1);
+	}
+	if (p->fn)
+		fn = p->fn;
+	if (p->arg)
+		arg = p->arg;
+	if (p->self_open) {
+		rc = fn(NULL, i, nprocs, arg);
+		fflush(stdout);
+		fflush(stderr);
+		_exit(rc ? 1 : 0);
 	}
 	rc = ring_open(&comm, NULL);
 	if (rc) {
-		fprintf(stderr, "rank %d: ring_open (socket %s, job %s): %s: %s\n", i,
-			c->sockets[i / per_host], job, ring_strerror(rc),
-			comm ? ring_last_error(comm) : "");
+		fprintf(stderr, "rank %d: ring_open (socket %s, job %s): %s: %s\n", it_rank,
+			c->sockets[p->daemon], p->job ? p->job : job, ring_strerror(rc),
+			ring_last_error(NULL));
 		fflush(stderr);
 		_exit(rc == RING_ENOTSUP ? CLUSTER_NOTSUP : 1);
 	}
 	it_comm = comm;
-	if (ring_rank(comm) != i || ring_size(comm) != nprocs) {
+	if ((p->expect_rank >= 0 && ring_rank(comm) != p->expect_rank) ||
+	    (p->expect_size >= 0 && ring_size(comm) != p->expect_size)) {
 		fprintf(stderr, "rank %d: ring_open gave rank %d of %d, expected %d of %d\n",
-			i, ring_rank(comm), ring_size(comm), i, nprocs);
+			it_rank, ring_rank(comm), ring_size(comm), p->expect_rank,
+			p->expect_size);
 		fflush(stderr);
 		ring_close(comm);
 		_exit(1);
 	}
-	rc = fn(comm, i, nprocs, arg);
+	rc = fn(comm, ring_rank(comm), ring_size(comm), arg);
 	if (ring_close(comm) && !rc) {
-		fprintf(stderr, "rank %d: ring_close failed\n", i);
+		fprintf(stderr, "rank %d: ring_close failed\n", it_rank);
 		rc = 1;
 	}
 	fflush(stdout);
@@ -488,19 +508,25 @@ static void rank_main(struct ring_cluster *c, int i, int nprocs, int per_host,
 	_exit(rc ? 1 : 0);
 }
 
-int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
+int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
+		      int nprocs, cluster_fn fn, void *arg)
 {
-	pid_t pids[CLUSTER_MAX * 8];
-	int status[CLUSTER_MAX * 8], per_host, left, failed = 0, notsup = 0;
+	pid_t pids[CLUSTER_MAX_PROCS];
+	int status[CLUSTER_MAX_PROCS], left, failed = 0, notsup = 0;
 	double deadline;
 	char job[64];
 
-	if (!c->started || nprocs < c->n || nprocs % c->n ||
-	    nprocs > (int)(sizeof(pids) / sizeof(pids[0]))) {
-		fprintf(stderr, "harness: cluster_run: %d ranks on %d daemons\n", nprocs, c->n);
+	if (!c->started || nprocs < 1 || nprocs > CLUSTER_MAX_PROCS) {
+		fprintf(stderr, "harness: cluster_run: %d processes on %d daemons\n", nprocs,
+			c->n);
 		return -1;
 	}
-	per_host = nprocs / c->n;
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].daemon < 0 || procs[i].daemon >= c->n) {
+			fprintf(stderr, "harness: cluster_run: process %d on daemon %d of %d\n",
+				i, procs[i].daemon, c->n);
+			return -1;
+		}
 	c->runs++;
 	if (c->job[0])
 		snprintf(job, sizeof(job), "%s", c->job);
@@ -519,7 +545,7 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 			return -1;
 		}
 		if (pids[i] == 0)
-			rank_main(c, i, nprocs, per_host, job, fn, arg);
+			rank_main(c, &procs[i], i, nprocs, job, fn, arg);
 		status[i] = -1;
 	}
 	deadline = mono_s() + c->run_timeout_s;
@@ -537,24 +563,24 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 			usleep(5000);
 	}
 	for (int i = 0; i < nprocs; i++) {
-		int st = status[i];
+		int st = status[i], r = procs[i].expect_rank >= 0 ? procs[i].expect_rank : i;
 
 		if (st == -1) {
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);
-			fprintf(stderr, "harness: rank %d still running after %d s: killed "
-				"(a hang)\n", i, c->run_timeout_s);
+			fprintf(stderr, "harness: rank %d (process %d) still running after %d s: "
+				"killed (a hang)\n", r, i, c->run_timeout_s);
 			failed++;
 		} else if (WIFSIGNALED(st)) {
-			fprintf(stderr, "harness: rank %d died of signal %d (%s)\n", i,
-				WTERMSIG(st), strsignal(WTERMSIG(st)));
+			fprintf(stderr, "harness: rank %d (process %d) died of signal %d (%s)\n",
+				r, i, WTERMSIG(st), strsignal(WTERMSIG(st)));
 			failed++;
 		} else if (WEXITSTATUS(st) == CLUSTER_NOTSUP) {
-			fprintf(stderr, "harness: rank %d: the daemon does not support this "
-				"(RING_ENOTSUP)\n", i);
+			fprintf(stderr, "harness: rank %d (process %d): the daemon does not "
+				"support this (RING_ENOTSUP)\n", r, i);
 			notsup++;
 		} else if (WEXITSTATUS(st) != 0) {
-			fprintf(stderr, "harness: rank %d failed (exit %d)\n", i,
+			fprintf(stderr, "harness: rank %d (process %d) failed (exit %d)\n", r, i,
 				WEXITSTATUS(st));
 			failed++;
 		}
@@ -562,6 +588,56 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 	if (failed)
 		return 1;
 	return notsup ? CLUSTER_NOTSUP : 0;
+}
+
+void cluster_procs_local(const struct ring_cluster *c, struct cluster_proc *procs,
+			 int nprocs, int local)
+{
+	bool ranked = local > 0 && nprocs / local < c->n;
+
+	for (int i = 0; i < nprocs; i++) {
+		memset(&procs[i], 0, sizeof(procs[i]));
+		procs[i].daemon = local > 0 ? i / local : 0;
+		procs[i].local_rank = local > 0 ? i % local : 0;
+		procs[i].local_size = local;
+		procs[i].rank = ranked ? i : -1;
+		procs[i].world = ranked ? nprocs : -1;
+		procs[i].expect_rank = i;
+		procs[i].expect_size = nprocs;
+	}
+}
+
+int cluster_run_local(struct ring_cluster *c, int nprocs, int local, cluster_fn fn,
+		      void *arg)
+{
+	struct cluster_proc procs[CLUSTER_MAX_PROCS];
+
+	if (local < 1 || nprocs < local || nprocs % local || nprocs / local > c->n ||
+	    nprocs > CLUSTER_MAX_PROCS) {
+		fprintf(stderr, "harness: cluster_run_local: %d processes, %d per daemon, on "
+			"%d daemons\n", nprocs, local, c->n);
+		return -1;
+	}
+	cluster_procs_local(c, procs, nprocs, local);
+	return cluster_run_procs(c, procs, nprocs, fn, arg);
+}
+
+int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
+{
+	struct cluster_proc procs[CLUSTER_MAX_PROCS];
+	int per_host;
+
+	if (!c->started || nprocs < c->n || nprocs % c->n || nprocs > CLUSTER_MAX_PROCS) {
+		fprintf(stderr, "harness: cluster_run: %d ranks on %d daemons\n", nprocs, c->n);
+		return -1;
+	}
+	per_host = nprocs / c->n;
+	/* One per daemon: no RING_LOCAL_* at all, as a plain launch would. */
+	cluster_procs_local(c, procs, nprocs, per_host > 1 ? per_host : 0);
+	if (per_host == 1)
+		for (int i = 0; i < nprocs; i++)
+			procs[i].daemon = i;
+	return cluster_run_procs(c, procs, nprocs, fn, arg);
 }
 
 void it_fail(const char *file, int line, const char *fmt, ...)

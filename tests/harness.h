@@ -53,8 +53,44 @@ void cluster_stop(struct ring_cluster *c);
  * CLUSTER_NOTSUP when the only failures were ring_open's RING_ENOTSUP (the
  * daemon lacks the feature: a test may skip rather than fail); 1 otherwise. */
 #define CLUSTER_NOTSUP 77
+#define CLUSTER_MAX_PROCS	(CLUSTER_MAX * 8)
 typedef int (*cluster_fn)(ring_comm *comm, int rank, int size, void *arg);
 int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg);
+
+/* As cluster_run with local processes per daemon, stated explicitly: process i
+ * attaches to daemon i / local with RING_LOCAL_RANK = i % local and
+ * RING_LOCAL_SIZE = local, and must become rank i of nprocs.  nprocs must be a
+ * multiple of local; on fewer daemons than the cluster has (a job on daemons 0..
+ * nprocs/local - 1) the processes also get RING_RANK = i and RING_WORLD_SIZE =
+ * nprocs, as ringd cannot number them from host ranks then. */
+int cluster_run_local(struct ring_cluster *c, int nprocs, int local, cluster_fn fn,
+		      void *arg);
+
+/* One forked process of cluster_run_procs: where it attaches and what its
+ * environment says.  Launcher variables not given here are unset. */
+struct cluster_proc {
+	int daemon;			/* RING_SOCKET = the socket of this daemon */
+	int local_rank, local_size;	/* RING_LOCAL_RANK/SIZE; local_size 0: unset */
+	int rank, world;		/* RING_RANK/RING_WORLD_SIZE; -1: unset */
+	int expect_rank, expect_size;	/* what ring_open must give; -1: not checked */
+	const char *job;		/* RING_JOB; NULL: the run's own fresh name */
+	cluster_fn fn;			/* NULL: the run's fn */
+	void *arg;			/* NULL: the run's arg */
+	bool self_open;			/* fn opens its communicator itself (to see
+					 * ring_open fail): it gets comm NULL, rank =
+					 * the process index, size = nprocs */
+};
+
+/* Fills procs[0..nprocs) for local processes per daemon, as cluster_run_local
+ * would run them; a test then changes what it needs (launcher ranks for a
+ * non-contiguous layout, another daemon, a second job). */
+void cluster_procs_local(const struct ring_cluster *c, struct cluster_proc *procs,
+			 int nprocs, int local);
+
+/* Runs every process of procs at once (so several jobs may run side by side)
+ * under the same bound and verdict as cluster_run. */
+int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
+		      int nprocs, cluster_fn fn, void *arg);
 
 /* The tree's root (where scripts/ring-local lives), found from the test binary. */
 const char *harness_root(void);

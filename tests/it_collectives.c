@@ -597,6 +597,7 @@ static const struct p2p_shape p2p_shapes[] = {
 	{ RING_BFLOAT16, 3, { 3, 5, 7 } },
 	{ RING_FLOAT32, 2, { 512, 513 } },	/* 1 MiB: many 64K segments */
 	{ RING_BOOL, 1, { 333 } },
+	{ RING_FLOAT32, 2, { 2048, 2048 } },	/* 16 MiB: above the daemons' window */
 };
 #define N_P2P ((int)(sizeof(p2p_shapes) / sizeof(p2p_shapes[0])))
 
@@ -716,6 +717,57 @@ static int p2p_pattern(ring_comm *comm, int rank, int n, void *arg)
 	}
 	IT_CALL(ring_barrier(comm));
 	return 0;
+}
+
+/* Large messages with the daemons' default segment and window, back to back
+ * as a pipeline-parallel trainer sends activations: every rank sends 16 MiB to
+ * the next while receiving from the previous, eight rounds per placement. */
+static int p2p_large(ring_comm *comm, int rank, int n, void *arg)
+{
+	const struct p2p_shape *big = &p2p_shapes[N_P2P - 1];
+	size_t count = shape_count(big), bytes = count * ring_dtype_size(big->dtype);
+	int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+	void *want = malloc(bytes);
+
+	IT_CHECK(want, "out of memory");
+	it_fill(want, big->dtype, RING_SUM, n, prev, count, 0, 4500);
+	for (int p = 0; p < 2; p++) {
+		enum it_place place = p ? IT_HOST : IT_ARENA;
+		void *sbuf = it_alloc(comm, place, bytes), *rbuf = it_alloc(comm, place, bytes);
+
+		IT_CHECK(sbuf && rbuf, "out of memory (%s)", it_place_name(place));
+		it_fill(sbuf, big->dtype, RING_SUM, n, rank, count, 0, 4500);
+		for (int round = 0; round < 8; round++) {
+			memset(rbuf, 0xa5, bytes);
+			if (rank % 2 == 0) {
+				IT_CALL(ring_send(comm, sbuf, big->dtype, big->ndim, big->shape, next));
+				IT_CALL(ring_recv(comm, rbuf, big->dtype, big->ndim, big->shape, prev));
+			} else {
+				IT_CALL(ring_recv(comm, rbuf, big->dtype, big->ndim, big->shape, prev));
+				IT_CALL(ring_send(comm, sbuf, big->dtype, big->ndim, big->shape, next));
+			}
+			IT_CHECK(memcmp(rbuf, want, bytes) == 0, "round %d (%s): the 16 MiB from "
+				 "rank %d arrived wrong", round, it_place_name(place), prev);
+		}
+		it_free(comm, place, sbuf);
+		it_free(comm, place, rbuf);
+	}
+	free(want);
+	IT_CALL(ring_barrier(comm));
+	return 0;
+}
+
+ParameterizedTestParameters(collectives, send_recv_large)
+{
+	static int worlds[] = { 2, 4 };
+
+	return cr_make_param_array(int, worlds, sizeof(worlds) / sizeof(worlds[0]));
+}
+
+ParameterizedTest(int *world, collectives, send_recv_large, .fini = teardown, .timeout = 180)
+{
+	start(*world, NULL);
+	run(*world, p2p_large, NULL, "16 MiB send/recv around the ring");
 }
 
 ParameterizedTestParameters(collectives, send_recv)
@@ -1033,4 +1085,32 @@ Test(collectives, job_name_reused, .fini = teardown, .timeout = 120)
 	snprintf(cluster.job, sizeof(cluster.job), "reused");
 	run(3, mixed_small, NULL, "the first job named \"reused\"");
 	run(3, mixed_small, NULL, "the second job named \"reused\"");
+}
+
+/* The last rank leaves without joining the all-reduce: the others must get an
+ * error (a bounded wait), not a result. */
+static int leave_early(ring_comm *comm, int rank, int n, void *arg)
+{
+	float x = 1;
+	int rc;
+
+	if (rank == n - 1)
+		return 0;
+	rc = ring_allreduce(comm, &x, &x, 1, RING_FLOAT32, RING_SUM);
+	IT_CHECK(rc != 0, "an all-reduce that rank %d never joined succeeded (x = %g)", n - 1,
+		 x);
+	return 0;
+}
+
+/* DESIGN.md's failure model: once everyone is back, later operations succeed.
+ * A job name is reused by every run that does not set RING_JOB ("default"), so
+ * a failed run must not leave the job's state out of step between daemons. */
+Test(collectives, job_usable_after_a_failed_run, .fini = teardown, .timeout = 120)
+{
+	start(3, NULL);
+	snprintf(cluster.job, sizeof(cluster.job), "again");
+	setenv("RING_TIMEOUT_MS", "3000", 1);	/* the failing run need not wait long */
+	run(3, leave_early, NULL, "a run whose last rank never calls");
+	setenv("RING_TIMEOUT_MS", "10000", 1);	/* ample for mixed_small's calls */
+	run(3, mixed_small, NULL, "the next run of the same job after a failed one");
 }

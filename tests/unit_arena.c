@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,11 +370,31 @@ Test(single, argument_checks)
 	cr_assert_eq(ring_send(c, v, RING_INT32, RING_MAX_NDIM + 1, shape, 0), RING_EINVAL);
 	cr_assert(strstr(ring_last_error(c), "ndim"), "%s", ring_last_error(c));
 	cr_assert_eq(ring_send(c, v, RING_INT32, 2, NULL, 0), RING_EINVAL);
-	cr_assert_eq(ring_split(c, 0, 0, &out), RING_ENOTSUP);
+	cr_assert_eq(ring_split(c, 0, 0, NULL), RING_EINVAL);
+	cr_assert_eq(ring_split(NULL, 0, 0, &out), RING_EINVAL);
 	cr_assert_null(out);
-	cr_assert(ring_last_error(c)[0]);
 	cr_assert_eq(ring_close(c), 0);
 	cr_assert_eq(ring_close(NULL), 0);
+}
+
+/* A size-1 group splits into size-1 groups; a negative color joins none. */
+Test(single, split)
+{
+	ring_comm *c = single_open(), *sub = (ring_comm *)1;
+	int32_t v[3] = { 1, 2, 3 }, w[3];
+
+	cr_assert_eq(ring_split(c, -1, 0, &sub), 0, "%s", ring_last_error(c));
+	cr_assert_null(sub);
+	cr_assert_eq(ring_split(c, 7, 3, &sub), 0, "%s", ring_last_error(c));
+	cr_assert_not_null(sub);
+	cr_assert_eq(ring_rank(sub), 0);
+	cr_assert_eq(ring_size(sub), 1);
+	cr_assert_eq(ring_allreduce(sub, v, w, 3, RING_INT32, RING_SUM), 0);
+	cr_assert_arr_eq(v, w, sizeof(v));
+	cr_assert_not_null(ring_alloc(sub, 1000));
+	cr_assert_eq(ring_close(sub), 0);
+	cr_assert_eq(ring_allreduce(c, v, w, 3, RING_INT32, RING_MAX), 0);
+	cr_assert_eq(ring_close(c), 0);
 }
 
 Test(single, not_when_a_daemon_is_expected)
@@ -420,23 +441,38 @@ enum fake_mode {
 	FAKE_WRONG_REQID,	/* answer the first op with another id */
 	FAKE_STATUS_ONCE,	/* fail the first op with a status, then behave */
 	FAKE_SILENT,		/* never answer an op */
+	FAKE_LATE_WELCOME,	/* WELCOME after F.welcome_delay_ms (the job forms) */
+	FAKE_NO_WELCOME,	/* never WELCOME (a rank of the job never comes) */
 };
 
 #define FAKE_MAX_OPS	4096
+#define FAKE_MAX_SUBS	4	/* sessions after the first (ring_split) */
 #define TAG		1000000u	/* all-gather: rank r's block is send + r*TAG */
 #define BCAST_FILL	0xb0b0b0b0u
 #define RECV_FILL	0x5e5e5e5eu
+#define SCRATCH_FILL	0xdeadbeefu	/* what in-place reduce-scatter leaves elsewhere */
+
+/* A later session (a sub-communicator): what it said and did. */
+struct fake_sub {
+	struct proto_hello hello;
+	size_t nops;
+	bool bye;
+};
 
 static struct fake {
 	char dir[32], path[64];
 	int lfd;
-	pthread_t thread;
-	bool running;
+	pthread_t thread, acceptor;
+	bool running, accepting;
+	volatile bool stop;	/* the acceptor's end */
 	/* behaviour */
 	int rank, size;
 	uint64_t piece;
 	enum fake_mode mode;
-	/* what it saw */
+	int welcome_delay_ms;
+	uint32_t welcome_flags;	/* PROTO_WELCOME_* of the first session */
+	int64_t split_rows[8][LR_SPLIT_COLS];	/* other ranks' rows of a split */
+	/* what it saw on the first session */
 	struct proto_hello hello;
 	int arena_seals;
 	off_t arena_size;
@@ -445,6 +481,9 @@ static struct fake {
 	struct proto_op ops[FAKE_MAX_OPS];
 	size_t nops;
 	uint64_t send_sum;	/* of SEND payloads */
+	/* and on the later ones */
+	struct fake_sub subs[FAKE_MAX_SUBS];
+	int nsubs;
 	char problem[256];	/* the first thing that was wrong, if any */
 } F;
 
@@ -463,13 +502,29 @@ static bool fake_extent_ok(uint64_t off, uint64_t bytes, uint64_t arena)
 	return off >= PROTO_ARENA_CTL && off <= arena && bytes <= arena - off;
 }
 
+/* A split's all-gather (int64 x LR_SPLIT_COLS): the other ranks' rows come from
+ * F.split_rows, this rank's from libring. */
+static void fake_split_rows(const struct proto_op *op, uint8_t *arena, int rank, int size)
+{
+	int64_t *s = (int64_t *)(arena + op->send_off), *d = (int64_t *)(arena + op->recv_off);
+	uint64_t stride = op->stride ? op->stride : op->count;
+	int r;
+
+	for (r = 0; r < size && r < 8; r++)
+		memcpy(d + (size_t)r * stride, r == rank ? s : F.split_rows[r],
+		       LR_SPLIT_COLS * sizeof(*d));
+}
+
 /* Checks the op's extents and carries it out as if size-1 other ranks had
- * contributed the same data (uint32 data only; other dtypes are not touched). */
-static void fake_execute(const struct proto_op *op, uint8_t *arena, uint64_t abytes)
+ * contributed the same data (uint32 data only; other dtypes are not touched).
+ * Where WELCOME said PROTO_WELCOME_RS_INPLACE, reduce-scatter must be in place
+ * (ringd's rule), and it scribbles over the other blocks as ringd may. */
+static void fake_execute(const struct proto_op *op, uint8_t *arena, uint64_t abytes,
+			 int rank, int size, bool inplace)
 {
 	size_t es = proto_dtype_size(op->dtype), n = op->count, i, r;
 	uint64_t stride = op->stride ? op->stride : op->count;
-	uint64_t big = ((uint64_t)(F.size - 1) * stride + n) * es;
+	uint64_t big = ((uint64_t)(size - 1) * stride + n) * es;
 	uint64_t sbytes = n * es, rbytes = n * es;
 	uint32_t *s, *d, *tmp;
 
@@ -490,6 +545,14 @@ static void fake_execute(const struct proto_op *op, uint8_t *arena, uint64_t aby
 	if (op->fp_count < op->count && op->coll != PROTO_COLL_SEND &&
 	    op->coll != PROTO_COLL_RECV)
 		fake_problem("piece larger than the whole", op);
+	if (op->coll == PROTO_COLL_REDUCE_SCATTER && inplace &&
+	    op->recv_off != op->send_off + (uint64_t)rank * stride * es)
+		fake_problem("reduce-scatter with local ranks not in place", op);
+	if (op->coll == PROTO_COLL_ALLGATHER && op->dtype == RING_INT64 &&
+	    op->fp_count == LR_SPLIT_COLS) {
+		fake_split_rows(op, arena, rank, size);
+		return;
+	}
 	if (es != 4 || n == 0)
 		return;
 	s = (uint32_t *)(arena + op->send_off);
@@ -497,24 +560,28 @@ static void fake_execute(const struct proto_op *op, uint8_t *arena, uint64_t aby
 	switch (op->coll) {
 	case PROTO_COLL_ALLREDUCE:
 		for (i = 0; i < n; i++)
-			d[i] = s[i] * (uint32_t)F.size;
+			d[i] = s[i] * (uint32_t)size;
 		break;
 	case PROTO_COLL_ALLGATHER:
 		tmp = malloc(n * 4);
 		memcpy(tmp, s, n * 4);
-		for (r = 0; r < (size_t)F.size; r++)
+		for (r = 0; r < (size_t)size; r++)
 			for (i = 0; i < n; i++)
 				d[r * stride + i] = tmp[i] + (uint32_t)r * TAG;
 		free(tmp);
 		break;
 	case PROTO_COLL_REDUCE_SCATTER:
 		for (i = 0; i < n; i++)
-			d[i] = s[(size_t)F.rank * stride + i] * (uint32_t)F.size;
+			d[i] = s[(size_t)rank * stride + i] * (uint32_t)size;
+		if (inplace)
+			for (r = 0; r < (size_t)size; r++)
+				for (i = 0; r != (size_t)rank && i < n; i++)
+					s[r * stride + i] = SCRATCH_FILL;
 		break;
 	case PROTO_COLL_BROADCAST:
 		if (op->send_off != op->recv_off)
 			fake_problem("broadcast not in place", op);
-		if (op->peer != F.rank)
+		if (op->peer != rank)
 			for (i = 0; i < n; i++)
 				d[i] = BCAST_FILL;
 		else
@@ -538,7 +605,11 @@ static void fake_send(int fd, const uint8_t *buf, int n)
 		snprintf(F.problem, sizeof(F.problem), "fake could not send (%d)", n);
 }
 
-static void *fake_main(void *arg)
+/* Serves one session to its end.  sub is NULL for the first session (whose
+ * details go to F itself), else the record of a later one, which always
+ * behaves (FAKE_OK) and takes its place from its HELLO, as ringd does for
+ * launcher ranks. */
+static void fake_serve(int cfd, struct fake_sub *sub)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int))];
@@ -546,6 +617,8 @@ static void *fake_main(void *arg)
 	} cbuf;
 	uint8_t buf[PROTO_MSG_MAX];
 	struct iovec iov = { buf, sizeof(buf) };
+	struct proto_hello *hello = sub ? &sub->hello : &F.hello;
+	enum fake_mode mode = sub ? FAKE_OK : F.mode;
 	struct msghdr mh;
 	struct cmsghdr *cm;
 	struct proto_welcome w;
@@ -556,13 +629,9 @@ static void *fake_main(void *arg)
 	uint8_t *arena = NULL;
 	uint16_t type;
 	bool first = true;
-	int cfd, afd = -1;
+	int afd = -1;
 	ssize_t n;
 
-	(void)arg;
-	cfd = accept(F.lfd, NULL, NULL);
-	if (cfd < 0)
-		return NULL;
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
@@ -572,39 +641,53 @@ static void *fake_main(void *arg)
 	cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
 	if (cm && cm->cmsg_type == SCM_RIGHTS)
 		memcpy(&afd, CMSG_DATA(cm), sizeof(int));
-	if (n <= 0 || proto_decode_hello(buf, (size_t)n, &F.hello) != 0 || afd < 0) {
+	if (n <= 0 || proto_decode_hello(buf, (size_t)n, hello) != 0 || afd < 0) {
 		snprintf(F.problem, sizeof(F.problem), "bad HELLO (%zd bytes, fd %d)", n, afd);
 		goto out;
 	}
 	fstat(afd, &st);
-	F.arena_size = st.st_size;
-	F.arena_seals = fcntl(afd, F_GET_SEALS);
-	arena = mmap(NULL, F.hello.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, afd, 0);
+	if (!sub) {
+		F.arena_size = st.st_size;
+		F.arena_seals = fcntl(afd, F_GET_SEALS);
+	}
+	arena = mmap(NULL, hello->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, afd, 0);
 	if (arena == MAP_FAILED) {
 		arena = NULL;
 		snprintf(F.problem, sizeof(F.problem), "cannot map the arena");
 		goto out;
 	}
-	F.arena_magic = ((struct proto_arena_ctl *)arena)->magic;
+	if (!sub)
+		F.arena_magic = ((struct proto_arena_ctl *)arena)->magic;
 
-	if (F.mode == FAKE_REFUSE_HELLO) {
+	if (mode == FAKE_REFUSE_HELLO) {
 		memset(&e, 0, sizeof(e));
 		e.code = RING_EPERM;
 		snprintf(e.text, sizeof(e.text), "job %s: uid 1234 is not allowed (fake)",
-			 F.hello.job);
+			 hello->job);
 		fake_send(cfd, buf, proto_encode_error(buf, sizeof(buf), &e));
 		goto out;
 	}
+	if (mode == FAKE_NO_WELCOME) {
+		/* Until libring gives up and hangs up. */
+		while (recv(cfd, buf, sizeof(buf), 0) > 0)
+			;
+		goto out;
+	}
+	if (mode == FAKE_LATE_WELCOME)
+		usleep((useconds_t)F.welcome_delay_ms * 1000);
 	memset(&w, 0, sizeof(w));
-	w.rank = F.rank;
-	w.size = F.size;
-	w.local_rank = F.hello.local_rank;
-	w.local_size = F.hello.local_size;
+	w.rank = sub ? hello->rank : F.rank;
+	w.size = sub ? hello->size : F.size;
+	w.local_rank = hello->local_rank;
+	w.local_size = hello->local_size;
 	w.host_rank = 0;
 	w.nhosts = 1;
-	w.job_id = proto_job_id(F.hello.job);
+	w.job_id = proto_job_id(hello->job);
 	w.seg_bytes = 4096;
 	w.piece_bytes = F.piece;
+	w.flags = sub ? 0 : F.welcome_flags;
+	if (w.local_size > 1)
+		w.flags |= PROTO_WELCOME_RS_INPLACE;
 	snprintf(w.version, sizeof(w.version), "fake");
 	fake_send(cfd, buf, proto_encode_welcome(buf, sizeof(buf), &w));
 
@@ -617,44 +700,85 @@ static void *fake_main(void *arg)
 			break;
 		}
 		if (type == PROTO_M_BYE) {
-			F.bye = true;
+			if (sub)
+				sub->bye = true;
+			else
+				F.bye = true;
 			break;
 		}
 		if (proto_decode_op(buf, (size_t)n, &op) != 0) {
 			snprintf(F.problem, sizeof(F.problem), "malformed OP (type %u)", type);
 			break;
 		}
-		if (F.nops < FAKE_MAX_OPS)
+		if (sub)
+			sub->nops++;
+		else if (F.nops < FAKE_MAX_OPS)
 			F.ops[F.nops++] = op;
 		memset(&d, 0, sizeof(d));
 		d.reqid = op.reqid;
-		if (first && F.mode == FAKE_CLOSE_ON_OP)
+		if (first && mode == FAKE_CLOSE_ON_OP)
 			break;
-		if (first && F.mode == FAKE_GARBAGE_ON_OP) {
+		if (first && mode == FAKE_GARBAGE_ON_OP) {
 			first = false;
 			fake_send(cfd, (const uint8_t *)"garbage!", 8);
 			continue;
 		}
-		if (F.mode == FAKE_SILENT)
+		if (mode == FAKE_SILENT)
 			continue;
-		if (first && F.mode == FAKE_WRONG_REQID)
+		if (first && mode == FAKE_WRONG_REQID)
 			d.reqid += 7;
-		if (first && F.mode == FAKE_STATUS_ONCE) {
+		if (first && mode == FAKE_STATUS_ONCE) {
 			d.status = RING_EMISMATCH;
 			snprintf(d.text, sizeof(d.text), "rank 0 called allgather, rank 1 "
 				 "called allreduce (fake)");
 		} else {
-			fake_execute(&op, arena, F.hello.arena_bytes);
+			fake_execute(&op, arena, hello->arena_bytes, w.rank, w.size,
+				     w.flags & PROTO_WELCOME_RS_INPLACE);
 		}
 		first = false;
 		fake_send(cfd, buf, proto_encode_done(buf, sizeof(buf), &d));
 	}
 out:
 	if (arena)
-		munmap(arena, F.hello.arena_bytes);
+		munmap(arena, hello->arena_bytes);
 	if (afd >= 0)
 		close(afd);
 	close(cfd);
+}
+
+/* Later sessions, one at a time, until fake_main says stop. */
+static void *fake_accept_main(void *arg)
+{
+	struct pollfd p = { .fd = F.lfd, .events = POLLIN };
+	int cfd;
+
+	(void)arg;
+	while (!F.stop && F.nsubs < FAKE_MAX_SUBS) {
+		if (poll(&p, 1, 20) != 1)
+			continue;
+		cfd = accept(F.lfd, NULL, NULL);
+		if (cfd < 0)
+			continue;
+		fake_serve(cfd, &F.subs[F.nsubs]);
+		F.nsubs++;
+	}
+	return NULL;
+}
+
+static void *fake_main(void *arg)
+{
+	int cfd;
+
+	(void)arg;
+	cfd = accept(F.lfd, NULL, NULL);
+	if (cfd < 0)
+		return NULL;
+	F.accepting = pthread_create(&F.acceptor, NULL, fake_accept_main, NULL) == 0;
+	fake_serve(cfd, NULL);
+	/* A sub-communicator still open keeps its session (and us) going. */
+	F.stop = true;
+	if (F.accepting)
+		pthread_join(F.acceptor, NULL);
 	return NULL;
 }
 
@@ -1160,4 +1284,283 @@ Test(fake, silent_daemon_is_bounded, .timeout = 30)
 	cr_assert_eq(ring_barrier(c), RING_EDAEMON);
 	cr_assert_eq(ring_close(c), 0);
 	fake_stop();
+}
+
+static ring_comm *fake_open_local(int local_rank, int local_size)
+{
+	struct ring_options o;
+	ring_comm *c = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.socket = F.path;
+	o.job = "unit";
+	o.timeout_ms = 5000;
+	o.arena_bytes = 1 << 20;
+	o.local_rank = local_rank;
+	o.local_size = local_size;
+	cr_assert_eq(ring_open(&c, &o), 0, "%s", ring_last_error(NULL));
+	cr_assert_eq(c->local_size, local_size);
+	return c;
+}
+
+/* With several local ranks ringd runs reduce-scatter in place only: every piece
+ * goes through an arena slot laid out as [block 0 | ... | block size-1] with
+ * stride = the piece, and recv_off = send_off + rank * stride * esize, whatever
+ * the user's placement; the split into pieces does not change, the user's send
+ * side is left alone, and what ringd scribbles elsewhere in the slot is unseen. */
+Test(fake, reduce_scatter_in_place_with_local_ranks)
+{
+	enum { N = 500, S = 4, RANK = 2 };
+	char want[512], got[512];
+	ring_comm *c;
+	size_t v, i, from;
+
+	fake_start(RANK, S, 1024, FAKE_OK);
+	c = fake_open_local(1, 2);
+	for (v = 0; v < 5; v++) {
+		bool sin = v & 1, rin = v & 2, user_inplace = v == 4;
+		uint32_t *s = buf_get(c, sin || user_inplace, S * N);
+		uint32_t *d = user_inplace ? s + RANK * N : buf_get(c, rin, N);
+
+		fill(s, S * N, 0);
+		if (!user_inplace)
+			memset(d, 0, N * 4);
+		from = F.nops;
+		cr_assert_eq(ring_reduce_scatter(c, s, d, N, RING_UINT32, RING_SUM), 0, "%s",
+			     ring_last_error(c));
+		for (i = 0; i < N; i++)
+			cr_assert_eq(d[i], S * (RANK * N + i), "variant %zu, element %zu", v, i);
+		for (i = 0; i < S * N && !user_inplace; i++)
+			cr_assert_eq(s[i], i, "variant %zu: send[%zu] changed", v, i);
+		for (i = from; i < F.nops; i++) {
+			const struct proto_op *op = &F.ops[i];
+
+			cr_assert_eq(op->stride, 64, "variant %zu", v);
+			cr_assert_eq(op->recv_off, op->send_off + RANK * op->stride * 4,
+				     "variant %zu, op %zu not in place", v, i);
+		}
+		op_counts(from, v ? got : want, sizeof(want));
+		if (v)
+			cr_assert_str_eq(got, want, "variant %zu split differently", v);
+		if (!user_inplace)
+			buf_put(c, rin, d);
+		buf_put(c, sin || user_inplace, s);
+	}
+	/* 1024 / (4 * 4) = 64 elements of each rank per piece, as with one local rank. */
+	cr_assert_str_eq(want, "reduce_scatter:64/500 reduce_scatter:64/500 "
+			 "reduce_scatter:64/500 reduce_scatter:64/500 reduce_scatter:64/500 "
+			 "reduce_scatter:64/500 reduce_scatter:64/500 reduce_scatter:52/500 ");
+	cr_assert_eq(c->arena.nlive, 0, "staging leaked");
+	/* Count 0 still synchronises, and its offsets satisfy the rule trivially. */
+	cr_assert_eq(ring_reduce_scatter(c, NULL, NULL, 0, RING_UINT32, RING_SUM), 0);
+	cr_assert_eq(F.ops[F.nops - 1].send_off, F.ops[F.nops - 1].recv_off);
+	cr_assert_eq(ring_close(c), 0);
+	fake_stop();
+	cr_assert_eq(F.hello.local_rank, 1);
+	cr_assert_eq(F.hello.local_size, 2);
+}
+
+/* One local rank here, but another host holds several: WELCOME's flag asks for
+ * reduce-scatter in place all the same, since every host must run it alike. */
+Test(fake, reduce_scatter_in_place_when_another_host_has_local_ranks)
+{
+	enum { N = 100, S = 3 };
+	uint32_t *s = malloc(S * N * 4), *d = malloc(N * 4);
+	ring_comm *c;
+	size_t i;
+
+	fake_start(1, S, 1 << 20, FAKE_OK);
+	F.welcome_flags = PROTO_WELCOME_RS_INPLACE;
+	c = fake_open(1 << 20, 5000);
+	cr_assert_eq(c->local_size, 1);
+	fill(s, S * N, 0);
+	cr_assert_eq(ring_reduce_scatter(c, s, d, N, RING_UINT32, RING_SUM), 0, "%s",
+		     ring_last_error(c));
+	for (i = 0; i < N; i++)
+		cr_assert_eq(d[i], S * (N + i), "element %zu", i);
+	cr_assert_eq(F.nops, 1);
+	cr_assert_eq(F.ops[0].recv_off, F.ops[0].send_off + 1 * F.ops[0].stride * 4);
+	cr_assert_eq(ring_close(c), 0);
+	fake_stop();
+	free(s);
+	free(d);
+}
+
+/* A job forms only when all its ranks have attached, so the wait for WELCOME
+ * lasts as long as an operation may (timeout_ms), then says what it waits for. */
+Test(fake, welcome_waits_for_the_job, .timeout = 30)
+{
+	struct timespec t0, t1;
+	ring_comm *c;
+	double s;
+
+	fake_start(0, 2, 1024, FAKE_LATE_WELCOME);
+	F.welcome_delay_ms = 1500;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	c = fake_open(1 << 20, 4000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(s >= 1.4, "opened after %.2f s, before the WELCOME", s);
+	cr_assert_eq(ring_size(c), 2);
+	cr_assert_eq(ring_close(c), 0);
+	fake_stop();
+
+	fake_start(0, 2, 1024, FAKE_NO_WELCOME);
+	c = (ring_comm *)1;
+	{
+		struct ring_options o;
+
+		memset(&o, 0, sizeof(o));
+		o.socket = F.path;
+		o.job = "waiting";
+		o.timeout_ms = 800;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cr_assert_eq(ring_open(&c, &o), RING_ETIMEDOUT);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	}
+	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(s >= 0.75 && s < 3.0, "gave up after %.2f s", s);
+	cr_assert_null(c);
+	cr_assert(strstr(ring_last_error(NULL), "\"waiting\""), "%s", ring_last_error(NULL));
+	cr_assert(strstr(ring_last_error(NULL), "all its ranks"), "%s", ring_last_error(NULL));
+	fake_stop();
+}
+
+/* =================================================================== */
+/* ring_split: the place in the group and the sub-job's name           */
+/* =================================================================== */
+
+static void split_row(int64_t *rows, int r, int64_t color, int64_t key, int64_t host)
+{
+	rows[r * LR_SPLIT_COLS + LR_SPLIT_COLOR] = color;
+	rows[r * LR_SPLIT_COLS + LR_SPLIT_KEY] = key;
+	rows[r * LR_SPLIT_COLS + LR_SPLIT_HOST] = host;
+	rows[r * LR_SPLIT_COLS + LR_SPLIT_RANK] = r;
+}
+
+Test(split, place)
+{
+	/* rank: color key host */
+	static const int64_t in[8][3] = {
+		{ 0, 5, 0 }, { 1, 0, 0 }, { 0, 0, 1 }, { 1, 0, 1 },
+		{ 0, 0, 0 }, { -1, 0, 1 }, { 0, -3, 2 }, { 1, 0, 0 },
+	};
+	/* color 0: keys 5,0,0,-3 from ranks 0,2,4,6 -> order 6, 2, 4, 0;
+	 * color 1: keys 0,0,0 from 1,3,7 -> order 1, 3, 7. */
+	static const int want[8][4] = {	/* rank size local_rank local_size */
+		{ 3, 4, 1, 2 }, { 0, 3, 0, 2 }, { 1, 4, 0, 1 }, { 1, 3, 0, 1 },
+		{ 2, 4, 0, 2 }, { 0, 0, 0, 0 }, { 0, 4, 0, 1 }, { 2, 3, 1, 2 },
+	};
+	int64_t rows[8 * LR_SPLIT_COLS];
+	char err[256];
+	int r, p[4];
+
+	for (r = 0; r < 8; r++)
+		split_row(rows, r, in[r][0], in[r][1], in[r][2]);
+	for (r = 0; r < 8; r++) {
+		if (in[r][0] < 0)
+			continue;
+		cr_assert_eq(lr_split_place(rows, 8, r, &p[0], &p[1], &p[2], &p[3], err,
+					    sizeof(err)), 0, "%s", err);
+		cr_assert(p[0] == want[r][0] && p[1] == want[r][1] && p[2] == want[r][2] &&
+			  p[3] == want[r][3], "rank %d: got %d of %d, local %d of %d; want "
+			  "%d of %d, local %d of %d", r, p[0], p[1], p[2], p[3], want[r][0],
+			  want[r][1], want[r][2], want[r][3]);
+	}
+	/* A row that does not come from its rank is refused, not guessed. */
+	rows[3 * LR_SPLIT_COLS + LR_SPLIT_RANK] = 5;
+	cr_assert_eq(lr_split_place(rows, 8, 0, &p[0], &p[1], &p[2], &p[3], err, sizeof(err)),
+		     RING_EINVAL);
+	cr_assert(strstr(err, "parent rank 3"), "%s", err);
+}
+
+Test(split, job_names)
+{
+	char a[PROTO_JOB_MAX + 1], b[PROTO_JOB_MAX + 1], c[PROTO_JOB_MAX + 1];
+	char parent[PROTO_JOB_MAX + 1];
+
+	lr_split_job_name(a, "train", 0, 1);
+	cr_assert_str_eq(a, "train:s0.1");
+	lr_split_job_name(a, "train:s0.1", 12, 0);
+	cr_assert_str_eq(a, "train:s0.1:s12.0");
+	cr_assert(proto_job_name_ok(a));
+
+	/* Too long: a prefix and a hash, still valid, still distinct. */
+	memset(parent, 'j', PROTO_JOB_MAX);
+	parent[PROTO_JOB_MAX] = '\0';
+	lr_split_job_name(a, parent, 0, 1);
+	lr_split_job_name(b, parent, 0, 2);
+	lr_split_job_name(c, parent, 1, 1);
+	cr_assert(proto_job_name_ok(a), "%s", a);
+	cr_assert(proto_job_name_ok(b), "%s", b);
+	cr_assert_eq(strlen(a), PROTO_JOB_MAX);
+	cr_assert(strncmp(a, parent, 40) == 0, "%s", a);
+	cr_assert_str_neq(a, b);
+	cr_assert_str_neq(a, c);
+	lr_split_job_name(b, parent, 0, 1);
+	cr_assert_str_eq(a, b, "not deterministic");
+	lr_split_job_name(b, "x", 4000000000u, -0x7fffffff);
+	cr_assert(proto_job_name_ok(b), "%s", b);
+}
+
+/* ring_split against the fake: an all-gather of the rows on the parent, then a
+ * second session with the derived job name and explicit places; the parent
+ * stays usable and counts every split, also those this rank joins no group in. */
+Test(fake, split_into_a_sub_job)
+{
+	uint32_t v[16];
+	ring_comm *c, *sub = (ring_comm *)1;
+	size_t nops;
+	int i;
+
+	fake_start(1, 4, 1024, FAKE_OK);
+	split_row(&F.split_rows[0][0], 0, 0, 5, 0);
+	split_row(&F.split_rows[0][0], 2, 1, 0, 1);
+	split_row(&F.split_rows[0][0], 3, 0, 0, 1);
+	c = fake_open(1 << 20, 5000);
+	/* color 0: rank 1 (key 0), rank 3 (key 0), rank 0 (key 5); this rank and
+	 * rank 0 are on host 0. */
+	cr_assert_eq(ring_split(c, 0, 0, &sub), 0, "%s", ring_last_error(c));
+	cr_assert_not_null(sub);
+	cr_assert_eq(ring_rank(sub), 0);
+	cr_assert_eq(ring_size(sub), 3);
+	cr_assert_eq(F.nops, 1);
+	cr_assert_eq(F.ops[0].coll, PROTO_COLL_ALLGATHER);
+	cr_assert_eq(F.ops[0].dtype, RING_INT64);
+	fill(v, 16, 1);
+	cr_assert_eq(ring_allreduce(sub, v, v, 16, RING_UINT32, RING_SUM), 0, "%s",
+		     ring_last_error(sub));
+	cr_assert_eq(v[0], 3, "the sub-communicator reduced over %u ranks", v[0]);
+	cr_assert_eq(ring_close(sub), 0);
+
+	nops = F.nops;
+	cr_assert_eq(ring_split(c, -1, 0, &sub), 0, "%s", ring_last_error(c));
+	cr_assert_null(sub);
+	cr_assert_eq(F.nops, nops + 1, "a rank with no color skipped the all-gather");
+
+	cr_assert_eq(ring_split(c, 2, -1, &sub), 0, "%s", ring_last_error(c));
+	cr_assert_eq(ring_size(sub), 1);
+	cr_assert_eq(ring_close(sub), 0);
+
+	fill(v, 16, 1);
+	cr_assert_eq(ring_allreduce(c, v, v, 16, RING_UINT32, RING_SUM), 0, "%s",
+		     ring_last_error(c));
+	cr_assert_eq(v[0], 4);
+	cr_assert_eq(ring_close(c), 0);
+	fake_stop();
+
+	cr_assert_eq(F.nsubs, 2);
+	cr_assert_str_eq(F.subs[0].hello.job, "unit:s0.0");
+	cr_assert_eq(F.subs[0].hello.rank, 0);
+	cr_assert_eq(F.subs[0].hello.size, 3);
+	cr_assert_eq(F.subs[0].hello.local_rank, 0);
+	cr_assert_eq(F.subs[0].hello.local_size, 2);
+	cr_assert_eq(F.subs[0].hello.arena_bytes, 1 << 20);
+	cr_assert_eq(F.subs[0].nops, 1);
+	cr_assert(F.subs[0].bye);
+	cr_assert_str_eq(F.subs[1].hello.job, "unit:s2.2");
+	cr_assert_eq(F.subs[1].hello.rank, 0);
+	cr_assert_eq(F.subs[1].hello.size, 1);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(F.subs[i].hello.timeout_ms, 5000);
 }

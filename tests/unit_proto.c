@@ -296,7 +296,7 @@ Test(wire, strings)
 static const int frame_types[] = {
 	PROTO_F_HELLO, PROTO_F_HELLO_ACK, PROTO_F_REJECT, PROTO_F_HEARTBEAT,
 	PROTO_F_CREDIT, PROTO_F_OPHDR, PROTO_F_DATA, PROTO_F_ABORT,
-	PROTO_F_P2P_RTS, PROTO_F_P2P_CTS, PROTO_F_P2P_DATA,
+	PROTO_F_P2P_RTS, PROTO_F_P2P_CTS, PROTO_F_P2P_DATA, PROTO_F_JOIN, PROTO_F_LEAVE,
 };
 #define NFRAME_TYPES (sizeof(frame_types) / sizeof(frame_types[0]))
 
@@ -319,7 +319,7 @@ Test(frame, header_layout)
 {
 	struct proto_frame f = {
 		.type = PROTO_F_DATA, .job = 0x11223344, .aux = 0x55667788,
-		.epoch = 0x99aabbcc, .seq = 0x0102030405060708ull,
+		.epoch = 0x99aabbcc, .route = PROTO_ROUTE(7, 3), .seq = 0x0102030405060708ull,
 		.offset = 0x1112131415161718ull, .length = 0x200,
 	};
 	static const uint8_t want[PROTO_FRAME_HDR] = {
@@ -329,9 +329,11 @@ Test(frame, header_layout)
 		0x44, 0x33, 0x22, 0x11,		/* job */
 		0x88, 0x77, 0x66, 0x55,		/* aux */
 		0xcc, 0xbb, 0xaa, 0x99,		/* epoch */
+		0x03, 0x00, 0x07, 0x00,		/* route: host 7 -> host 3 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,	/* seq */
 		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,	/* offset */
 		0x00, 0x02, 0x00, 0x00,		/* length */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
 	};
 	uint8_t out[PROTO_FRAME_HDR];
 
@@ -352,6 +354,7 @@ Test(frame, header_round_trip)
 		f.job = (uint32_t)rnd();
 		f.aux = (uint32_t)rnd();
 		f.epoch = (uint32_t)rnd();
+		f.route = (uint32_t)rnd();
 		f.seq = rnd();
 		f.offset = rnd();
 		f.length = frame_ok_len(f.type);
@@ -364,6 +367,7 @@ Test(frame, header_round_trip)
 		cr_assert_eq(g.job, f.job);
 		cr_assert_eq(g.aux, f.aux);
 		cr_assert_eq(g.epoch, f.epoch);
+		cr_assert_eq(g.route, f.route);
 		cr_assert_eq(g.seq, f.seq);
 		cr_assert_eq(g.offset, f.offset);
 		cr_assert_eq(g.length, f.length);
@@ -372,6 +376,7 @@ Test(frame, header_round_trip)
 	for (i = 0; i < NFRAME_TYPES; i++) {
 		memset(&f, 0xff, sizeof(f));
 		f.type = (uint16_t)frame_types[i];
+		f.route = UINT32_MAX;
 		f.length = frame_ok_len(f.type);
 		proto_frame_encode(buf, &f);
 		cr_assert_eq(proto_frame_decode(buf, &g, 1000), 0);
@@ -1287,7 +1292,12 @@ Test(msg, welcome)
 	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &g), RING_EPROTO);
 	put_u32(buf + PROTO_MSG_HDR + 24, 1);
 	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &g), 0);
-	buf[PROTO_MSG_HDR + 42 + 1] = '\0';			/* NUL in version */
+	put_u32(buf + PROTO_MSG_HDR + 40, 2);			/* an unknown flag */
+	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &g), RING_EPROTO);
+	put_u32(buf + PROTO_MSG_HDR + 40, PROTO_WELCOME_RS_INPLACE);
+	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &g), 0);
+	cr_assert_eq(g.flags, PROTO_WELCOME_RS_INPLACE);
+	buf[PROTO_MSG_HDR + 46 + 1] = '\0';			/* NUL in version */
 	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &g), RING_EPROTO);
 }
 
@@ -2391,4 +2401,67 @@ Test(log, fatal_exits_1, .exit_code = 1)
 	dup2(devnull, STDERR_FILENO);
 	log_init("ringd", LOG_LVL_ERR, 1);
 	fatal("cannot %s", "start");
+}
+
+/* ------------------------------------------------------------------ */
+/* job membership (JOIN/LEAVE) and the header's reserved word          */
+/* ------------------------------------------------------------------ */
+
+Test(frame, reserved_must_be_zero)
+{
+	struct proto_frame f = { .type = PROTO_F_HEARTBEAT }, g;
+	uint8_t buf[PROTO_FRAME_HDR];
+
+	proto_frame_encode(buf, &f);
+	cr_assert_eq(proto_frame_decode(buf, &g, 0), 0);
+	buf[PROTO_FRAME_HDR - 1] = 1;
+	cr_assert_eq(proto_frame_decode(buf, &g, 0), RING_EPROTO);
+}
+
+Test(join, round_trip_and_rejects)
+{
+	struct proto_join m, g;
+	uint8_t buf[8192];
+	int n, len, i;
+
+	memset(&m, 0, sizeof(m));
+	strcpy(m.job, "train.1");
+	m.world = 8;
+	m.host = 3;
+	m.gen = 2;
+	m.nranks = 2;
+	m.ranks[0] = 6;
+	m.ranks[1] = 7;
+	n = proto_encode_join(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_join(buf, (size_t)n, &g), 0);
+	cr_assert_str_eq(g.job, "train.1");
+	cr_assert_eq(g.world, 8);
+	cr_assert_eq(g.host, 3);
+	cr_assert_eq(g.gen, 2);
+	cr_assert_eq(g.nranks, 2);
+	cr_assert_eq(g.ranks[1], 7);
+	for (len = 0; len < n; len++)	/* every truncation */
+		cr_assert_eq(proto_decode_join(buf, (size_t)len, &g), RING_EPROTO, "len %d", len);
+	cr_assert_eq(proto_decode_join(buf, (size_t)n + 1, &g), RING_EPROTO);
+	m.ranks[1] = 8;			/* rank outside the world */
+	cr_assert_eq(proto_encode_join(buf, sizeof(buf), &m), RING_EINVAL);
+	buf[n - 4] = 8;			/* same, forged on the wire */
+	cr_assert_eq(proto_decode_join(buf, (size_t)n, &g), RING_EPROTO);
+	m.ranks[1] = 7;
+	m.nranks = PROTO_JOIN_MAX + 1;
+	cr_assert_eq(proto_encode_join(buf, sizeof(buf), &m), RING_EINVAL);
+	m.nranks = PROTO_JOIN_MAX;
+	m.world = PROTO_JOIN_MAX;
+	for (i = 0; i < PROTO_JOIN_MAX; i++)
+		m.ranks[i] = (uint32_t)i;
+	n = proto_encode_join(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0, "the largest JOIN fits a frame");
+	{
+		struct proto_frame f = { .type = PROTO_F_JOIN, .length = (uint32_t)n }, h;
+		uint8_t hdr[PROTO_FRAME_HDR];
+
+		proto_frame_encode(hdr, &f);
+		cr_assert_eq(proto_frame_decode(hdr, &h, 0), 0);
+	}
 }

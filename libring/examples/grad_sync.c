@@ -13,9 +13,11 @@
  * DDP does: a collective costs a round trip through every daemon, so thirty
  * 2 KiB reductions take far longer than one of 60 KiB.
  *
- * Usage: grad_sync [-p N] [-s steps].  With -p it forks N ranks on the daemons
- * `scripts/ring-local` announced (RING_SOCKET_0..); without it, this process is
- * one rank of whatever RING_SOCKET / the launcher says.  Exit status 0 only when
+ * Usage: grad_sync [-p N [-l L]] [-s steps].  With -p it forks N ranks on the
+ * daemons `scripts/ring-local` announced (RING_SOCKET_0..): with -l, rank i on
+ * daemon i / L as local rank i % L of L (one process per GPU on a host of L
+ * GPUs); without, N / RING_HOSTS per daemon.  Without -p this process is one
+ * rank of whatever RING_SOCKET / the launcher says.  Exit status 0 only when
  * every step matched on every rank.
  */
 #include <errno.h>
@@ -463,19 +465,32 @@ out:
 	return status;
 }
 
-/* Forks nprocs ranks over the RING_SOCKET_i daemons (several per daemon when
- * nprocs is a multiple of RING_HOSTS); returns the exit status. */
-static int launch(int nprocs, int steps)
+/* Forks nprocs ranks over the RING_SOCKET_i daemons, local per daemon (0: nprocs
+ * / RING_HOSTS); returns the exit status. */
+static int launch(int nprocs, int local, int steps)
 {
 	const char *hs = getenv("RING_HOSTS");
 	int hosts = hs ? atoi(hs) : nprocs, per_host, status = 0;
+	bool ranked = false;
 
-	if (hosts <= 0 || nprocs % hosts != 0) {
-		fprintf(stderr, "grad_sync: -p %d is not a multiple of RING_HOSTS=%d\n",
-			nprocs, hosts);
-		return 2;
+	if (local) {
+		per_host = local;
+		if (nprocs % local != 0 || (hs && nprocs / local > hosts)) {
+			fprintf(stderr, "grad_sync: -p %d -l %d needs a multiple of %d ranks on at "
+				"most RING_HOSTS=%d daemons\n", nprocs, local, local, hosts);
+			return 2;
+		}
+		/* On fewer daemons than the ring has, the ranks are numbered by us,
+		 * as a launcher would, not from the daemons' host ranks. */
+		ranked = hs && nprocs / local < hosts;
+	} else {
+		if (hosts <= 0 || nprocs % hosts != 0) {
+			fprintf(stderr, "grad_sync: -p %d is not a multiple of RING_HOSTS=%d "
+				"(or give -l)\n", nprocs, hosts);
+			return 2;
+		}
+		per_host = nprocs / hosts;
 	}
-	per_host = nprocs / hosts;
 	fflush(stdout);
 	for (int i = 0; i < nprocs; i++) {
 		char name[32], num[16];
@@ -497,11 +512,17 @@ static int launch(int nprocs, int steps)
 		if (pid == 0) {
 			if (getenv(name))
 				setenv("RING_SOCKET", getenv(name), 1);
-			if (per_host > 1) {
+			if (per_host > 1 || local) {
 				snprintf(num, sizeof(num), "%d", i % per_host);
 				setenv("RING_LOCAL_RANK", num, 1);
 				snprintf(num, sizeof(num), "%d", per_host);
 				setenv("RING_LOCAL_SIZE", num, 1);
+			}
+			if (ranked) {
+				snprintf(num, sizeof(num), "%d", i);
+				setenv("RING_RANK", num, 1);
+				snprintf(num, sizeof(num), "%d", nprocs);
+				setenv("RING_WORLD_SIZE", num, 1);
 			}
 			_exit(run_rank(steps));
 		}
@@ -529,23 +550,25 @@ static int launch(int nprocs, int steps)
 
 int main(int argc, char **argv)
 {
-	int c, nprocs = 0, steps = 3;
+	static const char use[] = "usage: grad_sync [-p nprocs [-l per_daemon]] [-s steps]\n";
+	int c, nprocs = 0, local = 0, steps = 3;
 
-	while ((c = getopt(argc, argv, "p:s:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:l:s:h")) != -1) {
 		switch (c) {
 		case 'p': nprocs = atoi(optarg); break;
+		case 'l': local = atoi(optarg); break;
 		case 's': steps = atoi(optarg); break;
 		case 'h':
-			printf("usage: grad_sync [-p nprocs] [-s steps]\n");
+			fputs(use, stdout);
 			return 0;
 		default:
-			fprintf(stderr, "usage: grad_sync [-p nprocs] [-s steps]\n");
+			fputs(use, stderr);
 			return 2;
 		}
 	}
-	if (optind != argc || nprocs < 0 || steps < 1) {
-		fprintf(stderr, "usage: grad_sync [-p nprocs] [-s steps]\n");
+	if (optind != argc || nprocs < 0 || local < 0 || (local && !nprocs) || steps < 1) {
+		fputs(use, stderr);
 		return 2;
 	}
-	return nprocs ? launch(nprocs, steps) : run_rank(steps);
+	return nprocs ? launch(nprocs, local, steps) : run_rank(steps);
 }

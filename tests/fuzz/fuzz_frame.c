@@ -83,6 +83,16 @@ fuzz_payloads(const uint8_t *p, size_t len)
 		n = proto_encode_cts(out, sizeof(out), &cts);
 		check_same(p, len, out, n);
 	}
+	{
+		static struct proto_join join;
+		static uint8_t jout[16384];
+
+		if (proto_decode_join(p, len, &join) == 0) {
+			CHECK(join.nranks <= PROTO_JOIN_MAX);
+			n = proto_encode_join(jout, sizeof(jout), &join);
+			check_same(p, len, jout, n);
+		}
+	}
 }
 
 int

@@ -1,0 +1,193 @@
+/*
+ * split.c - ring_split, MLX's Group.split: a collective over the parent that
+ * all-gathers every rank's (color, key, host rank, rank), orders the members of
+ * each color by key and then parent rank, and attaches each member to the same
+ * daemon as a new job whose name every member derives alike from the parent's
+ * name, the number of earlier splits of the parent and the color.  The sub-job is
+ * an ordinary job to ringd: a new session with its own arena (as large as the
+ * parent's), its members' ranks given explicitly like a launcher's, so a group
+ * may span any subset of the hosts with any number of members on each.  Nothing
+ * of the parent changes except its split counter, so it stays usable, and closing
+ * either communicator leaves the other alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Every member must compute the same place from the same rows; anything that
+ * would make them disagree (a row that does not come from its rank, a host out
+ * of range) is refused rather than guessed around. */
+int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
+		   int *local_rank, int *local_size, char *err, size_t cap)
+{
+	const int64_t *mine = rows + (size_t)me * LR_SPLIT_COLS;
+	int64_t color = mine[LR_SPLIT_COLOR], key = mine[LR_SPLIT_KEY];
+	int64_t host = mine[LR_SPLIT_HOST];
+	int before = 0, members = 0, lbefore = 0, lmembers = 0, r;
+
+	for (r = 0; r < n; r++) {
+		const int64_t *row = rows + (size_t)r * LR_SPLIT_COLS;
+		bool earlier;
+
+		if (row[LR_SPLIT_RANK] != r || row[LR_SPLIT_HOST] < 0 ||
+		    row[LR_SPLIT_HOST] > PROTO_MAX_RANKS) {
+			snprintf(err, cap, "parent rank %d sent an inconsistent split row "
+				 "(rank %lld, host %lld)", r, (long long)row[LR_SPLIT_RANK],
+				 (long long)row[LR_SPLIT_HOST]);
+			return RING_EINVAL;
+		}
+		if (row[LR_SPLIT_COLOR] != color)
+			continue;
+		/* Order: key, then parent rank (a strict total order). */
+		earlier = row[LR_SPLIT_KEY] < key || (row[LR_SPLIT_KEY] == key && r < me);
+		members++;
+		before += earlier;
+		if (row[LR_SPLIT_HOST] == host) {
+			lmembers++;
+			lbefore += earlier;
+		}
+	}
+	*rank = before;
+	*size = members;
+	*local_rank = lbefore;
+	*local_size = lmembers;
+	return 0;
+}
+
+/* 64-bit FNV-1a, printed in the fallback name. */
+static uint64_t split_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
+{
+	char full[PROTO_JOB_MAX + 64];
+	int n;
+
+	n = snprintf(full, sizeof(full), "%s:s%u.%d", parent, nsplit, color);
+	if (n > 0 && n <= PROTO_JOB_MAX) {
+		memcpy(out, full, (size_t)n + 1);
+		return;
+	}
+	/* Nested splits of a long name: keep a readable prefix and make the rest
+	 * a hash of the whole, so different colors and splits stay distinct.
+	 * ":h" and 16 hex digits take 18 bytes. */
+	snprintf(out, PROTO_JOB_MAX + 1, "%.*s:h%016llx", PROTO_JOB_MAX - 18, parent,
+		 (unsigned long long)split_hash(full));
+}
+
+/* Sub-communicator of a size-1 group (RING_SINGLE): itself again. */
+static int split_single(struct ring_comm *c, ring_comm **out)
+{
+	struct lr_env env;
+	int rc;
+
+	memset(&env, 0, sizeof(env));
+	memcpy(env.socket, c->sock, sizeof(env.socket));
+	memcpy(env.job, c->job, sizeof(env.job));
+	env.timeout_ms = c->timeout_ms;
+	env.arena_bytes = c->arena.bytes;
+	env.rank = env.size = -1;
+	env.local_size = 1;
+	env.source = "ring_split";
+	env.single = true;
+	env.debug = c->debug;
+	rc = lr_comm_open(&env, out);
+	if (rc)
+		return lr_fail(c, rc, "ring_split: %s", ring_last_error(NULL));
+	return 0;
+}
+
+int ring_split(ring_comm *c, int color, int key, ring_comm **out)
+{
+	static const char fn[] = "ring_split";
+	struct lr_env env;
+	int64_t *rows = NULL;
+	int rank, size, lrank, lsize, rc;
+	unsigned nsplit;
+	ring_comm *sub = NULL;
+
+	if (out)
+		*out = NULL;
+	if (!c)
+		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+	if (!out)
+		return lr_fail(c, RING_EINVAL, "%s: out is NULL", fn);
+	/* Counted on every rank, also those that join no group, so the sub-job
+	 * names of later splits agree. */
+	nsplit = c->nsplits++;
+	if (c->single)
+		return color < 0 ? 0 : split_single(c, out);
+
+	rows = calloc((size_t)c->size, LR_SPLIT_COLS * sizeof(*rows));
+	if (!rows)
+		return lr_fail(c, RING_ENOMEM, "%s: out of memory for %d ranks", fn, c->size);
+	{
+		int64_t mine[LR_SPLIT_COLS] = {
+			[LR_SPLIT_COLOR] = color < 0 ? -1 : color, [LR_SPLIT_KEY] = key,
+			[LR_SPLIT_HOST] = c->host_rank, [LR_SPLIT_RANK] = c->rank,
+		};
+
+		rc = ring_allgather(c, mine, rows, LR_SPLIT_COLS, RING_INT64);
+	}
+	if (rc) {
+		/* ring_allgather left its message in c->err. */
+		free(rows);
+		return rc;
+	}
+	if (color < 0) {
+		/* MPI_UNDEFINED: this rank takes part in the split but joins no group. */
+		free(rows);
+		return 0;
+	}
+	{
+		char err[LR_ERR_MAX];
+
+		rc = lr_split_place(rows, c->size, c->rank, &rank, &size, &lrank, &lsize, err,
+				    sizeof(err));
+		free(rows);
+		if (rc)
+			return lr_fail(c, rc, "%s: %s", fn, err);
+	}
+
+	memset(&env, 0, sizeof(env));
+	memcpy(env.socket, c->sock, sizeof(env.socket));
+	env.socket_set = true;
+	lr_split_job_name(env.job, c->job, nsplit, color);
+	env.timeout_ms = c->timeout_ms;
+	env.arena_bytes = c->arena.bytes;
+	env.rank = rank;
+	env.size = size;
+	env.local_rank = lrank;
+	env.local_size = lsize;
+	env.source = "ring_split";
+	env.debug = c->debug;
+	rc = lr_comm_open(&env, &sub);
+	if (rc)
+		return lr_fail(c, rc, "%s(color %d, key %d): joining sub-job \"%s\" as rank %d "
+			       "of %d: %s", fn, color, key, env.job, rank, size,
+			       ring_last_error(NULL));
+	/* ringd placed us by the ranks we gave; a different local place would
+	 * mean the members disagree about the layout. */
+	if (sub->local_rank != lrank || sub->local_size != lsize) {
+		rc = lr_fail(c, RING_EPROTO, "%s: ringd at %s placed this process at local "
+			     "rank %d of %d in sub-job \"%s\", expected %d of %d", fn, c->sock,
+			     sub->local_rank, sub->local_size, env.job, lrank, lsize);
+		ring_close(sub);
+		return rc;
+	}
+	if (c->debug)
+		fprintf(stderr, "libring: split of job %s (color %d, key %d): rank %d of %d in "
+			"job %s\n", c->job, color, key, rank, size, env.job);
+	*out = sub;
+	return 0;
+}
