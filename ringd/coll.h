@@ -130,6 +130,7 @@ struct job {
 	bool ready;			/* every rank placed */
 	uint8_t *gone;			/* [hosts]: that host's processes left */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
+	uint64_t error_ms;		/* when that was found */
 	/* this host's processes */
 	int local_size;			/* expected (0: none here) */
 	struct sess **loc;		/* [local_size]: attached sessions by local rank */

@@ -111,23 +111,44 @@ set_world(struct job *j, int world)
 	return 0;
 }
 
-/* Tells this host's processes the job cannot form, and why. */
-static void
-job_fail_form(struct ringd *rd, struct job *j, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* How long a job that failed to form refuses newcomers with the same reason, so
+ * every process of the failed start hears it, not just the first to notice. */
+#define FORM_ERROR_MS	3000
 
 static void
-job_fail_form(struct ringd *rd, struct job *j, const char *fmt, ...)
+circulate_abort(struct ringd *rd, struct job *j)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = 0 };
+	int n = proto_encode_reason(buf, sizeof(buf), RING_EINVAL, j->error);
+
+	if (n <= 0 || rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP)
+		return;
+	f.length = (uint32_t)n;
+	link_send(rd->next, &f, buf);
+}
+
+/* The job cannot form: tell this host's processes why, and (when we found out
+ * here) every other host, so none of them waits for its timeout. */
+static void
+job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void
+job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 {
 	va_list ap;
 	int i;
 
-	(void)rd;
 	if (j->error[0] == '\0') {
 		va_start(ap, fmt);
 		vsnprintf(j->error, sizeof(j->error), fmt, ap);
 		va_end(ap);
+		j->error_ms = now_ms();
 		log_warn("job %s cannot form: %s", j->name, j->error);
+		if (tell)
+			circulate_abort(rd, j);
 	}
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i] != NULL)
@@ -149,7 +170,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->hranks = calloc((size_t)rd->world, sizeof(int *));
 	j->nhranks = calloc((size_t)rd->world, sizeof(int));
 	if (j->hosts == NULL || j->hranks == NULL || j->nhranks == NULL) {
-		job_fail_form(rd, j, "out of memory");
+		job_fail_form(rd, j, true, "out of memory");
 		return;
 	}
 	for (h = 0; h < rd->world; h++) {
@@ -161,7 +182,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 			continue;
 		j->hranks[n] = malloc((size_t)k * sizeof(int));
 		if (j->hranks[n] == NULL) {
-			job_fail_form(rd, j, "out of memory");
+			job_fail_form(rd, j, true, "out of memory");
 			return;
 		}
 		for (r = 0, i = 0; r < j->world; r++)
@@ -265,6 +286,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 {
 	uint32_t id = proto_job_id(name);
 	struct job *j = job_lookup(rd, id);
+	bool given_world;
 	int i;
 
 	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
@@ -278,6 +300,13 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		return RING_EPERM;
 	}
 	snprintf(j->name, sizeof(j->name), "%s", name);
+	if (j->error[0] != '\0') {
+		if (now_ms() - j->error_ms < FORM_ERROR_MS || j->nloc > 0) {
+			snprintf(err, errlen, "job %s cannot form: %s", name, j->error);
+			return RING_EINVAL;
+		}
+		j->error[0] = '\0';	/* an old failure: this is a new start */
+	}
 	if (j->gone[rd->rank])
 		unplace_host(j, rd->rank);	/* a new formation of the same job */
 	if (lsize < 1 || lsize > PROTO_JOIN_MAX || lr < 0 || lr >= lsize) {
@@ -285,6 +314,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 			 "per host)", lr, lsize, PROTO_JOIN_MAX);
 		return RING_EINVAL;
 	}
+	given_world = world >= 0;
 	if (world < 0)
 		world = rd->world * lsize;
 	if (rank < 0)
@@ -300,8 +330,9 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 	}
 	if (j->world != 0 && j->world != world) {
 		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here%s",
-			 name, world, j->world, " (unequal processes per host need the "
-			 "launcher's RANK and WORLD_SIZE)");
+			 name, world, j->world, given_world ? "" : " (with unequal processes "
+			 "per host, give the launcher's RANK and WORLD_SIZE)");
+		job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
 	if (j->world == 0 && set_world(j, world) != 0) {
@@ -318,11 +349,11 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 			return RING_ENOMEM;
 		}
 		j->local_size = lsize;
-		j->error[0] = '\0';
 	}
 	if (j->loc[lr] != NULL) {
-		snprintf(err, errlen, "job %s: local rank %d is already attached (pid %d)", name,
-			 lr, sess_pid(j->loc[lr]));
+		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
+			 "%d; this process asked for rank %d (give each process its own "
+			 "LOCAL_RANK)", name, lr, j->loc_rank[lr], sess_pid(j->loc[lr]), rank);
 		return RING_EINVAL;
 	}
 	for (i = 0; i < j->local_size; i++)
@@ -331,9 +362,10 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 				 "rank %d", name, rank, i);
 			return RING_EINVAL;
 		}
-	if (j->host_of[rank] != -1 && j->host_of[rank] != rd->rank) {
+	if (j->host_of[rank] != -1 && j->host_of[rank] != rd->rank && !j->gone[j->host_of[rank]]) {
 		snprintf(err, errlen, "job %s: rank %d is already attached on host %d", name,
 			 rank, j->host_of[rank]);
+		job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
 	j->loc[lr] = s;
@@ -372,7 +404,6 @@ job_detach(struct ringd *rd, struct sess *s, struct job *j)
 			send_membership(rd, j, PROTO_F_LEAVE);
 		}
 		j->local_size = 0;
-		j->error[0] = '\0';
 		job_maybe_reset(rd, j);
 	} else if (j->joined) {
 		/* part of this host's group left: the job cannot go on as it was */
@@ -391,12 +422,38 @@ job_ring_up(struct ringd *rd)
 			send_membership(rd, j, PROTO_F_JOIN);
 }
 
+/* A job-level ABORT going round: some host found the job cannot form. */
+static int
+job_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	int origin = PROTO_ROUTE_SRC(f->route);
+	char text[PROTO_TEXT_MAX + 1];
+	int32_t code;
+	struct job *j;
+
+	if (l->dir != LINK_PREV || origin >= rd->world ||
+	    proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed abort frame");
+		return RX_ERROR;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	if ((j = job_wire(rd, f->job)) != NULL)
+		job_fail_form(rd, j, false, "%s", text);
+	return RX_DONE;
+}
+
 int
 job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	static struct proto_join m;
 	int origin = PROTO_ROUTE_SRC(f->route), r;
 	struct job *j;
+
+	if (f->type == PROTO_F_ABORT)
+		return job_rx_abort(rd, l, f, pl);
 
 	if (l->dir != LINK_PREV || origin >= rd->world || proto_decode_join(pl, f->length, &m) != 0 ||
 	    (int)m.host != origin || proto_job_id(m.job) != f->job) {
@@ -424,9 +481,9 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	if (j->world == 0 && set_world(j, (int)m.world) != 0)
 		return RX_DONE;
 	if ((int)m.world != j->world) {
-		job_fail_form(rd, j, "host %d says world size %u, this host %d (unequal "
-			      "processes per host need the launcher's RANK and WORLD_SIZE)",
-			      origin, m.world, j->world);
+		job_fail_form(rd, j, true, "host %d says world size %u, host %d says %d (with "
+			      "unequal processes per host, give the launcher's RANK and "
+			      "WORLD_SIZE)", origin, m.world, rd->rank, j->world);
 		return RX_DONE;
 	}
 	for (r = 0; r < (int)m.nranks; r++) {
@@ -436,8 +493,8 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			j->host_of[rank] = origin;
 			j->nplaced++;
 		} else if (j->host_of[rank] != origin) {
-			job_fail_form(rd, j, "rank %d is claimed by host %d and host %d", rank,
-				      j->host_of[rank], origin);
+			job_fail_form(rd, j, true, "rank %d is claimed by host %d and host %d",
+				      rank, j->host_of[rank], origin);
 			return RX_DONE;
 		}
 	}

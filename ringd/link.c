@@ -596,10 +596,15 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:
 		return job_rx(rd, l, f, pl);
+	case PROTO_F_ABORT:
+		if (f->seq == 0)	/* a job that cannot form; an op's abort has a seq */
+			return job_rx(rd, l, f, pl);
+		if ((rc = link_route(l, f, pl)) >= 0)
+			return rc;
+		return coll_rx(rd, l, f, pl);
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
-	case PROTO_F_ABORT:
 		if ((rc = link_route(l, f, pl)) >= 0)
 			return rc;
 		return coll_rx(rd, l, f, pl);
