@@ -854,8 +854,8 @@ static int bench_rank(const struct bench_opts *o)
 		ro.arena_bytes = 2 * b.buf_bytes + (64u << 20);
 	rc = ring_open(&b.comm, &ro);
 	if (rc) {
-		fprintf(stderr, "ring-bench: ring_open: %s%s%s\n", ring_strerror(rc),
-			b.comm ? ": " : "", b.comm ? ring_last_error(b.comm) : "");
+		fprintf(stderr, "ring-bench: ring_open: %s: %s\n", ring_strerror(rc),
+			ring_last_error(b.comm));
 		return 1;
 	}
 	b.rank = ring_rank(b.comm);

@@ -68,11 +68,13 @@ frame_type_max(int type, uint32_t max_payload)
 	switch (type) {
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
+	case PROTO_F_RING:
 		return 0;
 	case PROTO_F_OPHDR:
 		return PROTO_FP_LEN;
 	case PROTO_F_HELLO:
 	case PROTO_F_HELLO_ACK:
+	case PROTO_F_HELLO_AUTH:
 	case PROTO_F_REJECT:
 	case PROTO_F_ABORT:
 	case PROTO_F_P2P_RTS:
@@ -130,6 +132,8 @@ proto_frame_type_name(int type)
 		return "hello";
 	case PROTO_F_HELLO_ACK:
 		return "hello_ack";
+	case PROTO_F_HELLO_AUTH:
+		return "hello_auth";
 	case PROTO_F_REJECT:
 		return "reject";
 	case PROTO_F_HEARTBEAT:
@@ -144,6 +148,8 @@ proto_frame_type_name(int type)
 		return "abort";
 	case PROTO_F_JOIN:
 		return "join";
+	case PROTO_F_RING:
+		return "ring";
 	case PROTO_F_LEAVE:
 		return "leave";
 	case PROTO_F_P2P_RTS:

@@ -105,9 +105,14 @@ enum proto_frame_type {
 	PROTO_F_HELLO = 1,	/* connector -> acceptor: struct proto_peer_hello */
 	PROTO_F_HELLO_ACK = 2,	/* acceptor -> connector: struct proto_peer_hello */
 	PROTO_F_REJECT = 3,	/* either way: a reason string, then close */
+	PROTO_F_HELLO_AUTH = 4,	/* connector -> acceptor, with a cluster secret only:
+				 * struct proto_peer_hello whose mac is the connector's
+				 * proof over both nonces (after HELLO_ACK's) */
 	/* 8..15: link upkeep */
 	PROTO_F_HEARTBEAT = 8,	/* no payload; offset = sender's monotonic ms (echo for rtt) */
 	PROTO_F_CREDIT = 9,	/* job's flow control: offset = cumulative bytes granted */
+	PROTO_F_RING = 10,	/* goes round: aux 0 = is the ring whole? (offset = highest
+				 * epoch seen), aux 1 = it is, epoch = offset */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,	/* first frame of an operation: struct proto_fp */
 	PROTO_F_DATA = 17,	/* aux = step, offset = byte offset within the step */
@@ -153,10 +158,12 @@ struct proto_peer_hello {
 	uint32_t to_rank;	/* the rank the sender believes it is talking to */
 	uint32_t flags;		/* PROTO_HELLO_F_* */
 	uint8_t nonce[PROTO_NONCE_LEN];	/* fresh random bytes per handshake */
-	uint8_t mac[PROTO_MAC_LEN];	/* HMAC proof (cluster secret), zero if none */
+	uint8_t mac[PROTO_MAC_LEN];	/* HMAC proof (cluster secret): zero in HELLO, the
+					 * acceptor's in HELLO_ACK, the connector's in
+					 * HELLO_AUTH; zero without a secret */
 	char version[32];	/* daemon version string, for logs */
 };
-#define PROTO_HELLO_F_SECRET	0x1u	/* mac field carries a secret proof */
+#define PROTO_HELLO_F_SECRET	0x1u	/* the sender has a cluster secret (and proves it) */
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 

@@ -45,6 +45,8 @@ static const struct ctl_command ctl_commands[] = {
 	  show_peers, NULL },
 	{ "jobs", "", 0, "the jobs attached here and their operations in flight",
 	  show_jobs, NULL },
+	{ "ops", "", 0, "per job: each rank's last calls, what the op in flight waits for, "
+	  "the last operations", show_ops, NULL },
 };
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
 

@@ -115,11 +115,12 @@ static void print_table(struct table *t, FILE *out, const char *empty)
 
 static void add_link_row(struct table *t, const char *rank, const char *address, json_t *link)
 {
-	char dir[CELL], state[CELL], tx[CELL], rx[CELL], hb[CELL], rtt[CELL];
-	const char *cells[8] = {
+	char dir[CELL], state[CELL], tr[CELL], tx[CELL], rx[CELL], hb[CELL], rtt[CELL];
+	const char *cells[9] = {
 		rank, address,
 		cell_text(dir, sizeof(dir), jstr(link, "dir")),
 		cell_text(state, sizeof(state), jstr(link, "state")),
+		cell_text(tr, sizeof(tr), jstr(link, "transport")),
 		cell_bytes(tx, sizeof(tx), link, "bytes_tx"),
 		cell_bytes(rx, sizeof(rx), link, "bytes_rx"),
 		cell_ms(hb, sizeof(hb), link, "heartbeat_age_ms"),
@@ -129,16 +130,32 @@ static void add_link_row(struct table *t, const char *rank, const char *address,
 	table_add(t, cells);
 }
 
+/* Peer connections this daemon refused in the handshake (they never became a
+ * link, so no row shows them), and how peers are authenticated. */
+static void show_refused(json_t *doc, FILE *out)
+{
+	char mode[CELL], text[512];
+	const char *last = jstr(doc, "last_refused");
+	int64_t n = 0;
+
+	if (!jint(doc, "peers_refused", &n) || n <= 0)
+		return;
+	fprintf(out, "  refused %" PRId64 " peer connection%s (peers authenticated by %s)%s%s\n",
+		n, n == 1 ? "" : "s", cell_text(mode, sizeof(mode), jstr(doc, "peer_auth")),
+		last != NULL && last[0] ? ", last: " : "",
+		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
+}
+
 void show_peers(json_t *doc, FILE *out)
 {
-	static const char *const head[8] = {
-		"RANK", "ADDRESS", "LINK", "STATE", "TX", "RX", "HB-AGE", "RTT"
+	static const char *const head[9] = {
+		"RANK", "ADDRESS", "LINK", "STATE", "TRANSPORT", "TX", "RX", "HB-AGE", "RTT"
 	};
 	json_t *peers = json_object_get(doc, "peers");
 	json_t *links = json_object_get(doc, "links");
 	size_t nlinks = json_is_array(links) ? json_array_size(links) : 0;
 	bool shown[64] = { false };	/* links are "next" and "prev": a few at most */
-	struct table *t = table_new(8, head);
+	struct table *t = table_new(9, head);
 	json_t *peer, *link;
 	size_t i, j;
 
@@ -156,7 +173,7 @@ void show_peers(json_t *doc, FILE *out)
 		cell_int(rank, sizeof(rank), peer, "rank");
 		cell_text(addr, sizeof(addr), jstr(peer, "address"));
 		if (json_is_true(json_object_get(peer, "self"))) {
-			const char *cells[8] = { rank, addr, "self", "-", "-", "-", "-", "-" };
+			const char *cells[9] = { rank, addr, "self", "-", "-", "-", "-", "-", "-" };
 
 			table_add(t, cells);
 			continue;
@@ -172,7 +189,7 @@ void show_peers(json_t *doc, FILE *out)
 			}
 		}
 		if (!any) {
-			const char *cells[8] = { rank, addr, "-", "-", "-", "-", "-", "-" };
+			const char *cells[9] = { rank, addr, "-", "-", "-", "-", "-", "-", "-" };
 
 			table_add(t, cells);
 		}
@@ -204,6 +221,7 @@ void show_peers(json_t *doc, FILE *out)
 			errors == 1 ? "" : "s", last != NULL && last[0] ? ", last: " : "",
 			last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 	}
+	show_refused(doc, out);
 }
 
 /* ---- jobs ---- */
@@ -289,7 +307,7 @@ void show_jobs(json_t *doc, FILE *out)
 void show_status(json_t *doc, FILE *out)
 {
 	char version[CELL], cluster[CELL], state[CELL], listen[CELL], sock[2 * CELL];
-	char rank[CELL], world[CELL], epoch[CELL], up[CELL], pid[CELL];
+	char rank[CELL], world[CELL], epoch[CELL], up[CELL], pid[CELL], auth[CELL];
 	json_t *counters = json_object_get(doc, "counters");
 
 	fprintf(out, "ringd %s  cluster %s  rank %s/%s  state %s  epoch %s  up %s\n",
@@ -300,10 +318,11 @@ void show_status(json_t *doc, FILE *out)
 		cell_text(state, sizeof(state), jstr(doc, "state")),
 		cell_int(epoch, sizeof(epoch), doc, "epoch"),
 		cell_ms(up, sizeof(up), doc, "uptime_ms"));
-	fprintf(out, "listen %s  socket %s  pid %s\n",
+	fprintf(out, "listen %s  socket %s  pid %s  peers authenticated by %s\n",
 		cell_text(listen, sizeof(listen), jstr(doc, "listen")),
 		cell_text(sock, sizeof(sock), jstr(doc, "socket")),
-		cell_int(pid, sizeof(pid), doc, "pid"));
+		cell_int(pid, sizeof(pid), doc, "pid"),
+		cell_text(auth, sizeof(auth), jstr(doc, "peer_auth")));
 	if (json_is_object(counters)) {
 		char done[CELL], failed[CELL], reduced[CELL], clients[CELL];
 
@@ -326,4 +345,72 @@ int verdict_status(json_t *doc)
 	if (state == NULL)
 		return CTL_EXIT_UNREACHABLE;
 	return strcmp(state, "ready") == 0 ? CTL_EXIT_OK : CTL_EXIT_UNHEALTHY;
+}
+
+/* ---- ops: who waits for whom, and the flight recorder ---- */
+
+void show_ops(json_t *doc, FILE *out)
+{
+	static const char *const rhead[4] = { "RANK", "PID", "CALLED", "ANSWERED" };
+	static const char *const ohead[5] = { "SEQ", "OPERATION", "AGE", "TOOK", "RESULT" };
+	json_t *jobs = json_object_get(doc, "jobs"), *job;
+	size_t i, k;
+
+	if (json_array_size(jobs) == 0) {
+		fprintf(out, "no jobs\n");
+		return;
+	}
+	json_array_foreach(jobs, i, job) {
+		json_t *ranks = json_object_get(job, "ranks"), *r, *op;
+		json_t *recent = json_object_get(job, "recent");
+		struct table *t = table_new(4, rhead), *h = table_new(5, ohead);
+		char name[CELL];
+
+		fprintf(out, "%sjob %s (world %d, next #%lld)\n", i ? "\n" : "",
+			cell_text(name, sizeof(name), jstr(job, "name")),
+			(int)json_integer_value(json_object_get(job, "world")),
+			(long long)json_integer_value(json_object_get(job, "next_seq")));
+		json_array_foreach(ranks, k, r) {
+			char a[CELL], b[CELL], c[CELL], d[CELL];
+			const char *cells[4] = {
+				cell_int(a, sizeof(a), r, "rank"), cell_int(b, sizeof(b), r, "pid"),
+				cell_int(c, sizeof(c), r, "called"),
+				cell_int(d, sizeof(d), r, "answered"),
+			};
+
+			table_add(t, cells);
+		}
+		print_table(t, out, "no ranks attached here");
+		op = json_object_get(job, "inflight");
+		if (json_is_object(op)) {
+			char age[CELL];
+			int64_t ms = 0;
+
+			jint(op, "age_ms", &ms);
+			fprintf(out, "in flight: %s for %s, waiting for %s\n",
+				jstr(op, "fingerprint") ? jstr(op, "fingerprint") : "?",
+				fmt_ms((uint64_t)(ms > 0 ? ms : 0), age, sizeof(age)),
+				jstr(op, "waiting_for") ? jstr(op, "waiting_for") : "?");
+		}
+		json_array_foreach(recent, k, r) {
+			char a[CELL], b[CELL], c[CELL], d[CELL], e[2 * CELL];
+			int64_t age = 0, took = 0;
+			const char *st = jstr(r, "status"), *err = jstr(r, "error");
+			const char *cells[5];
+
+			jint(r, "age_ms", &age);
+			jint(r, "duration_ms", &took);
+			cells[0] = cell_int(a, sizeof(a), r, "seq");
+			cells[1] = cell_text(b, sizeof(b), jstr(r, "fingerprint"));
+			cells[2] = fmt_ms((uint64_t)(age > 0 ? age : 0), c, sizeof(c));
+			cells[3] = fmt_ms((uint64_t)(took > 0 ? took : 0), d, sizeof(d));
+			if (st != NULL && strcmp(st, "ok") != 0 && err != NULL)
+				snprintf(e, sizeof(e), "%s: %.*s", st, CELL, err);
+			else
+				snprintf(e, sizeof(e), "%s", st ? st : "?");
+			cells[4] = e;
+			table_add(h, cells);
+		}
+		print_table(h, out, "no operations yet");
+	}
 }

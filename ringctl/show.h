@@ -27,5 +27,6 @@ int verdict_status(json_t *doc);
 /* The pieces of `status`, for the commands that show one part alone. */
 void show_peers(json_t *doc, FILE *out);
 void show_jobs(json_t *doc, FILE *out);
+void show_ops(json_t *doc, FILE *out);
 
 #endif /* RINGCTL_SHOW_H */

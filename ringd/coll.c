@@ -44,11 +44,16 @@
 
 static void op_tx(struct ringd *rd, struct op *op);
 static void op_check_done(struct ringd *rd, struct op *op);
+static void op_abort_ring(struct ringd *rd, struct op *op);
+static void op_timeout_final(struct ringd *rd, struct op *op, const char *remote);
+static void missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------ */
 /* flow control                                                       */
 /* ------------------------------------------------------------------ */
 
+/* Both ends of a job's stream start counting from zero.  Frames already in the
+ * stash were sent under the new count (the sender formed first), so they stay. */
 void
 job_reset_flow(struct ringd *rd, struct job *j)
 {
@@ -57,7 +62,6 @@ job_reset_flow(struct ringd *rd, struct job *j)
 	j->tx_limit = INITIAL_CREDIT;
 	j->rx_consumed = 0;
 	j->rx_granted = INITIAL_CREDIT;
-	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 }
 
 static bool
@@ -92,16 +96,10 @@ rx_credit(struct ringd *rd, struct job *j, bool flush)
 void
 coll_link_up(struct ringd *rd, struct link *l)
 {
-	struct job *j;
-
+	/* Flow control starts again with each formation of a job (job_check_ready),
+	 * which every host does after the ring is whole; nothing to do per link. */
+	(void)rd;
 	(void)l;
-	/* a fresh connection: both ends start counting again */
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		job_reset_flow(rd, j);
-		rx_credit(rd, j, true);
-	}
-	if (rd->state == RING_READY)
-		job_ring_up(rd);
 }
 
 /* ------------------------------------------------------------------ */
@@ -177,6 +175,8 @@ op_complete(struct ringd *rd, struct op *op)
 	for (i = 0; i < op->nc; i++)
 		if (op->c[i].in && !op->c[i].replied) {
 			op->c[i].replied = true;
+			if (coll && i < j->local_size && j->loc_done != NULL)
+				j->loc_done[i] = op->fp.seq;
 			if (op->c[i].sess != NULL)
 				sess_op_done(op->c[i].sess, op->c[i].reqid, op->status, op->text);
 		}
@@ -186,6 +186,8 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_completed++;
 		else
 			rd->ops_failed++;
+		if (coll)
+			ops_record(j, op);
 	}
 	if (coll && op->joined < op->nc)
 		return;
@@ -227,8 +229,11 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 		log_warn("job %s: %s failed: %s", op->job->name,
 			 proto_fp_format(&op->fp, fp, sizeof(fp)), op->text);
 	}
-	if (op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV)
+	if (op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV) {
 		rx_credit(rd, op->job, true);
+		if (status != 0 && !op->from_wire)
+			op_abort_ring(rd, op);
+	}
 	op_complete(rd, op);
 }
 
@@ -274,14 +279,37 @@ op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint3
 	return 0;
 }
 
+/* The message of a collective's timeout: who never called it, as far as this
+ * host and (remote, from the probe that went round) the others know. */
+static void
+op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
+{
+	struct job *j = op->job;
+	char fp[160], missing[PROTO_TEXT_MAX + 1] = "";
+	unsigned long long age = (unsigned long long)(now_ms() - op->started_ms);
+
+	proto_fp_format(&op->fp, fp, sizeof(fp));
+	missing_here(rd, j, op->fp.seq, missing, sizeof(missing));
+	if (remote != NULL && remote[0] != '\0')
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+			 missing[0] ? ", " : "", remote);
+	if (missing[0] != '\0')
+		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: rank(s) %s never "
+			  "called it", fp, age, missing);
+	else
+		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
+			  !op->hdr_rcvd && op->nrx > 0
+			  ? "the previous host never started the same operation"
+			  : "data stopped arriving from the previous host");
+}
+
 static void
 op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct op *op = arg;
 	struct ringd *rd = op->rd;
-	char fp[160], missing[256] = "";
-	size_t off = 0;
-	int i;
+	struct job *j = op->job;
+	char fp[160];
 
 	(void)fd;
 	(void)what;
@@ -298,22 +326,26 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 			  op->fp.coll == PROTO_COLL_SEND ? "recv" : "send");
 		return;
 	}
-	for (i = 0; i < op->nc && off < sizeof(missing); i++)
-		if (!op->c[i].in)
-			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
-						off ? ", " : "", op->job->loc_rank[i]);
-	if (missing[0] != '\0')
-		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: rank(s) %s on "
-			  "this host never called it", fp,
-			  (unsigned long long)(now_ms() - op->started_ms), missing);
-	else
-		op_finish(rd, op, RING_ETIMEDOUT,
-			  "%s timed out after %llu ms: %s", fp,
-			  (unsigned long long)(now_ms() - op->started_ms),
-			  !op->hdr_rcvd && op->nrx > 0
-			  ? "the previous host never started the same operation (a rank did "
-			    "not call it, or called it later)"
-			  : "data stopped arriving from the previous host");
+	if (!op->probing && j->nhosts > 1 && rd->state == RING_READY && rd->next != NULL &&
+	    rd->next->state == LINK_UP) {
+		/* ask round the ring who never called it, then fail with the answer */
+		static const struct timeval grace = { 1, 0 };
+		uint8_t buf[64];
+		struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .aux = 1,
+					 .epoch = rd->epoch, .seq = op->fp.seq,
+					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
+		int n = proto_encode_reason(buf, sizeof(buf), RING_ETIMEDOUT, "");
+
+		if (n > 0) {
+			f.length = (uint32_t)n;
+			if (link_send(rd->next, &f, buf) == 0) {
+				op->probing = true;
+				evtimer_add(op->timer, &grace);
+				return;
+			}
+		}
+	}
+	op_timeout_final(rd, op, NULL);
 }
 
 struct op *
@@ -817,8 +849,8 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const ui
 	theirs.seq = f->seq;
 	if (op->hdr_rcvd || !proto_fp_equal(&theirs, &op->fp)) {
 		op_finish(rd, op, RING_EMISMATCH,
-			  "ranks called different collectives: this host's ranks called %s, "
-			  "host %d's called %s", proto_fp_format(&op->fp, a, sizeof(a)),
+			  "ranks called different collectives: host %d's ranks called %s, "
+			  "host %d's called %s", rd->rank, proto_fp_format(&op->fp, a, sizeof(a)),
 			  op->job->prev_host, proto_fp_format(&theirs, b, sizeof(b)));
 		return RX_DONE;
 	}
@@ -907,6 +939,8 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
+		if (f->epoch != rd->epoch)
+			return RX_DONE;	/* from before the ring re-formed */
 		if (f->offset > j->tx_limit)
 			j->tx_limit = f->offset;
 		coll_pump(rd);
@@ -999,21 +1033,190 @@ coll_pump(struct ringd *rd)
 			job_drain_stash(rd, j);
 }
 
-void
-coll_link_down(struct ringd *rd, struct link *l, const char *why)
+/* The ring lost a link (here, or a host reports it): every operation in flight
+ * fails at once with the reason, and every job must form again; the JOINs go out
+ * anew once the ring is whole (coll_ring_ready). */
+static void
+ring_broken(struct ringd *rd, const char *why)
 {
 	struct job *j;
 	char fp[160];
 
+	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
+	rd->whole = false;
+	ringd_update_state(rd);
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		struct op *op = j->active;
 
-		if (op != NULL && !op->finished && op->started)
-			op_finish(rd, op, RING_EPEER, "%s: link to host %d (%s) went down: %s",
-				  proto_fp_format(&op->fp, fp, sizeof(fp)), l->peer,
-				  l->dir == LINK_NEXT ? "next" : "prev", why);
+		if (op != NULL && !op->finished) {
+			op->from_wire = true;	/* every host hears of it by itself */
+			op_finish(rd, op, RING_EPEER, "%s: %s",
+				  proto_fp_format(&op->fp, fp, sizeof(fp)), why);
+		}
 		p2p_fail_all(rd, j, RING_EPEER, why);
+		job_break(rd, j);
 	}
+}
+
+void
+coll_link_down(struct ringd *rd, struct link *l, const char *why)
+{
+	char text[PROTO_TEXT_MAX + 1];
+
+	bool was_whole = rd->whole;
+
+	snprintf(text, sizeof(text), "the ring lost its link %s host %d (%s:%d): %s",
+		 l->dir == LINK_NEXT ? "to" : "from", l->peer, rd->hf.hosts[l->peer].host,
+		 rd->hf.hosts[l->peer].port, why);
+	ring_broken(rd, text);
+	if (!was_whole)
+		return;	/* the others heard of the break already, or never saw it whole */
+	/* The host after a break tells everyone else: going forward from here reaches
+	 * every live host up to the one before the break. */
+	if (l->dir == LINK_PREV && rd->next != NULL && rd->next->state == LINK_UP) {
+		uint8_t buf[PROTO_TEXT_MAX + 16];
+		struct proto_frame f = { .type = PROTO_F_ABORT, .job = 0, .epoch = rd->epoch,
+					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
+		int n = proto_encode_reason(buf, sizeof(buf), RING_EPEER, text);
+
+		if (n > 0) {
+			f.length = (uint32_t)n;
+			link_send(rd->next, &f, buf);
+		}
+	}
+}
+
+/* Another host reports a break (an ABORT of job 0 going round). */
+int
+coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		  const uint8_t *pl)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	int origin = PROTO_ROUTE_SRC(f->route);
+	int32_t code;
+
+	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    origin >= rd->world) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed ring notice");
+		return RX_ERROR;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	log_warn("host %d reports: %s", origin, text);
+	ring_broken(rd, text);
+	return RX_DONE;
+}
+
+/* The ring is whole again: jobs with processes here announce them anew. */
+void
+coll_ring_ready(struct ringd *rd)
+{
+	rd->ring_error[0] = '\0';
+	job_ring_up(rd);
+}
+
+/* An op failed here for a reason the other hosts cannot see (a mismatch found on
+ * this link, a process that left, a timeout): tell them, so that every rank gets
+ * the same error instead of waiting for its own timeout. */
+static void
+op_abort_ring(struct ringd *rd, struct op *op)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq };
+	int n;
+
+	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
+	    op->job->nhosts < 2)
+		return;
+	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
+	if (n <= 0)
+		return;
+	f.length = (uint32_t)n;
+	link_send(rd->next, &f, buf);
+}
+
+/* Which of this host's ranks have not called op #seq (for a timeout's message). */
+static void
+missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap)
+{
+	struct op *op = j->active;
+	size_t off = strlen(buf);
+	int i;
+
+	for (i = 0; i < j->local_size && off < cap; i++) {
+		bool missing;
+
+		if (j->loc[i] == NULL)
+			continue;
+		if (op != NULL && op->fp.seq == seq)
+			missing = !op->c[i].in;
+		else
+			missing = j->next_seq <= seq;
+		if (missing)
+			off += (size_t)snprintf(buf + off, cap - off, "%s%d (host %d)",
+						off ? ", " : "", j->loc_rank[i], rd->rank);
+	}
+}
+
+/* An op ABORT or a timeout probe going round. */
+int
+coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	int origin = PROTO_ROUTE_SRC(f->route);
+	struct job *j;
+	struct op *op;
+	int32_t code;
+
+	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    origin >= rd->world || code >= 0) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed abort");
+		return RX_ERROR;
+	}
+	if ((j = job_lookup(rd, f->job)) == NULL)
+		goto pass;
+	op = j->active;
+	if (f->aux == 1) {
+		/* a timeout probe: add who is missing here, pass it on; back home,
+		 * it completes the message */
+		if (origin == rd->rank) {
+			if (op != NULL && op->fp.seq == f->seq && !op->finished)
+				op_timeout_final(rd, op, text);
+			return RX_DONE;
+		}
+		missing_here(rd, j, f->seq, text, sizeof(text));
+		{
+			uint8_t buf[PROTO_TEXT_MAX + 16];
+			struct proto_frame g = *f;
+			int n = proto_encode_reason(buf, sizeof(buf), code, text);
+
+			if (n > 0 && rd->next != NULL) {
+				g.length = (uint32_t)n;
+				link_send(rd->next, &g, buf);
+			}
+		}
+		return RX_DONE;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if (op != NULL && op->fp.seq == f->seq) {
+		if (!op->finished) {
+			op->from_wire = true;
+			op_finish(rd, op, code, "%s", text);
+		}
+	} else if (f->seq >= j->next_seq) {
+		/* not started here yet: it fails the moment it does */
+		j->abort_seq = f->seq;
+		j->abort_code = code;
+		snprintf(j->abort_text, sizeof(j->abort_text), "%s", text);
+	}
+pass:
+	if (origin != rd->rank && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	return RX_DONE;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1103,9 +1306,19 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 	struct op *op;
 
 	if (!j->ready) {
+		if (rd->ring_error[0] != '\0') {
+			snprintf(err, errlen, "job %s cannot run: %s (reopen once the ring is whole)",
+				 j->name, rd->ring_error);
+			return RING_EPEER;
+		}
 		snprintf(err, errlen, "job %s is not formed: %s", j->name,
 			 j->error[0] ? j->error : "a rank left it");
 		return RING_EABORTED;
+	}
+	if (j->nhosts > 1 && rd->state != RING_READY) {
+		snprintf(err, errlen, "the ring is degraded: %s", rd->ring_error[0] ?
+			 rd->ring_error : "a link is down");
+		return RING_EPEER;
 	}
 	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV) {
 		if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL) {
@@ -1141,6 +1354,14 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		op->fp.seq = j->next_seq++;
 		j->active = op;
 		op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+		if (j->abort_seq == op->fp.seq) {
+			/* another host failed it already: same answer here */
+			op->from_wire = true;
+			op->finished = true;
+			op->status = j->abort_code;
+			snprintf(op->text, sizeof(op->text), "%s", j->abort_text);
+			event_del(op->timer);
+		}
 	} else if (op->started || op->c[lr].in) {
 		snprintf(err, errlen, "a collective of job %s is already in flight", j->name);
 		return RING_EINVAL;
@@ -1151,6 +1372,7 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 			       .rank = sess_rank(s), .in = true };
 	arena_ref(c->arena);
 	op->joined++;
+	j->loc_entered[lr] = op->fp.seq;
 	if (!op->finished) {
 		struct proto_fp fp = op->fp;
 		int first = -1, i;
@@ -1199,6 +1421,7 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 		if (op != NULL && j == sess_job(s) && op->fp.coll != PROTO_COLL_SEND &&
 		    op->fp.coll != PROTO_COLL_RECV) {
 			struct contrib *c = &op->c[sess_local_rank(s)];
+			bool was_finished = op->finished;
 
 			c->sess = NULL;
 			if (!c->in) {	/* it will never ask now */
@@ -1206,10 +1429,11 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 				c->replied = true;
 				op->joined++;
 			}
-			op_finish(rd, op, RING_EABORTED, "rank %d (a process on this host) "
-				  "went away", sess_rank(s));
-			if (op->finished)
-				op_complete(rd, op);
+			if (!was_finished)
+				op_finish(rd, op, RING_EABORTED, "rank %d (a process on this "
+					  "host) went away", sess_rank(s));
+			else
+				op_complete(rd, op);	/* it may have been the last one */
 		}
 		p2p_sess_gone(rd, j, s);
 	}

@@ -102,6 +102,8 @@ struct op {
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */
+	bool from_wire;			/* the failure came from another host: do not echo it */
+	bool probing;			/* timed out; asking the ring who is missing */
 	int status;
 	char text[PROTO_TEXT_MAX + 1];
 	struct opq *q;			/* the job's p2p list it is on, if any */
@@ -109,6 +111,15 @@ struct op {
 };
 
 TAILQ_HEAD(opq, op);
+
+/* The flight recorder: the job's last operations on this host. */
+#define REC_MAX 16
+struct rec {
+	struct proto_fp fp;		/* what it was */
+	uint64_t start_ms, dur_ms;	/* when, how long */
+	int status;			/* 0 or RING_E* */
+	char text[200];			/* why it failed */
+};
 struct rts_entry;
 TAILQ_HEAD(rtsq, rts_entry);
 
@@ -135,6 +146,8 @@ struct job {
 	int local_size;			/* expected (0: none here) */
 	struct sess **loc;		/* [local_size]: attached sessions by local rank */
 	int *loc_rank;			/* [local_size]: their global ranks */
+	uint64_t *loc_entered;		/* [local_size]: last sequence number each called */
+	uint64_t *loc_done;		/* [local_size]: last one each got an answer for */
 	int nloc;			/* attached */
 	bool joined;			/* our JOIN went out */
 	uint32_t gen;			/* bumps each time the local group forms */
@@ -142,6 +155,9 @@ struct job {
 	uint64_t next_seq;		/* sequence number of the next collective */
 	uint64_t last_done_seq;		/* last one completed here */
 	struct op *active;		/* the collective being gathered or run */
+	uint64_t abort_seq;		/* another host failed this op before it started here */
+	int abort_code;
+	char abort_text[PROTO_TEXT_MAX + 1];
 	/* flow control towards our next member host (we send) */
 	uint64_t tx_used;		/* bytes sent */
 	uint64_t tx_limit;		/* bytes it has granted */
@@ -156,6 +172,8 @@ struct job {
 	struct rtsq rts_in;		/* RTS frames that arrived before their recv */
 	int nrts;			/* their number (bounded) */
 	uint64_t p2p_next_id;		/* ids of our sends */
+	struct rec rec[REC_MAX];	/* flight recorder (ring buffer) */
+	int nrec;			/* entries written in all */
 	TAILQ_ENTRY(job) entry;
 };
 
@@ -185,6 +203,12 @@ void job_detach(struct ringd *rd, struct sess *s, struct job *j);
 int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 int job_host_of(const struct job *j, int rank);
 void job_ring_up(struct ringd *rd);
+/* The ring broke: the job must form again (local processes stay attached). */
+void job_break(struct ringd *rd, struct job *j);
+
+/* ops.c: the flight recorder and `ringctl ops` */
+void ops_record(struct job *j, const struct op *op);
+char *ops_json(struct ringd *rd);	/* malloc'd; engine thread only */
 
 /* p2p.c */
 int p2p_submit(struct ringd *rd, struct op *op);

@@ -96,6 +96,7 @@ static const struct key_def keys[] = {
 	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0 },
 	{ "tls_key",		K_PATH,		F(tls_key),		0, 0 },
 	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0 },
+	{ "tls_ktls",		K_BOOL,		F(tls_ktls),		0, 0 },
 	{ "secret_file",	K_PATH,		F(secret_file),		0, 0 },
 	{ "insecure",		K_BOOL,		F(insecure),		0, 0 },
 	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0 },
@@ -136,6 +137,7 @@ void config_defaults(struct config *c)
 	c->max_clients = 256;
 	c->max_jobs = 64;
 	c->max_arena_bytes = 64 * GiB;
+	c->tls_ktls = true;
 }
 
 /* "1M" rather than "1048576" in messages, when the value is a whole unit. */

@@ -36,6 +36,7 @@ struct config {
 	char tls_cert[CONFIG_PATH_MAX];	/* tls_cert = PATH */
 	char tls_key[CONFIG_PATH_MAX];	/* tls_key = PATH */
 	char tls_ca[CONFIG_PATH_MAX];	/* tls_ca = PATH */
+	bool tls_ktls;			/* tls_ktls = yes|no: ask for kernel TLS (yes) */
 	char secret_file[CONFIG_PATH_MAX];	/* secret_file = PATH: cluster secret */
 	bool insecure;			/* insecure = yes: allow unauthenticated non-loopback */
 	char allow_users[CONFIG_LIST_MAX][32];	/* allow_users = a, b (names or uids) */

@@ -7,6 +7,12 @@
  * close.  The control thread never reads engine memory: it posts the request to
  * the engine thread (event_active, which libevent makes thread-safe) and waits, with
  * a bound, for the document the engine builds there.
+ *
+ * Access: the socket is mode 0660 like the client socket, and each caller's
+ * SO_PEERCRED is checked against the same rule (root, the daemon's user,
+ * allow_users, allow_groups).  Commands that only read are open to every
+ * allowed user; a command that changes the daemon is marked so in ctl_cmds and
+ * served to root (uid 0) alone.
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,6 +50,39 @@ static struct {
 	uint64_t gen;			/* request generation, so a late reply is dropped */
 } ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1, .stopfd = -1 };
 
+/* Every command the control socket knows. */
+static const struct ctl_cmd {
+	const char *name;
+	bool changes;			/* changes the daemon: root only */
+} ctl_cmds[] = {
+	{ "status", false },
+	{ "peers", false },
+	{ "jobs", false },
+	{ "ops", false },
+};
+
+static const struct ctl_cmd *
+ctl_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
+		if (strcmp(ctl_cmds[i].name, name) == 0)
+			return &ctl_cmds[i];
+	return NULL;
+}
+
+/* {"error": text}, malloc'd. */
+static char *
+error_doc(const char *text)
+{
+	json_t *e = json_pack("{s:s}", "error", text);
+	char *out = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+
+	json_decref(e);
+	return out != NULL ? out : strdup("{\"error\": \"out of memory\"}");
+}
+
 static json_t *
 link_json(struct ringd *rd, struct link *l)
 {
@@ -52,9 +91,10 @@ link_json(struct ringd *rd, struct link *l)
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
-	return json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
 			 "dir", l->dir == LINK_NEXT ? "next" : "prev",
 			 "peer", l->peer, "address", addr, "state", st[l->state],
+			 "transport", l->transport != NULL ? l->transport : "-",
 			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
 			 "frames_tx", (json_int_t)l->frames_tx,
 			 "frames_rx", (json_int_t)l->frames_rx,
@@ -124,14 +164,16 @@ ringd_status_json(struct ringd *rd)
 	}
 	snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[rd->rank].host,
 		 rd->hf.hosts[rd->rank].port);
-	doc = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:o, s:o, s:o, "
-			"s:{s:I, s:I, s:I, s:I, s:i}}",
+	doc = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:s, s:I, s:s, "
+			"s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:i}}",
 			"version", RING_VERSION_STRING, "cluster", rd->cfg.cluster,
 			"rank", rd->rank, "world", rd->world,
 			"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 			"uptime_ms", (json_int_t)(now_ms() - rd->started_ms),
 			"listen", rd->cfg.listen[0] ? rd->cfg.listen : buf,
 			"socket", rd->cfg.socket, "pid", (int)getpid(),
+			"peer_auth", auth_mode(rd), "peers_refused", (json_int_t)rd->peers_refused,
+			"last_refused", rd->last_refused,
 			"links", links, "peers", peers, "jobs", jobs,
 			"counters", "ops_completed", (json_int_t)rd->ops_completed,
 			"ops_failed", (json_int_t)rd->ops_failed,
@@ -163,7 +205,9 @@ ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	memcpy(cmd, ctl.cmd, sizeof(cmd));
 	pthread_mutex_unlock(&ctl.lock);
-	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
+	if (strcmp(cmd, "ops") == 0) {
+		reply = ops_json(rd);
+	} else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
 		reply = ringd_status_json(rd);
 	} else {
 		char msg[CTL_LINE_MAX + 32];
@@ -222,12 +266,32 @@ wait_fd(int fd, short ev, int ms)
 	return poll(&p, 1, ms) == 1 ? 0 : -1;
 }
 
+/* Writes the whole reply within the I/O bound. */
+static void
+send_reply(int fd, const char *reply)
+{
+	size_t len = strlen(reply), off;
+
+	for (off = 0; off < len;) {
+		ssize_t n;
+
+		if (wait_fd(fd, POLLOUT, CTL_IO_MS) != 0)
+			break;
+		n = send(fd, reply + off, len - off, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
 static void
 serve(struct ringd *rd, int fd)
 {
-	char line[CTL_LINE_MAX];
-	size_t len = 0, off;
+	char line[CTL_LINE_MAX], why[512];
+	const struct ctl_cmd *cmd;
+	size_t len = 0;
 	char *reply, *nl;
+	uid_t uid;
 
 	while (len < sizeof(line) - 1) {
 		ssize_t n;
@@ -248,20 +312,21 @@ serve(struct ringd *rd, int fd)
 	*nl = '\0';
 	if (nl > line && nl[-1] == '\r')
 		nl[-1] = '\0';
-	reply = ask_engine(rd, line);
+	/* checked after the request is read, so the client is listening for the
+	 * answer rather than failing its write on a closed socket */
+	cmd = ctl_find(line);
+	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
+		log_warn("control: refused: %s", why);
+		reply = error_doc(why);
+	} else if (cmd != NULL && cmd->changes && uid != 0) {
+		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
+		reply = error_doc(why);
+	} else {
+		reply = ask_engine(rd, line);
+	}
 	if (reply == NULL)
 		return;
-	len = strlen(reply);
-	for (off = 0; off < len;) {
-		ssize_t n;
-
-		if (wait_fd(fd, POLLOUT, CTL_IO_MS) != 0)
-			break;
-		n = send(fd, reply + off, len - off, MSG_NOSIGNAL);
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
+	send_reply(fd, reply);
 	free(reply);
 }
 
@@ -297,6 +362,7 @@ ctl_start(struct ringd *rd)
 	ctl.fd = unix_listen(ctl.path, SOCK_STREAM, 0660);
 	if (ctl.fd < 0)
 		return -1;
+	sess_socket_group(ctl.path);
 	rd->ctl_ev = event_new(rd->base, -1, 0, ctl_engine_cb, rd);
 	if (rd->ctl_ev == NULL)
 		return -1;

@@ -198,8 +198,10 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
 	j->ready = true;
+	job_reset_flow(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
+	j->abort_seq = 0;	/* failures of an earlier formation are not ours */
 	log_info("job %s ready: %d ranks on %d host%s, %d here (ranks %d..)", j->name, j->world,
 		 n, n == 1 ? "" : "s", j->local_size, j->loc_rank[0]);
 	for (i = 0; i < j->local_size; i++)
@@ -278,6 +280,7 @@ job_maybe_reset(struct ringd *rd, struct job *j)
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 	j->next_seq = 1;
 	j->last_done_seq = 0;
+	j->abort_seq = 0;
 }
 
 int
@@ -342,9 +345,14 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 	if (j->nloc == 0) {
 		free(j->loc);
 		free(j->loc_rank);
+		free(j->loc_entered);
+		free(j->loc_done);
 		j->loc = calloc((size_t)lsize, sizeof(*j->loc));
 		j->loc_rank = calloc((size_t)lsize, sizeof(int));
-		if (j->loc == NULL || j->loc_rank == NULL) {
+		j->loc_entered = calloc((size_t)lsize, sizeof(uint64_t));
+		j->loc_done = calloc((size_t)lsize, sizeof(uint64_t));
+		if (j->loc == NULL || j->loc_rank == NULL || j->loc_entered == NULL ||
+		    j->loc_done == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return RING_ENOMEM;
 		}
@@ -408,6 +416,28 @@ job_detach(struct ringd *rd, struct sess *s, struct job *j)
 	} else if (j->joined) {
 		/* part of this host's group left: the job cannot go on as it was */
 		j->ready = false;
+	}
+}
+
+void
+job_break(struct ringd *rd, struct job *j)
+{
+	int r;
+
+	if (j->world == 0 || j->host_of == NULL)
+		return;
+	for (r = 0; r < j->world; r++)
+		if (j->host_of[r] != -1 && j->host_of[r] != rd->rank) {
+			j->host_of[r] = -1;
+			j->nplaced--;
+		}
+	memset(j->gone, 0, (size_t)rd->world);
+	j->ready = false;
+	j->rx_consumed += evbuffer_get_length(j->stash);
+	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	if (j->nloc == 0 && j->active == NULL) {
+		j->world = 0;
+		j->nplaced = 0;
 	}
 }
 

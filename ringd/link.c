@@ -52,6 +52,8 @@ static void link_write_cb(evutil_socket_t fd, short what, void *arg);
 static void link_flush_cb(evutil_socket_t fd, short what, void *arg);
 static void link_timer_cb(evutil_socket_t fd, short what, void *arg);
 static void link_rx(struct link *l);
+static void link_transport_ready(struct link *l);
+static const char *io_why(struct link *l, ssize_t n);
 
 static const char *
 dir_name(const struct link *l)
@@ -261,7 +263,7 @@ link_write(struct link *l)
 				event_add(l->wev, NULL);
 				goto room;
 			}
-			link_fail(l, strerror(errno));
+			link_fail(l, io_why(l, -1));
 			return;
 		}
 		if (n == 0)
@@ -286,9 +288,20 @@ link_flush_cb(evutil_socket_t fd, short what, void *arg)
 static void
 link_write_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct link *l = arg;
+
 	(void)fd;
 	(void)what;
-	link_write(arg);
+	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
+		link_transport_ready(l);
+		if (l->fd < 0 || l->hs.stage == LINK_HS_TRANSPORT)
+			return;
+	}
+	link_write(l);
+	/* a TLS read that had to wait for room to write, or input the transport
+	 * holds already: no readable event would announce it */
+	if (l->fd >= 0 && transport_rx_ready(transport, l))
+		link_rx(l);
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,6 +331,7 @@ link_attach_fd(struct link *l, int fd)
 
 	l->fd = fd;
 	rx_reset(l);
+	memset(&l->hs, 0, sizeof(l->hs));	/* a new connection, a new handshake */
 	l->rev = event_new(rd->base, fd, EV_READ | EV_PERSIST, link_read_cb, l);
 	l->wev = event_new(rd->base, fd, EV_WRITE | EV_PERSIST, link_write_cb, l);
 	if (l->rev == NULL || l->wev == NULL)
@@ -325,27 +339,51 @@ link_attach_fd(struct link *l, int fd)
 	return 0;
 }
 
+/*
+ * The handshake, after the transport's own (TLS) is done:
+ *
+ *   connector                              acceptor
+ *   HELLO (nonce_c)                 ->
+ *                                   <-     HELLO_ACK (nonce_a, proof_A)
+ *   HELLO_AUTH (proof_C)            ->     (with a cluster secret only)
+ *
+ * Each message carries cluster, world size and both ranks, which the other
+ * side checks.  Without a secret, the acceptor's link is up once it answers and
+ * the connector's once the answer checks out.  With one, proof_A and proof_C
+ * are HMACs of the secret over both nonces and both ranks, tagged by role
+ * (auth.c): the connector checks proof_A before it proves anything, the
+ * acceptor stays in handshake (no frame but HELLO_AUTH accepted) until proof_C
+ * checks out.  Each side's proof covers the nonce the other side just made, so
+ * a recorded exchange cannot be replayed, and the tags keep a proof from being
+ * reflected.  A refusal is logged and sent (REJECT) with its reason; the
+ * refused connection never replaces a link that is up.
+ */
 static void
-hello_fill(struct ringd *rd, struct proto_peer_hello *h, int to)
+hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *mac)
 {
+	struct ringd *rd = l->rd;
+
 	memset(h, 0, sizeof(*h));
 	snprintf(h->cluster, sizeof(h->cluster), "%s", rd->cfg.cluster);
 	h->world = (uint32_t)rd->world;
 	h->from_rank = (uint32_t)rd->rank;
 	h->to_rank = (uint32_t)to;
-	RAND_bytes(h->nonce, sizeof(h->nonce));
+	h->flags = auth_have_secret() ? PROTO_HELLO_F_SECRET : 0;
+	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
+	if (mac != NULL)
+		memcpy(h->mac, mac, sizeof(h->mac));
 	snprintf(h->version, sizeof(h->version), "%s", RING_VERSION_STRING);
 }
 
 static int
-send_hello(struct link *l, uint16_t type, int to)
+send_hello(struct link *l, uint16_t type, int to, const uint8_t *mac)
 {
 	struct proto_peer_hello h;
 	uint8_t buf[1024];
 	struct proto_frame f = { .type = type, .epoch = l->rd->epoch };
 	int n;
 
-	hello_fill(l->rd, &h, to);
+	hello_fill(l, &h, to, mac);
 	n = proto_encode_peer_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return -1;
@@ -368,6 +406,36 @@ send_reject(struct link *l, const char *why)
 	}
 }
 
+/* Counts a handshake we refused and keeps its reason for ringctl: a refused
+ * connection never becomes a link, so no link would show it. */
+static void
+note_refused(struct link *l, const char *why)
+{
+	struct ringd *rd = l->rd;
+
+	rd->peers_refused++;
+	snprintf(rd->last_refused, sizeof(rd->last_refused), "%.*s",
+		 (int)sizeof(rd->last_refused) - 1, why);
+}
+
+/* Refuses the peer of a link in handshake: logged here, told to the peer, and
+ * the connection closed (a pending one freed, a connector's retried). */
+static int
+hello_refuse(struct link *l, const char *why)
+{
+	char copy[256];
+
+	snprintf(copy, sizeof(copy), "%s", why);
+	if (l->handshake_acceptor)
+		log_warn("refused a peer connection: %s", copy);
+	else
+		log_warn("link %s: refused host %d: %s", dir_name(l), l->peer, copy);
+	note_refused(l, copy);
+	send_reject(l, copy);
+	link_fail(l, copy);
+	return RX_ERROR;
+}
+
 /* Checks a peer's HELLO/HELLO_ACK; fills why on refusal. */
 static int
 hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
@@ -382,6 +450,12 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	else if (h->from_rank != (uint32_t)want_from)
 		snprintf(why, len, "it is rank %u but rank %d was expected here", h->from_rank,
 			 want_from);
+	else if ((h->flags & PROTO_HELLO_F_SECRET) && !auth_have_secret())
+		snprintf(why, len, "host %u uses a cluster secret and this daemon has none "
+			 "(secret_file)", h->from_rank);
+	else if (!(h->flags & PROTO_HELLO_F_SECRET) && auth_have_secret())
+		snprintf(why, len, "host %u has no cluster secret (secret_file) and this ring "
+			 "requires one", h->from_rank);
 	else
 		return 0;
 	return -1;
@@ -401,14 +475,23 @@ link_up(struct link *l)
 	coll_pump(rd);
 }
 
-/* An accepted connection proved it is our previous host: it becomes rd->prev. */
+/* An accepted connection proved it is our previous host: it becomes rd->prev
+ * (answering the HELLO now unless the answer went already, with our proof). */
 static void
-promote_prev(struct link *p)
+promote_prev(struct link *p, bool answer)
 {
 	struct ringd *rd = p->rd;
 	struct link *old = rd->prev;
+	char c;
 	int i;
 
+	/* A connector that timed out closes its attempt; a daemon that was stopped
+	 * finds those in its accept queue, HELLO and all.  Promoting one would close
+	 * the live connection that replaced it. */
+	if (p->rxlen == p->rxoff && recv(p->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+		link_fail(p, "the previous host had given up on this connection");
+		return;
+	}
 	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] == p)
 			rd->pending[i] = NULL;
@@ -427,7 +510,7 @@ promote_prev(struct link *p)
 		link_free_later(old);
 	}
 	rd->prev = p;
-	if (send_hello(p, PROTO_F_HELLO_ACK, p->peer) != 0) {
+	if (answer && send_hello(p, PROTO_F_HELLO_ACK, p->peer, NULL) != 0) {
 		link_fail(p, "cannot answer the handshake");
 		return;
 	}
@@ -440,55 +523,146 @@ on_hello(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct ringd *rd = l->rd;
 	struct proto_peer_hello h;
+	uint8_t mac[PROTO_MAC_LEN];
 	char why[256];
 
 	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
-	    proto_decode_peer_hello(pl, f->length, &h) != 0) {
-		log_warn("refused a peer connection: malformed handshake");
-		link_fail(l, "malformed handshake");
-		return RX_ERROR;
-	}
+	    l->hs.stage != LINK_HS_HELLO || proto_decode_peer_hello(pl, f->length, &h) != 0)
+		return hello_refuse(l, "malformed or unexpected HELLO");
 	if (hello_check(rd, &h, mod_prev(rd), why, sizeof(why)) != 0) {
-		log_warn("refused host claiming rank %u: %s", h.from_rank, why);
-		send_reject(l, why);
-		link_fail(l, why);
+		char msg[300];
+
+		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h.from_rank, why);
+		return hello_refuse(l, msg);
+	}
+	memcpy(l->hs.peer_nonce, h.nonce, sizeof(l->hs.peer_nonce));
+	if (!auth_have_secret()) {
+		promote_prev(l, true);
+		return RX_DONE;
+	}
+	/* Our proof now; the connection becomes our link only on the peer's. */
+	if (!auth_proof(rd, true, h.from_rank, (uint32_t)rd->rank, l->hs.peer_nonce,
+			l->hs.nonce, mac) ||
+	    send_hello(l, PROTO_F_HELLO_ACK, mod_prev(rd), mac) != 0) {
+		link_fail(l, "cannot answer the handshake");
 		return RX_ERROR;
 	}
-	promote_prev(l);
+	l->hs.stage = LINK_HS_AUTH;
+	return RX_DONE;
+}
+
+/* HELLO_AUTH: the connector's proof of the cluster secret. */
+static int
+on_hello_auth(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	struct proto_peer_hello h;
+	char why[256];
+
+	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
+	    l->hs.stage != LINK_HS_AUTH || proto_decode_peer_hello(pl, f->length, &h) != 0 ||
+	    h.from_rank != (uint32_t)mod_prev(rd))
+		return hello_refuse(l, "malformed or unexpected HELLO_AUTH");
+	if (!auth_proof_ok(rd, false, (uint32_t)mod_prev(rd), (uint32_t)rd->rank,
+			   l->hs.peer_nonce, l->hs.nonce, h.mac)) {
+		snprintf(why, sizeof(why), "host claiming rank %d: wrong cluster secret (its "
+			 "proof does not verify)", mod_prev(rd));
+		return hello_refuse(l, why);
+	}
+	promote_prev(l, false);
 	return RX_DONE;
 }
 
 static int
 on_hello_ack(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
+	struct ringd *rd = l->rd;
 	struct proto_peer_hello h;
+	uint8_t mac[PROTO_MAC_LEN];
 	char why[256];
 
-	if (l->dir != LINK_NEXT || l->state != LINK_HANDSHAKE ||
-	    proto_decode_peer_hello(pl, f->length, &h) != 0 ||
-	    hello_check(l->rd, &h, l->peer, why, sizeof(why)) != 0) {
-		log_warn("link next: host %d answered the handshake wrongly", l->peer);
-		link_fail(l, "bad handshake answer");
-		return RX_ERROR;
+	if (l->dir != LINK_NEXT || l->state != LINK_HANDSHAKE || l->hs.stage != LINK_HS_HELLO ||
+	    proto_decode_peer_hello(pl, f->length, &h) != 0)
+		return hello_refuse(l, "malformed or unexpected HELLO_ACK");
+	if (hello_check(rd, &h, l->peer, why, sizeof(why)) != 0)
+		return hello_refuse(l, why);
+	if (auth_have_secret()) {
+		/* its proof before ours: we prove nothing to a host that cannot */
+		if (!auth_proof_ok(rd, true, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
+				   h.nonce, h.mac)) {
+			snprintf(why, sizeof(why), "wrong cluster secret: the proof of host %d "
+				 "does not verify", l->peer);
+			return hello_refuse(l, why);
+		}
+		if (!auth_proof(rd, false, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
+				h.nonce, mac) ||
+		    send_hello(l, PROTO_F_HELLO_AUTH, l->peer, mac) != 0) {
+			link_fail(l, "cannot send the handshake");
+			return RX_ERROR;
+		}
 	}
 	link_up(l);
 	return RX_DONE;
 }
 
-/* TCP is connected (and the transport's own handshake done): say hello. */
+/* Runs the transport's handshake (TLS); once it is done, say hello.  Called at
+ * connect/accept and from the I/O callbacks while it is in progress. */
 static void
 link_transport_ready(struct link *l)
 {
-	int rc = transport_handshake(transport, l);
+	char why[sizeof(l->last_error)];
+	int rc;
 
+	if (l->hs.stage != LINK_HS_TRANSPORT)
+		return;
+	rc = transport_handshake(transport, l);
 	if (rc > 0)
 		return;		/* more I/O first; the callbacks call us again */
 	if (rc < 0) {
-		link_fail(l, l->last_error[0] ? l->last_error : "transport handshake failed");
+		snprintf(why, sizeof(why), "%s",
+			 l->last_error[0] ? l->last_error : "transport handshake failed");
+		if (l->handshake_acceptor)
+			log_warn("refused a peer connection: %s", why);
+		else
+			log_warn("link %s: %s", dir_name(l), why);
+		note_refused(l, why);
+		link_fail(l, why);
 		return;
 	}
-	if (!l->handshake_acceptor && send_hello(l, PROTO_F_HELLO, l->peer) != 0)
+	l->hs.stage = LINK_HS_HELLO;
+	if (RAND_bytes(l->hs.nonce, sizeof(l->hs.nonce)) != 1) {
+		link_fail(l, "no random bytes for the handshake nonce");
+		return;
+	}
+	if (!l->handshake_acceptor && send_hello(l, PROTO_F_HELLO, l->peer, NULL) != 0) {
 		link_fail(l, "cannot send the handshake");
+		return;
+	}
+	/* The peer's first frames may have come with its last handshake flight and
+	 * wait inside the transport, where no socket event announces them (an
+	 * acceptor can finish the whole handshake within accept_cb). */
+	if (transport_rx_ready(transport, l))
+		link_rx(l);
+}
+
+/* Why a read or write failed: the transport's reason when it gave one.  A
+ * failure in the handshake is logged here, as link_fail logs only links that
+ * were up (a TLS peer that refused our certificate says so in an alert that
+ * arrives as a failed read). */
+static const char *
+io_why(struct link *l, ssize_t n)
+{
+	static char why[sizeof(l->last_error)];
+
+	if (n == 0)
+		snprintf(why, sizeof(why), "the peer closed the connection");
+	else if (errno == EPROTO && l->last_error[0])
+		snprintf(why, sizeof(why), "%s", l->last_error);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+	if (l->state == LINK_HANDSHAKE && !l->handshake_acceptor)
+		log_warn("link %s: handshake with host %d failed: %s", dir_name(l), l->peer, why);
+	return why;
 }
 
 /* ------------------------------------------------------------------ */
@@ -503,7 +677,9 @@ link_set_lowat(struct link *l, size_t need)
 {
 	int v = need > LOWAT_MAX ? (int)LOWAT_MAX : (int)(need ? need : 1);
 
-	if (v == l->lowat || l->fd < 0)
+	/* under TLS the socket holds records, not our bytes: a frame's worth of them
+	 * may never come if the rest already sits decrypted in the transport */
+	if (v == l->lowat || l->fd < 0 || !transport_raw(transport))
 		return;
 	if (setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
 		l->lowat = v;
@@ -516,6 +692,61 @@ heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 				 .epoch = l->rd->epoch };
 
 	link_send(l, &f, NULL);
+}
+
+void
+link_ring_check(struct ringd *rd)
+{
+	struct proto_frame f = { .type = PROTO_F_RING, .aux = 0, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .offset = rd->epoch };
+
+	if (rd->next != NULL && rd->next->state == LINK_UP)
+		link_send(rd->next, &f, NULL);
+}
+
+/* The RING token: forward it; back home, the ring is whole. */
+static int
+ring_rx(struct link *l, const struct proto_frame *f)
+{
+	struct ringd *rd = l->rd;
+	int origin = PROTO_ROUTE_SRC(f->route);
+	struct proto_frame g = *f;
+
+	if (l->dir != LINK_PREV || origin >= rd->world || f->aux > 1) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed ring token");
+		return RX_ERROR;
+	}
+	if (f->aux == 0) {
+		if (origin == rd->rank) {
+			/* round and back: tell everyone, with an epoch above all seen */
+			g.aux = 1;
+			g.offset = (f->offset > rd->epoch ? f->offset : rd->epoch) + 1;
+			if (g.offset > UINT32_MAX)
+				g.offset = 1;
+			rd->epoch = (uint32_t)g.offset;
+			rd->whole = true;
+			rd->ring_error[0] = '\0';
+			link_send(rd->next, &g, NULL);
+			ringd_update_state(rd);
+			return RX_DONE;
+		}
+		if (g.offset < rd->epoch)
+			g.offset = rd->epoch;
+		link_send(rd->next, &g, NULL);
+		return RX_DONE;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if (f->offset > rd->epoch && f->offset <= UINT32_MAX)
+		rd->epoch = (uint32_t)f->offset;
+	if (rd->links_up) {
+		rd->whole = true;
+		rd->ring_error[0] = '\0';
+	}
+	if ((rd->rank + 1) % rd->world != origin)
+		link_send(rd->next, f, NULL);
+	ringd_update_state(rd);
+	return RX_DONE;
 }
 
 /* A job frame for another host: pass it on.  Returns -1 when it is ours. */
@@ -564,26 +795,31 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	int rc;
 
 	if (l->state != LINK_UP && f->type != PROTO_F_HELLO && f->type != PROTO_F_HELLO_ACK &&
-	    f->type != PROTO_F_REJECT) {
+	    f->type != PROTO_F_HELLO_AUTH && f->type != PROTO_F_REJECT) {
 		snprintf(why, sizeof(why), "%s frame before the handshake",
 			 proto_frame_type_name(f->type));
-		link_fail(l, why);
-		return RX_ERROR;
+		return hello_refuse(l, why);
 	}
 	switch (f->type) {
 	case PROTO_F_HELLO:
 		return on_hello(l, f, pl);
 	case PROTO_F_HELLO_ACK:
 		return on_hello_ack(l, f, pl);
+	case PROTO_F_HELLO_AUTH:
+		return on_hello_auth(l, f, pl);
 	case PROTO_F_REJECT: {
 		int32_t code;
 		char text[256];
 
-		if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) == 0)
-			snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
+		if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0)
+			snprintf(text, sizeof(text), "(no reason given)");
+		if (l->handshake_acceptor)
+			snprintf(why, sizeof(why), "refused by the connecting peer: %s", text);
 		else
-			snprintf(why, sizeof(why), "refused by host %d", l->peer);
+			snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
 		log_warn("link %s: %s", dir_name(l), why);
+		if (l->state == LINK_HANDSHAKE)
+			note_refused(l, why);
 		link_fail(l, why);
 		return RX_ERROR;
 	}
@@ -593,15 +829,22 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		else
 			l->rtt_us = now_us() - f->offset;
 		return RX_DONE;
+	case PROTO_F_RING:
+		return ring_rx(l, f);
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:
 		return job_rx(rd, l, f, pl);
 	case PROTO_F_ABORT:
-		if (f->seq == 0)	/* a job that cannot form; an op's abort has a seq */
+		/* all go round the ring: each host acts on it and passes it on */
+		if (l->dir != LINK_PREV) {
+			link_fail(l, "abort frame on the wrong link");
+			return RX_ERROR;
+		}
+		if (f->job == 0)	/* a host lost a link */
+			return coll_rx_ring_down(rd, l, f, pl);
+		if (f->seq == 0)	/* a job that cannot form */
 			return job_rx(rd, l, f, pl);
-		if ((rc = link_route(l, f, pl)) >= 0)
-			return rc;
-		return coll_rx(rd, l, f, pl);
+		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
@@ -671,7 +914,7 @@ rx_fill(struct link *l)
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return 0;
-	link_fail(l, n == 0 ? "the peer closed the connection" : strerror(errno));
+	link_fail(l, io_why(l, n));
 	return -1;
 }
 
@@ -699,7 +942,7 @@ rx_direct(struct link *l)
 			link_set_lowat(l, len - l->direct_got);
 			return 0;
 		}
-		link_fail(l, n == 0 ? "the peer closed the connection" : strerror(errno));
+		link_fail(l, io_why(l, n));
 		return -1;
 	}
 	return 1;
@@ -862,8 +1105,11 @@ link_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (l->state == LINK_HANDSHAKE && l->tconn != NULL && transport_handshake(transport, l) > 0)
-		return;
+	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
+		link_transport_ready(l);
+		if (l->fd < 0 || l->hs.stage == LINK_HS_TRANSPORT)
+			return;
+	}
 	link_rx(l);
 }
 
@@ -1061,7 +1307,16 @@ link_start(struct ringd *rd)
 	char host[HOSTFILE_HOST_MAX + 1];
 	int port;
 
-	transport = transport_plain();
+	if (rd->cfg.tls_cert[0] != '\0') {
+		char err[512];
+
+		if ((transport = transport_tls(rd, err, sizeof(err))) == NULL) {
+			log_err("TLS: %s", err);
+			return -1;
+		}
+	} else {
+		transport = transport_plain();
+	}
 	if (rd->cfg.listen[0] != '\0') {
 		const char *c = strrchr(rd->cfg.listen, ':');
 
@@ -1086,8 +1341,8 @@ link_start(struct ringd *rd)
 	rd->peer_ev = event_new(rd->base, rd->peer_fd, EV_READ | EV_PERSIST, accept_cb, rd);
 	if (rd->peer_ev == NULL || event_add(rd->peer_ev, NULL) != 0)
 		return -1;
-	log_info("peers: listening on %s:%d (%s), host %d of %d", host, port,
-		 transport_name(transport), rd->rank, rd->world);
+	log_info("peers: listening on %s:%d (%s, peers authenticated by %s), host %d of %d",
+		 host, port, transport_name(transport), auth_mode(rd), rd->rank, rd->world);
 	if (rd->world < 2)
 		return 0;
 	rd->next = link_new(rd, LINK_NEXT, (rd->rank + 1) % rd->world);
@@ -1121,4 +1376,7 @@ link_stop(struct ringd *rd)
 		event_free(rd->peer_ev);
 	if (rd->peer_fd >= 0)
 		close(rd->peer_fd);
+	if (transport != NULL)
+		transport_free(transport);	/* every link closed its session above */
+	transport = NULL;
 }

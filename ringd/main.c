@@ -73,16 +73,25 @@ sd_notify_msg(const char *msg)
 	close(fd);
 }
 
+/* The ring is ready when our links are up and a token went all the way round
+ * (link_ring_check); a break anywhere (a link here, or a host's report) makes it
+ * degraded until a token goes round again. */
 void
 ringd_update_state(struct ringd *rd)
 {
 	enum ring_state old = rd->state, st;
-	char msg[128];
+	bool up = rd->world == 1 || (rd->next != NULL && rd->prev != NULL &&
+				     rd->next->state == LINK_UP && rd->prev->state == LINK_UP);
+	char msg[PROTO_TEXT_MAX + 64];
 
 	if (old == RING_STOPPED)
 		return;
-	if (rd->world == 1 || (rd->next != NULL && rd->prev != NULL &&
-			       rd->next->state == LINK_UP && rd->prev->state == LINK_UP))
+	if (up && !rd->links_up && rd->world > 1) {
+		rd->links_up = true;
+		link_ring_check(rd);
+	}
+	rd->links_up = up;
+	if (up && (rd->world == 1 || rd->whole))
 		st = RING_READY;
 	else if (old == RING_READY || old == RING_DEGRADED)
 		st = RING_DEGRADED;
@@ -91,14 +100,17 @@ ringd_update_state(struct ringd *rd)
 	if (st == old)
 		return;
 	rd->state = st;
-	if (st == RING_READY)
+	if (rd->world == 1 && st == RING_READY)
 		rd->epoch++;
 	log_info("ring: %s -> %s (epoch %u)", ringd_state_name(old), ringd_state_name(st),
 		 rd->epoch);
-	snprintf(msg, sizeof(msg), "%sSTATUS=ring %s, host %d of %d, epoch %u",
+	snprintf(msg, sizeof(msg), "%sSTATUS=ring %s, host %d of %d, epoch %u%s%.200s",
 		 st == RING_READY ? "READY=1\n" : "", ringd_state_name(st), rd->rank, rd->world,
-		 rd->epoch);
+		 rd->epoch, rd->ring_error[0] && st != RING_READY ? ": " : "",
+		 st != RING_READY ? rd->ring_error : "");
 	sd_notify_msg(msg);
+	if (st == RING_READY)
+		coll_ring_ready(rd);
 }
 
 static void
@@ -253,6 +265,11 @@ main(int argc, char **argv)
 		      "give --rank", rd->cfg.hosts);
 	if (rd->rank >= rd->world)
 		fatal("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
+	/* before detaching, so that a refusal reaches the operator's terminal */
+	if (auth_init(rd, err, sizeof(err)) != 0)
+		fatal("%s", err);
+	if (sess_access_init(&rd->cfg, err, sizeof(err)) != 0)
+		fatal("%s", err);
 	if (!fg)
 		daemonize();
 	signal(SIGPIPE, SIG_IGN);
@@ -293,6 +310,7 @@ main(int argc, char **argv)
 	event_base_loop(rd->base, EVLOOP_NONBLOCK);
 	event_base_free(rd->base);
 	hostfile_free(&rd->hf);
+	auth_fini();
 	log_info("stopped");
 	return 0;
 }

@@ -64,6 +64,20 @@ struct link {
 	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
 	bool handshake_acceptor;	/* pending accepted connection */
+	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
+	struct {			/* the handshake; reset for every connection */
+		uint8_t stage;		/* LINK_HS_* below */
+		uint8_t nonce[PROTO_NONCE_LEN];	/* ours, sent in HELLO / HELLO_ACK */
+		uint8_t peer_nonce[PROTO_NONCE_LEN];	/* the peer's */
+	} hs;
+};
+
+/* How far a link in LINK_HANDSHAKE has got. */
+enum {
+	LINK_HS_TRANSPORT = 0,	/* the transport's own handshake (TLS) */
+	LINK_HS_HELLO,		/* connector: HELLO sent; acceptor: waiting for it */
+	LINK_HS_AUTH,		/* acceptor: HELLO_ACK sent with our proof of the cluster
+				 * secret, waiting for the connector's (HELLO_AUTH) */
 };
 
 /* A client's shared memory, mapped once; freed when the last reference goes. */
@@ -79,7 +93,9 @@ struct ringd {
 	int rank, world;		/* our host rank, number of hosts */
 	struct event_base *base;	/* the engine thread's loop */
 	enum ring_state state;		/* see ringd_update_state() */
-	uint32_t epoch;			/* bumps each time the ring re-forms */
+	uint32_t epoch;			/* bumps each time the ring re-forms (agreed) */
+	bool whole;			/* a RING token went all the way round */
+	bool links_up;			/* both our links are up */
 	uint64_t started_ms;		/* monotonic start time */
 	struct link *next, *prev;	/* neighbours (NULL when world == 1) */
 	int peer_fd;			/* peer port (listening) */
@@ -94,6 +110,9 @@ struct ringd {
 	struct event *ctl_ev;		/* control thread's requests */
 	struct event *sig_int, *sig_term, *sig_hup;
 	uint64_t ops_completed, ops_failed, bytes_reduced, clients_total;
+	uint64_t peers_refused;		/* peer connections refused in the handshake */
+	char last_refused[256];		/* ... and why the last one was (ringctl) */
+	char ring_error[PROTO_TEXT_MAX + 1];	/* why the ring is not whole, if it is not */
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
@@ -108,19 +127,34 @@ const char *ringd_state_name(enum ring_state s);
  * link logic never ask which one they use. */
 struct transport;
 struct transport *transport_plain(void);
+/* TLS 1.3 with mutual certificate authentication (tls_cert, tls_key, tls_ca of
+ * rd->cfg), in tls.c; NULL with the reason in err. */
+struct transport *transport_tls(struct ringd *rd, char *err, size_t errlen);
+void transport_free(struct transport *t);
 const char *transport_name(const struct transport *t);
+/* True when the socket carries the link's bytes as they are, so socket-level
+ * byte counts (SO_RCVLOWAT) mean link bytes; false under a record layer. */
+bool transport_raw(const struct transport *t);
 /* Sets up the transport on a connected socket (connector: we dialled). */
 int transport_open(struct transport *t, struct link *l, bool connector);
 /* 0: handshake done; 1: in progress (wait for I/O); -1: failed (reason in l). */
 int transport_handshake(struct transport *t, struct link *l);
-/* Like read(2): >0 bytes, 0 EOF, -1 with errno (EAGAIN: nothing now). */
+/* Like read(2): >0 bytes, 0 EOF, -1 with errno (EAGAIN: nothing now; EPROTO:
+ * the transport failed, reason in l->last_error).  A link reads until EAGAIN:
+ * a transport may hold decrypted input that no socket event announces. */
 ssize_t transport_read(struct transport *t, struct link *l, void *buf, size_t len);
-/* Writes from the front of out and drains what went; -1 with errno. */
+/* Writes from the front of out and drains what went; -1 with errno (EAGAIN:
+ * blocked, wait for writable; EPROTO as for read). */
 ssize_t transport_write(struct transport *t, struct link *l, struct evbuffer *out);
+/* Input can be read now without the socket turning readable (buffered inside
+ * the transport, or a read that waited for the socket to take a write). */
+bool transport_rx_ready(struct transport *t, struct link *l);
 void transport_close(struct transport *t, struct link *l);
 
 /* link.c */
 int link_start(struct ringd *rd);
+/* Sends a RING token round to find out whether the ring is whole. */
+void link_ring_check(struct ringd *rd);
 int mod_prev(const struct ringd *rd);
 void link_stop(struct ringd *rd);
 /* Appends a frame (header + payload copied) to a link's output. */
@@ -152,6 +186,13 @@ void coll_pump(struct ringd *rd);
 void coll_link_down(struct ringd *rd, struct link *l, const char *why);
 /* A link came up: reset flow control of every job on it. */
 void coll_link_up(struct ringd *rd, struct link *l);
+/* The ring is whole (again). */
+void coll_ring_ready(struct ringd *rd);
+/* ABORT frames: of job 0 (a host lost a link), of an op (seq), a timeout probe. */
+int coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		      const uint8_t *pl);
+int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		  const uint8_t *pl);
 
 /* jobs (coll.c) */
 struct job *job_lookup(struct ringd *rd, uint32_t id);
@@ -160,12 +201,39 @@ void job_put(struct ringd *rd, struct job *j);
 
 /* sess.c: client sessions. */
 int sess_start(struct ringd *rd);
+/* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */
+int sess_access_init(const struct config *cfg, char *err, size_t errlen);
+/* Whether the process at the other end of the Unix socket fd may use the daemon:
+ * root, the daemon's own user, a user of allow_users, or a member (primary or
+ * supplementary group) of allow_groups.  0, or -1 with who and why in why.  The
+ * lists are read-only after sess_access_init: any thread may call this. */
+int sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len);
+/* Gives a socket file to the first group of allow_groups (when one is set). */
+void sess_socket_group(const char *path);
 int unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
 void sess_reply_done(struct sess *s, uint64_t reqid, int status, const char *text);
 struct arena *sess_arena(struct sess *s);
 void arena_ref(struct arena *a);
 void arena_unref(struct arena *a);
+
+/* auth.c: the cluster secret and the start-up rules on peer authentication. */
+/* Checks the settings (TLS keys all or none; a non-loopback ring authenticated
+ * unless insecure = yes) and loads secret_file; -1 with the reason in err. */
+int auth_init(struct ringd *rd, char *err, size_t errlen);
+void auth_fini(void);
+bool auth_have_secret(void);
+/* What authenticates peers: "tls", "secret", "tls+secret" or "none". */
+const char *auth_mode(const struct ringd *rd);
+/* HMAC-SHA256 proof of the secret by one side of a link handshake (acceptor or
+ * connector) over both nonces and both ranks; false when it cannot be made. */
+bool auth_proof(const struct ringd *rd, bool by_acceptor, uint32_t connector,
+		uint32_t acceptor, const uint8_t nonce_c[PROTO_NONCE_LEN],
+		const uint8_t nonce_a[PROTO_NONCE_LEN], uint8_t mac[PROTO_MAC_LEN]);
+/* Compares a received proof with the expected one in constant time. */
+bool auth_proof_ok(const struct ringd *rd, bool by_acceptor, uint32_t connector,
+		   uint32_t acceptor, const uint8_t nonce_c[PROTO_NONCE_LEN],
+		   const uint8_t nonce_a[PROTO_NONCE_LEN], const uint8_t mac[PROTO_MAC_LEN]);
 
 /* ctl.c: control socket (own thread) and the status document (engine thread). */
 int ctl_start(struct ringd *rd);

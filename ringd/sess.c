@@ -8,6 +8,13 @@
  * directly.  Every message is decoded and range-checked before use; every offset
  * and length is checked against the arena.  A session that misbehaves is told why
  * (ERROR) and closed; the daemon keeps serving everyone else.
+ *
+ * Who may attach: the socket is mode 0660 (group: the first of allow_groups),
+ * and each caller's SO_PEERCRED is checked at accept against root, the daemon's
+ * own user, allow_users and allow_groups (primary and supplementary groups); an
+ * empty list adds nobody.  A refused caller gets an ERROR naming the reason.
+ * The arena must be a memfd sealed against shrinking: a file the client could
+ * truncate under the daemon's mapping would make the daemon fault on access.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +26,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <grp.h>
+#include <libgen.h>
+#include <pwd.h>
 #include <event2/event.h>
 
 #include "coll.h"
@@ -46,6 +56,151 @@ struct sess {
 };
 
 static void sess_close(struct sess *s, const char *why);
+
+/* allow_users / allow_groups, resolved once at start-up; read-only after, so the
+ * control thread may read them too. */
+static struct {
+	uid_t self;			/* the daemon's own user */
+	uid_t uids[CONFIG_LIST_MAX];
+	int nuids;
+	gid_t gids[CONFIG_LIST_MAX];
+	int ngids;
+} access_list;
+
+/* A number, or a name the system knows; -1 with a reason in err. */
+static int
+resolve_id(const char *key, const char *s, bool group, unsigned int *id, char *err,
+	   size_t errlen)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*s != '\0' && *end == '\0' && errno == 0 && v < 0xffffffffUL) {
+		*id = (unsigned int)v;
+		return 0;
+	}
+	if (group) {
+		struct group *g = getgrnam(s);
+
+		if (g != NULL) {
+			*id = g->gr_gid;
+			return 0;
+		}
+	} else {
+		struct passwd *pw = getpwnam(s);
+
+		if (pw != NULL) {
+			*id = pw->pw_uid;
+			return 0;
+		}
+	}
+	snprintf(err, errlen, "%s: no %s named '%s' on this system", key,
+		 group ? "group" : "user", s);
+	return -1;
+}
+
+int
+sess_access_init(const struct config *cfg, char *err, size_t errlen)
+{
+	unsigned int id;
+	int i;
+
+	access_list.self = geteuid();
+	for (i = 0; i < cfg->n_allow_users; i++) {
+		if (resolve_id("allow_users", cfg->allow_users[i], false, &id, err, errlen) != 0)
+			return -1;
+		access_list.uids[access_list.nuids++] = (uid_t)id;
+	}
+	for (i = 0; i < cfg->n_allow_groups; i++) {
+		if (resolve_id("allow_groups", cfg->allow_groups[i], true, &id, err, errlen) != 0)
+			return -1;
+		access_list.gids[access_list.ngids++] = (gid_t)id;
+	}
+	return 0;
+}
+
+static bool
+gid_allowed(gid_t g)
+{
+	int i;
+
+	for (i = 0; i < access_list.ngids; i++)
+		if (access_list.gids[i] == g)
+			return true;
+	return false;
+}
+
+/* The caller's supplementary groups (SO_PEERGROUPS, Linux 4.13). */
+static bool
+peer_groups_allowed(int fd)
+{
+	gid_t small[256], *g = small;
+	socklen_t len = sizeof(small);
+	bool ok = false;
+	size_t i;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+		if (errno != ERANGE || (g = malloc(len)) == NULL ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+			if (g != small)
+				free(g);
+			return false;
+		}
+	}
+	for (i = 0; i < len / sizeof(gid_t) && !ok; i++)
+		ok = gid_allowed(g[i]);
+	if (g != small)
+		free(g);
+	return ok;
+}
+
+int
+sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct passwd pw, *res = NULL;
+	char pwbuf[1024], name[64];
+	int i;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+		snprintf(why, len, "cannot read the caller's credentials: %s", strerror(errno));
+		return -1;
+	}
+	*uid = cred.uid;
+	if (cred.uid == 0 || cred.uid == access_list.self)
+		return 0;
+	for (i = 0; i < access_list.nuids; i++)
+		if (access_list.uids[i] == cred.uid)
+			return 0;
+	if (access_list.ngids > 0 && (gid_allowed(cred.gid) || peer_groups_allowed(fd)))
+		return 0;
+	if (getpwuid_r(cred.uid, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res != NULL)
+		snprintf(name, sizeof(name), "%.40s", pw.pw_name);
+	else
+		snprintf(name, sizeof(name), "-");
+	snprintf(why, len, "user %s (uid %u, pid %d) is not allowed to use this ringd: "
+		 "list it in allow_users, or a group of it in allow_groups (ringd.conf)",
+		 name, (unsigned int)cred.uid, (int)cred.pid);
+	return -1;
+}
+
+/* ERROR on a connection that never becomes a session (refused at accept). */
+static void
+refuse_fd(int fd, int code, const char *text)
+{
+	struct proto_error e = { .code = code };
+	uint8_t buf[PROTO_MSG_MAX];
+	int n;
+
+	snprintf(e.text, sizeof(e.text), "%s", text);
+	n = proto_encode_error(buf, sizeof(buf), &e);
+	/* best effort: libring reads it after its HELLO fails to go */
+	if (n > 0 && send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("cannot tell a refused client why: %s", strerror(errno));
+}
 
 void
 arena_ref(struct arena *a)
@@ -334,6 +489,21 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 		snprintf(err, errlen, "HELLO without an arena file descriptor");
 		return RING_EPROTO;
 	}
+	/* A client that could shrink its arena could make the daemon fault.  The
+	 * seal first and the size after: a size read before the seal could be
+	 * stale by the time it is sealed.  Only memfds (and hugetlbfs ones) know
+	 * F_GET_SEALS; other files answer EINVAL, tmpfs files F_SEAL_SEAL alone. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0) {
+		snprintf(err, errlen, "the arena is not a memfd (F_GET_SEALS: %s)",
+			 strerror(errno));
+		return RING_EPERM;
+	}
+	if (!(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen, "the arena memfd is not sealed against shrinking "
+			 "(F_SEAL_SHRINK): it could be truncated under the daemon");
+		return RING_EPERM;
+	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != h.arena_bytes ||
 	    h.arena_bytes < 2 * PROTO_ARENA_CTL) {
 		snprintf(err, errlen, "the arena is not a memfd of the announced %llu bytes",
@@ -344,12 +514,6 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 		snprintf(err, errlen, "arena of %llu bytes exceeds max_arena = %llu",
 			 (unsigned long long)h.arena_bytes,
 			 (unsigned long long)rd->cfg.max_arena_bytes);
-		return RING_EPERM;
-	}
-	/* A client that could shrink its arena could make the daemon fault. */
-	seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-		snprintf(err, errlen, "the arena must be a memfd sealed with F_SEAL_SHRINK");
 		return RING_EPERM;
 	}
 	base = mmap(NULL, h.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -498,15 +662,27 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct ringd *rd = arg;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
+	char why[PROTO_TEXT_MAX + 1];
 	struct sess *s;
+	uid_t uid;
 	int fd;
 
 	(void)what;
 	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	/* refused before it holds anything, so refusals cannot use up max_clients */
+	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
+		log_warn("refused a client: %s", why);
+		refuse_fd(fd, RING_EPERM, why);
+		close(fd);
+		return;
+	}
 	if (rd->nsessions >= rd->cfg.max_clients) {
-		log_warn("refusing a client: max_clients = %d reached", rd->cfg.max_clients);
+		snprintf(why, sizeof(why), "ringd serves max_clients = %d clients already",
+			 rd->cfg.max_clients);
+		log_warn("refused a client (uid %u): %s", (unsigned int)uid, why);
+		refuse_fd(fd, RING_EPERM, why);
 		close(fd);
 		return;
 	}
@@ -568,13 +744,52 @@ unix_listen(const char *path, int type, unsigned int mode)
 	return fd;
 }
 
+/*
+ * The socket's directory: made (0755) when missing, as /run/ringd is on a
+ * fresh boot without systemd's RuntimeDirectory.  One that anyone may write
+ * without the sticky bit would let anyone swap the socket for their own.
+ */
+static int
+runtime_dir(const char *path)
+{
+	char copy[CONFIG_PATH_MAX], *dir;
+	struct stat st;
+
+	snprintf(copy, sizeof(copy), "%s", path);
+	dir = dirname(copy);
+	if (stat(dir, &st) != 0) {
+		if (errno != ENOENT || mkdir(dir, 0755) != 0) {
+			log_err("socket directory %s: %s", dir, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+		log_warn("socket directory %s is writable by anyone (mode %04o): another "
+			 "user could replace the socket", dir, (unsigned int)(st.st_mode & 07777));
+	return 0;
+}
+
+/* The sockets' group is the first of allow_groups: mode 0660 lets the group
+ * reach them, and SO_PEERCRED then decides. */
+void
+sess_socket_group(const char *path)
+{
+	if (access_list.ngids > 0 && chown(path, (uid_t)-1, access_list.gids[0]) != 0)
+		log_warn("cannot give %s to group %u (allow_groups): %s", path,
+			 (unsigned int)access_list.gids[0], strerror(errno));
+}
+
 int
 sess_start(struct ringd *rd)
 {
 	TAILQ_INIT(&rd->sessions);
+	if (runtime_dir(rd->cfg.socket) != 0)
+		return -1;
 	rd->client_fd = unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
 	if (rd->client_fd < 0)
 		return -1;
+	sess_socket_group(rd->cfg.socket);
 	rd->client_ev = event_new(rd->base, rd->client_fd, EV_READ | EV_PERSIST, sess_accept_cb, rd);
 	if (rd->client_ev == NULL || event_add(rd->client_ev, NULL) != 0)
 		return -1;

@@ -1,31 +1,23 @@
 /*
  * transport.c - what a link's bytes travel over.  The link reads into its own
  * buffers and writes an evbuffer; a transport only moves bytes.  Plain TCP is
- * read(2) and writev(2); TLS is a second implementation of the same four calls,
- * so neither the link nor the engine carries a condition on which one is in use.
+ * read(2) and writev(2); TLS (tls.c) is a second implementation of the same
+ * calls, so neither the link nor the engine carries a condition on which one is
+ * in use.  The only thing a link asks is whether the socket's bytes are its own
+ * (transport_raw): SO_RCVLOWAT counts socket bytes, which under TLS are records.
  */
 #include <errno.h>
 #include <unistd.h>
 #include <event2/buffer.h>
 
-#include "ringd.h"
-
-struct transport {
-	const char *name;		/* for logs and ringctl */
-	int (*open)(struct transport *t, struct link *l, bool connector);
-	int (*handshake)(struct transport *t, struct link *l);
-	ssize_t (*read)(struct transport *t, struct link *l, void *buf, size_t len);
-	ssize_t (*write)(struct transport *t, struct link *l, struct evbuffer *out);
-	void (*close)(struct transport *t, struct link *l);
-	void *ctx;			/* implementation state (SSL_CTX for TLS) */
-};
+#include "transport.h"
 
 static int
 plain_open(struct transport *t, struct link *l, bool connector)
 {
 	(void)t;
-	(void)l;
 	(void)connector;
+	l->transport = "tcp";
 	return 0;
 }
 
@@ -52,6 +44,14 @@ plain_write(struct transport *t, struct link *l, struct evbuffer *out)
 	return evbuffer_write_atmost(out, l->fd, 8 << 20);
 }
 
+static bool
+plain_rx_ready(struct transport *t, struct link *l)
+{
+	(void)t;
+	(void)l;
+	return false;	/* the kernel holds everything: readability says it all */
+}
+
 static void
 plain_close(struct transport *t, struct link *l)
 {
@@ -59,8 +59,16 @@ plain_close(struct transport *t, struct link *l)
 	(void)l;
 }
 
+static void
+plain_free(struct transport *t)
+{
+	(void)t;
+}
+
 static struct transport plain = {
-	"tcp", plain_open, plain_handshake, plain_read, plain_write, plain_close, NULL
+	.name = "tcp", .raw = true, .open = plain_open, .handshake = plain_handshake,
+	.read = plain_read, .write = plain_write, .rx_ready = plain_rx_ready,
+	.close = plain_close, .free = plain_free,
 };
 
 struct transport *
@@ -73,6 +81,12 @@ const char *
 transport_name(const struct transport *t)
 {
 	return t->name;
+}
+
+bool
+transport_raw(const struct transport *t)
+{
+	return t->raw;
 }
 
 int
@@ -99,8 +113,21 @@ transport_write(struct transport *t, struct link *l, struct evbuffer *out)
 	return t->write(t, l, out);
 }
 
+bool
+transport_rx_ready(struct transport *t, struct link *l)
+{
+	return t->rx_ready(t, l);
+}
+
 void
 transport_close(struct transport *t, struct link *l)
 {
 	t->close(t, l);
+}
+
+void
+transport_free(struct transport *t)
+{
+	if (t != NULL)
+		t->free(t);
 }

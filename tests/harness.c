@@ -11,6 +11,7 @@
  * daemon, its RING_LOCAL_* and launcher ranks and its job, so one run may hold
  * several jobs, several processes per daemon, or a job on some of the daemons.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -93,8 +95,10 @@ void harness_bin(char *out, size_t cap, const char *name)
 	snprintf(out, cap, "%s/bin/%s", build_dir(), name);
 }
 
-int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
-		 int timeout_s)
+/* harness_exec, and with err_too the child's stderr goes into out as well (the
+ * reason a script gives for a skip). */
+static int exec_capture(char *const argv[], const char *const env[], char *out, size_t cap,
+			int timeout_s, bool err_too)
 {
 	double deadline = mono_s() + timeout_s;
 	size_t len = 0;
@@ -119,6 +123,8 @@ int harness_exec(char *const argv[], const char *const env[], char *out, size_t 
 
 		dup2(null, 0);
 		dup2(fds[1], 1);
+		if (err_too)
+			dup2(fds[1], 2);
 		for (int i = 0; env && env[i]; i++)
 			putenv((char *)env[i]);
 		execv(argv[0], argv);
@@ -165,13 +171,20 @@ int harness_exec(char *const argv[], const char *const env[], char *out, size_t 
 	return 128 + WTERMSIG(st);
 }
 
+int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
+		 int timeout_s)
+{
+	return exec_capture(argv, env, out, cap, timeout_s, false);
+}
+
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	remove(path);
 	return 0;
 }
 
-#define MAX_PIDS (CLUSTER_MAX * 2)
+/* ring-local's daemons plus those cluster_restart started later */
+#define MAX_PIDS (CLUSTER_MAX * 8)
 
 /* The daemons ring-local listed in dir/pids. */
 static int read_pids(const char *dir, long *pids)
@@ -191,43 +204,47 @@ static int read_pids(const char *dir, long *pids)
 	return n;
 }
 
-/* Kills those of pids that still run a daemon of dir: what is left when
- * ring-local stop failed.  Only a process whose command line names the
- * directory's hostfile is killed, since pids get reused. */
-static void kill_leftovers(const char *dir, const long *pids, int n)
+/* True when pid runs a daemon of dir: its command line names the directory's
+ * hostfile (pids get reused, so a bare pid proves nothing). */
+static bool daemon_of(const char *dir, long pid)
 {
-	char hosts[PATH_MAX];
+	char hosts[PATH_MAX], cmdpath[64], cmd[4096];
+	size_t len;
+	FILE *c;
 
 	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
-	for (int i = 0; i < n; i++) {
-		char cmdpath[64], cmd[4096];
-		size_t len;
-		FILE *c;
+	snprintf(cmdpath, sizeof(cmdpath), "/proc/%ld/cmdline", pid);
+	c = fopen(cmdpath, "r");
+	if (!c)
+		return false;
+	len = fread(cmd, 1, sizeof(cmd) - 1, c);
+	fclose(c);
+	for (size_t k = 0; k < len; k++)
+		if (!cmd[k])
+			cmd[k] = ' ';
+	cmd[len] = 0;
+	return strstr(cmd, hosts) != NULL;
+}
 
-		snprintf(cmdpath, sizeof(cmdpath), "/proc/%ld/cmdline", pids[i]);
-		c = fopen(cmdpath, "r");
-		if (!c)
-			continue;
-		len = fread(cmd, 1, sizeof(cmd) - 1, c);
-		fclose(c);
-		for (size_t k = 0; k < len; k++)
-			if (!cmd[k])
-				cmd[k] = ' ';
-		cmd[len] = 0;
-		if (strstr(cmd, hosts)) {
+/* Kills those of pids that still run a daemon of dir: what is left when
+ * ring-local stop failed. */
+static void kill_leftovers(const char *dir, const long *pids, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (daemon_of(dir, pids[i])) {
 			fprintf(stderr, "harness: daemon %ld outlived ring-local stop; killed\n",
 				pids[i]);
 			kill((pid_t)pids[i], SIGKILL);
 		}
-	}
 }
 
 /* Stops the daemons of dir and removes it; used by cluster_stop and the
  * watchdog alike, so it must be safe to run twice. */
 static void stop_dir(const char *root, const char *dir)
 {
-	char script[PATH_MAX + 32], envv[PATH_MAX + 32];
+	char script[PATH_MAX + 32], envv[PATH_MAX + 32], nsfile[PATH_MAX + 16];
 	char *argv[] = { script, "stop", NULL };
+	char *nsargv[] = { script, "--dir", (char *)dir, "down", NULL };
 	const char *env[] = { envv, NULL };
 	long pids[MAX_PIDS];
 	struct stat sb;
@@ -236,12 +253,29 @@ static void stop_dir(const char *root, const char *dir)
 	if (!dir[0] || stat(dir, &sb) != 0)
 		return;
 	npids = read_pids(dir, pids);
-	snprintf(script, sizeof(script), "%s/scripts/ring-local", root);
-	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", dir);
-	rc = harness_exec(argv, env, NULL, 0, 60);
-	if (rc != 0)
-		fprintf(stderr, "harness: ring-local stop (RING_LOCAL_DIR=%s) exited %d\n",
-			dir, rc);
+	/* A daemon a test froze (SIGSTOP) cannot act on SIGTERM: wake it first
+	 * so it stops in an orderly way rather than after ring-local's 5 s. */
+	for (int i = 0; i < npids; i++)
+		if (daemon_of(dir, pids[i]))
+			kill((pid_t)pids[i], SIGCONT);
+	snprintf(nsfile, sizeof(nsfile), "%s/netns.env", dir);
+	if (access(nsfile, F_OK) == 0) {
+		/* its down stops every process in the namespaces, deletes them and
+		 * the directory, even after a start that failed half-way */
+		snprintf(script, sizeof(script), "%s/scripts/netns-cluster", root);
+		rc = harness_exec(nsargv, NULL, NULL, 0, 60);
+		if (rc != 0)
+			fprintf(stderr, "harness: netns-cluster --dir %s down exited %d\n", dir,
+				rc);
+	}
+	if (stat(dir, &sb) == 0) {
+		snprintf(script, sizeof(script), "%s/scripts/ring-local", root);
+		snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", dir);
+		rc = harness_exec(argv, env, NULL, 0, 60);
+		if (rc != 0)
+			fprintf(stderr, "harness: ring-local stop (RING_LOCAL_DIR=%s) exited "
+				"%d\n", dir, rc);
+	}
 	kill_leftovers(dir, pids, npids);
 	if (!getenv("RING_KEEP_DIR"))
 		nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
@@ -305,15 +339,12 @@ static void parse_assignment(struct ring_cluster *c, char *s, int *hosts)
 		*hosts = atoi(val);
 }
 
-int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
+/* Resets c, makes its private directory and starts its watchdog: the first
+ * steps of every start, so even a crash during the start is cleaned up. */
+static int prepare(struct ring_cluster *c, int n)
 {
-	char script[PATH_MAX + 32], nstr[16], envv[PATH_MAX + 32], extra[512] = "";
-	char ringd[PATH_MAX + 32], ringctl[PATH_MAX + 32];
-	char *argv[64], *out = NULL, *tmp;
-	const char *env[4] = { envv, NULL, NULL, NULL };
-	int ne = 1;
-	int fds[2], argc = 0, rc, hosts = -1;
-	char *line, *save;
+	const char *tmp;
+	int fds[2];
 
 	memset(c, 0, sizeof(*c));
 	c->watch_fd = -1;
@@ -333,7 +364,6 @@ int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
 	}
 	c->started = true;	/* from here on cluster_stop has something to undo */
 
-	/* The watchdog first, so even a crash during the start is cleaned up. */
 	if (pipe2(fds, O_CLOEXEC)) {
 		perror("harness: pipe");
 		return -1;
@@ -353,7 +383,75 @@ int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
 	}
 	close(fds[0]);
 	c->watch_fd = fds[1];
+	return 0;
+}
 
+/* Reads a small file whole into buf (NUL-terminated); its length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+	ssize_t n, len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	while ((size_t)len + 1 < cap && (n = read(fd, buf + len, cap - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = 0;
+	return len;
+}
+
+/* Records what a restart needs and a test names: each daemon's address from
+ * the hostfile and its command line, read from /proc while it runs. */
+static int note_daemons(struct ring_cluster *c)
+{
+	char path[PATH_MAX], *buf, *line, *save;
+	int i = 0;
+
+	buf = malloc(65536);
+	if (!buf)
+		return -1;
+	snprintf(path, sizeof(path), "%s/hosts", c->dir);
+	if (read_small(path, buf, 65536) < 0) {
+		fprintf(stderr, "harness: cannot read %s: %s\n", path, strerror(errno));
+		free(buf);
+		return -1;
+	}
+	for (line = strtok_r(buf, "\n", &save); line && i < c->n;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '#' || !line[0])
+			continue;
+		snprintf(c->addrs[i++], sizeof(c->addrs[0]), "%s", line);
+	}
+	free(buf);
+	for (i = 0; i < c->n; i++) {
+		pid_t pid = cluster_daemon_pid(c, i);
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		len = pid > 0 ? read_small(path, c->cmdline[i], sizeof(c->cmdline[i])) : -1;
+		if (len <= 0 || (size_t)len + 1 >= sizeof(c->cmdline[i])) {
+			fprintf(stderr, "harness: cannot read the command line of daemon %d "
+				"(pid %d)\n", i, (int)pid);
+			return -1;
+		}
+		c->cmdline_len[i] = (size_t)len;
+	}
+	return 0;
+}
+
+int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
+{
+	char script[PATH_MAX + 32], nstr[16], envv[PATH_MAX + 32], extra[512] = "";
+	char ringd[PATH_MAX + 32], ringctl[PATH_MAX + 32];
+	char *argv[64], *out = NULL;
+	const char *env[4] = { envv, NULL, NULL, NULL };
+	int ne = 1;
+	int argc = 0, rc, hosts = -1;
+	char *line, *save;
+
+	if (prepare(c, n))
+		return -1;
 	snprintf(script, sizeof(script), "%s/scripts/ring-local", c->root);
 	snprintf(nstr, sizeof(nstr), "%d", n);
 	snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", c->dir);
@@ -403,7 +501,7 @@ int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args)
 			fprintf(stderr, "harness: ring-local did not announce RING_SOCKET_%d\n", i);
 			return -1;
 		}
-	return 0;
+	return note_daemons(c);
 }
 
 void cluster_stop(struct ring_cluster *c)
@@ -429,6 +527,376 @@ void cluster_stop(struct ring_cluster *c)
 		waitpid(c->watchdog, NULL, WNOHANG);
 		c->watchdog = 0;
 	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Clusters in network namespaces                                          */
+/* ---------------------------------------------------------------------- */
+
+/* Splits a copy of args at blanks into argv[*argc...]. */
+static void split_args(char *buf, size_t cap, const char *args, char **argv, int *argc,
+		       int max)
+{
+	char *tok, *save;
+
+	if (!args || !*args)
+		return;
+	snprintf(buf, cap, "%s", args);
+	for (tok = strtok_r(buf, " \t", &save); tok && *argc < max;
+	     tok = strtok_r(NULL, " \t", &save))
+		argv[(*argc)++] = tok;
+}
+
+/* The namespace names netns-cluster wrote into DIR/netns.env. */
+static int read_netns_env(struct ring_cluster *c)
+{
+	char path[PATH_MAX], buf[16384], *line, *save;
+	int i, found = 0;
+
+	snprintf(path, sizeof(path), "%s/netns.env", c->dir);
+	if (read_small(path, buf, sizeof(buf)) < 0)
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char val[64];
+
+		if (sscanf(line, "NETNS_NS_%d=%63s", &i, val) == 2 && i >= 0 && i < c->n) {
+			snprintf(c->ns[i], sizeof(c->ns[i]), "%s", val);
+			found++;
+		}
+	}
+	return found == c->n ? 0 : -1;
+}
+
+int cluster_start_netns(struct ring_cluster *c, int n, const char *netns_args,
+			const char *extra_ringd_args)
+{
+	char script[PATH_MAX + 32], nstr[16], abuf[512], rbuf[512];
+	char ringd[PATH_MAX + 32], ringctl[PATH_MAX + 32], *out, *line, *save;
+	const char *env[3] = { NULL, NULL, NULL };
+	char *argv[80];
+	int argc = 0, rc, ne = 0, hosts = -1;
+
+	if (prepare(c, n))
+		return -1;
+	c->netns = true;
+	out = malloc(65536);
+	if (!out)
+		return -1;
+	snprintf(script, sizeof(script), "%s/scripts/netns-cluster", c->root);
+	snprintf(nstr, sizeof(nstr), "%d", n);
+	argv[argc++] = script;
+	argv[argc++] = "--dir";
+	argv[argc++] = c->dir;
+	argv[argc++] = "up";
+	argv[argc++] = nstr;
+	split_args(abuf, sizeof(abuf), netns_args, argv, &argc, 70);
+	argv[argc] = NULL;
+	rc = exec_capture(argv, NULL, out, 65536, 60, true);
+	if (rc == CLUSTER_NOTSUP) {
+		size_t l;
+
+		/* the script's one line of why, without its name */
+		line = strstr(out, "netns-cluster: ");
+		snprintf(c->why, sizeof(c->why), "%s", line ? line + 15 : out);
+		l = strlen(c->why);
+		while (l && c->why[l - 1] == '\n')
+			c->why[--l] = 0;
+		free(out);
+		return CLUSTER_NOTSUP;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "harness: netns-cluster up %d %s exited %d:\n%s\n", n,
+			netns_args ? netns_args : "", rc, out);
+		free(out);
+		return -1;
+	}
+	if (read_netns_env(c)) {
+		fprintf(stderr, "harness: %s/netns.env does not name %d namespaces\n", c->dir, n);
+		free(out);
+		return -1;
+	}
+
+	argc = 0;
+	argv[argc++] = script;
+	argv[argc++] = "--dir";
+	argv[argc++] = c->dir;
+	argv[argc++] = "ring";
+	argv[argc++] = "--";
+	split_args(rbuf, sizeof(rbuf), extra_ringd_args, argv, &argc, 78);
+	argv[argc] = NULL;
+	if (!getenv("RINGD")) {
+		snprintf(ringd, sizeof(ringd), "RINGD=%s/bin/ringd", build_dir());
+		env[ne++] = ringd;
+	}
+	if (!getenv("RINGCTL")) {
+		snprintf(ringctl, sizeof(ringctl), "RINGCTL=%s/bin/ringctl", build_dir());
+		env[ne++] = ringctl;
+	}
+	rc = harness_exec(argv, env, out, 65536, 90);
+	if (rc != 0) {
+		fprintf(stderr, "harness: netns-cluster ring %s exited %d; its output:\n%s\n",
+			extra_ringd_args ? extra_ringd_args : "", rc, out);
+		free(out);
+		return -1;
+	}
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *stmt, *save2;
+
+		for (stmt = strtok_r(line, ";", &save2); stmt; stmt = strtok_r(NULL, ";", &save2))
+			parse_assignment(c, stmt, &hosts);
+	}
+	free(out);
+	if (hosts != n) {
+		fprintf(stderr, "harness: netns-cluster ring announced RING_HOSTS=%d, not %d\n",
+			hosts, n);
+		return -1;
+	}
+	return note_daemons(c);
+}
+
+int cluster_netns(struct ring_cluster *c, const char *verb, int host)
+{
+	char script[PATH_MAX + 32], h[16];
+	char *argv[] = { script, "--dir", c->dir, (char *)verb, h, NULL };
+	int rc;
+
+	if (!c->started || !c->netns)
+		return -1;
+	snprintf(script, sizeof(script), "%s/scripts/netns-cluster", c->root);
+	snprintf(h, sizeof(h), "%d", host);
+	rc = harness_exec(argv, NULL, NULL, 0, 30);
+	if (rc)
+		fprintf(stderr, "harness: netns-cluster %s %d exited %d\n", verb, host, rc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Faults: the daemons of a running cluster                                */
+/* ---------------------------------------------------------------------- */
+
+double harness_now(void)
+{
+	return mono_s();
+}
+
+void *harness_shared(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+pid_t cluster_daemon_pid(const struct ring_cluster *c, int i)
+{
+	char path[PATH_MAX], buf[32];
+
+	if (!c->started || i < 0 || i >= c->n)
+		return -1;
+	snprintf(path, sizeof(path), "%s/d%d.pid", c->dir, i);
+	if (read_small(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	return (pid_t)atol(buf);
+}
+
+/* True while pid runs (a zombie counts as gone: it serves nothing). */
+static bool pid_alive(pid_t pid)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof(buf)) <= 0)
+		return false;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+int cluster_signal(struct ring_cluster *c, int i, int sig)
+{
+	pid_t pid = cluster_daemon_pid(c, i);
+
+	if (pid <= 1 || !daemon_of(c->dir, pid)) {
+		fprintf(stderr, "harness: daemon %d (pid %d) is not running\n", i, (int)pid);
+		return -1;
+	}
+	return kill(pid, sig);
+}
+
+int cluster_wait_exit(struct ring_cluster *c, int i, int timeout_ms)
+{
+	pid_t pid = cluster_daemon_pid(c, i);
+	double deadline = mono_s() + timeout_ms / 1000.0;
+
+	if (pid <= 1)
+		return 0;
+	while (pid_alive(pid)) {
+		if (mono_s() > deadline)
+			return -1;
+		usleep(5000);
+	}
+	return 0;
+}
+
+int cluster_restart(struct ring_cluster *c, int i)
+{
+	char *argv[CLUSTER_MAX_ARGS + 8], path[PATH_MAX], log[PATH_MAX];
+	int argc = 0, fds[2], fd, st;
+	pid_t child, pid = -1;
+	FILE *f;
+
+	if (!c->started || i < 0 || i >= c->n || !c->cmdline_len[i])
+		return -1;
+	if (cluster_wait_exit(c, i, 5000)) {
+		fprintf(stderr, "harness: daemon %d still runs; not restarted\n", i);
+		return -1;
+	}
+	if (c->netns) {
+		argv[argc++] = "ip";
+		argv[argc++] = "netns";
+		argv[argc++] = "exec";
+		argv[argc++] = c->ns[i];
+	}
+	for (size_t k = 0; k < c->cmdline_len[i] && argc < CLUSTER_MAX_ARGS;
+	     k += strlen(c->cmdline[i] + k) + 1)
+		argv[argc++] = c->cmdline[i] + k;
+	argv[argc] = NULL;
+	snprintf(log, sizeof(log), "%s/d%d.log", c->dir, i);
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	/* Twice forked, so the daemon is nobody's child here and never lingers
+	 * as a zombie that a liveness check would mistake for a daemon. */
+	child = fork();
+	if (child < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (child == 0) {
+		pid_t d = fork();
+
+		if (d == 0) {
+			int null = open("/dev/null", O_RDONLY);
+			int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+			dup2(null, 0);
+			if (lfd >= 0) {
+				dup2(lfd, 1);
+				dup2(lfd, 2);
+			}
+			/* nothing of the test's (pipes its runner waits on) may
+			 * stay open in a daemon that outlives it */
+			close_range(3, ~0u, 0);
+			execvp(argv[0], argv);
+			_exit(127);
+		}
+		if (write(fds[1], &d, sizeof(d)) != (ssize_t)sizeof(d))
+			_exit(1);
+		_exit(d < 0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+		pid = -1;
+	close(fds[0]);
+	waitpid(child, &st, 0);
+	if (pid <= 0) {
+		fprintf(stderr, "harness: could not restart daemon %d\n", i);
+		return -1;
+	}
+	/* ring-local stop and the watchdog find it where they find the others */
+	snprintf(path, sizeof(path), "%s/pids", c->dir);
+	f = fopen(path, "a");
+	if (f) {
+		fprintf(f, "%d\n", (int)pid);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/d%d.pid", c->dir, i);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dprintf(fd, "%d\n", (int)pid);
+		close(fd);
+	}
+	return 0;
+}
+
+int cluster_ringctl(struct ring_cluster *c, int i, char *out, size_t cap, ...)
+{
+	char bin[PATH_MAX + 32], tmo[] = "2000";
+	char *argv[24];
+	int argc = 0;
+	va_list ap;
+
+	if (!c->started || i < 0 || i >= c->n)
+		return -1;
+	harness_bin(bin, sizeof(bin), "ringctl");
+	argv[argc++] = bin;
+	argv[argc++] = "--control";
+	argv[argc++] = c->controls[i];
+	argv[argc++] = "--timeout";
+	argv[argc++] = tmo;
+	va_start(ap, cap);
+	for (char *a = va_arg(ap, char *); a && argc < 23; a = va_arg(ap, char *))
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return harness_exec(argv, NULL, out, cap, 10);
+}
+
+int cluster_wait_ready(struct ring_cluster *c, int timeout_ms)
+{
+	double deadline = mono_s() + timeout_ms / 1000.0;
+
+	do {
+		int ready = 0;
+
+		for (int i = 0; i < c->n; i++)
+			ready += cluster_ringctl(c, i, NULL, 0, "status", NULL) == 0;
+		if (ready == c->n)
+			return 0;
+		usleep(50000);
+	} while (mono_s() < deadline);
+	return -1;
+}
+
+int cluster_daemon_res(const struct ring_cluster *c, int i, struct daemon_res *r)
+{
+	char path[PATH_MAX], link[PATH_MAX], *maps, *line, *save;
+	pid_t pid = cluster_daemon_pid(c, i);
+	struct dirent *e;
+	DIR *d;
+
+	memset(r, 0, sizeof(*r));
+	if (pid <= 1)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char fp[PATH_MAX + 300];
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		r->fds++;
+		snprintf(fp, sizeof(fp), "%s/%s", path, e->d_name);
+		n = readlink(fp, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			r->memfds += !strncmp(link, "/memfd:", 7);
+		}
+	}
+	closedir(d);
+	maps = malloc(1 << 20);
+	if (!maps)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (read_small(path, maps, 1 << 20) > 0)
+		for (line = strtok_r(maps, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			r->memfd_maps += strstr(line, "/memfd:") != NULL;
+	free(maps);
+	return 0;
 }
 
 /* The variables a launcher may have left in our environment: a rank must take
@@ -508,14 +976,25 @@ static void rank_main(struct ring_cluster *c, const struct cluster_proc *p, int 
 	_exit(rc ? 1 : 0);
 }
 
-int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
-		      int nprocs, cluster_fn fn, void *arg)
+/* cluster_run's layout: nprocs / n processes per daemon; with one per daemon
+ * no RING_LOCAL_* at all, as a plain launch would. */
+static void procs_for_run(const struct ring_cluster *c, struct cluster_proc *procs,
+			  int nprocs)
 {
-	pid_t pids[CLUSTER_MAX_PROCS];
-	int status[CLUSTER_MAX_PROCS], left, failed = 0, notsup = 0;
-	double deadline;
-	char job[64];
+	int per_host = nprocs / c->n;
 
+	cluster_procs_local(c, procs, nprocs, per_host > 1 ? per_host : 0);
+	if (per_host == 1)
+		for (int i = 0; i < nprocs; i++)
+			procs[i].daemon = i;
+}
+
+int cluster_spawn_procs(struct ring_cluster *c, const struct cluster_proc *procs,
+			int nprocs, cluster_fn fn, void *arg, struct cluster_job *job)
+{
+	char jobname[64];
+
+	memset(job, 0, sizeof(*job));
 	if (!c->started || nprocs < 1 || nprocs > CLUSTER_MAX_PROCS) {
 		fprintf(stderr, "harness: cluster_run: %d processes on %d daemons\n", nprocs,
 			c->n);
@@ -529,48 +1008,93 @@ int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
 		}
 	c->runs++;
 	if (c->job[0])
-		snprintf(job, sizeof(job), "%s", c->job);
+		snprintf(jobname, sizeof(jobname), "%s", c->job);
 	else
-		snprintf(job, sizeof(job), "it-%d-%d", (int)getpid(), c->runs);
+		snprintf(jobname, sizeof(jobname), "it-%d-%d", (int)getpid(), c->runs);
+	job->c = c;
+	job->nprocs = nprocs;
 	fflush(stdout);
 	fflush(stderr);
 	for (int i = 0; i < nprocs; i++) {
-		pids[i] = fork();
-		if (pids[i] < 0) {
+		job->pids[i] = fork();
+		if (job->pids[i] < 0) {
 			perror("harness: fork");
 			for (int j = 0; j < i; j++) {
-				kill(pids[j], SIGKILL);
-				waitpid(pids[j], NULL, 0);
+				kill(job->pids[j], SIGKILL);
+				waitpid(job->pids[j], NULL, 0);
 			}
+			job->nprocs = 0;
 			return -1;
 		}
-		if (pids[i] == 0)
-			rank_main(c, &procs[i], i, nprocs, job, fn, arg);
-		status[i] = -1;
+		if (job->pids[i] == 0)
+			rank_main(c, &procs[i], i, nprocs, jobname, fn, arg);
+		job->status[i] = -1;
+		job->rank[i] = procs[i].expect_rank >= 0 ? procs[i].expect_rank : i;
 	}
-	deadline = mono_s() + c->run_timeout_s;
-	left = nprocs;
-	while (left > 0 && mono_s() < deadline) {
-		for (int i = 0; i < nprocs; i++) {
-			int st;
+	job->deadline = mono_s() + c->run_timeout_s;
+	return 0;
+}
 
-			if (status[i] != -1 || waitpid(pids[i], &st, WNOHANG) != pids[i])
-				continue;
-			status[i] = st;
-			left--;
-		}
-		if (left)
-			usleep(5000);
+int cluster_spawn(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg,
+		  struct cluster_job *job)
+{
+	struct cluster_proc procs[CLUSTER_MAX_PROCS];
+
+	memset(job, 0, sizeof(*job));
+	if (!c->started || nprocs < c->n || nprocs % c->n || nprocs > CLUSTER_MAX_PROCS) {
+		fprintf(stderr, "harness: cluster_run: %d ranks on %d daemons\n", nprocs, c->n);
+		return -1;
 	}
-	for (int i = 0; i < nprocs; i++) {
-		int st = status[i], r = procs[i].expect_rank >= 0 ? procs[i].expect_rank : i;
+	procs_for_run(c, procs, nprocs);
+	return cluster_spawn_procs(c, procs, nprocs, fn, arg, job);
+}
+
+bool cluster_job_done(struct cluster_job *job, int i)
+{
+	int st;
+
+	if (i < 0 || i >= job->nprocs)
+		return true;
+	if (job->status[i] == -1 && waitpid(job->pids[i], &st, WNOHANG) == job->pids[i])
+		job->status[i] = st;
+	return job->status[i] != -1;
+}
+
+int cluster_job_kill(struct cluster_job *job, int i, int sig)
+{
+	if (i < 0 || i >= job->nprocs || cluster_job_done(job, i))
+		return -1;
+	job->killed_by[i] = sig;
+	return kill(job->pids[i], sig);
+}
+
+int cluster_wait(struct cluster_job *job)
+{
+	int left = 0, failed = 0, notsup = 0, limit;
+
+	if (!job->nprocs)
+		return -1;
+	limit = job->c ? job->c->run_timeout_s : 0;
+	for (int i = 0; i < job->nprocs; i++)
+		left += !cluster_job_done(job, i);
+	while (left > 0 && mono_s() < job->deadline) {
+		usleep(5000);
+		left = 0;
+		for (int i = 0; i < job->nprocs; i++)
+			left += !cluster_job_done(job, i);
+	}
+	for (int i = 0; i < job->nprocs; i++) {
+		int st = job->status[i], r = job->rank[i];
 
 		if (st == -1) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], NULL, 0);
+			kill(job->pids[i], SIGKILL);
+			waitpid(job->pids[i], NULL, 0);
+			job->status[i] = SIGKILL;	/* as waitpid would say */
 			fprintf(stderr, "harness: rank %d (process %d) still running after %d s: "
-				"killed (a hang)\n", r, i, c->run_timeout_s);
+				"killed (a hang)\n", r, i, limit);
 			failed++;
+		} else if (WIFSIGNALED(st) && WTERMSIG(st) == job->killed_by[i]) {
+			continue;	/* the test killed it */
 		} else if (WIFSIGNALED(st)) {
 			fprintf(stderr, "harness: rank %d (process %d) died of signal %d (%s)\n",
 				r, i, WTERMSIG(st), strsignal(WTERMSIG(st)));
@@ -585,9 +1109,20 @@ int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
 			failed++;
 		}
 	}
+	job->nprocs = 0;	/* waited for: a second wait has nothing to do */
 	if (failed)
 		return 1;
 	return notsup ? CLUSTER_NOTSUP : 0;
+}
+
+int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
+		      int nprocs, cluster_fn fn, void *arg)
+{
+	struct cluster_job job;
+
+	if (cluster_spawn_procs(c, procs, nprocs, fn, arg, &job))
+		return -1;
+	return cluster_wait(&job);
 }
 
 void cluster_procs_local(const struct ring_cluster *c, struct cluster_proc *procs,
@@ -624,20 +1159,11 @@ int cluster_run_local(struct ring_cluster *c, int nprocs, int local, cluster_fn 
 
 int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 {
-	struct cluster_proc procs[CLUSTER_MAX_PROCS];
-	int per_host;
+	struct cluster_job job;
 
-	if (!c->started || nprocs < c->n || nprocs % c->n || nprocs > CLUSTER_MAX_PROCS) {
-		fprintf(stderr, "harness: cluster_run: %d ranks on %d daemons\n", nprocs, c->n);
+	if (cluster_spawn(c, nprocs, fn, arg, &job))
 		return -1;
-	}
-	per_host = nprocs / c->n;
-	/* One per daemon: no RING_LOCAL_* at all, as a plain launch would. */
-	cluster_procs_local(c, procs, nprocs, per_host > 1 ? per_host : 0);
-	if (per_host == 1)
-		for (int i = 0; i < nprocs; i++)
-			procs[i].daemon = i;
-	return cluster_run_procs(c, procs, nprocs, fn, arg);
+	return cluster_wait(&job);
 }
 
 void it_fail(const char *file, int line, const char *fmt, ...)

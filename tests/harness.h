@@ -23,6 +23,7 @@
 
 #define CLUSTER_MAX		16
 #define CLUSTER_PATH_MAX	256
+#define CLUSTER_MAX_ARGS	64	/* words of one daemon's command line */
 
 struct ring_cluster {
 	int n;					/* daemons (hosts) */
@@ -36,6 +37,12 @@ struct ring_cluster {
 	int run_timeout_s;			/* bound of cluster_run (120) */
 	int runs;				/* cluster_run calls, for job names */
 	char job[64];				/* RING_JOB of the next run; "" = fresh */
+	char addrs[CLUSTER_MAX][64];		/* host:port of each daemon (hostfile) */
+	char cmdline[CLUSTER_MAX][2048];	/* its argv, NUL-separated, for restarts */
+	size_t cmdline_len[CLUSTER_MAX];
+	bool netns;				/* hosts in namespaces (netns-cluster) */
+	char ns[CLUSTER_MAX][64];		/* host i's namespace */
+	char why[256];				/* why namespaces cannot be made here */
 };
 
 /* Starts n daemons (n <= CLUSTER_MAX) with extra_ringd_args (may be NULL) passed
@@ -91,6 +98,80 @@ void cluster_procs_local(const struct ring_cluster *c, struct cluster_proc *proc
  * under the same bound and verdict as cluster_run. */
 int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
 		      int nprocs, cluster_fn fn, void *arg);
+
+/* ---- runs that go on while the test acts (faults) ---- */
+
+/* The processes of one run started by cluster_spawn*, not yet waited for. */
+struct cluster_job {
+	struct ring_cluster *c;
+	int nprocs;				/* 0 once waited for */
+	pid_t pids[CLUSTER_MAX_PROCS];
+	int status[CLUSTER_MAX_PROCS];		/* waitpid status; -1 while running */
+	int rank[CLUSTER_MAX_PROCS];		/* the rank each should be, for messages */
+	int killed_by[CLUSTER_MAX_PROCS];	/* signal the test sent it (cluster_job_kill) */
+	double deadline;			/* run_timeout_s after the spawn */
+};
+
+/* As cluster_run_procs and cluster_run, but returning once the processes are
+ * started: the test injects its fault, then calls cluster_wait.  0 or -1. */
+int cluster_spawn_procs(struct ring_cluster *c, const struct cluster_proc *procs,
+			int nprocs, cluster_fn fn, void *arg, struct cluster_job *job);
+int cluster_spawn(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg,
+		  struct cluster_job *job);
+/* Waits for the job under the spawn's bound; the verdict of cluster_run, where a
+ * process that died of the signal cluster_job_kill sent it does not fail. */
+int cluster_wait(struct cluster_job *job);
+/* Whether process i has exited (reaped here if so). */
+bool cluster_job_done(struct cluster_job *job, int i);
+/* Sends process i sig, and expects it to die of it. */
+int cluster_job_kill(struct cluster_job *job, int i, int sig);
+
+/* CLOCK_MONOTONIC in seconds: one clock for every process, so a fault's time
+ * in the test and an error's time in a rank compare. */
+double harness_now(void);
+/* Zeroed memory that the test and the ranks it forks later share. */
+void *harness_shared(size_t bytes);
+
+/* ---- the daemons under faults ---- */
+
+/* Daemon i's pid (DIR/dI.pid, kept current by restarts), or -1. */
+pid_t cluster_daemon_pid(const struct ring_cluster *c, int i);
+/* Sends daemon i sig; -1 when it is not running. */
+int cluster_signal(struct ring_cluster *c, int i, int sig);
+/* Waits until daemon i has exited; 0, or -1 after timeout_ms. */
+int cluster_wait_exit(struct ring_cluster *c, int i, int timeout_ms);
+/* Starts daemon i again with the command line it had at the start (in its
+ * namespace), once the old one has exited; its log goes on in DIR/dI.log.
+ * 0 or -1.  It does not wait for the ring: see cluster_wait_ready. */
+int cluster_restart(struct ring_cluster *c, int i);
+/* Runs ringctl --control <daemon i's> --timeout 2000 ARGS... (NULL-terminated)
+ * with its stdout in out (may be NULL); its exit status, or -1. */
+int cluster_ringctl(struct ring_cluster *c, int i, char *out, size_t cap, ...)
+	__attribute__((sentinel));
+/* Waits until every daemon's ringctl status says ready (exit 0); 0 or -1. */
+int cluster_wait_ready(struct ring_cluster *c, int timeout_ms);
+
+/* What daemon i holds: open fds, memfds among them, memfd mappings (arenas). */
+struct daemon_res {
+	int fds;
+	int memfds;
+	int memfd_maps;
+};
+int cluster_daemon_res(const struct ring_cluster *c, int i, struct daemon_res *r);
+
+/* ---- hosts in network namespaces (scripts/netns-cluster) ---- */
+
+/* As cluster_start, with each daemon in a namespace of its own behind a bridge,
+ * netns_args given to `netns-cluster up` (--rate 1gbit ...).  Returns 0, -1, or
+ * CLUSTER_NOTSUP with c->why saying why namespaces cannot be made here (not
+ * root, no ip command, no permission): the test then skips.  cluster_stop
+ * removes the namespaces too, and so does the watchdog. */
+int cluster_start_netns(struct ring_cluster *c, int n, const char *netns_args,
+			const char *extra_ringd_args);
+/* Runs `netns-cluster VERB HOST` on the cluster: link-down, link-up,
+ * partition, heal.  Its exit status (0: done; 77: unavailable, as nft
+ * missing). */
+int cluster_netns(struct ring_cluster *c, const char *verb, int host);
 
 /* The tree's root (where scripts/ring-local lives), found from the test binary. */
 const char *harness_root(void);

@@ -294,9 +294,10 @@ Test(wire, strings)
 /* ------------------------------------------------------------------ */
 
 static const int frame_types[] = {
-	PROTO_F_HELLO, PROTO_F_HELLO_ACK, PROTO_F_REJECT, PROTO_F_HEARTBEAT,
+	PROTO_F_HELLO, PROTO_F_HELLO_ACK, PROTO_F_HELLO_AUTH, PROTO_F_REJECT, PROTO_F_HEARTBEAT,
 	PROTO_F_CREDIT, PROTO_F_OPHDR, PROTO_F_DATA, PROTO_F_ABORT,
 	PROTO_F_P2P_RTS, PROTO_F_P2P_CTS, PROTO_F_P2P_DATA, PROTO_F_JOIN, PROTO_F_LEAVE,
+	PROTO_F_RING,
 };
 #define NFRAME_TYPES (sizeof(frame_types) / sizeof(frame_types[0]))
 
@@ -307,6 +308,7 @@ frame_ok_len(int type)
 	switch (type) {
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
+	case PROTO_F_RING:
 		return 0;
 	case PROTO_F_OPHDR:
 		return PROTO_FP_LEN;

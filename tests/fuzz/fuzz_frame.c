@@ -121,6 +121,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(f.length <= PROTO_FRAME_MAX_PAYLOAD);
 		if (f.type == PROTO_F_DATA || f.type == PROTO_F_P2P_DATA)
 			CHECK(f.length <= max_payload);
+		else if (f.type == PROTO_F_JOIN || f.type == PROTO_F_LEAVE)
+			CHECK(f.length <= 96 + 4 * PROTO_JOIN_MAX);	/* a host's ranks */
 		else
 			CHECK(f.length <= 2048);
 		proto_frame_encode(hdr, &f);
