@@ -170,8 +170,11 @@ op_complete(struct ringd *rd, struct op *op)
 	bool coll = op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV;
 	int i;
 
-	if (op->tx_refs > 0)
+	if (op->tx_refs > 0 || op->completing)
 		return;
+	/* a reply that fails closes its session, which comes back here for the
+	 * same op: the outer call finishes the job */
+	op->completing = true;
 	for (i = 0; i < op->nc; i++)
 		if (op->c[i].in && !op->c[i].replied) {
 			op->c[i].replied = true;
@@ -189,6 +192,7 @@ op_complete(struct ringd *rd, struct op *op)
 		if (coll)
 			ops_record(j, op);
 	}
+	op->completing = false;
 	if (coll && op->joined < op->nc)
 		return;
 	if (j->active == op) {
@@ -699,7 +703,7 @@ static void
 op_tx(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
-	uint32_t seg = rd->cfg.segment_bytes;
+	uint32_t seg = op->seg ? op->seg : rd->cfg.segment_bytes;
 	uint32_t route = PROTO_ROUTE(rd->rank, j->next_host);
 
 	if (op->finished || !op->started || !next_ready(rd))
@@ -1223,6 +1227,30 @@ pass:
 /* submission                                                         */
 /* ------------------------------------------------------------------ */
 
+/* The pipelining unit for this op: the configured segment, but small enough that
+ * a step is at least PIPE_DEPTH segments, so the next host starts on a step
+ * before this one has sent all of it (and never below SEG_MIN, where per-frame
+ * costs would win).  A multiple of 64, so of every element size. */
+#define PIPE_DEPTH	4
+#define SEG_MIN		(32u << 10)
+
+static uint32_t
+pick_segment(struct ringd *rd, const struct op *op)
+{
+	uint64_t step = 0, seg;
+	int i;
+
+	for (i = 0; i < op->ntx; i++)
+		if (op->tx[i].src.len > step)
+			step = op->tx[i].src.len;
+	seg = step / PIPE_DEPTH;
+	if (seg > rd->cfg.segment_bytes)
+		seg = rd->cfg.segment_bytes;
+	if (seg < SEG_MIN)
+		seg = SEG_MIN;
+	return (uint32_t)(seg & ~(uint64_t)63);
+}
+
 /* Everyone on this host has asked: combine locally, plan, go. */
 static void
 op_start(struct ringd *rd, struct op *op)
@@ -1290,6 +1318,7 @@ op_start(struct ringd *rd, struct op *op)
 		op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
 		return;
 	}
+	op->seg = pick_segment(rd, op);
 	op_tx(rd, op);
 	job_drain_stash(rd, j);
 	if (j->active == op)

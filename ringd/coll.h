@@ -68,6 +68,7 @@ struct op {
 	struct proto_fp fp;		/* what every rank must agree on */
 	int dtype, redop;		/* as in fp, for the kernels */
 	size_t esz;			/* element size */
+	uint32_t seg;			/* segment bytes for this op (pick_segment) */
 	uint64_t started_ms;		/* for timeouts and ringctl */
 	struct event *timer;		/* the operation's bound */
 	/* local processes (collectives); one for send/recv */
@@ -102,6 +103,7 @@ struct op {
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */
+	bool completing;		/* op_complete is running for it */
 	bool from_wire;			/* the failure came from another host: do not echo it */
 	bool probing;			/* timed out; asking the ring who is missing */
 	int status;
