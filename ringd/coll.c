@@ -1373,6 +1373,15 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 	}
 	op = j->active;
 	if (op == NULL) {
+		int h;
+
+		for (h = 0; h < rd->world; h++)
+			if (j->gone[h] && (uint32_t)j->next_seq > (uint32_t)j->gone_seq[h]) {
+				snprintf(err, errlen, "job %s is broken: a process on host %d left "
+					 "after #%llu (reopen the communicator on every rank)",
+					 j->name, h, (unsigned long long)j->gone_seq[h]);
+				return RING_EABORTED;
+			}
 		if ((op = op_new(rd, j, m)) == NULL)
 			goto nomem;
 		if ((op->c = calloc((size_t)j->local_size, sizeof(*op->c))) == NULL) {

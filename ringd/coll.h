@@ -142,6 +142,7 @@ struct job {
 	int next_host, prev_host;	/* our neighbours in the job's ring */
 	bool ready;			/* every rank placed */
 	uint8_t *gone;			/* [hosts]: that host's processes left */
+	uint64_t *gone_seq;		/* [hosts]: ... after calling this sequence number */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
 	uint64_t error_ms;		/* when that was found */
 	/* this host's processes */

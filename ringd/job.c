@@ -52,7 +52,8 @@ job_wire(struct ringd *rd, uint32_t id)
 	j->id = id;
 	j->next_seq = 1;
 	j->pos = -1;
-	if ((j->gone = calloc((size_t)rd->world, 1)) == NULL) {
+	j->gone_seq = calloc((size_t)rd->world, sizeof(uint64_t));
+	if ((j->gone = calloc((size_t)rd->world, 1)) == NULL || j->gone_seq == NULL) {
 		evbuffer_free(j->stash);
 		free(j);
 		return NULL;
@@ -210,7 +211,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 }
 
 static void
-send_membership(struct ringd *rd, struct job *j, uint16_t type)
+send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 {
 	static struct proto_join m;
 	static uint8_t buf[96 + 4 * PROTO_JOIN_MAX];
@@ -224,7 +225,10 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type)
 	snprintf(m.job, sizeof(m.job), "%s", j->name);
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
-	m.gen = j->gen;
+	/* JOIN: the formation count; LEAVE: the last sequence number the leaving
+	 * process called, so the others can tell an op it finished from one it
+	 * never will */
+	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->gen;
 	if (type == PROTO_F_JOIN) {
 		m.nranks = (uint32_t)j->local_size;
 		for (i = 0; i < j->local_size; i++)
@@ -390,7 +394,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 	}
 	j->gen++;
 	j->joined = true;
-	send_membership(rd, j, PROTO_F_JOIN);
+	send_membership(rd, j, PROTO_F_JOIN, 0);
 	job_check_ready(rd, j);
 	return 0;
 }
@@ -398,18 +402,25 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 void
 job_detach(struct ringd *rd, struct sess *s, struct job *j)
 {
+	uint64_t last = 0;
 	int i;
 
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i] == s) {
 			j->loc[i] = NULL;
 			j->nloc--;
+			last = j->loc_entered[i];
 		}
+	if (j->joined) {
+		/* Every host hears that a process of ours left and when: operations it
+		 * never called fail at once everywhere instead of timing out. */
+		send_membership(rd, j, PROTO_F_LEAVE, last);
+	}
 	if (j->nloc == 0) {
 		if (j->joined) {
 			j->joined = false;
 			j->gone[rd->rank] = 1;
-			send_membership(rd, j, PROTO_F_LEAVE);
+			j->gone_seq[rd->rank] = last;
 		}
 		j->local_size = 0;
 		job_maybe_reset(rd, j);
@@ -449,7 +460,7 @@ job_ring_up(struct ringd *rd)
 
 	TAILQ_FOREACH(j, &rd->jobs, entry)
 		if (j->joined)
-			send_membership(rd, j, PROTO_F_JOIN);
+			send_membership(rd, j, PROTO_F_JOIN, 0);
 }
 
 /* A job-level ABORT going round: some host found the job cannot form. */
@@ -501,8 +512,21 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
 	if (f->type == PROTO_F_LEAVE) {
 		/* A host that left may just have finished its part (a broadcast root,
-		 * the first to complete): the others go on with what is in flight. */
+		 * the first to complete): the others go on with what it called; an op
+		 * it never called fails now. */
+		struct op *op = j->active;
+
 		j->gone[origin] = 1;
+		j->gone_seq[origin] = m.gen;
+		if (op != NULL && !op->finished && op->fp.coll != PROTO_COLL_SEND &&
+		    (uint32_t)op->fp.seq > m.gen) {
+			char fp[160];
+
+			op->from_wire = true;
+			op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this "
+				  "job on host %d left after #%u", proto_fp_format(&op->fp, fp,
+				  sizeof(fp)), origin, m.gen);
+		}
 		job_maybe_reset(rd, j);
 		return RX_DONE;
 	}

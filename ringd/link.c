@@ -186,6 +186,8 @@ link_fail(struct link *l, const char *why)
 	if (l->state == LINK_UP)
 		log_warn("link %s to host %d (%s:%d) failed: %s", dir_name(l), l->peer,
 			 rd->hf.hosts[l->peer].host, rd->hf.hosts[l->peer].port, why);
+	else if (l->handshake_acceptor && l->fd >= 0)
+		log_warn("dropped an incoming peer connection: %s", why);
 	l->errors++;
 	link_close(l, why);
 	if (l->handshake_acceptor) {

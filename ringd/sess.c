@@ -286,6 +286,15 @@ sess_error(struct sess *s, int code, const char *text)
 	sess_send(s, buf, proto_encode_error(buf, sizeof(buf), &e));
 }
 
+/* A client broke the protocol: tell it why, log it once, close it. */
+static void
+sess_drop(struct sess *s, const char *why)
+{
+	log_warn("client pid %d (uid %d) dropped: %s", (int)s->pid, (int)s->uid, why);
+	sess_error(s, RING_EPROTO, why);
+	sess_close(s, NULL);
+}
+
 void
 sess_op_done(struct sess *s, uint64_t reqid, int status, const char *text)
 {
@@ -372,6 +381,11 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 		snprintf(err, errlen, "communicator %u does not exist", m->comm);
 		return RING_EINVAL;
 	}
+	if (m->send_arena != 0 || m->recv_arena != 0) {
+		snprintf(err, errlen, "arena %u does not exist (this session has arena 0 only)",
+			 m->send_arena != 0 ? m->send_arena : m->recv_arena);
+		return RING_EINVAL;
+	}
 	if (mul_ok(m->count, esz, &bytes) != 0)
 		goto range;
 	stride = m->stride ? m->stride : m->count;
@@ -441,13 +455,11 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 	int rc;
 
 	if (!s->welcomed) {
-		sess_error(s, RING_EPROTO, "an operation before the job formed");
-		sess_close(s, "operation before WELCOME");
+		sess_drop(s, "an operation before the job formed");
 		return;
 	}
 	if (proto_decode_op(buf, len, &m) != 0) {
-		sess_error(s, RING_EPROTO, "malformed operation request");
-		sess_close(s, "malformed operation request");
+		sess_drop(s, "malformed operation request");
 		return;
 	}
 	log_debug("client pid %d: %s count %llu dtype %s", (int)s->pid, proto_coll_name(m.coll),
@@ -617,14 +629,12 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		goto out;
 	}
 	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || proto_msg_peek(buf, (size_t)n, &type) != 0) {
-		sess_error(s, RING_EPROTO, "malformed message");
-		sess_close(s, "malformed message");
+		sess_drop(s, "malformed message (bad header, length or truncated)");
 		goto out;
 	}
 	if (s->arena == NULL) {
 		if (type != PROTO_M_HELLO || nfd != 1) {
-			sess_error(s, RING_EPROTO, "the first message must be HELLO with one fd");
-			sess_close(s, "no HELLO");
+			sess_drop(s, "the first message must be HELLO with one fd");
 			goto out;
 		}
 		rc = sess_on_hello(s, buf, (size_t)n, fds[0], err, sizeof(err));
@@ -636,8 +646,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		goto out;
 	}
 	if (nfd > 0) {
-		sess_error(s, RING_EPROTO, "unexpected file descriptor");
-		sess_close(s, "unexpected file descriptor");
+		sess_drop(s, "unexpected file descriptor");
 		goto out;
 	}
 	switch (type) {

@@ -10,6 +10,11 @@
  * and every wait here has a bound.  A run is a list of processes, each with its
  * daemon, its RING_LOCAL_* and launcher ranks and its job, so one run may hold
  * several jobs, several processes per daemon, or a job on some of the daemons.
+ * For the fault tests a run can also go on while the test acts (spawn, then
+ * wait), the daemons can be signalled and restarted with the command lines they
+ * had, and a cluster can live in network namespaces (scripts/netns-cluster);
+ * its directory then holds netns.env, and stopping it, by the test or by the
+ * watchdog, removes the namespaces too.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -242,10 +247,11 @@ static void kill_leftovers(const char *dir, const long *pids, int n)
  * watchdog alike, so it must be safe to run twice. */
 static void stop_dir(const char *root, const char *dir)
 {
-	char script[PATH_MAX + 32], envv[PATH_MAX + 32], nsfile[PATH_MAX + 16];
+	char script[PATH_MAX + 32], envv[PATH_MAX + 32], probe[PATH_MAX + 16];
 	char *argv[] = { script, "stop", NULL };
 	char *nsargv[] = { script, "--dir", (char *)dir, "down", NULL };
 	const char *env[] = { envv, NULL };
+	const char *keep_env[] = { "NETNS_KEEP=1", NULL };
 	long pids[MAX_PIDS];
 	struct stat sb;
 	int rc, npids;
@@ -258,17 +264,19 @@ static void stop_dir(const char *root, const char *dir)
 	for (int i = 0; i < npids; i++)
 		if (daemon_of(dir, pids[i]))
 			kill((pid_t)pids[i], SIGCONT);
-	snprintf(nsfile, sizeof(nsfile), "%s/netns.env", dir);
-	if (access(nsfile, F_OK) == 0) {
+	snprintf(probe, sizeof(probe), "%s/netns.env", dir);
+	if (access(probe, F_OK) == 0) {
 		/* its down stops every process in the namespaces, deletes them and
 		 * the directory, even after a start that failed half-way */
 		snprintf(script, sizeof(script), "%s/scripts/netns-cluster", root);
-		rc = harness_exec(nsargv, NULL, NULL, 0, 60);
+		rc = harness_exec(nsargv, getenv("RING_KEEP_DIR") ? keep_env : NULL, NULL, 0,
+				  60);
 		if (rc != 0)
 			fprintf(stderr, "harness: netns-cluster --dir %s down exited %d\n", dir,
 				rc);
 	}
-	if (stat(dir, &sb) == 0) {
+	snprintf(probe, sizeof(probe), "%s/pids", dir);
+	if (stat(dir, &sb) == 0 && access(probe, F_OK) == 0) {
 		snprintf(script, sizeof(script), "%s/scripts/ring-local", root);
 		snprintf(envv, sizeof(envv), "RING_LOCAL_DIR=%s", dir);
 		rc = harness_exec(argv, env, NULL, 0, 60);
@@ -845,12 +853,20 @@ int cluster_ringctl(struct ring_cluster *c, int i, char *out, size_t cap, ...)
 int cluster_wait_ready(struct ring_cluster *c, int timeout_ms)
 {
 	double deadline = mono_s() + timeout_ms / 1000.0;
+	char bin[PATH_MAX + 32], tmo[] = "2000", scratch[4096];
 
+	harness_bin(bin, sizeof(bin), "ringctl");
 	do {
 		int ready = 0;
 
-		for (int i = 0; i < c->n; i++)
-			ready += cluster_ringctl(c, i, NULL, 0, "status", NULL) == 0;
+		/* quietly: a restarted daemon has no control socket for a while */
+		for (int i = 0; i < c->n; i++) {
+			char *argv[] = { bin, "--control", c->controls[i], "--timeout", tmo,
+					 "status", NULL };
+
+			ready += exec_capture(argv, NULL, scratch, sizeof(scratch), 10,
+					      true) == 0;
+		}
 		if (ready == c->n)
 			return 0;
 		usleep(50000);

@@ -14,7 +14,9 @@
  * handshake timeout when the input just stops), log a line saying so, stay
  * alive, keep its ring ready under the same epoch (no real link was hurt), give
  * back every fd and memfd the cases made it hold, and serve an all-reduce right
- * after.
+ * after.  One more case completes the handshake as a stranger (loopback peers
+ * need no secret) and then sends garbage: the link is logged and dropped and
+ * the ring re-forms.
  */
 #include <criterion/criterion.h>
 
@@ -741,6 +743,7 @@ Test(malformed, client_socket, .init = setup, .fini = teardown, .timeout = 180)
 
 	for (int k = 0; k < CC_COUNT; k++) {
 		const char *what = client_case_name[k];
+		bool empty = k == CC_EMPTY;
 		int fds[4], nfds = 0, fd;
 		long mark = log_size(d);
 		double took = 0;
@@ -770,8 +773,6 @@ Test(malformed, client_socket, .init = setup, .fini = teardown, .timeout = 180)
 			describe_msg(reply, got, said, sizeof(said));
 			/* an empty packet reads as the end of the stream: nothing to
 			 * warn about */
-			bool empty = k == CC_EMPTY;
-
 			cr_expect(new_warning(d, mark, line, sizeof(line), empty ? 0.2 : LOG_S) ||
 				  empty, "%s: dropped after %.3f s (it answered %s) but daemon %d "
 				  "logged no warning", what, took, said, d);
@@ -806,4 +807,59 @@ Test(malformed, client_socket, .init = setup, .fini = teardown, .timeout = 180)
 	expect_resources(d, &base, "client socket");
 	cr_assert_eq(cluster_run(&cluster, 2, rank_allreduce, NULL), 0,
 		     "an all-reduce after the malformed client input failed");
+}
+
+/*
+ * An almost-valid peer: a stranger on loopback, where peers need no secret,
+ * completes the handshake as host 0 and then sends garbage.  Daemon 1 takes
+ * it for host 0's link (nothing can tell them apart without a secret or TLS),
+ * then logs the malformed frame and drops the link; the real host 0 connects
+ * again, the ring re-forms under a new epoch, and an all-reduce works.
+ */
+Test(malformed, garbage_after_handshake, .init = setup, .fini = teardown, .timeout = 120)
+{
+	const int victim = 1;
+	char name[PROTO_NAME_MAX + 1] = "ringd", line[1024], said[PROTO_TEXT_MAX + 64];
+	uint8_t buf[4096], reply[4096], junk[2048];
+	struct proto_frame f;
+	struct pollfd p;
+	long long epoch;
+	size_t len, got = 0;
+	double took = 0;
+	long mark;
+	ssize_t r;
+	int fd;
+
+	cr_assert_eq(cluster_start(&cluster, 3, ARGS), 0, "could not start 3 daemons");
+	epoch = epoch_of(victim);
+	mark = log_size(victim);
+	len = peer_hello(buf, sizeof(buf), name, 3, 1);
+	fd = tcp_connect(cluster.addrs[victim]);
+	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1, "no answer to a valid HELLO within 5 s");
+	r = recv(fd, reply, sizeof(reply), 0);
+	cr_assert(r >= PROTO_FRAME_HDR && proto_frame_decode(reply, &f, 1u << 20) == 0,
+		  "the answer to a valid HELLO is no frame (%zd bytes)", r);
+	if (f.type == PROTO_F_REJECT) {
+		describe_reply(reply, (size_t)r, said, sizeof(said));
+		close(fd);
+		cr_skip_test("peers need credentials here (%s): no stranger gets this far", said);
+	}
+	cr_assert_eq(f.type, PROTO_F_HELLO_ACK, "the answer to a valid HELLO is a %s frame",
+		     proto_frame_type_name(f.type));
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 131 + 7);
+	cr_assert_eq(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	cr_assert(dropped(fd, DROP_S, &took, reply, sizeof(reply), &got), "daemon %d kept a "
+		  "link that sent garbage open %.1f s", victim, DROP_S);
+	close(fd);
+	cr_assert(new_warning(victim, mark, line, sizeof(line), LOG_S), "daemon %d dropped "
+		  "the link after %.3f s but logged no warning", victim, took);
+	fprintf(stderr, "garbage after the handshake: dropped after %.3f s; log: %s", took, line);
+	cr_assert_eq(cluster_wait_ready(&cluster, 10000), 0, "the ring did not re-form within "
+		     "10 s after the stranger's link was dropped");
+	cr_assert(epoch_of(victim) > epoch, "daemon %d's epoch is still %lld", victim, epoch);
+	cr_assert_eq(cluster_run(&cluster, 3, rank_allreduce, NULL), 0,
+		     "an all-reduce after the garbage failed");
 }

@@ -5,6 +5,7 @@
 # protocol targets write their own seeds (valid encoded frames and messages,
 # RINGD_FUZZ_SEEDS=DIR); config and hostfile get a few sample files.  Crashes
 # land in build/fuzz/ as crash-*; the script exits non-zero if any target fails.
+# Old findings, kept as tests/fuzz/crashers/NAME-*, are replayed first.
 # Usage: tests/fuzz/run.sh [SECONDS] [NAME...]
 set -eu
 
@@ -80,6 +81,16 @@ for bin in "$OUT"/fuzz_*; do
 	fuzz_hostfile) seed_hostfile ;;
 	*) RINGD_FUZZ_SEEDS="$corpus" "$bin" -runs=0 >/dev/null 2>&1 || true ;;
 	esac
+	# Inputs that once failed this target (tests/fuzz/crashers/NAME-*) must
+	# pass before the fuzzing starts: a finding never comes back unseen.
+	for old in tests/fuzz/crashers/"$name"-*; do
+		[ -f "$old" ] || continue
+		if ! "$bin" "$old" > "$OUT/$name.replay.log" 2>&1; then
+			echo "  FAIL    $name: old finding $old fails again:" >&2
+			tail -n 30 "$OUT/$name.replay.log" >&2
+			status=1
+		fi
+	done
 	echo "  RUN     $name for ${SECS}s ($(ls "$corpus" | wc -l) inputs in corpus)"
 	if ! "$bin" -max_total_time="$SECS" -print_final_stats=1 \
 	    -artifact_prefix="$OUT/$name-" "$corpus" > "$OUT/$name.log" 2>&1; then
