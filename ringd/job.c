@@ -34,6 +34,49 @@ job_lookup(struct ringd *rd, uint32_t id)
 	return NULL;
 }
 
+static void members_free(struct job *j);
+
+/* A job nothing refers to any more: no process here, no formation known, nothing
+ * in flight or waiting. */
+static bool
+job_idle(const struct job *j)
+{
+	return j->nloc == 0 && j->world == 0 && j->active == NULL &&
+	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
+	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in);
+}
+
+static void
+job_free(struct ringd *rd, struct job *j)
+{
+	TAILQ_REMOVE(&rd->jobs, j, entry);
+	rd->njobs--;
+	members_free(j);
+	evbuffer_free(j->stash);
+	free(j->host_of);
+	free(j->loc);
+	free(j->loc_rank);
+	free(j->loc_entered);
+	free(j->loc_done);
+	free(j->gone);
+	free(j->gone_seq);
+	free(j);
+}
+
+/* At max_jobs: forget the jobs that are over, so a long-lived daemon serves any
+ * number of jobs one after another. */
+static void
+job_gc(struct ringd *rd)
+{
+	struct job *j, *nx;
+
+	for (j = TAILQ_FIRST(&rd->jobs); j != NULL; j = nx) {
+		nx = TAILQ_NEXT(j, entry);
+		if (job_idle(j))
+			job_free(rd, j);
+	}
+}
+
 struct job *
 job_wire(struct ringd *rd, uint32_t id)
 {
@@ -41,6 +84,8 @@ job_wire(struct ringd *rd, uint32_t id)
 
 	if (j != NULL)
 		return j;
+	if (rd->njobs >= rd->cfg.max_jobs)
+		job_gc(rd);
 	if (rd->njobs >= rd->cfg.max_jobs)
 		return NULL;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
