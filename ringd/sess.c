@@ -187,19 +187,62 @@ sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len)
 	return -1;
 }
 
-/* ERROR on a connection that never becomes a session (refused at accept). */
+/* Closing a Unix socket with unread input resets the peer, which would lose the
+ * ERROR we just sent it.  So a refused connection is closed once its first
+ * message (the HELLO, with its arena fd) has been read and dropped, or after a
+ * short bound. */
 static void
-refuse_fd(int fd, int code, const char *text)
+refused_close_cb(evutil_socket_t fd, short what, void *arg)
 {
+	uint8_t buf[PROTO_MSG_MAX + 1];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(4 * sizeof(int))];
+	} cm;
+	int k;
+
+	(void)what;
+	(void)arg;
+	for (k = 0; k < 8; k++) {
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+				     .msg_controllen = sizeof(cm.b) };
+		struct cmsghdr *c;
+
+		if (recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+			break;
+		for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+				int i, n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+				for (i = 0; i < n; i++) {
+					int afd;
+
+					memcpy(&afd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+					close(afd);
+				}
+			}
+	}
+	close(fd);
+}
+
+/* ERROR on a connection that never becomes a session (refused at accept); the
+ * connection closes later (refused_close_cb). */
+static void
+refuse_fd(struct ringd *rd, int fd, int code, const char *text)
+{
+	static const struct timeval bound = { 0, 500 * 1000 };
 	struct proto_error e = { .code = code };
 	uint8_t buf[PROTO_MSG_MAX];
 	int n;
 
 	snprintf(e.text, sizeof(e.text), "%s", text);
 	n = proto_encode_error(buf, sizeof(buf), &e);
-	/* best effort: libring reads it after its HELLO fails to go */
 	if (n > 0 && send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		log_debug("cannot tell a refused client why: %s", strerror(errno));
+	if (event_base_once(rd->base, fd, EV_READ | EV_TIMEOUT, refused_close_cb, NULL,
+			    &bound) != 0)
+		close(fd);
 }
 
 void
@@ -683,16 +726,14 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	/* refused before it holds anything, so refusals cannot use up max_clients */
 	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
 		log_warn("refused a client: %s", why);
-		refuse_fd(fd, RING_EPERM, why);
-		close(fd);
+		refuse_fd(rd, fd, RING_EPERM, why);
 		return;
 	}
 	if (rd->nsessions >= rd->cfg.max_clients) {
 		snprintf(why, sizeof(why), "ringd serves max_clients = %d clients already",
 			 rd->cfg.max_clients);
 		log_warn("refused a client (uid %u): %s", (unsigned int)uid, why);
-		refuse_fd(fd, RING_EPERM, why);
-		close(fd);
+		refuse_fd(rd, fd, RING_EPERM, why);
 		return;
 	}
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
