@@ -699,12 +699,13 @@ int config_parse_text(struct config *c, const char *text, size_t len, const char
 	return 0;
 }
 
-int config_load(struct config *c, const char *path, char *err, size_t errlen)
+int config_read_file(const char *path, size_t max, char **out, size_t *outlen, char *err,
+		     size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	struct stat st;
-	int fd, rc = -1;
+	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -721,13 +722,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	}
 	/* One byte more than the limit, so that an oversized file is noticed even
 	 * when st_size cannot be trusted (a pipe, /proc). */
-	buf = malloc(CONFIG_FILE_MAX + 1);
+	buf = malloc(max + 1);
 	if (!buf) {
 		set_err(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
-	while (len < CONFIG_FILE_MAX + 1) {
-		ssize_t r = read(fd, buf + len, CONFIG_FILE_MAX + 1 - len);
+	while (len < max + 1) {
+		ssize_t r = read(fd, buf + len, max + 1 - len);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -739,9 +740,25 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 			break;
 		len += (size_t)r;
 	}
-	rc = config_parse_text(c, buf, len, path, err, errlen);
+	close(fd);
+	*out = buf;
+	*outlen = len;
+	return 0;
 fail:
 	free(buf);
 	close(fd);
+	return -1;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t errlen)
+{
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (config_read_file(path, CONFIG_FILE_MAX, &buf, &len, err, errlen) != 0)
+		return -1;
+	rc = config_parse_text(c, buf, len, path, err, errlen);
+	free(buf);
 	return rc;
 }

@@ -50,6 +50,11 @@ struct config {
 void config_defaults(struct config *c);
 /* Applies one key = value; returns 0 or -1 with a reason in err. */
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
+/* Reads at most max+1 bytes of a file (so that a larger one shows as len > max)
+ * into a malloc'd buffer; 0, or -1 with "FILE: reason" in err.  Shared with the
+ * hostfile reader. */
+int config_read_file(const char *path, size_t max, char **buf, size_t *len, char *err,
+		     size_t errlen);
 /* Reads a ringd.conf; returns 0 or -1 with "FILE:LINE: reason" in err. */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
 /* Parses "4M", "512k", "1G", "123" (powers of 1024); returns 0 or -1. */

@@ -8,6 +8,7 @@
  * lets a daemon started without --rank pick its own entry: the first one whose
  * address is local and whose port it can still bind.
  */
+#include "ringd/config.h"
 #include "ringd/hostfile.h"
 
 #include <arpa/inet.h>
@@ -533,54 +534,23 @@ int hostfile_load(struct hostfile *hf, const char *path, int default_port,
 		  char *err, size_t errlen)
 {
 	char why[512];
-	char *buf = NULL;
-	size_t len = 0;
-	struct stat st;
-	int fd, rc = -1;
+	char *buf;
+	size_t len;
+	int rc = -1;
 
 	hf->hosts = NULL;
 	hf->n = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+	if (config_read_file(path, HOSTFILE_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, "%s: is a directory", path);
-		goto fail;
-	}
-	buf = malloc(HOSTFILE_FILE_MAX + 1);
-	if (!buf) {
-		set_err(err, errlen, "%s: out of memory", path);
-		goto fail;
-	}
-	while (len < HOSTFILE_FILE_MAX + 1) {
-		ssize_t r = read(fd, buf + len, HOSTFILE_FILE_MAX + 1 - len);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			set_err(err, errlen, "%s: %s", path, strerror(errno));
-			goto fail;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
 	if (len > HOSTFILE_FILE_MAX) {
 		set_err(err, errlen, "%s: larger than %u bytes", path, HOSTFILE_FILE_MAX);
-		goto fail;
+		goto out;
 	}
 	rc = hostfile_parse(hf, buf, len, default_port, why, sizeof(why));
 	if (rc < 0)
 		set_err(err, errlen, "%s: %s", path, why);
-fail:
+out:
 	free(buf);
-	close(fd);
 	return rc;
 }
 
