@@ -234,9 +234,7 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 			 proto_fp_format(&op->fp, fp, sizeof(fp)), op->text);
 	}
 	if (op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV) {
-		/* credit is granted by consumption (rx_credit's threshold), not per op:
-		 * a CREDIT frame after every small op would wake the sender for nothing */
-		rx_credit(rd, op->job, false);
+		rx_credit(rd, op->job, true);
 		if (status != 0 && !op->from_wire)
 			op_abort_ring(rd, op);
 	}
