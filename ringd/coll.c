@@ -976,6 +976,10 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		proto_frame_encode(hdr, f);
 		evbuffer_add(j->stash, hdr, sizeof(hdr));
 		evbuffer_add(j->stash, pl, f->length);
+		/* frames queue behind older ones even while their op runs: let them
+		 * through now rather than on the next output or credit event */
+		if (j->active != NULL && j->active->started)
+			job_drain_stash(rd, j);
 		return RX_DONE;
 	}
 	return r;
