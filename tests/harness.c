@@ -687,6 +687,28 @@ double harness_now(void)
 	return mono_s();
 }
 
+int it_check_result(const void *got, const void *want, enum ring_dtype dt, size_t count,
+		    const char *what)
+{
+	size_t bad = 0, wrong = it_compare(got, want, dt, count, &bad);
+	const unsigned char *g = (const unsigned char *)got + count * ring_dtype_size(dt);
+	char desc[160];
+
+	if (wrong) {
+		it_describe(desc, sizeof(desc), got, want, dt, bad);
+		it_fail(__FILE__, __LINE__, "%s: %zu of %zu elements wrong, first %s", what,
+			wrong, count, desc);
+		return 1;
+	}
+	for (int i = 0; i < IT_GUARD; i++)
+		if (g[i] != 0xa5) {
+			it_fail(__FILE__, __LINE__, "%s: byte %d past the result was written",
+				what, i);
+			return 1;
+		}
+	return 0;
+}
+
 void *harness_shared(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

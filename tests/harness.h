@@ -244,6 +244,12 @@ size_t it_compare(const void *got, const void *want, enum ring_dtype dt, size_t 
 		  size_t *bad);
 
 /* Prints element i of a and b as numbers, for failure messages. */
+/* Bytes after a result buffer that nothing may touch; tests fill them with 0xa5. */
+#define IT_GUARD 64
+/* Checks count elements of got against want and the IT_GUARD bytes after them;
+ * 0, or 1 after reporting the first difference through it_fail. */
+int it_check_result(const void *got, const void *want, enum ring_dtype dt, size_t count,
+		    const char *what);
 void it_describe(char *out, size_t cap, const void *a, const void *b, enum ring_dtype dt,
 		 size_t i);
 

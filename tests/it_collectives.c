@@ -30,7 +30,7 @@
 #include "tests/harness.h"
 
 #define SEGMENT_ARGS	"--segment 64K"
-#define GUARD		64	/* bytes after a result that nothing may touch */
+#define GUARD		IT_GUARD	/* bytes after a result that nothing may touch */
 #define BIG_COUNT	300007	/* a prime; several 64K segments per chunk at n = 4 */
 
 static struct ring_cluster cluster;
@@ -72,37 +72,6 @@ static int test_counts(int n, size_t *counts)
 	counts[k++] = 1009;
 	counts[k++] = BIG_COUNT;
 	return k;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Checks count elements of got against want, and GUARD bytes after them. */
-static int check_result(const void *got, const void *want, enum ring_dtype dt,
-			size_t count, const char *what)
-{
-	size_t bad = 0, wrong = it_compare(got, want, dt, count, &bad);
-	const unsigned char *g = (const unsigned char *)got + count * ring_dtype_size(dt);
-	char desc[160];
-
-	if (wrong) {
-		it_describe(desc, sizeof(desc), got, want, dt, bad);
-		it_fail(__FILE__, __LINE__, "%s: %zu of %zu elements wrong, first %s", what,
-			wrong, count, desc);
-		return 1;
-	}
-	for (int i = 0; i < GUARD; i++)
-		if (g[i] != 0xa5) {
-			it_fail(__FILE__, __LINE__, "%s: byte %d past the result was written",
-				what, i);
-			return 1;
-		}
-	return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -155,7 +124,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		goto out;
 	}
 	it_expect_reduce(want, dt, op, n, count, 0, seed);
-	rc = check_result(recv, want, dt, count, what);
+	rc = it_check_result(recv, want, dt, count, what);
 	if (!rc && !v->inplace && memcmp(send, orig, bytes)) {
 		it_fail(__FILE__, __LINE__, "%s: the send buffer was modified", what);
 		rc = 1;
@@ -246,11 +215,11 @@ static int allreduce_large(ring_comm *comm, int rank, int n, void *arg)
 	};
 
 	for (int i = 0; i < 2; i++) {
-		double t0 = now_s(), dt;
+		double t0 = harness_now(), dt;
 
 		if (allreduce_one(comm, rank, n, RING_FLOAT32, RING_SUM, count, &v[i], 77 + i))
 			return 1;
-		dt = now_s() - t0;
+		dt = harness_now() - t0;
 		if (rank == 0)
 			fprintf(stderr, "allreduce of %zu MiB float32 on %d ranks (%s): %.2f s "
 				"including the checks\n", count * 4 >> 20, n,
@@ -312,7 +281,7 @@ static int allgather_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		rc = 1;
 		goto out;
 	}
-	rc = check_result(recv, want, dt, count * (size_t)n, what);
+	rc = it_check_result(recv, want, dt, count * (size_t)n, what);
 	if (!rc && memcmp(send, orig, bytes)) {
 		it_fail(__FILE__, __LINE__, "%s: the send buffer was modified", what);
 		rc = 1;
@@ -396,7 +365,7 @@ static int reduce_scatter_one(ring_comm *comm, int rank, int n, enum ring_dtype 
 		rc = 1;
 		goto out;
 	}
-	rc = check_result(recv, want, dt, count, what);
+	rc = it_check_result(recv, want, dt, count, what);
 	if (!rc && memcmp(send, orig, total)) {
 		it_fail(__FILE__, __LINE__, "%s: the send buffer was modified", what);
 		rc = 1;
@@ -479,7 +448,7 @@ static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, s
 		rc = 1;
 		goto out;
 	}
-	rc = check_result(buf, want, dt, count, what);
+	rc = it_check_result(buf, want, dt, count, what);
 	if (!rc && it_same_everywhere(comm, buf, bytes))
 		rc = 1;
 out:
@@ -547,9 +516,9 @@ static int barrier_rounds(ring_comm *comm, int rank, int n, void *arg)
 		IT_CALL(ring_barrier(comm));
 		if (rank == late)
 			usleep(150 * 1000);
-		mine[0] = now_s();
+		mine[0] = harness_now();
 		IT_CALL(ring_barrier(comm));
-		mine[1] = now_s();
+		mine[1] = harness_now();
 		IT_CALL(ring_allgather(comm, mine, times, 2, RING_FLOAT64));
 		for (int r = 0; r < n; r++)
 			if (times[2 * r] > last_in) {
@@ -657,7 +626,7 @@ static int p2p_exchange(ring_comm *comm, int rank, int n, int to, int from,
 			}
 		}
 	}
-	rc = from >= 0 ? check_result(rbuf, want, s->dtype, count, what) : 0;
+	rc = from >= 0 ? it_check_result(rbuf, want, s->dtype, count, what) : 0;
 	if (sbuf)
 		it_free(comm, place, sbuf);
 	if (rbuf)
@@ -902,7 +871,7 @@ static int many_small(ring_comm *comm, int rank, int n, void *arg)
 {
 	static const enum ring_op ops[3] = { RING_SUM, RING_MAX, RING_MIN };
 	void *buf = ring_alloc(comm, 64 * 8), *want = malloc(64 * 8);
-	double t0 = now_s();
+	double t0 = harness_now();
 
 	IT_CHECK(buf && want, "out of memory");
 	for (int i = 0; i < 1000; i++) {
@@ -923,7 +892,7 @@ static int many_small(ring_comm *comm, int rank, int n, void *arg)
 	}
 	if (rank == 0)
 		fprintf(stderr, "1000 small all-reduces on %d ranks: %.1f us each\n", n,
-			(now_s() - t0) * 1e3);
+			(harness_now() - t0) * 1e3);
 	ring_free(comm, buf);
 	free(want);
 	return 0;

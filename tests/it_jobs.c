@@ -37,7 +37,7 @@
 #include "tests/harness.h"
 
 #define SEGMENT_ARGS	"--segment 64K"
-#define GUARD		64	/* bytes after a result that nothing may touch */
+#define GUARD		IT_GUARD	/* bytes after a result that nothing may touch */
 #define LARGE		70001	/* a prime; several 64K segments per chunk */
 
 static struct ring_cluster cluster;
@@ -56,37 +56,6 @@ static void start(int n)
 {
 	cr_assert_eq(cluster_start(&cluster, n, SEGMENT_ARGS), 0,
 		     "could not start %d daemons (see above)", n);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Checks count elements of got against want, and GUARD bytes after them. */
-static int check_result(const void *got, const void *want, enum ring_dtype dt,
-			size_t count, const char *what)
-{
-	size_t bad = 0, wrong = it_compare(got, want, dt, count, &bad);
-	const unsigned char *g = (const unsigned char *)got + count * ring_dtype_size(dt);
-	char desc[160];
-
-	if (wrong) {
-		it_describe(desc, sizeof(desc), got, want, dt, bad);
-		it_fail(__FILE__, __LINE__, "%s: %zu of %zu elements wrong, first %s", what,
-			wrong, count, desc);
-		return 1;
-	}
-	for (int i = 0; i < GUARD; i++)
-		if (g[i] != 0xa5) {
-			it_fail(__FILE__, __LINE__, "%s: byte %d past the result was written",
-				what, i);
-			return 1;
-		}
-	return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -122,7 +91,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		goto out;
 	}
 	it_expect_reduce(want, dt, op, n, count, 0, seed);
-	rc = check_result(recv, want, dt, count, what);
+	rc = it_check_result(recv, want, dt, count, what);
 	if (!rc && it_same_everywhere(comm, recv, bytes)) {
 		it_fail(__FILE__, __LINE__, "%s: ranks hold different results", what);
 		rc = 1;
@@ -161,7 +130,7 @@ static int allgather_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		rc = 1;
 		goto out;
 	}
-	rc = check_result(recv, want, dt, count * (size_t)n, what);
+	rc = it_check_result(recv, want, dt, count * (size_t)n, what);
 	if (!rc && it_same_everywhere(comm, recv, total))
 		rc = 1;
 out:
@@ -233,7 +202,7 @@ static int reduce_scatter_one(ring_comm *comm, int rank, int n, enum ring_dtype 
 				rc = 1;
 			}
 	} else {
-		rc = check_result(recv, want, dt, count, what);
+		rc = it_check_result(recv, want, dt, count, what);
 		if (!rc && memcmp(send, orig, total)) {
 			it_fail(__FILE__, __LINE__, "%s: the send buffer was modified", what);
 			rc = 1;
@@ -273,7 +242,7 @@ static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, s
 		rc = 1;
 		goto out;
 	}
-	rc = check_result(buf, want, dt, count, what);
+	rc = it_check_result(buf, want, dt, count, what);
 out:
 	it_free(comm, place, buf);
 	free(want);
@@ -302,7 +271,7 @@ static int p2p_one(ring_comm *comm, int rank, int n, int a, int b, size_t count,
 	} else {
 		memset(buf, 0xa5, bytes + GUARD);
 		IT_CALL(ring_recv(comm, buf, RING_FLOAT32, 2, shape, a));
-		if (check_result(buf, want, RING_FLOAT32, shape[0] * 7, what))
+		if (it_check_result(buf, want, RING_FLOAT32, shape[0] * 7, what))
 			return 1;
 	}
 	it_free(comm, place, buf);
@@ -419,7 +388,7 @@ struct loop_job {
 static int allreduce_loop(ring_comm *comm, int rank, int n, void *arg)
 {
 	struct loop_job *job = arg;
-	double t0 = now_s();
+	double t0 = harness_now();
 
 	for (int i = 0; i < LOOP_ITERS; i++) {
 		size_t count = (size_t)(i * 7919) % 40000 + 1;
@@ -431,7 +400,7 @@ static int allreduce_loop(ring_comm *comm, int rank, int n, void *arg)
 	}
 	if (rank == 0) {
 		job->t0 = t0;
-		job->t1 = now_s();
+		job->t1 = harness_now();
 		fprintf(stderr, "job of %d ranks (seed %llu): %d checked all-reduces in "
 			"%.2f s\n", n, (unsigned long long)job->seed, LOOP_ITERS,
 			job->t1 - t0);
@@ -677,7 +646,7 @@ static bool mentions(const char *text, const char *word)
 static int expect_open_refused(ring_comm *unused, int proc, int nprocs, void *arg)
 {
 	ring_comm *comm = NULL;
-	double t0 = now_s();
+	double t0 = harness_now();
 	int rc = ring_open(&comm, NULL);
 	const char *msg = ring_last_error(NULL);
 
@@ -689,11 +658,11 @@ static int expect_open_refused(ring_comm *unused, int proc, int nprocs, void *ar
 		return 1;
 	}
 	IT_CHECK(rc != RING_ETIMEDOUT, "process %d: refused only by the timeout after "
-		 "%.1f s: %s", proc, now_s() - t0, msg);
+		 "%.1f s: %s", proc, harness_now() - t0, msg);
 	IT_CHECK(mentions(msg, "local") || mentions(msg, "per host"), "process %d: the "
 		 "message does not name the unequal local sizes: %s", proc, msg);
 	fprintf(stderr, "process %d: refused as expected (%s, %.2f s): %s\n", proc,
-		ring_strerror(rc), now_s() - t0, msg);
+		ring_strerror(rc), harness_now() - t0, msg);
 	return 0;
 }
 
