@@ -42,6 +42,7 @@ enum plan_layout {
 
 struct plan {
 	struct ring_comm *c;
+	struct lr_copier *cp;		/* the copy engine of this call */
 	enum plan_layout layout;
 	struct proto_op tmpl;		/* coll, dtype, redop, peer, ndim, shape */
 	size_t es;			/* element size */
@@ -157,8 +158,12 @@ static void plan_layout(struct plan *pl)
 	if (pl->count == 0)
 		return;		/* nothing to place: one empty request */
 
-	pl->sin = lr_arena_find(&c->arena, pl->send, pl->count * pl->es * sblocks, &pl->soff);
-	pl->rin = lr_arena_find(&c->arena, pl->recv, pl->count * pl->es * rblocks, &pl->roff);
+	if (!pl->cp->staged) {
+		pl->sin = lr_arena_find(&c->arena, pl->send, pl->count * pl->es * sblocks,
+					&pl->soff);
+		pl->rin = lr_arena_find(&c->arena, pl->recv, pl->count * pl->es * rblocks,
+					&pl->roff);
+	}
 	pmax = pl->per;
 	switch (pl->layout) {
 	case PLAN_FLAT:
@@ -203,7 +208,8 @@ static size_t plan_slot_bytes(const struct plan *pl)
 
 static void plan_slot_put(struct plan *pl, struct slot *sl)
 {
-	if (sl->buf)
+	/* a staged engine's slots are kept for the next call (lr_stage) */
+	if (sl->buf && !pl->cp->staged)
 		lr_arena_free(&pl->c->arena, sl->buf);
 	memset(sl, 0, sizeof(*sl));
 }
@@ -228,7 +234,8 @@ static void plan_slot_get(struct plan *pl, struct slot *sl, uint8_t *buf)
 static int plan_slots(struct plan *pl, const char *fn, struct slot slots[2], int *nslots)
 {
 	size_t bytes = plan_slot_bytes(pl);
-	uint8_t *a, *b = NULL;
+	uint8_t *buf[2] = { NULL, NULL };
+	int rc;
 
 	*nslots = 1;
 	if (bytes == 0) {
@@ -237,18 +244,25 @@ static int plan_slots(struct plan *pl, const char *fn, struct slot slots[2], int
 			*nslots = 2;
 		return 0;
 	}
-	a = lr_arena_alloc(&pl->c->arena, bytes);
-	if (!a)
-		return lr_fail(pl->c, RING_ENOMEM, "%s: staging operands that are outside the "
-			       "arena needs a %zu-byte arena block, but the largest free one is "
-			       "%zu of %zu bytes (allocate the buffers with ring_alloc, or raise "
-			       "RING_ARENA_MB)", fn, bytes, lr_arena_largest(&pl->c->arena),
-			       lr_arena_usable(&pl->c->arena));
-	if (pl->npieces > 1)
-		b = lr_arena_alloc(&pl->c->arena, bytes);
-	plan_slot_get(pl, &slots[0], a);
-	if (b) {
-		plan_slot_get(pl, &slots[1], b);
+	if (pl->cp->staged) {
+		rc = lr_stage_get(pl->c, pl->cp, bytes, pl->npieces > 1 ? 2 : 1, buf, fn);
+		if (rc)
+			return rc;
+	} else {
+		buf[0] = lr_arena_alloc(&pl->c->arena, bytes);
+		if (!buf[0])
+			return lr_fail(pl->c, RING_ENOMEM, "%s: staging operands that are outside "
+				       "the arena needs a %zu-byte arena block, but the largest "
+				       "free one is %zu of %zu bytes (allocate the buffers with "
+				       "ring_alloc, or raise RING_ARENA_MB)", fn, bytes,
+				       lr_arena_largest(&pl->c->arena),
+				       lr_arena_usable(&pl->c->arena));
+		if (pl->npieces > 1)
+			buf[1] = lr_arena_alloc(&pl->c->arena, bytes);
+	}
+	plan_slot_get(pl, &slots[0], buf[0]);
+	if (buf[1]) {
+		plan_slot_get(pl, &slots[1], buf[1]);
 		*nslots = 2;
 	}
 	return 0;
@@ -261,40 +275,50 @@ static void plan_piece(const struct plan *pl, size_t k, size_t *off, size_t *n)
 	*n = pl->count ? (pl->per < pl->count - *off ? pl->per : pl->count - *off) : 0;
 }
 
-static void plan_copy_in(const struct plan *pl, size_t k, const struct slot *sl)
+/* Queues the copies of piece k's operands into slot s (sl), then its fence. */
+static int plan_copy_in(const struct plan *pl, size_t k, const struct slot *sl, int s)
 {
+	struct lr_copier *cp = pl->cp;
 	size_t off, n, r, es = pl->es;
+	int rc = 0;
 
 	plan_piece(pl, k, &off, &n);
-	if (!pl->cin || n == 0)
-		return;
-	if (pl->into_recv) {
-		memcpy(pl->recv + off * es, pl->send + off * es, n * es);
+	if (!pl->cin || n == 0) {
+		/* nothing to copy */
+	} else if (pl->into_recv) {
+		rc = cp->ops->copy(cp, pl->recv + off * es, pl->send + off * es, n * es,
+				   LR_COPY_USER);
 	} else if (pl->sin) {
-		return;
+		/* ringd reads it in place */
 	} else if (pl->layout == PLAN_SCATTER) {
-		for (r = 0; r < (size_t)pl->c->size; r++)
-			memcpy(sl->s + r * pl->per * es, pl->send + (r * pl->count + off) * es,
-			       n * es);
+		for (r = 0; r < (size_t)pl->c->size && rc == 0; r++)
+			rc = cp->ops->copy(cp, sl->s + r * pl->per * es,
+					   pl->send + (r * pl->count + off) * es, n * es,
+					   LR_COPY_IN);
 	} else {
-		memcpy(sl->s, pl->send + off * es, n * es);
+		rc = cp->ops->copy(cp, sl->s, pl->send + off * es, n * es, LR_COPY_IN);
 	}
+	return rc ? rc : cp->ops->mark(cp, s);
 }
 
-static void plan_copy_out(const struct plan *pl, size_t k, const struct slot *sl)
+/* Queues the copies of piece k's result out of slot sl. */
+static int plan_copy_out(const struct plan *pl, size_t k, const struct slot *sl)
 {
+	struct lr_copier *cp = pl->cp;
 	size_t off, n, r, es = pl->es;
+	int rc = 0;
 
 	plan_piece(pl, k, &off, &n);
 	if (!pl->cout || n == 0 || pl->rin)
-		return;
+		return 0;
 	if (pl->layout == PLAN_GATHER) {
-		for (r = 0; r < (size_t)pl->c->size; r++)
-			memcpy(pl->recv + (r * pl->count + off) * es, sl->r + r * pl->per * es,
-			       n * es);
+		for (r = 0; r < (size_t)pl->c->size && rc == 0; r++)
+			rc = cp->ops->copy(cp, pl->recv + (r * pl->count + off) * es,
+					   sl->r + r * pl->per * es, n * es, LR_COPY_OUT);
 	} else {
-		memcpy(pl->recv + off * es, sl->r, n * es);
+		rc = cp->ops->copy(cp, pl->recv + off * es, sl->r, n * es, LR_COPY_OUT);
 	}
+	return rc;
 }
 
 static void plan_op(const struct plan *pl, size_t k, const struct slot *sl,
@@ -330,13 +354,25 @@ static void plan_op(const struct plan *pl, size_t k, const struct slot *sl,
 		op->send_off = op->recv_off;
 }
 
-/* Runs the pieces: one request in flight, copies of neighbours around it. */
+/*
+ * Runs the pieces: one request in flight, the copies of its neighbours around
+ * it.  With two slots, piece k's request goes out once the copies into its slot
+ * have passed their fence; while ringd works on it, piece k-1's result is
+ * copied out of the other slot and piece k+1's operands into it (in that order,
+ * so the slot is read before it is overwritten).  A copy that fails (a CUDA
+ * error) does not leave the other ranks waiting: the next piece's request is
+ * sent with PROTO_OP_F_ABORT, which fails that op on every rank at once, and
+ * the call returns the copy's error.  Every exit drains the engine, so no copy
+ * of this call is still running once it has returned.
+ */
 static int plan_run(struct plan *pl, const char *fn)
 {
+	struct lr_copier *cp = pl->cp;
 	struct slot slots[2];
 	struct proto_op op;
 	size_t k, n;
-	int nslots, rc;
+	int nslots, rc, cerr = 0, drc;
+	bool p2p = pl->tmpl.coll == PROTO_COLL_SEND || pl->tmpl.coll == PROTO_COLL_RECV;
 
 	memset(slots, 0, sizeof(slots));
 	plan_layout(pl);
@@ -345,35 +381,57 @@ static int plan_run(struct plan *pl, const char *fn)
 	if (rc)
 		return rc;
 	for (k = 0; k < n; k++) {
-		struct slot *sl = &slots[k % nslots];
+		int s = (int)(k % (size_t)nslots);
+		struct slot *sl = &slots[s];
+		bool abort = cerr != 0;
 
-		if (k == 0)
-			plan_copy_in(pl, 0, sl);
+		if (!abort) {
+			if (k == 0)
+				cerr = plan_copy_in(pl, 0, sl, s);
+			if (!cerr)
+				cerr = cp->ops->wait(cp, s);
+			abort = cerr != 0;
+		}
+		if (abort && p2p)
+			break;		/* one request: nothing was sent, nobody waits */
 		plan_op(pl, k, sl, &op);
+		if (abort)
+			op.flags |= PROTO_OP_F_ABORT;
 		rc = lr_sess_post(pl->c, &op);
 		if (rc)
 			goto out;
-		if (nslots == 2) {
+		if (!abort && nslots == 2) {
 			if (k > 0)
-				plan_copy_out(pl, k - 1, &slots[(k - 1) % 2]);
-			if (k + 1 < n)
-				plan_copy_in(pl, k + 1, &slots[(k + 1) % 2]);
+				cerr = plan_copy_out(pl, k - 1, &slots[1 - s]);
+			if (!cerr && k + 1 < n)
+				cerr = plan_copy_in(pl, k + 1, &slots[1 - s], 1 - s);
 		}
 		rc = lr_sess_wait(pl->c, &op);
+		if (abort) {
+			rc = 0;		/* its RING_EABORTED is our own doing */
+			break;
+		}
 		if (rc)
 			goto out;
-		if (nslots == 1) {
-			plan_copy_out(pl, k, sl);
-			if (k + 1 < n)
-				plan_copy_in(pl, k + 1, sl);
+		if (nslots == 1 && !cerr) {
+			cerr = plan_copy_out(pl, k, sl);
+			if (!cerr && k + 1 < n)
+				cerr = plan_copy_in(pl, k + 1, sl, 0);
 		}
 	}
-	if (nslots == 2)
-		plan_copy_out(pl, n - 1, &slots[(n - 1) % 2]);
+	if (k == n && !cerr && nslots == 2)
+		cerr = plan_copy_out(pl, n - 1, &slots[(n - 1) % 2]);
 out:
+	drc = cp->ops->drain(cp);
+	if (!cerr)
+		cerr = drc;
 	plan_slot_put(pl, &slots[0]);
 	plan_slot_put(pl, &slots[1]);
-	return rc;
+	if (rc)
+		return rc;
+	if (cerr)
+		return lr_fail(pl->c, cerr, "%s: %s", fn, cp->err);
+	return 0;
 }
 
 static void plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype, int redop,
@@ -381,6 +439,7 @@ static void plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype,
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->c = c;
+	pl->cp = c->copier ? c->copier : &lr_copier_host;
 	pl->layout = PLAN_FLAT;
 	pl->tmpl.coll = (uint8_t)coll;
 	pl->tmpl.dtype = (uint8_t)dtype;
@@ -392,10 +451,24 @@ static void plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype,
 }
 
 /* A size-1 group without a daemon: every collective is the identity. */
-static void single_copy(void *dst, const void *src, size_t bytes)
+static int single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
+		       size_t bytes)
 {
-	if (bytes && dst != src)
+	struct lr_copier *cp = c->copier;
+	int rc;
+
+	if (!bytes || dst == src)
+		return 0;
+	if (!cp) {
 		memmove(dst, src, bytes);
+		return 0;
+	}
+	rc = cp->ops->copy(cp, dst, src, bytes, LR_COPY_USER);
+	if (rc == 0)
+		rc = cp->ops->drain(cp);
+	else
+		(void)cp->ops->drain(cp);
+	return rc ? lr_fail(c, rc, "%s: %s", fn, cp->err) : 0;
 }
 
 /* ---- the public operations ---- */
@@ -414,10 +487,8 @@ int ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
 	    (rc = check_buf(c, fn, "send", send, count)) ||
 	    (rc = check_buf(c, fn, "recv", recv, count)))
 		return rc;
-	if (c->single) {
-		single_copy(recv, send, bytes);
-		return 0;
-	}
+	if (c->single)
+		return single_copy(c, fn, recv, send, bytes);
 	plan_init(&pl, c, PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
 	pl.send = send;
 	pl.recv = recv;
@@ -437,10 +508,8 @@ int ring_allgather(ring_comm *c, const void *send, void *recv, size_t count,
 	    (rc = check_buf(c, fn, "send", send, count)) ||
 	    (rc = check_buf(c, fn, "recv", recv, count)))
 		return rc;
-	if (c->single) {
-		single_copy(recv, send, bytes);
-		return 0;
-	}
+	if (c->single)
+		return single_copy(c, fn, recv, send, bytes);
 	plan_init(&pl, c, PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
 	pl.layout = PLAN_GATHER;
 	pl.send = send;
@@ -463,10 +532,8 @@ int ring_reduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvc
 	    (rc = check_buf(c, fn, "send", send, recvcount)) ||
 	    (rc = check_buf(c, fn, "recv", recv, recvcount)))
 		return rc;
-	if (c->single) {
-		single_copy(recv, send, bytes);
-		return 0;
-	}
+	if (c->single)
+		return single_copy(c, fn, recv, send, bytes);
 	plan_init(&pl, c, PROTO_COLL_REDUCE_SCATTER, dtype, op, -1, recvcount);
 	pl.layout = PLAN_SCATTER;
 	pl.send = send;

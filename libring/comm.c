@@ -459,6 +459,7 @@ static void comm_free(struct ring_comm *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	lr_stage_release(c);
 	lr_arena_destroy(&c->arena);
 	free(c);
 }
@@ -608,6 +609,7 @@ const char *ring_strerror(int err)
 	case RING_EPERM:	return "not permitted";
 	case RING_ENOTSUP:	return "not supported";
 	case RING_ECLOSED:	return "communicator closed";
+	case RING_EDEVICE:	return "a device (CUDA) call or copy failed";
 	}
 	return "unknown error";
 }

@@ -61,6 +61,88 @@ bool lr_arena_find(const struct lr_arena *a, const void *p, size_t bytes, uint64
 size_t lr_arena_largest(const struct lr_arena *a);	/* largest free block */
 size_t lr_arena_usable(const struct lr_arena *a);	/* bytes beyond the control page */
 
+/* ---- copy.c: the copy engines that stage operands through the arena ---- */
+
+/*
+ * A copy engine moves operands between the caller's memory and the arena's
+ * staging slots; the pipeline in coll.c is written once over it.  Copies may be
+ * asynchronous: copy() queues one, mark(s) puts a fence after everything queued
+ * so far for slot s, wait(s) returns once that fence has passed, drain() once
+ * every queued copy is done.  Copies run in the order they were queued.  Every
+ * call returns 0 or a RING_E* code with the reason in err.  Engines: the host
+ * engine (plain synchronous memcpy, for host buffers), the CPU test engine
+ * (memcpy, optionally deferred until the fence and failing on request, so the
+ * tests reach every path of the pipeline without a GPU) and, in CUDA builds,
+ * the CUDA engine (cudaMemcpyAsync on the caller's stream, events as fences).
+ */
+enum lr_copy_dir {
+	LR_COPY_IN,			/* the caller's operand into a slot */
+	LR_COPY_OUT,			/* a slot's result into the caller's buffer */
+	LR_COPY_USER,			/* between two of the caller's buffers */
+};
+
+struct lr_copier;
+struct lr_copier_ops {
+	int (*copy)(struct lr_copier *cp, void *dst, const void *src, size_t n,
+		    enum lr_copy_dir dir);
+	int (*mark)(struct lr_copier *cp, int slot);
+	int (*wait)(struct lr_copier *cp, int slot);
+	int (*drain)(struct lr_copier *cp);
+	/* Page-locks a staging block for fast asynchronous copies; NULL: nothing
+	 * to do.  A failure is not an error (the copies still work, slower). */
+	int (*pin)(struct lr_copier *cp, void *p, size_t n);
+	void (*unpin)(void *p);		/* undoes pin, even after the call ended */
+};
+
+struct lr_copier {
+	const struct lr_copier_ops *ops;
+	bool staged;			/* operands are never used in place by ringd (device
+					 * memory): always staged through slots kept pinned
+					 * across calls (struct lr_stage) */
+	char err[LR_ERR_MAX];		/* why the last call failed */
+};
+
+/* The engine for host operands: memcpy, never fails, nothing to wait for. */
+extern struct lr_copier lr_copier_host;
+
+/* The CPU engine of the tests: memcpy, queued until the fence when deferred (so
+ * a pipeline that posts an op before waiting for its copies sees stale data),
+ * and failing the fail_copy-th copy or the fail_wait-th wait (1-based; 0: never)
+ * with RING_EDEVICE.  on_copy, when set, runs before each copy with its number. */
+struct lr_copier_cpu {
+	struct lr_copier base;
+	bool deferred;
+	long fail_copy, fail_wait;
+	void (*on_copy)(long nth, void *arg);
+	void *arg;
+	long copies, waits;		/* so far */
+	long pins, unpins;		/* pin calls (the stage cache) */
+	struct lr_cpu_copy *q;		/* queued copies */
+	size_t nq, capq;
+	size_t fence[2];		/* queue length at each slot's mark */
+};
+void lr_copier_cpu_init(struct lr_copier_cpu *cp);
+void lr_copier_cpu_reset(struct lr_copier_cpu *cp);	/* frees the queue */
+size_t lr_copier_cpu_pending(const struct lr_copier_cpu *cp);	/* queued, not done */
+
+/* Staging slots kept across calls for the staged engines (pinned once, grown
+ * when a call needs more, released by ring_close). */
+struct lr_stage {
+	uint8_t *buf[2];		/* arena blocks; NULL when none */
+	size_t bytes;			/* size of each */
+	void (*unpin)(void *p);		/* how they were pinned; NULL: not pinned */
+	const struct lr_copier_ops *owner;	/* the engine they were made for */
+};
+/* Two slots of at least bytes each (nslots 1 or 2 wanted) for cp; RING_ENOMEM
+ * with the reason in c->err when the arena cannot hold them. */
+int lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots,
+		 uint8_t *out[2], const char *fn);
+void lr_stage_release(struct ring_comm *c);
+
+/* Runs every later operation of c through cp (NULL: the host engine) until set
+ * again; the _cuda calls and the tests use it. */
+void lr_comm_set_copier(struct ring_comm *c, struct lr_copier *cp);
+
 /* ---- env.c: options and the launcher's environment ---- */
 
 struct lr_env {
@@ -100,6 +182,8 @@ struct ring_comm {
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
 	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
+	struct lr_copier *copier;	/* staging engine of the call; NULL: host */
+	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
 	uint64_t next_reqid;		/* id of the next message we send */
 	int64_t deadline_ms;		/* monotonic bound of the posted op's wait */

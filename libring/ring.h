@@ -52,7 +52,8 @@ enum ring_err {
 	RING_EPERM = -9,	/* not allowed (credentials, limits) */
 	RING_ENOTSUP = -10,	/* not supported by this build or configuration */
 	RING_ECLOSED = -11,	/* the communicator was closed */
-	RING_ERR_MIN = -11
+	RING_EDEVICE = -12,	/* a device (CUDA) call or copy failed */
+	RING_ERR_MIN = -12
 };
 
 struct ring_options {		/* zeroed fields come from the environment, then defaults */
@@ -101,6 +102,37 @@ int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
 
 const char *ring_strerror(int err);	/* for the RING_E* codes */
 const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */
+
+/*
+ * CUDA (declared when RING_HAVE_CUDA is defined non-zero, as `pkg-config
+ * --cflags libring` says for a libring built with CUDA; a libring built without
+ * it has none of these).  send/recv/buf are device pointers (managed or host
+ * memory works too); stream is a cudaStream_t (0: the legacy default stream).
+ * As with NCCL, the operation starts after the work already queued on stream:
+ * the buffers are copied through page-locked arena slots with cudaMemcpyAsync on
+ * stream, in pieces, the copies of one piece overlapping ringd's work on the
+ * next.  Unlike NCCL the call returns only once the result is in the device
+ * buffer (every copy it queued has finished), so work queued after it, on any
+ * stream, sees the result.  On any failure no copy of the call is left running.
+ * A CUDA failure on one rank is RING_EDEVICE there (ring_last_error names the
+ * CUDA call and error) and RING_EABORTED naming that rank on the others.
+ */
+#if defined(RING_HAVE_CUDA) && RING_HAVE_CUDA
+struct CUstream_st;			/* cudaStream_t is struct CUstream_st * */
+int ring_allreduce_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+			enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream);
+int ring_allgather_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+			enum ring_dtype dtype, struct CUstream_st *stream);
+int ring_reduce_scatter_cuda(ring_comm *comm, const void *send, void *recv,
+			     size_t recvcount, enum ring_dtype dtype, enum ring_op op,
+			     struct CUstream_st *stream);
+int ring_broadcast_cuda(ring_comm *comm, void *buf, size_t count, enum ring_dtype dtype,
+			int root, struct CUstream_st *stream);
+int ring_send_cuda(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim,
+		   const size_t *shape, int dst, struct CUstream_st *stream);
+int ring_recv_cuda(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
+		   const size_t *shape, int src, struct CUstream_st *stream);
+#endif
 
 /* Helpers beyond DESIGN.md's minimum. */
 size_t ring_dtype_size(enum ring_dtype dtype);	/* 0 for an invalid dtype */

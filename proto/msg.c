@@ -345,6 +345,10 @@ op_ok(const struct proto_op *m)
 		return false;
 	if (m->ndim > PROTO_MAX_NDIM)
 		return false;
+	if ((m->flags & ~PROTO_OP_F_ALL) != 0 ||
+	    ((m->flags & PROTO_OP_F_ABORT) &&
+	     (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV)))
+		return false;
 	return m->peer >= -1 && m->peer < PROTO_MAX_RANKS;
 }
 
@@ -365,6 +369,7 @@ proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
 	pw_i32(&w, m->peer);
 	pw_u32(&w, m->comm);
 	pw_u32(&w, m->timeout_ms);
+	pw_u32(&w, m->flags);
 	pw_u64(&w, m->count);
 	pw_u64(&w, m->stride);
 	pw_u64(&w, m->fp_count);
@@ -396,6 +401,7 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 	t.peer = pr_i32(&r);
 	t.comm = pr_u32(&r);
 	t.timeout_ms = pr_u32(&r);
+	t.flags = pr_u32(&r);
 	t.count = pr_u64(&r);
 	t.stride = pr_u64(&r);
 	t.fp_count = pr_u64(&r);

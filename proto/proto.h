@@ -18,7 +18,7 @@
 
 #include "../libring/ring.h"
 
-#define PROTO_VERSION		1
+#define PROTO_VERSION		2	/* 2: OP carries flags */
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -267,6 +267,7 @@ struct proto_op {
 	int32_t peer;		/* broadcast root, send dst, recv src; else -1 */
 	uint32_t comm;		/* communicator id (0 = the job's world) */
 	uint32_t timeout_ms;	/* 0: session default */
+	uint32_t flags;		/* PROTO_OP_F_* */
 	uint64_t count;		/* elements per rank (send/recv: total elements) */
 	uint64_t stride;	/* elements between ranks' blocks in the big buffer
 				 * (allgather recv, reduce-scatter send); 0 = count */
@@ -276,6 +277,13 @@ struct proto_op {
 	uint64_t send_off, recv_off;	/* byte offsets in those arenas */
 	uint64_t shape[PROTO_MAX_NDIM];	/* send/recv */
 };
+
+/* This rank cannot take part in the collective (its staging copy failed, e.g. a
+ * CUDA error): it still fills its place in the sequence, and the daemon fails
+ * the op on every rank with RING_EABORTED naming it, so no rank waits for the
+ * timeout and the next op is aligned.  Collectives only, not send/recv. */
+#define PROTO_OP_F_ABORT	0x1u
+#define PROTO_OP_F_ALL		PROTO_OP_F_ABORT
 
 struct proto_done {
 	uint64_t reqid;

@@ -1438,6 +1438,15 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 				  c->rank, proto_fp_format(&fp, b, sizeof(b)));
 			return 0;
 		}
+		if (m->flags & PROTO_OP_F_ABORT) {
+			char a[160];
+
+			op_finish(rd, op, RING_EABORTED, "rank %d (host %d) gave up on %s: a "
+				  "failure local to that rank (its own error says which, e.g. a "
+				  "CUDA copy)", c->rank, rd->rank,
+				  proto_fp_format(&fp, a, sizeof(a)));
+			return 0;
+		}
 	}
 	if (op->finished) {
 		/* it failed before this process came: it gets the same answer */

@@ -117,7 +117,7 @@ op_eq(const struct proto_op *a, const struct proto_op *b)
 {
 	return a->reqid == b->reqid && a->coll == b->coll && a->dtype == b->dtype &&
 	    a->redop == b->redop && a->ndim == b->ndim && a->peer == b->peer &&
-	    a->comm == b->comm && a->timeout_ms == b->timeout_ms &&
+	    a->comm == b->comm && a->timeout_ms == b->timeout_ms && a->flags == b->flags &&
 	    a->count == b->count && a->stride == b->stride &&
 	    a->fp_count == b->fp_count && a->send_arena == b->send_arena &&
 	    a->recv_arena == b->recv_arena && a->send_off == b->send_off &&
@@ -326,7 +326,7 @@ Test(frame, header_layout)
 	};
 	static const uint8_t want[PROTO_FRAME_HDR] = {
 		0x52, 0x47, 0x4e, 0x50,		/* "RGNP" */
-		0x01, 0x00,			/* version */
+		0x02, 0x00,			/* version */
 		0x11, 0x00,			/* type */
 		0x44, 0x33, 0x22, 0x11,		/* job */
 		0x88, 0x77, 0x66, 0x55,		/* aux */
@@ -1381,7 +1381,7 @@ Test(msg, op)
 		m = sample_op(nd);
 		n = proto_encode_op(buf, sizeof(buf), &m);
 		/* Only ndim shape entries are sent. */
-		cr_assert_eq(n, PROTO_MSG_HDR + 72 + 8 * nd);
+		cr_assert_eq(n, PROTO_MSG_HDR + 76 + 8 * nd);
 		cr_assert_eq(proto_decode_op(buf, (size_t)n, &g), 0);
 		cr_assert(op_eq(&g, &m));
 		check_msg(buf, n, re_op, PROTO_M_OP, "op");
@@ -1391,7 +1391,7 @@ Test(msg, op)
 	m = sample_op(1);
 	m.shape[5] = 99;
 	n = proto_encode_op(buf, sizeof(buf), &m);
-	cr_assert_eq(n, PROTO_MSG_HDR + 72 + 8);
+	cr_assert_eq(n, PROTO_MSG_HDR + 76 + 8);
 	cr_assert_eq(proto_decode_op(buf, (size_t)n, &g), 0);
 	cr_assert(op_eq(&g, &m));
 	cr_assert_eq(g.shape[5], 0);
@@ -1418,6 +1418,12 @@ Test(msg, op_invalid)
 
 	b = m; b.coll = 0;
 	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
+	b = m; b.flags = 0x2;	/* unknown flag */
+	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
+	b = m; b.coll = PROTO_COLL_SEND; b.flags = PROTO_OP_F_ABORT;	/* collectives only */
+	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
+	b = m; b.coll = PROTO_COLL_ALLREDUCE; b.flags = PROTO_OP_F_ABORT;
+	cr_assert_gt(proto_encode_op(buf, sizeof(buf), &b), 0);
 	b = m; b.coll = PROTO_COLL_MAX + 1;
 	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
 	b = m; b.dtype = RING_DTYPE_COUNT;
