@@ -73,15 +73,27 @@ LIB_PC     := $(BUILD)/lib/libring.pc
 # Tests: unit_*.c link only the module they test; it_*.c are integration tests
 # with real daemons and link libring and the test harness.
 UNIT_SRC := $(wildcard tests/unit_*.c)
-IT_SRC   := $(wildcard tests/it_*.c)
+IT_SRC   := $(filter-out tests/it_cuda.c,$(wildcard tests/it_*.c))
+ifeq ($(CUDA),1)
+IT_SRC   += tests/it_cuda.c
+endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
 HARNESS_OBJ := $(call obj,tests/harness.c)
 EXAMPLES := $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(filter-out %_cuda.c,$(wildcard libring/examples/*.c)))
+ifeq ($(CUDA),1)
+EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/examples/*_cuda.c))
+endif
 
 .PHONY: all test demo install uninstall clean deps check-asan fuzz
 all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(EXAMPLES)
 
-$(BUILD)/%.o: %.c
+# Objects depend on the flags they were built with (CUDA=, ASAN=, DEBUG= ...):
+# the stamp is rewritten only when they change, and then everything rebuilds.
+FLAGS_STAMP := $(BUILD)/.flags
+$(shell mkdir -p $(BUILD) && echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)' | \
+	cmp -s - $(FLAGS_STAMP) || echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)' > $(FLAGS_STAMP))
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@

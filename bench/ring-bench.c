@@ -38,6 +38,9 @@
 #include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
+#if defined(RING_HAVE_CUDA) && RING_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #include <unistd.h>
 
 #include "libring/ring.h"
@@ -105,6 +108,7 @@ struct bench_opts {
 	enum coll coll;
 	int root;
 	bool arena;		/* -A (default) vs -H */
+	bool device;		/* -D: device buffers and the _cuda calls */
 	int nprocs;		/* -p; 0 = this process is one rank */
 	int local;		/* -l: processes per daemon; 0 = nprocs / RING_HOSTS */
 	bool all_dtypes, all_ops;
@@ -118,6 +122,8 @@ struct bench {
 	void *sendbuf, *recvbuf;	/* each buf_bytes */
 	size_t buf_bytes;
 	void *scratch;		/* the small buffer for the time and #wrong reductions */
+	void *dsend, *drecv;	/* -D: device copies of sendbuf and recvbuf */
+	void *stream;		/* -D: the cudaStream_t the calls run on */
 	bool failed;
 	double bw_sum;		/* for the average bus bandwidth */
 	int bw_n;
@@ -440,6 +446,129 @@ static void report(struct bench *b, const char *what, int rc)
 }
 
 /* One call of the collective on count elements per rank (the API's count). */
+#if defined(RING_HAVE_CUDA) && RING_HAVE_CUDA
+/* -D: the same calls on the device buffers, through the _cuda API. */
+static int run_coll_device(struct bench *b, enum ring_dtype dt, enum ring_op op,
+			   size_t count, bool inplace)
+{
+	size_t es = ring_dtype_size(dt);
+	char *s = b->dsend, *r = b->drecv;
+	cudaStream_t st = b->stream;
+	int n = b->size, me = b->rank, rc = 0;
+
+	switch (b->o->coll) {
+	case COLL_ALLREDUCE:
+		rc = ring_allreduce_cuda(b->comm, inplace ? r : s, r, count, dt, op, st);
+		break;
+	case COLL_ALLGATHER:
+		rc = ring_allgather_cuda(b->comm, inplace ? r + (size_t)me * count * es : s, r,
+					 count, dt, st);
+		break;
+	case COLL_REDUCE_SCATTER:
+		rc = ring_reduce_scatter_cuda(b->comm, s, inplace ? s + (size_t)me * count * es :
+					      r, count, dt, op, st);
+		break;
+	case COLL_BROADCAST:
+		rc = ring_broadcast_cuda(b->comm, r, count, dt, b->o->root, st);
+		break;
+	case COLL_SENDRECV: {
+		size_t shape[1] = { count };
+		int next = (me + 1) % n, prev = (me + n - 1) % n;
+
+		if (me % 2 == 0) {
+			rc = ring_send_cuda(b->comm, s, dt, 1, shape, next, st);
+			if (rc == 0)
+				rc = ring_recv_cuda(b->comm, r, dt, 1, shape, prev, st);
+		} else {
+			rc = ring_recv_cuda(b->comm, r, dt, 1, shape, prev, st);
+			if (rc == 0)
+				rc = ring_send_cuda(b->comm, s, dt, 1, shape, next, st);
+		}
+		break;
+	}
+	default:
+		rc = RING_EINVAL;
+	}
+	if (rc)
+		report(b, colls[b->o->coll].name, rc);
+	return rc;
+}
+
+/* Moves both buffers between host and device, outside the timed loop. */
+static int device_sync(struct bench *b, bool to_device)
+{
+	cudaError_t e;
+
+	if (!b->o->device)
+		return 0;
+	e = to_device ? cudaMemcpy(b->dsend, b->sendbuf, b->buf_bytes, cudaMemcpyHostToDevice) :
+		cudaMemcpy(b->sendbuf, b->dsend, b->buf_bytes, cudaMemcpyDeviceToHost);
+	if (e == cudaSuccess)
+		e = to_device ? cudaMemcpy(b->drecv, b->recvbuf, b->buf_bytes,
+					   cudaMemcpyHostToDevice) :
+			cudaMemcpy(b->recvbuf, b->drecv, b->buf_bytes, cudaMemcpyDeviceToHost);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "ring-bench: rank %d: cudaMemcpy: %s\n", b->rank,
+			cudaGetErrorString(e));
+		b->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int device_open(struct bench *b)
+{
+	int ndev = 0;
+	cudaStream_t st;
+
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "ring-bench: -D: no CUDA device\n");
+		return -1;
+	}
+	if (cudaSetDevice(b->rank % ndev) != cudaSuccess ||
+	    cudaMalloc(&b->dsend, b->buf_bytes) != cudaSuccess ||
+	    cudaMalloc(&b->drecv, b->buf_bytes) != cudaSuccess ||
+	    cudaStreamCreate(&st) != cudaSuccess) {
+		fprintf(stderr, "ring-bench: rank %d: cannot set up device buffers of %zu "
+			"bytes\n", b->rank, b->buf_bytes);
+		return -1;
+	}
+	b->stream = st;
+	return 0;
+}
+
+static void device_close(struct bench *b)
+{
+	if (b->dsend)
+		cudaFree(b->dsend);
+	if (b->drecv)
+		cudaFree(b->drecv);
+	if (b->stream)
+		cudaStreamDestroy(b->stream);
+}
+#else
+static int run_coll_device(struct bench *b, enum ring_dtype dt, enum ring_op op,
+			   size_t count, bool inplace)
+{
+	return RING_ENOTSUP;
+}
+
+static int device_sync(struct bench *b, bool to_device)
+{
+	return 0;
+}
+
+static int device_open(struct bench *b)
+{
+	fprintf(stderr, "ring-bench: -D: this ring-bench was built without CUDA\n");
+	return -1;
+}
+
+static void device_close(struct bench *b)
+{
+}
+#endif
+
 static int run_coll(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
 		    bool inplace)
 {
@@ -447,6 +576,8 @@ static int run_coll(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t
 	char *s = b->sendbuf, *r = b->recvbuf;
 	int n = b->size, me = b->rank, rc = 0;
 
+	if (b->o->device)
+		return run_coll_device(b, dt, op, count, inplace);
 	switch (b->o->coll) {
 	case COLL_ALLREDUCE:
 		rc = ring_allreduce(b->comm, inplace ? r : s, r, count, dt, op);
@@ -532,6 +663,7 @@ static void fill_inputs(struct bench *b, struct pattern *p, size_t count, bool i
 	default:
 		break;
 	}
+	(void)device_sync(b, true);
 }
 
 static size_t check_result(struct bench *b, struct pattern *p, size_t count, bool inplace)
@@ -540,6 +672,8 @@ static size_t check_result(struct bench *b, struct pattern *p, size_t count, boo
 	const char *s = b->sendbuf, *r = b->recvbuf;
 	int n = b->size, me = b->rank;
 
+	if (device_sync(b, false))
+		return count;
 	switch (b->o->coll) {
 	case COLL_ALLREDUCE:
 	case COLL_BROADCAST:
@@ -817,7 +951,7 @@ static int print_header(struct bench *b)
 		else
 			printf("%g(factor)", o->stepfactor);
 		printf(" warmup iters: %d iters: %d validation: %d buffers: %s\n",
-		       o->warmup, o->iters, o->check, o->arena ? "arena" : "host");
+		       o->warmup, o->iters, o->check, o->arena ? "arena" : o->device ? "device" : "host");
 		printf("#\n# Using daemons\n");
 		for (int r = 0; r < b->size; r++) {
 			all[r].text[sizeof(all[r].text) - 1] = 0;
@@ -883,6 +1017,10 @@ static int bench_rank(const struct bench_opts *o)
 		b.failed = true;
 		goto out;
 	}
+	if (o->device && device_open(&b)) {
+		b.failed = true;
+		goto out;
+	}
 	if (print_header(&b))
 		goto out;
 	for (int d = 0; d < o->ndtypes && !b.failed; d++)
@@ -904,6 +1042,7 @@ static int bench_rank(const struct bench_opts *o)
 	}
 out:
 	fflush(stdout);
+	device_close(&b);
 	bench_free(&b, b.sendbuf);
 	bench_free(&b, b.recvbuf);
 	bench_free(&b, b.scratch);
@@ -1043,7 +1182,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
 "                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H] [-p nprocs [-l per_daemon]]\n"
+"                  [-A | -H | -D] [-p nprocs [-l per_daemon]]\n"
 "  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv\n"
 "  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
 "  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
@@ -1055,6 +1194,7 @@ static void usage(FILE *f)
 "  -r  root rank of broadcast (0)\n"
 "  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
 "  -H  plain host buffers (malloc), staged by libring\n"
+"  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
 "  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
 "      local rank i%%l); default nprocs / RING_HOSTS\n");
@@ -1180,7 +1320,7 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHh")) != -1) {
+	while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDh")) != -1) {
 		bool bad = false;
 
 		switch (c) {
@@ -1206,6 +1346,7 @@ int main(int argc, char **argv)
 		case 'l': bad = parse_int(optarg, 1, &o.local) != 0; break;
 		case 'A': o.arena = true; break;
 		case 'H': o.arena = false; break;
+		case 'D': o.arena = false; o.device = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -1,0 +1,294 @@
+/*
+ * coll_cuda.c - the CUDA copy engine and the _cuda operations (built only when
+ * libring is built with CUDA).  Each _cuda call runs the ordinary operation of
+ * coll.c with this engine installed on the communicator for the call: operands
+ * are staged through the communicator's kept arena slots, which this engine
+ * page-locks (cudaHostRegister) the first time, with cudaMemcpyAsync on the
+ * caller's stream, so the copies start after the work already queued there.  A
+ * fence is a CUDA event recorded on that stream; waiting for one polls it
+ * against the operation's timeout, so even a wedged device cannot hold the
+ * caller forever.  The pipeline drains the engine before the call returns, so
+ * every copy the call queued has finished by then, successful or not.
+ *
+ * Only the CUDA runtime API is used (no kernels: ringd does the arithmetic), so
+ * this file is plain C compiled against the toolkit's headers.  The runtime is
+ * linked, but it needs the driver only once a _cuda call is made: a program
+ * that never makes one runs where there is no GPU and no driver.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+
+struct cuda_copier {
+	struct lr_copier base;
+	cudaStream_t stream;		/* the caller's */
+	cudaEvent_t ev[2];		/* each slot's fence */
+	bool marked[2];
+	cudaEvent_t end;		/* drain's fence */
+	int timeout_ms;			/* bound of one wait */
+	bool debug;
+};
+
+static struct cuda_copier *cuda_of(struct lr_copier *cp)
+{
+	return (struct cuda_copier *)(void *)cp;
+}
+
+static int cuda_fail(struct lr_copier *cp, cudaError_t e, const char *what)
+{
+	snprintf(cp->err, sizeof(cp->err), "%s: %s (%s)", what, cudaGetErrorString(e),
+		 cudaGetErrorName(e));
+	return RING_EDEVICE;
+}
+
+static int cuda_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
+		     enum lr_copy_dir dir)
+{
+	cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cuda_of(cp)->stream);
+
+	if (e != cudaSuccess)
+		return cuda_fail(cp, e, dir == LR_COPY_IN ? "cudaMemcpyAsync to the arena" :
+				 dir == LR_COPY_OUT ? "cudaMemcpyAsync from the arena" :
+				 "cudaMemcpyAsync");
+	return 0;
+}
+
+static int cuda_mark(struct lr_copier *cp, int slot)
+{
+	struct cuda_copier *x = cuda_of(cp);
+	cudaError_t e = cudaEventRecord(x->ev[slot], x->stream);
+
+	if (e != cudaSuccess)
+		return cuda_fail(cp, e, "cudaEventRecord");
+	x->marked[slot] = true;
+	return 0;
+}
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Polls ev until it has passed, spinning briefly (a piece's copy is often
+ * done within microseconds of the daemon's reply) and then sleeping 50 us at
+ * a time, never longer than the op timeout. */
+static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
+{
+	int64_t start = mono_us(), deadline = start + (int64_t)x->timeout_ms * 1000;
+	cudaError_t e;
+
+	for (;;) {
+		e = cudaEventQuery(ev);
+		if (e == cudaSuccess)
+			return 0;
+		if (e != cudaErrorNotReady)
+			return cuda_fail(&x->base, e, "waiting for a staging copy");
+		if (mono_us() > deadline) {
+			snprintf(x->base.err, sizeof(x->base.err), "a staging copy on the stream "
+				 "did not finish within %d ms (is the stream blocked by other "
+				 "work?)", x->timeout_ms);
+			return RING_ETIMEDOUT;
+		}
+		if (mono_us() - start > 200) {
+			struct timespec ts = { 0, 50 * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+static int cuda_wait(struct lr_copier *cp, int slot)
+{
+	struct cuda_copier *x = cuda_of(cp);
+
+	if (!x->marked[slot])
+		return 0;
+	return cuda_wait_event(x, x->ev[slot]);
+}
+
+static int cuda_drain(struct lr_copier *cp)
+{
+	struct cuda_copier *x = cuda_of(cp);
+	cudaError_t e = cudaEventRecord(x->end, x->stream);
+
+	if (e != cudaSuccess) {
+		/* the stream is unusable: wait for it as a whole, bounded or not */
+		cuda_fail(cp, e, "cudaEventRecord");
+		(void)cudaStreamSynchronize(x->stream);
+		return RING_EDEVICE;
+	}
+	return cuda_wait_event(x, x->end);
+}
+
+static int cuda_pin(struct lr_copier *cp, void *p, size_t n)
+{
+	cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable);
+
+	if (e == cudaSuccess || e == cudaErrorHostMemoryAlreadyRegistered)
+		return 0;
+	/* Unpinned staging still works (the copies are slower and synchronous);
+	 * clear the error so it does not surface from a later call. */
+	(void)cudaGetLastError();
+	if (cuda_of(cp)->debug)
+		fprintf(stderr, "libring: cudaHostRegister(%zu bytes) failed: %s; staging "
+			"through pageable memory (raise LimitMEMLOCK / ulimit -l)\n", n,
+			cudaGetErrorString(e));
+	return RING_EDEVICE;
+}
+
+static void cuda_unpin(void *p)
+{
+	if (cudaHostUnregister(p) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
+static const struct lr_copier_ops cuda_ops = {
+	.copy = cuda_copy, .mark = cuda_mark, .wait = cuda_wait, .drain = cuda_drain,
+	.pin = cuda_pin, .unpin = cuda_unpin,
+};
+
+/* ---- one _cuda call ---- */
+
+struct cuda_call {
+	struct cuda_copier cp;
+	int prev_device;		/* to restore; -1 when unchanged */
+	int nev;			/* events created */
+};
+
+/* Sets up the engine on the device of ptr (the current one when ptr is NULL or
+ * host memory) and installs it on c.  0, or RING_EDEVICE / RING_EINVAL with
+ * the reason in ring_last_error. */
+static int cuda_begin(struct cuda_call *k, ring_comm *c, const char *fn, const void *ptr,
+		      cudaStream_t stream)
+{
+	struct cudaPointerAttributes attr;
+	cudaEvent_t *evs[3];
+	cudaError_t e;
+	int dev, i;
+
+	memset(k, 0, sizeof(*k));
+	k->prev_device = -1;
+	if (!c)
+		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+	k->cp.base.ops = &cuda_ops;
+	k->cp.base.staged = true;
+	k->cp.stream = stream;
+	k->cp.timeout_ms = c->timeout_ms;
+	k->cp.debug = c->debug;
+	if ((e = cudaGetDevice(&dev)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return lr_fail(c, RING_EDEVICE, "%s: no usable CUDA device: %s (%s)", fn,
+			       cudaGetErrorString(e), cudaGetErrorName(e));
+	}
+	if (ptr && cudaPointerGetAttributes(&attr, ptr) == cudaSuccess &&
+	    attr.type == cudaMemoryTypeDevice && attr.device != dev) {
+		/* the events must belong to the device the stream and buffers are on */
+		if ((e = cudaSetDevice(attr.device)) != cudaSuccess)
+			return lr_fail(c, RING_EDEVICE, "%s: cudaSetDevice(%d): %s", fn,
+				       attr.device, cudaGetErrorString(e));
+		k->prev_device = dev;
+	}
+	(void)cudaGetLastError();
+	evs[0] = &k->cp.ev[0];
+	evs[1] = &k->cp.ev[1];
+	evs[2] = &k->cp.end;
+	for (i = 0; i < 3; i++) {
+		e = cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming);
+		if (e != cudaSuccess) {
+			k->nev = i;
+			return lr_fail(c, RING_EDEVICE, "%s: cudaEventCreate: %s", fn,
+				       cudaGetErrorString(e));
+		}
+	}
+	k->nev = 3;
+	lr_comm_set_copier(c, &k->cp.base);
+	return 0;
+}
+
+/* Undoes cuda_begin; returns rc. */
+static int cuda_end(struct cuda_call *k, ring_comm *c, int rc)
+{
+	cudaEvent_t evs[3] = { k->cp.ev[0], k->cp.ev[1], k->cp.end };
+	int i;
+
+	if (c)
+		lr_comm_set_copier(c, NULL);
+	for (i = 0; i < k->nev; i++)
+		(void)cudaEventDestroy(evs[i]);
+	if (k->prev_device >= 0)
+		(void)cudaSetDevice(k->prev_device);
+	return rc;
+}
+
+int ring_allreduce_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+			enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_allreduce_cuda", recv, stream);
+
+	if (rc == 0)
+		rc = ring_allreduce(c, send, recv, count, dtype, op);
+	return cuda_end(&k, c, rc);
+}
+
+int ring_allgather_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+			enum ring_dtype dtype, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_allgather_cuda", recv, stream);
+
+	if (rc == 0)
+		rc = ring_allgather(c, send, recv, count, dtype);
+	return cuda_end(&k, c, rc);
+}
+
+int ring_reduce_scatter_cuda(ring_comm *c, const void *send, void *recv, size_t recvcount,
+			     enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_reduce_scatter_cuda", recv, stream);
+
+	if (rc == 0)
+		rc = ring_reduce_scatter(c, send, recv, recvcount, dtype, op);
+	return cuda_end(&k, c, rc);
+}
+
+int ring_broadcast_cuda(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype,
+			int root, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_broadcast_cuda", buf, stream);
+
+	if (rc == 0)
+		rc = ring_broadcast(c, buf, count, dtype, root);
+	return cuda_end(&k, c, rc);
+}
+
+int ring_send_cuda(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
+		   const size_t *shape, int dst, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_send_cuda", buf, stream);
+
+	if (rc == 0)
+		rc = ring_send(c, buf, dtype, ndim, shape, dst);
+	return cuda_end(&k, c, rc);
+}
+
+int ring_recv_cuda(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
+		   const size_t *shape, int src, struct CUstream_st *stream)
+{
+	struct cuda_call k;
+	int rc = cuda_begin(&k, c, "ring_recv_cuda", buf, stream);
+
+	if (rc == 0)
+		rc = ring_recv(c, buf, dtype, ndim, shape, src);
+	return cuda_end(&k, c, rc);
+}
