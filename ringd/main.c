@@ -171,7 +171,9 @@ usage(FILE *f)
 		"local libring clients on the socket.  Every ringd.conf key is an option:\n"
 		"--segment SIZE, --window SIZE, --piece SIZE, --heartbeat-ms N,\n"
 		"--peer-timeout-ms N, --op-timeout-ms N, --cluster NAME, --log-level LEVEL ...\n"
-		"Without --rank, ringd finds itself among this machine's addresses.\n");
+		"Without --rank, ringd finds itself among this machine's addresses.\n"
+		"SIGHUP reloads what can change under a running ring, SIGTERM stops.\n"
+		"See ringd(8).\n");
 }
 
 static void
