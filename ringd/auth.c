@@ -40,6 +40,9 @@
 
 static uint8_t secret[SECRET_MAX];
 static size_t secret_len;
+/* a reload's secret, read but not yet in force (auth_reload_*) */
+static uint8_t pending[SECRET_MAX];
+static size_t pending_len;
 
 /* Refuses a key or secret file that other users may read or change. */
 static int
@@ -62,8 +65,9 @@ private_file(const char *key, const char *path, int fd, struct stat *st, char *e
 	return 0;
 }
 
+/* Reads a secret file into buf (SECRET_MAX bytes); its length in *outlen. */
 static int
-load_secret(const char *path, char *err, size_t errlen)
+load_secret(const char *path, uint8_t *buf, size_t *outlen, char *err, size_t errlen)
 {
 	struct stat st;
 	ssize_t n;
@@ -82,7 +86,7 @@ load_secret(const char *path, char *err, size_t errlen)
 			 (long long)st.st_size, SECRET_MAX);
 		goto fail;
 	}
-	while (len < sizeof(secret) && (n = read(fd, secret + len, sizeof(secret) - len)) != 0) {
+	while (len < SECRET_MAX && (n = read(fd, buf + len, SECRET_MAX - len)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -93,19 +97,19 @@ load_secret(const char *path, char *err, size_t errlen)
 	}
 	close(fd);
 	/* an editor's final newline must not make two hosts' secrets differ */
-	while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
 		len--;
 	if (len < SECRET_MIN) {
 		snprintf(err, errlen, "secret_file %s: %zu bytes, at least %d are needed "
 			 "(openssl rand -hex 32 > FILE)", path, len, SECRET_MIN);
-		OPENSSL_cleanse(secret, sizeof(secret));
+		OPENSSL_cleanse(buf, SECRET_MAX);
 		return -1;
 	}
-	secret_len = len;
+	*outlen = len;
 	return 0;
 fail:
 	close(fd);
-	OPENSSL_cleanse(secret, sizeof(secret));
+	OPENSSL_cleanse(buf, SECRET_MAX);
 	return -1;
 }
 
@@ -189,7 +193,8 @@ auth_init(struct ringd *rd, char *err, size_t errlen)
 	}
 	if (ntls == 3 && check_key_file(c->tls_key, err, errlen) != 0)
 		return -1;
-	if (c->secret_file[0] != '\0' && load_secret(c->secret_file, err, errlen) != 0)
+	if (c->secret_file[0] != '\0' &&
+	    load_secret(c->secret_file, secret, &secret_len, err, errlen) != 0)
 		return -1;
 	if (rd->world < 2 || ntls == 3 || secret_len > 0)
 		return 0;
@@ -210,6 +215,51 @@ auth_fini(void)
 {
 	OPENSSL_cleanse(secret, sizeof(secret));
 	secret_len = 0;
+	auth_reload_abort();
+}
+
+int
+auth_reload_prepare(const struct config *c, char *err, size_t errlen)
+{
+	int ntls = !!c->tls_cert[0] + !!c->tls_key[0] + !!c->tls_ca[0];
+
+	auth_reload_abort();
+	if (ntls != 0 && ntls != 3) {
+		snprintf(err, errlen, "TLS needs tls_cert, tls_key and tls_ca together; %s%s%s"
+			 "missing", c->tls_cert[0] ? "" : "tls_cert ",
+			 c->tls_key[0] ? "" : "tls_key ", c->tls_ca[0] ? "" : "tls_ca ");
+		return -1;
+	}
+	if (ntls == 3 && check_key_file(c->tls_key, err, errlen) != 0)
+		return -1;
+	if (c->secret_file[0] != '\0' &&
+	    load_secret(c->secret_file, pending, &pending_len, err, errlen) != 0) {
+		pending_len = 0;
+		return -1;
+	}
+	return 0;
+}
+
+int
+auth_reload_commit(void)
+{
+	int changed;
+
+	if (pending_len == 0)
+		return -1;
+	changed = pending_len != secret_len || CRYPTO_memcmp(pending, secret, secret_len) != 0;
+	OPENSSL_cleanse(secret, sizeof(secret));
+	memcpy(secret, pending, pending_len);
+	secret_len = pending_len;
+	auth_reload_abort();
+	return changed;
+}
+
+void
+auth_reload_abort(void)
+{
+	OPENSSL_cleanse(pending, sizeof(pending));
+	pending_len = 0;
 }
 
 bool

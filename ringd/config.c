@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "libring/ring.h"
+#include "proto/proto.h"
 #include "ringd/hostfile.h"
 
 #define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
@@ -761,4 +762,148 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	rc = config_parse_text(c, buf, len, path, err, errlen);
 	free(buf);
 	return rc;
+}
+
+int config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
+		     char *err, size_t errlen)
+{
+	struct config tmp;
+	int i, verbose = 0;
+
+	*usage = false;
+	config_defaults(&tmp);
+	/* Every file first, so that the command line wins whatever the order. */
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") != 0)
+			continue;
+		if (i + 1 >= argc) {
+			set_err(err, errlen, "option --config needs a value");
+			*usage = true;
+			return -1;
+		}
+		if (config_load(&tmp, argv[++i], err, errlen) != 0)
+			return -1;
+	}
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val, *eq;
+		char key[CONFIG_KEY_MAX + 1], why[512];
+
+		if (strcmp(a, "--config") == 0) {
+			i++;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+			return CONFIG_ARGS_HELP;
+		if (strcmp(a, "--version") == 0)
+			return CONFIG_ARGS_VERSION;
+		if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
+			tmp.foreground = true;
+			continue;
+		}
+		if (a[0] == '-' && a[1] == 'v' && strspn(a + 1, "v") == strlen(a + 1)) {
+			verbose += (int)strlen(a + 1);
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+			set_err(err, errlen, "unexpected argument '%.64s'", a);
+			*usage = true;
+			return -1;
+		}
+		if ((eq = strchr(a + 2, '=')) != NULL) {
+			if ((size_t)(eq - a - 2) > CONFIG_KEY_MAX) {
+				set_err(err, errlen, "unknown option '%.64s'", a);
+				*usage = true;
+				return -1;
+			}
+			snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
+			val = eq + 1;
+		} else {
+			if (i + 1 >= argc) {
+				set_err(err, errlen, "option %.64s needs a value", a);
+				*usage = true;
+				return -1;
+			}
+			snprintf(key, sizeof(key), "%s", a + 2);
+			val = argv[++i];
+		}
+		if (config_set(&tmp, key, val, why, sizeof(why)) != 0) {
+			set_err(err, errlen, "--%s: %s", key, why);
+			return -1;
+		}
+	}
+	/* -v: debug (info is the default already) */
+	if (verbose > 0)
+		tmp.log_level = 7;
+	if (tmp.hosts[0] == '\0') {
+		set_err(err, errlen, "--hosts FILE (or hosts = FILE in the --config file) is "
+			"required");
+		*usage = true;
+		return -1;
+	}
+	/* the credit scheme needs room for two whole segment frames */
+	if (tmp.window_bytes < 2 * (uint64_t)tmp.segment_bytes + 2 * PROTO_FRAME_HDR) {
+		set_err(err, errlen, "window (%u) must hold at least two segments (%u each)",
+			tmp.window_bytes, tmp.segment_bytes);
+		return -1;
+	}
+	*c = tmp;
+	return 0;
+}
+
+/* Whether field k differs between a and b. */
+static bool field_differs(const struct key_def *k, const struct config *a,
+			  const struct config *b)
+{
+	const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
+
+	switch (k->type) {
+	case K_PATH:
+	case K_SOCK:
+	case K_NAME:
+	case K_HOSTPORT:
+		return strcmp(fa, fb) != 0;
+	case K_BOOL:
+		return *(const bool *)fa != *(const bool *)fb;
+	case K_INT:
+	case K_RANK:
+	case K_LOGLEVEL:
+	case K_VERBOSE:
+		return *(const int *)fa != *(const int *)fb;
+	case K_U32:
+	case K_SIZE32:
+		return *(const uint32_t *)fa != *(const uint32_t *)fb;
+	case K_SIZE64:
+		return *(const uint64_t *)fa != *(const uint64_t *)fb;
+	case K_LIST: {
+		int na = *(const int *)((const char *)a + k->off2);
+		int nb = *(const int *)((const char *)b + k->off2);
+
+		if (na != nb)
+			return true;
+		for (int i = 0; i < na; i++)
+			if (strcmp(fa + (size_t)i * 32, fb + (size_t)i * 32) != 0)
+				return true;
+		return false;
+	}
+	}
+	return true;
+}
+
+int config_diff(const struct config *a, const struct config *b, const char **names, int max)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < N_KEYS; i++) {
+		bool first = true;
+
+		for (size_t j = 0; j < i; j++)
+			if (keys[j].off == keys[i].off)
+				first = false;
+		if (!first || !field_differs(&keys[i], a, b))
+			continue;
+		if (n < max)
+			names[n] = keys[i].name;
+		n++;
+	}
+	return n;
 }

@@ -64,6 +64,24 @@ int config_parse_size(const char *s, uint64_t *out);
  * c is changed only when the whole text is valid. */
 int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
 		      char *err, size_t errlen);
+/* The settings of a command line: defaults, then each --config FILE in turn,
+ * then every other option in order (--key value, --key=value, -v/-vv,
+ * -f/--foreground), so the command line wins over the file; then the checks
+ * that span keys (hosts given, window of two segments).  Used at start-up and
+ * again on SIGHUP, so a reload sees the same overrides.  Returns 0,
+ * CONFIG_ARGS_HELP or CONFIG_ARGS_VERSION (-h/--help, --version met: the
+ * caller prints), or -1 with the reason in err (CONFIG_ARGS_USAGE is then set
+ * in *usage when the reason is a malformed command line).  c is changed only
+ * on success. */
+#define CONFIG_ARGS_HELP	1
+#define CONFIG_ARGS_VERSION	2
+int config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
+		     char *err, size_t errlen);
+/* The canonical names of the keys whose values differ between a and b, into
+ * names[0..max); keys that share a field (verbose and log_level) count once, as
+ * the first in the table.  Returns how many differ (may exceed max). */
+int config_diff(const struct config *a, const struct config *b, const char **names,
+		int max);
 /* Splits "ADDR:PORT" or "[V6ADDR]:PORT" (listen, metrics_listen) into host (no
  * brackets) and port; returns 0 or -1 with a reason in err. */
 int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,

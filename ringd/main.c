@@ -7,8 +7,17 @@
  *
  * Every key of ringd.conf is also an option (--segment 256K).  The file is read
  * first and the command line overrides it.
+ *
+ * Under systemd (Type=notify) the daemon speaks the notify protocol itself,
+ * without libsystemd: READY=1 once the ring is ready (not when the process is
+ * merely up), STATUS= on every ring state change, RELOADING=1 and READY=1
+ * around a SIGHUP reload, STOPPING=1 on SIGTERM/SIGINT, and WATCHDOG=1 from a
+ * timer of the engine thread's event loop, so a loop that is stuck stops the
+ * pings and systemd restarts the daemon.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,17 +59,22 @@ ringd_state_name(enum ring_state s)
 	return (unsigned)s < 4 ? names[s] : "?";
 }
 
-/* systemd's notify protocol, without linking libsystemd. */
+/* systemd's notify protocol, without linking libsystemd: one datagram to the
+ * AF_UNIX socket NOTIFY_SOCKET names, a path or "@" for the abstract
+ * namespace.  A send that cannot go within a second is dropped (and said
+ * once), so a wedged listener never stalls the engine thread. */
 static void
 sd_notify_msg(const char *msg)
 {
+	static bool warned;
 	const char *path = getenv("NOTIFY_SOCKET");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 1 };
 	size_t len;
 	int fd;
 
 	if (path == NULL || (path[0] != '/' && path[0] != '@') ||
-	    (len = strlen(path)) >= sizeof(sa.sun_path))
+	    (len = strlen(path)) >= sizeof(sa.sun_path) || len < 2)
 		return;
 	memcpy(sa.sun_path, path, len);
 	if (sa.sun_path[0] == '@')
@@ -68,9 +82,41 @@ sd_notify_msg(const char *msg)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
-	sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
-	       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0 && !warned) {
+		warned = true;
+		log_warn("cannot notify systemd through %s: %s", path, strerror(errno));
+	}
 	close(fd);
+}
+
+void
+ringd_notify(const char *fmt, ...)
+{
+	char msg[PROTO_TEXT_MAX + 256];
+	va_list ap;
+
+	if (getenv("NOTIFY_SOCKET") == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sd_notify_msg(msg);
+}
+
+void
+ringd_status_text(const struct ringd *rd, char *buf, size_t len)
+{
+	bool ready = rd->state == RING_READY;
+
+	snprintf(buf, len, "STATUS=ring %s, host %d of %d, epoch %u%s%.200s",
+		 ringd_state_name(rd->state), rd->rank, rd->world, rd->epoch,
+		 rd->ring_error[0] && !ready ? ": " : "", !ready ? rd->ring_error : "");
+	/* one line: a newline would start another KEY= of the message */
+	for (char *p = buf; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
 }
 
 /* The ring is ready when our links are up and a token went all the way round
@@ -104,11 +150,11 @@ ringd_update_state(struct ringd *rd)
 		rd->epoch++;
 	log_info("ring: %s -> %s (epoch %u)", ringd_state_name(old), ringd_state_name(st),
 		 rd->epoch);
-	snprintf(msg, sizeof(msg), "%sSTATUS=ring %s, host %d of %d, epoch %u%s%.200s",
-		 st == RING_READY ? "READY=1\n" : "", ringd_state_name(st), rd->rank, rd->world,
-		 rd->epoch, rd->ring_error[0] && st != RING_READY ? ": " : "",
-		 st != RING_READY ? rd->ring_error : "");
-	sd_notify_msg(msg);
+	ringd_status_text(rd, msg, sizeof(msg));
+	/* READY=1 only here: systemd's "started" means a ring clients can use */
+	ringd_notify("%s%s", st == RING_READY ? "READY=1\n" : "", msg);
+	if (st == RING_READY)
+		rd->sd_ready = true;
 	if (st == RING_READY)
 		coll_ring_ready(rd);
 }
@@ -125,7 +171,9 @@ usage(FILE *f)
 		"local libring clients on the socket.  Every ringd.conf key is an option:\n"
 		"--segment SIZE, --window SIZE, --piece SIZE, --heartbeat-ms N,\n"
 		"--peer-timeout-ms N, --op-timeout-ms N, --cluster NAME, --log-level LEVEL ...\n"
-		"Without --rank, ringd finds itself among this machine's addresses.\n");
+		"Without --rank, ringd finds itself among this machine's addresses.\n"
+		"SIGHUP reloads what can change under a running ring, SIGTERM stops.\n"
+		"See ringd(8).\n");
 }
 
 static void
@@ -134,8 +182,10 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	struct ringd *rd = arg;
 
 	(void)what;
-	log_info("signal %d: stopping", (int)sig);
-	sd_notify_msg("STOPPING=1");
+	log_info("signal %d (%s): stopping", (int)sig, strsignal((int)sig));
+	/* before the links close: systemd then reads what follows as a stop,
+	 * not as the ring breaking */
+	ringd_notify("STOPPING=1\nSTATUS=stopping (%s)", strsignal((int)sig));
 	event_base_loopexit(rd->base, NULL);
 }
 
@@ -144,86 +194,81 @@ hup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
 	(void)what;
+	ringd_reload(arg);
+}
+
+static void
+watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
 	(void)arg;
-	log_info("SIGHUP: nothing to reload yet");
+	ringd_notify("WATCHDOG=1");
+}
+
+/*
+ * systemd's watchdog (WatchdogSec=): WATCHDOG_USEC is the interval; pings go
+ * at half of it from a timer of the engine loop.  WATCHDOG_PID, when set, must
+ * be ours: the variables may have been inherited from a parent they were for.
+ */
+static void
+watchdog_start(struct ringd *rd)
+{
+	const char *us = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+	struct timeval tv;
+	char *end;
+	unsigned long long v;
+
+	if (us == NULL || getenv("NOTIFY_SOCKET") == NULL)
+		return;
+	if (pid != NULL) {
+		errno = 0;
+		v = strtoull(pid, &end, 10);
+		if (errno != 0 || *end != '\0' || v != (unsigned long long)getpid())
+			return;
+	}
+	errno = 0;
+	v = strtoull(us, &end, 10);
+	if (errno != 0 || *end != '\0' || end == us || v == 0) {
+		log_warn("WATCHDOG_USEC=%.32s is not a number of microseconds: no watchdog pings",
+			 us);
+		return;
+	}
+	v /= 2;
+	tv.tv_sec = (time_t)(v / 1000000u);
+	tv.tv_usec = (suseconds_t)(v % 1000000u);
+	rd->watchdog_ev = event_new(rd->base, -1, EV_PERSIST, watchdog_cb, rd);
+	if (rd->watchdog_ev == NULL || event_add(rd->watchdog_ev, &tv) != 0)
+		fatal("cannot start the systemd watchdog timer");
+	log_info("systemd watchdog: a ping every %llu ms", v / 1000u);
+	ringd_notify("WATCHDOG=1");
 }
 
 static int
 parse_args(struct ringd *rd, int argc, char **argv, bool *foreground)
 {
 	char err[512];
-	int i, verbose = 0;
+	bool usage_err;
+	int rc;
 
-	config_defaults(&rd->cfg);
-	/* The file first, so that the command line wins. */
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-			if (config_load(&rd->cfg, argv[i + 1], err, sizeof(err)) != 0) {
-				fprintf(stderr, "ringd: %s\n", err);
-				return -1;
-			}
-		}
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		char key[64];
-		const char *val, *eq;
-
-		if (strcmp(a, "--config") == 0) {
-			i++;
-			continue;
-		}
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			exit(0);
-		}
-		if (strcmp(a, "--version") == 0) {
-			printf("ringd %s (protocol %d)\n", RING_VERSION_STRING, PROTO_VERSION);
-			exit(0);
-		}
-		if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
-			rd->cfg.foreground = true;
-			continue;
-		}
-		if (strncmp(a, "-v", 2) == 0 && strspn(a + 1, "v") == strlen(a + 1)) {
-			verbose += (int)strlen(a + 1);
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			fprintf(stderr, "ringd: unexpected argument '%s'\n", a);
+	rc = config_from_args(&rd->cfg, argc, argv, &usage_err, err, sizeof(err));
+	if (rc == CONFIG_ARGS_HELP) {
+		usage(stdout);
+		exit(0);
+	}
+	if (rc == CONFIG_ARGS_VERSION) {
+		printf("ringd %s (protocol %d)\n", RING_VERSION_STRING, PROTO_VERSION);
+		exit(0);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "ringd: %s\n", err);
+		if (usage_err)
 			usage(stderr);
-			return -1;
-		}
-		if ((eq = strchr(a + 2, '=')) != NULL) {
-			snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
-			val = eq + 1;
-		} else {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "ringd: option %s needs a value\n", a);
-				return -1;
-			}
-			snprintf(key, sizeof(key), "%s", a + 2);
-			val = argv[++i];
-		}
-		if (config_set(&rd->cfg, key, val, err, sizeof(err)) != 0) {
-			fprintf(stderr, "ringd: --%s: %s\n", key, err);
-			return -1;
-		}
+		return -1;
 	}
-	if (verbose > 0)
-		rd->cfg.log_level = verbose > 1 ? LOG_LVL_DEBUG : LOG_LVL_INFO + (verbose > 0);
-	if (rd->cfg.log_level > LOG_LVL_DEBUG)
-		rd->cfg.log_level = LOG_LVL_DEBUG;
+	rd->argc = argc;
+	rd->argv = argv;
 	*foreground = rd->cfg.foreground;
-	if (rd->cfg.hosts[0] == '\0') {
-		fprintf(stderr, "ringd: --hosts FILE is required\n");
-		usage(stderr);
-		return -1;
-	}
-	if (rd->cfg.window_bytes < 2 * rd->cfg.segment_bytes + 2 * PROTO_FRAME_HDR) {
-		fprintf(stderr, "ringd: window (%u) must hold at least two segments (%u each)\n",
-			rd->cfg.window_bytes, rd->cfg.segment_bytes);
-		return -1;
-	}
 	return 0;
 }
 
@@ -289,6 +334,13 @@ main(int argc, char **argv)
 	if (link_start(rd) != 0)
 		fatal("cannot start the peer links");
 	ringd_update_state(rd);
+	if (rd->state != RING_READY) {
+		char msg[PROTO_TEXT_MAX + 64];
+
+		ringd_status_text(rd, msg, sizeof(msg));
+		ringd_notify("%s", msg);
+	}
+	watchdog_start(rd);
 	rd->sig_int = evsignal_new(rd->base, SIGINT, stop_cb, rd);
 	rd->sig_term = evsignal_new(rd->base, SIGTERM, stop_cb, rd);
 	rd->sig_hup = evsignal_new(rd->base, SIGHUP, hup_cb, rd);
@@ -306,6 +358,8 @@ main(int argc, char **argv)
 	event_free(rd->sig_int);
 	event_free(rd->sig_term);
 	event_free(rd->sig_hup);
+	if (rd->watchdog_ev != NULL)
+		event_free(rd->watchdog_ev);
 	/* run the deferred frees */
 	event_base_loop(rd->base, EVLOOP_NONBLOCK);
 	event_base_free(rd->base);

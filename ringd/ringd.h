@@ -109,6 +109,11 @@ struct ringd {
 	int njobs;
 	struct event *ctl_ev;		/* control thread's requests */
 	struct event *sig_int, *sig_term, *sig_hup;
+	struct event *watchdog_ev;	/* systemd watchdog pings (WATCHDOG_USEC) */
+	bool sd_ready;			/* READY=1 went to systemd (a reload says
+					 * RELOADING=1, then READY=1 again) */
+	int argc;			/* the command line, read again by a reload */
+	char **argv;
 	uint64_t ops_completed, ops_failed, bytes_reduced, clients_total;
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */
@@ -121,6 +126,19 @@ uint64_t now_ms(void);
 uint64_t now_us(void);
 void ringd_update_state(struct ringd *rd);
 const char *ringd_state_name(enum ring_state s);
+/* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
+ * a no-op otherwise.  Never waits more than a second. */
+void ringd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "STATUS=ring ready, host 0 of 3, epoch 1" and the reason when not ready. */
+void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
+
+/* reload.c: SIGHUP.  Reads the command line and its --config file again and
+ * applies what can change under a running ring (log_level, allow_users,
+ * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients, max_jobs,
+ * max_arena); every other changed key is named in a warning and keeps its
+ * running value until a restart.  A configuration that does not parse or
+ * check leaves everything as it was, with an error logged. */
+void ringd_reload(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
  * implementation; TLS is another of the same interface, so the engine and the
@@ -150,6 +168,15 @@ ssize_t transport_write(struct transport *t, struct link *l, struct evbuffer *ou
  * the transport, or a read that waited for the socket to take a write). */
 bool transport_rx_ready(struct transport *t, struct link *l);
 void transport_close(struct transport *t, struct link *l);
+/* SIGHUP (tls.c): a TLS context from cfg's tls_cert, tls_key, tls_ca and
+ * tls_ktls (NULL with the reason in err); commit makes the running TLS
+ * transport use it for new connections, live links keeping theirs, and says
+ * in what which certificate it holds (-1, context freed: TLS is not running);
+ * abort frees it. */
+void *tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char *err,
+			 size_t errlen);
+int tls_reload_commit(void *pending, char *what, size_t len);
+void tls_reload_abort(void *pending);
 
 /* link.c */
 int link_start(struct ringd *rd);
@@ -203,10 +230,15 @@ void job_put(struct ringd *rd, struct job *j);
 int sess_start(struct ringd *rd);
 /* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */
 int sess_access_init(const struct config *cfg, char *err, size_t errlen);
+/* A reload's allow_users / allow_groups: prepare resolves them (-1 with the
+ * reason in err, nothing changed); commit puts them in force and gives the
+ * socket files paths[0..n) to the new first group of allow_groups. */
+int sess_access_prepare(const struct config *cfg, char *err, size_t errlen);
+void sess_access_commit(const char *const paths[], int npaths);
 /* Whether the process at the other end of the Unix socket fd may use the daemon:
  * root, the daemon's own user, a user of allow_users, or a member (primary or
  * supplementary group) of allow_groups.  0, or -1 with who and why in why.  The
- * lists are read-only after sess_access_init: any thread may call this. */
+ * lists are swapped under a lock by a reload: any thread may call this. */
 int sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len);
 /* Gives a socket file to the first group of allow_groups (when one is set). */
 void sess_socket_group(const char *path);
@@ -222,6 +254,14 @@ void arena_unref(struct arena *a);
  * unless insecure = yes) and loads secret_file; -1 with the reason in err. */
 int auth_init(struct ringd *rd, char *err, size_t errlen);
 void auth_fini(void);
+/* SIGHUP: prepare checks cfg's TLS files (all three or none, a private key)
+ * and reads its secret_file into a pending buffer (-1 with the reason in err,
+ * nothing changed); commit puts the pending secret in force (new handshakes
+ * use it) and returns 1 when it differs from the old one, 0 when the same, -1
+ * when none was pending; abort wipes it. */
+int auth_reload_prepare(const struct config *cfg, char *err, size_t errlen);
+int auth_reload_commit(void);
+void auth_reload_abort(void);
 bool auth_have_secret(void);
 /* What authenticates peers: "tls", "secret", "tls+secret" or "none". */
 const char *auth_mode(const struct ringd *rd);

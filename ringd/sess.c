@@ -13,7 +13,8 @@
  * and each caller's SO_PEERCRED is checked at accept against root, the daemon's
  * own user, allow_users and allow_groups (primary and supplementary groups); an
  * empty list adds nobody.  A refused caller gets an ERROR naming the reason.
- * The arena must be a memfd sealed against shrinking: a file the client could
+ * SIGHUP may replace the lists (sess_access_prepare/commit): sessions already
+ * attached stay, new callers meet the new lists.  The arena must be a memfd sealed against shrinking: a file the client could
  * truncate under the daemon's mapping would make the daemon fault on access.
  */
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <sys/un.h>
 #include <grp.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <event2/event.h>
 
@@ -57,15 +59,20 @@ struct sess {
 
 static void sess_close(struct sess *s, const char *why);
 
-/* allow_users / allow_groups, resolved once at start-up; read-only after, so the
- * control thread may read them too. */
-static struct {
+/* allow_users / allow_groups, resolved at start-up and again by a reload
+ * (SIGHUP).  The control thread checks callers too, so the lists are read and
+ * replaced under a lock; a check copies them out and works on its copy. */
+struct access_list {
 	uid_t self;			/* the daemon's own user */
 	uid_t uids[CONFIG_LIST_MAX];
 	int nuids;
 	gid_t gids[CONFIG_LIST_MAX];
 	int ngids;
-} access_list;
+};
+
+static struct access_list access_list;		/* in force */
+static struct access_list access_pending;	/* resolved by a reload, not yet in force */
+static pthread_mutex_t access_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A number, or a name the system knows; -1 with a reason in err. */
 static int
@@ -101,40 +108,72 @@ resolve_id(const char *key, const char *s, bool group, unsigned int *id, char *e
 	return -1;
 }
 
-int
-sess_access_init(const struct config *cfg, char *err, size_t errlen)
+static int
+access_resolve(const struct config *cfg, struct access_list *al, char *err, size_t errlen)
 {
 	unsigned int id;
 	int i;
 
-	access_list.self = geteuid();
+	memset(al, 0, sizeof(*al));
+	al->self = geteuid();
 	for (i = 0; i < cfg->n_allow_users; i++) {
 		if (resolve_id("allow_users", cfg->allow_users[i], false, &id, err, errlen) != 0)
 			return -1;
-		access_list.uids[access_list.nuids++] = (uid_t)id;
+		al->uids[al->nuids++] = (uid_t)id;
 	}
 	for (i = 0; i < cfg->n_allow_groups; i++) {
 		if (resolve_id("allow_groups", cfg->allow_groups[i], true, &id, err, errlen) != 0)
 			return -1;
-		access_list.gids[access_list.ngids++] = (gid_t)id;
+		al->gids[al->ngids++] = (gid_t)id;
 	}
 	return 0;
 }
 
-static bool
-gid_allowed(gid_t g)
+int
+sess_access_init(const struct config *cfg, char *err, size_t errlen)
+{
+	struct access_list al;
+
+	if (access_resolve(cfg, &al, err, errlen) != 0)
+		return -1;
+	pthread_mutex_lock(&access_lock);
+	access_list = al;
+	pthread_mutex_unlock(&access_lock);
+	return 0;
+}
+
+int
+sess_access_prepare(const struct config *cfg, char *err, size_t errlen)
+{
+	return access_resolve(cfg, &access_pending, err, errlen);
+}
+
+void
+sess_access_commit(const char *const paths[], int npaths)
 {
 	int i;
 
-	for (i = 0; i < access_list.ngids; i++)
-		if (access_list.gids[i] == g)
+	pthread_mutex_lock(&access_lock);
+	access_list = access_pending;
+	pthread_mutex_unlock(&access_lock);
+	for (i = 0; i < npaths; i++)
+		sess_socket_group(paths[i]);
+}
+
+static bool
+gid_allowed(const struct access_list *al, gid_t g)
+{
+	int i;
+
+	for (i = 0; i < al->ngids; i++)
+		if (al->gids[i] == g)
 			return true;
 	return false;
 }
 
 /* The caller's supplementary groups (SO_PEERGROUPS, Linux 4.13). */
 static bool
-peer_groups_allowed(int fd)
+peer_groups_allowed(const struct access_list *al, int fd)
 {
 	gid_t small[256], *g = small;
 	socklen_t len = sizeof(small);
@@ -150,7 +189,7 @@ peer_groups_allowed(int fd)
 		}
 	}
 	for (i = 0; i < len / sizeof(gid_t) && !ok; i++)
-		ok = gid_allowed(g[i]);
+		ok = gid_allowed(al, g[i]);
 	if (g != small)
 		free(g);
 	return ok;
@@ -163,19 +202,23 @@ sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len)
 	socklen_t clen = sizeof(cred);
 	struct passwd pw, *res = NULL;
 	char pwbuf[1024], name[64];
+	struct access_list al;
 	int i;
 
+	pthread_mutex_lock(&access_lock);
+	al = access_list;
+	pthread_mutex_unlock(&access_lock);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
 		snprintf(why, len, "cannot read the caller's credentials: %s", strerror(errno));
 		return -1;
 	}
 	*uid = cred.uid;
-	if (cred.uid == 0 || cred.uid == access_list.self)
+	if (cred.uid == 0 || cred.uid == al.self)
 		return 0;
-	for (i = 0; i < access_list.nuids; i++)
-		if (access_list.uids[i] == cred.uid)
+	for (i = 0; i < al.nuids; i++)
+		if (al.uids[i] == cred.uid)
 			return 0;
-	if (access_list.ngids > 0 && (gid_allowed(cred.gid) || peer_groups_allowed(fd)))
+	if (al.ngids > 0 && (gid_allowed(&al, cred.gid) || peer_groups_allowed(&al, fd)))
 		return 0;
 	if (getpwuid_r(cred.uid, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res != NULL)
 		snprintf(name, sizeof(name), "%.40s", pw.pw_name);
@@ -825,9 +868,16 @@ runtime_dir(const char *path)
 void
 sess_socket_group(const char *path)
 {
-	if (access_list.ngids > 0 && chown(path, (uid_t)-1, access_list.gids[0]) != 0)
+	gid_t g;
+	int n;
+
+	pthread_mutex_lock(&access_lock);
+	n = access_list.ngids;
+	g = n > 0 ? access_list.gids[0] : (gid_t)-1;
+	pthread_mutex_unlock(&access_lock);
+	if (n > 0 && chown(path, (uid_t)-1, g) != 0)
 		log_warn("cannot give %s to group %u (allow_groups): %s", path,
-			 (unsigned int)access_list.gids[0], strerror(errno));
+			 (unsigned int)g, strerror(errno));
 }
 
 int

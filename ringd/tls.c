@@ -18,6 +18,10 @@
  * by asking the link's write event and by transport_rx_ready.  Kernel TLS
  * (SSL_OP_ENABLE_KTLS) is asked for unless tls_ktls = no; whether OpenSSL got it
  * for each direction is logged per link and shown by ringctl ("tls+ktls").
+ *
+ * SIGHUP re-reads the certificate, key and CA into a new context
+ * (tls_reload_*): connections made from then on use it, while live links keep
+ * the session, and through it the context, they were made with.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +32,7 @@
 #include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -40,6 +45,10 @@
 #define TLS_READ_BUF	(256u << 10)	/* OpenSSL's read-ahead buffer: few read(2)s */
 #define TLS_CIPHERS	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:" \
 			"TLS_CHACHA20_POLY1305_SHA256"
+
+/* The TLS transport link.c runs (there is one per daemon), for a reload to swap
+ * its context; NULL when peers use plain TCP. */
+static struct transport *tls_running;
 
 struct tls_conn {
 	SSL *ssl;			/* the session */
@@ -375,6 +384,8 @@ tls_close(struct transport *t, struct link *l)
 static void
 tls_free(struct transport *t)
 {
+	if (tls_running == t)
+		tls_running = NULL;
 	SSL_CTX_free(t->ctx);
 	free(t);
 }
@@ -427,23 +438,22 @@ out:
 	ERR_clear_error();
 }
 
-struct transport *
-transport_tls(struct ringd *rd, char *err, size_t errlen)
+/*
+ * The TLS context of cfg's files: our certificate chain and key, the CA that
+ * peers' certificates must come from, TLS 1.3 only.  NULL with the reason in
+ * err.  host is the one the hostfile lists for us (our certificate must name it).
+ */
+static SSL_CTX *
+tls_context(const struct config *cfg, const char *host, char *err, size_t errlen)
 {
-	const struct config *cfg = &rd->cfg;
-	struct transport *t = calloc(1, sizeof(*t));
 	STACK_OF(X509_NAME) *cas;
 	SSL_CTX *ctx = NULL;
 	char why[160];
 
-	if (t == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
 	ERR_clear_error();
 	if ((ctx = SSL_CTX_new(TLS_method())) == NULL) {
 		snprintf(err, errlen, "cannot create the TLS context: %s", ssl_why(why, sizeof(why)));
-		goto fail;
+		return NULL;
 	}
 	/* 1.3 only: no renegotiation, no legacy ciphers, one round trip */
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
@@ -482,8 +492,27 @@ transport_tls(struct ringd *rd, char *err, size_t errlen)
 			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_read_ahead(ctx, 1);
 	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_BUF);
-	tls_check_own(ctx, rd->hf.hosts[rd->rank].host);
+	tls_check_own(ctx, host);
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
 
+struct transport *
+transport_tls(struct ringd *rd, char *err, size_t errlen)
+{
+	struct transport *t = calloc(1, sizeof(*t));
+	SSL_CTX *ctx;
+
+	if (t == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if ((ctx = tls_context(&rd->cfg, rd->hf.hosts[rd->rank].host, err, errlen)) == NULL) {
+		free(t);
+		return NULL;
+	}
 	t->name = "tls";
 	t->raw = false;
 	t->open = tls_open;
@@ -494,9 +523,78 @@ transport_tls(struct ringd *rd, char *err, size_t errlen)
 	t->close = tls_close;
 	t->free = tls_free;
 	t->ctx = ctx;
+	tls_running = t;
 	return t;
-fail:
-	SSL_CTX_free(ctx);
-	free(t);
-	return NULL;
+}
+
+/* Subject, serial and end of validity of a context's certificate. */
+static void
+tls_describe(SSL_CTX *ctx, char *buf, size_t len)
+{
+	X509 *me = SSL_CTX_get0_certificate(ctx);
+	char subject[160] = "?", serial[80] = "?", until[64] = "?";
+	BIGNUM *bn = NULL;
+	BIO *b;
+
+	if (me == NULL) {
+		snprintf(buf, len, "no certificate");
+		return;
+	}
+	X509_NAME_oneline(X509_get_subject_name(me), subject, sizeof(subject));
+	if ((bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(me), NULL)) != NULL) {
+		char *hex = BN_bn2hex(bn);
+
+		if (hex != NULL) {
+			snprintf(serial, sizeof(serial), "%s", hex);
+			OPENSSL_free(hex);
+		}
+		BN_free(bn);
+	}
+	if ((b = BIO_new(BIO_s_mem())) != NULL) {
+		if (ASN1_TIME_print(b, X509_get0_notAfter(me)) == 1) {
+			int n = BIO_read(b, until, (int)sizeof(until) - 1);
+
+			until[n > 0 ? n : 0] = '\0';
+		}
+		BIO_free(b);
+	}
+	ERR_clear_error();
+	snprintf(buf, len, "subject %s, serial %s, valid until %s", subject, serial, until);
+}
+
+void *
+tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char *err,
+		   size_t errlen)
+{
+	return tls_context(cfg, rd->hf.hosts[rd->rank].host, err, errlen);
+}
+
+int
+tls_reload_commit(void *pending, char *what, size_t len)
+{
+	SSL_CTX *ctx = pending, *old;
+	X509 *a, *b;
+	char desc[400];
+
+	if (tls_running == NULL) {
+		SSL_CTX_free(ctx);
+		return -1;
+	}
+	old = tls_running->ctx;
+	a = SSL_CTX_get0_certificate(old);
+	b = SSL_CTX_get0_certificate(ctx);
+	tls_describe(ctx, desc, sizeof(desc));
+	snprintf(what, len, "%s certificate (%s)",
+		 a != NULL && b != NULL && X509_cmp(a, b) == 0 ? "the same" : "a new", desc);
+	/* Live sessions hold a reference to the context they were made from
+	 * (SSL_new), so they keep the old one until they close. */
+	tls_running->ctx = ctx;
+	SSL_CTX_free(old);
+	return 0;
+}
+
+void
+tls_reload_abort(void *pending)
+{
+	SSL_CTX_free(pending);
 }
