@@ -69,6 +69,8 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
 	case PROTO_F_RING:
+	case PROTO_F_PING:
+	case PROTO_F_PONG:
 		return 0;
 	case PROTO_F_OPHDR:
 		return PROTO_FP_LEN;
@@ -158,6 +160,10 @@ proto_frame_type_name(int type)
 		return "p2p_cts";
 	case PROTO_F_P2P_DATA:
 		return "p2p_data";
+	case PROTO_F_PING:
+		return "ping";
+	case PROTO_F_PONG:
+		return "pong";
 	default:
 		return "?";
 	}

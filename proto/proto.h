@@ -123,7 +123,13 @@ enum proto_frame_type {
 	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
 	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
 	PROTO_F_P2P_DATA = 34,	/* payload bytes at offset */
-	PROTO_F_MAX = 34
+	/* 48..63: diagnostics (ringctl ping); no payload.  seq = the prober's probe
+	 * id, offset = its monotonic us when sent (echoed, for the logs). */
+	PROTO_F_PING = 48,	/* aux 0: answer with PONG on the same link (route 0);
+				 * aux 1: goes round the ring, route = (origin, origin),
+				 * only next-ward; the origin's round trip */
+	PROTO_F_PONG = 49,	/* a link PING's answer: its seq and offset, aux 0 */
+	PROTO_F_MAX = 49
 };
 
 /* The fixed header of every frame; `length` payload bytes follow it.  Wire order:

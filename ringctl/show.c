@@ -414,3 +414,112 @@ void show_ops(json_t *doc, FILE *out)
 		print_table(h, out, "no operations yet");
 	}
 }
+
+/* ---- ping ---- */
+
+/* What became of a probe's pings, in words. */
+static void ping_result(json_t *p, int64_t count, char *buf, size_t cap)
+{
+	int64_t sent = 0, answered = 0;
+	const char *name = jstr(p, "probe");
+	bool ring = name != NULL && strcmp(name, "ring") == 0;
+
+	jint(p, "sent", &sent);
+	jint(p, "answered", &answered);
+	if (!json_is_true(json_object_get(p, "up")) && answered < count)
+		snprintf(buf, cap, "%s", ring ? "not whole (ring not ready)" : "down");
+	else if (sent == 0 || answered == 0)
+		snprintf(buf, cap, "no answer");
+	else if (answered < count)
+		snprintf(buf, cap, "%" PRId64 " of %" PRId64 " answered", answered, count);
+	else
+		snprintf(buf, cap, "ok");
+}
+
+void show_ping(json_t *doc, FILE *out)
+{
+	static const char *const head[9] = {
+		"PROBE", "PEER", "ADDRESS", "SENT", "ANSWERED", "MIN-US", "AVG-US", "MAX-US",
+		"RESULT"
+	};
+	json_t *probes = json_object_get(doc, "probes"), *p;
+	char rank[CELL], world[CELL], state[CELL];
+	struct table *t;
+	int64_t count = 0;
+	size_t i;
+
+	jint(doc, "count", &count);
+	fprintf(out, "rank %s of %s  state %s  %" PRId64 " ping%s per probe\n\n",
+		cell_int(rank, sizeof(rank), doc, "rank"),
+		cell_int(world, sizeof(world), doc, "world"),
+		cell_text(state, sizeof(state), jstr(doc, "state")), count,
+		count == 1 ? "" : "s");
+	if (json_array_size(probes) == 0) {
+		fprintf(out, "no links: a ring of one host\n");
+		return;
+	}
+	t = table_new(9, head);
+	if (t == NULL) {
+		print_table(t, out, NULL);
+		return;
+	}
+	json_array_foreach(probes, i, p) {
+		char name[CELL], peer[CELL], addr[CELL], sent[CELL], ans[CELL];
+		char mn[CELL], avg[CELL], mx[CELL], res[CELL];
+		int64_t hosts, r;
+		const char *cells[9];
+
+		cells[0] = cell_text(name, sizeof(name), jstr(p, "probe"));
+		if (jint(p, "peer", &r) && r >= 0)
+			cells[1] = cell_int(peer, sizeof(peer), p, "peer");
+		else
+			cells[1] = "-";
+		if (jint(p, "hosts", &hosts)) {
+			snprintf(addr, sizeof(addr), "%" PRId64 " hosts", hosts);
+			cells[2] = addr;
+		} else {
+			cells[2] = cell_text(addr, sizeof(addr), jstr(p, "address"));
+		}
+		cells[3] = cell_int(sent, sizeof(sent), p, "sent");
+		cells[4] = cell_int(ans, sizeof(ans), p, "answered");
+		cells[5] = cell_int(mn, sizeof(mn), p, "min_us");
+		cells[6] = cell_int(avg, sizeof(avg), p, "avg_us");
+		cells[7] = cell_int(mx, sizeof(mx), p, "max_us");
+		ping_result(p, count, res, sizeof(res));
+		cells[8] = res;
+		table_add(t, cells);
+	}
+	print_table(t, out, NULL);
+}
+
+int verdict_ping(json_t *doc)
+{
+	json_t *probes = json_object_get(doc, "probes"), *p;
+	int64_t count, answered;
+	size_t i;
+
+	if (!json_is_array(probes) || !jint(doc, "count", &count))
+		return CTL_EXIT_UNREACHABLE;
+	if (verdict_status(doc) != CTL_EXIT_OK)
+		return verdict_status(doc);
+	json_array_foreach(probes, i, p)
+		if (!jint(p, "answered", &answered) || answered < count)
+			return CTL_EXIT_UNHEALTHY;
+	return CTL_EXIT_OK;
+}
+
+/* ---- metrics ---- */
+
+void show_metrics(json_t *doc, FILE *out)
+{
+	const char *text = jstr(doc, "text");
+
+	if (text == NULL) {
+		fprintf(out, "# the daemon's document has no metrics text\n");
+		return;
+	}
+	/* the text comes from the daemon: it must not drive the terminal */
+	for (; *text != '\0'; text++)
+		fputc(((unsigned char)*text < 0x20 && *text != '\n') || *text == 0x7f ?
+		      '?' : *text, out);
+}

@@ -189,6 +189,7 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_completed++;
 		else
 			rd->ops_failed++;
+		metrics_op_done(op->fp.coll, op->status, now_ms() - op->started_ms);
 		if (coll)
 			ops_record(j, op);
 	}

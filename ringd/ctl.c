@@ -3,10 +3,14 @@
  *
  * It runs on a thread of its own with plain blocking I/O under poll() bounds, so
  * ringctl answers even while the engine thread reduces a large buffer.  The
- * protocol is one request line ("status\n") and one JSON document in reply, then
- * close.  The control thread never reads engine memory: it posts the request to
- * the engine thread (event_active, which libevent makes thread-safe) and waits, with
- * a bound, for the document the engine builds there.
+ * protocol is one request line ("status\n", "ping 5 3000\n") and one JSON
+ * document in reply, then close.  The control thread never reads engine memory:
+ * it posts the request to the engine thread (event_active, which libevent makes
+ * thread-safe) and waits, with a bound, for the document the engine builds there.
+ * Most documents are built at once; a ping's is built when its answers are in
+ * (or its own bound passed), so the wait for it is that bound plus the usual one.
+ * Every request has a generation number and a reply of another generation (one
+ * the control thread gave up on) is dropped.
  *
  * Access: the socket is mode 0660 like the client socket, and each caller's
  * SO_PEERCRED is checked against the same rule (root, the daemon's user,
@@ -34,6 +38,10 @@
 #define CTL_LINE_MAX	256
 #define CTL_IO_MS	5000	/* bound on reading a request and writing a reply */
 #define CTL_ENGINE_MS	3000	/* bound on waiting for the engine thread */
+#define CTL_PING_COUNT	5	/* pings per probe when the request names none */
+#define CTL_PING_MAX	1000
+#define CTL_PING_WAIT_MS 3000	/* a ping run's bound when the request names none */
+#define CTL_PING_WAIT_MAX 60000
 
 static struct {
 	pthread_t thread;
@@ -54,22 +62,83 @@ static struct {
 static const struct ctl_cmd {
 	const char *name;
 	bool changes;			/* changes the daemon: root only */
+	int max_args;			/* words after the name */
 } ctl_cmds[] = {
-	{ "status", false },
-	{ "peers", false },
-	{ "jobs", false },
-	{ "ops", false },
+	{ "status", false, 0 },
+	{ "peers", false, 0 },
+	{ "jobs", false, 0 },
+	{ "ops", false, 0 },
+	{ "ping", false, 2 },		/* [COUNT [WAIT_MS]] */
+	{ "metrics", false, 0 },
 };
 
+/* The command a request line names (its first word), and the number of words
+ * after it. */
 static const struct ctl_cmd *
-ctl_find(const char *name)
+ctl_find(const char *line, int *nargs)
 {
-	size_t i;
+	size_t i, n = strcspn(line, " ");
+	const char *p = line + n;
 
+	*nargs = 0;
+	while (*p == ' ') {
+		while (*p == ' ')
+			p++;
+		if (*p != '\0')
+			(*nargs)++;
+		p += strcspn(p, " ");
+	}
 	for (i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
-		if (strcmp(ctl_cmds[i].name, name) == 0)
+		if (strlen(ctl_cmds[i].name) == n && strncmp(ctl_cmds[i].name, line, n) == 0)
 			return &ctl_cmds[i];
 	return NULL;
+}
+
+/* A number word within [min, max]; -1 when it is not one. */
+static long
+ctl_number(const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || (*end != '\0' && *end != ' ') || v < min || v > max)
+		return -1;
+	return v;
+}
+
+/* "ping [COUNT [WAIT_MS]]": 0 with the defaults filled in, or -1 with why. */
+static int
+ping_args(const char *line, int *count, uint32_t *wait_ms, char *why, size_t len)
+{
+	const char *a = strchr(line, ' '), *b = NULL;
+	long v;
+
+	*count = CTL_PING_COUNT;
+	*wait_ms = CTL_PING_WAIT_MS;
+	while (a != NULL && *a == ' ')
+		a++;
+	if (a != NULL && *a != '\0') {
+		if ((v = ctl_number(a, 1, CTL_PING_MAX)) < 0) {
+			snprintf(why, len, "ping: the count must be 1 to %d", CTL_PING_MAX);
+			return -1;
+		}
+		*count = (int)v;
+		b = strchr(a, ' ');
+	}
+	while (b != NULL && *b == ' ')
+		b++;
+	if (b != NULL && *b != '\0') {
+		if ((v = ctl_number(b, 1, CTL_PING_WAIT_MAX)) < 0) {
+			snprintf(why, len, "ping: the wait must be 1 to %d ms", CTL_PING_WAIT_MAX);
+			return -1;
+		}
+		*wait_ms = (uint32_t)v;
+	}
+	return 0;
 }
 
 /* {"error": text}, malloc'd. */
@@ -187,38 +256,13 @@ ringd_status_json(struct ringd *rd)
 	return out;
 }
 
-/* Engine thread: answer the control thread's request. */
+/* Engine thread: hands the reply of request `gen` to the control thread, or
+ * drops it when the control thread no longer waits for that request. */
 static void
-ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
+ctl_deliver(uint64_t gen, char *reply)
 {
-	struct ringd *rd = arg;
-	char cmd[CTL_LINE_MAX];
-	char *reply;
-	json_t *e;
-
-	(void)fd;
-	(void)what;
 	pthread_mutex_lock(&ctl.lock);
-	if (!ctl.pending) {
-		pthread_mutex_unlock(&ctl.lock);
-		return;
-	}
-	memcpy(cmd, ctl.cmd, sizeof(cmd));
-	pthread_mutex_unlock(&ctl.lock);
-	if (strcmp(cmd, "ops") == 0) {
-		reply = ops_json(rd);
-	} else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
-		reply = ringd_status_json(rd);
-	} else {
-		char msg[CTL_LINE_MAX + 32];
-
-		snprintf(msg, sizeof(msg), "unknown command '%s'", cmd);
-		e = json_pack("{s:s}", "error", msg);
-		reply = json_dumps(e, JSON_COMPACT);
-		json_decref(e);
-	}
-	pthread_mutex_lock(&ctl.lock);
-	if (ctl.pending) {
+	if (ctl.pending && ctl.gen == gen) {
 		ctl.reply = reply;
 		ctl.pending = false;
 		pthread_cond_signal(&ctl.cond);
@@ -228,28 +272,127 @@ ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&ctl.lock);
 }
 
+/* The ping run under way (engine thread): which request it answers. */
+static struct {
+	uint64_t gen;
+	int count;
+	uint32_t wait_ms;
+} ctl_ping;
+
+static json_t *
+ping_probe_json(struct ringd *rd, const struct ping_stats *st)
+{
+	char addr[HOSTFILE_HOST_MAX + 16] = "";
+	json_t *p;
+
+	if (st->peer >= 0 && st->peer < rd->hf.n)
+		snprintf(addr, sizeof(addr), "%s:%d", rd->hf.hosts[st->peer].host,
+			 rd->hf.hosts[st->peer].port);
+	p = json_pack("{s:s, s:i, s:s, s:b, s:i, s:i}", "probe", st->name, "peer", st->peer,
+		      "address", addr, "up", st->up, "sent", st->sent, "answered", st->answered);
+	if (p == NULL)
+		return json_null();
+	if (strcmp(st->name, "ring") == 0)
+		json_object_set_new(p, "hosts", json_integer(rd->world));
+	if (st->answered > 0) {
+		json_object_set_new(p, "min_us", json_integer((json_int_t)st->min_us));
+		json_object_set_new(p, "avg_us",
+				    json_integer((json_int_t)(st->sum_us / (uint64_t)st->answered)));
+		json_object_set_new(p, "max_us", json_integer((json_int_t)st->max_us));
+	}
+	return p;
+}
+
+static void
+ctl_ping_done_cb(struct ringd *rd, const struct ping_stats *st, int n)
+{
+	json_t *doc, *probes = json_array();
+	char *out;
+	int i;
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(probes, ping_probe_json(rd, &st[i]));
+	doc = json_pack("{s:i, s:i, s:s, s:I, s:i, s:I, s:o}", "rank", rd->rank,
+			"world", rd->world, "state", ringd_state_name(rd->state),
+			"epoch", (json_int_t)rd->epoch, "count", ctl_ping.count,
+			"wait_ms", (json_int_t)ctl_ping.wait_ms, "probes", probes);
+	out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	ctl_deliver(ctl_ping.gen, out != NULL ? out :
+		    strdup("{\"error\": \"cannot build the ping document\"}"));
+}
+
+/* Engine thread: answer the control thread's request. */
+static void
+ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ringd *rd = arg;
+	char cmd[CTL_LINE_MAX], why[128];
+	char *reply;
+	uint64_t gen;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&ctl.lock);
+	if (!ctl.pending) {
+		pthread_mutex_unlock(&ctl.lock);
+		return;
+	}
+	memcpy(cmd, ctl.cmd, sizeof(cmd));
+	gen = ctl.gen;
+	pthread_mutex_unlock(&ctl.lock);
+	if (strcmp(cmd, "ops") == 0) {
+		reply = ops_json(rd);
+	} else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
+		reply = ringd_status_json(rd);
+	} else if (strcmp(cmd, "metrics") == 0) {
+		reply = metrics_json(rd);
+	} else if (strncmp(cmd, "ping", 4) == 0 && (cmd[4] == '\0' || cmd[4] == ' ') &&
+		   ping_args(cmd, &ctl_ping.count, &ctl_ping.wait_ms, why, sizeof(why)) == 0) {
+		/* answered from ctl_ping_done_cb, once the pings are in */
+		ctl_ping.gen = gen;
+		link_ping_start(rd, ctl_ping.count, ctl_ping.wait_ms, ctl_ping_done_cb);
+		return;
+	} else {
+		char msg[CTL_LINE_MAX + 32];
+
+		snprintf(msg, sizeof(msg), "unknown command '%s'", cmd);
+		reply = error_doc(msg);
+	}
+	ctl_deliver(gen, reply);
+}
+
+/* Control thread: has the engine answer cmd, waiting at most wait_ms. */
 static char *
-ask_engine(struct ringd *rd, const char *cmd)
+ask_engine(struct ringd *rd, const char *cmd, uint32_t wait_ms)
 {
 	struct timespec ts;
 	char *reply = NULL;
 
 	pthread_mutex_lock(&ctl.lock);
 	snprintf(ctl.cmd, sizeof(ctl.cmd), "%s", cmd);
+	free(ctl.reply);
 	ctl.reply = NULL;
 	ctl.pending = true;
+	ctl.gen++;
 	pthread_mutex_unlock(&ctl.lock);
 	event_active(rd->ctl_ev, EV_READ, 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += CTL_ENGINE_MS / 1000;
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&ctl.lock);
-	while (ctl.pending) {
+	while (ctl.pending && !ctl.stop) {
 		if (pthread_cond_timedwait(&ctl.cond, &ctl.lock, &ts) == ETIMEDOUT)
 			break;
 	}
 	if (ctl.pending) {
 		ctl.pending = false;	/* a late answer is dropped */
-		reply = strdup("{\"error\": \"the engine thread did not answer in time\"}");
+		reply = strdup(ctl.stop ? "{\"error\": \"the daemon is stopping\"}" :
+			       "{\"error\": \"the engine thread did not answer in time\"}");
 	} else {
 		reply = ctl.reply;
 		ctl.reply = NULL;
@@ -292,6 +435,8 @@ serve(struct ringd *rd, int fd)
 	size_t len = 0;
 	char *reply, *nl;
 	uid_t uid;
+	uint32_t wait_ms = CTL_ENGINE_MS;
+	int nargs, count;
 
 	while (len < sizeof(line) - 1) {
 		ssize_t n;
@@ -314,15 +459,27 @@ serve(struct ringd *rd, int fd)
 		nl[-1] = '\0';
 	/* checked after the request is read, so the client is listening for the
 	 * answer rather than failing its write on a closed socket */
-	cmd = ctl_find(line);
+	cmd = ctl_find(line, &nargs);
 	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
 		log_warn("control: refused: %s", why);
 		reply = error_doc(why);
 	} else if (cmd != NULL && cmd->changes && uid != 0) {
 		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
 		reply = error_doc(why);
+	} else if (cmd != NULL && nargs > cmd->max_args) {
+		snprintf(why, sizeof(why), "'%s' takes at most %d argument%s", cmd->name,
+			 cmd->max_args, cmd->max_args == 1 ? "" : "s");
+		reply = error_doc(why);
+	} else if (cmd != NULL && strcmp(cmd->name, "ping") == 0 &&
+		   ping_args(line, &count, &wait_ms, why, sizeof(why)) != 0) {
+		reply = error_doc(why);
 	} else {
-		reply = ask_engine(rd, line);
+		/* a ping's answer comes after its own bound */
+		if (cmd != NULL && strcmp(cmd->name, "ping") == 0)
+			wait_ms += CTL_ENGINE_MS;
+		else
+			wait_ms = CTL_ENGINE_MS;
+		reply = ask_engine(rd, line, wait_ms);
 	}
 	if (reply == NULL)
 		return;
@@ -355,6 +512,9 @@ ctl_main(void *arg)
 int
 ctl_start(struct ringd *rd)
 {
+	/* the operator's other view, served by the engine thread's loop; first, so
+	 * that a port it cannot have stops the start before any socket exists */
+	metrics_start(rd);
 	if (rd->cfg.control[0] != '\0')
 		snprintf(ctl.path, sizeof(ctl.path), "%s", rd->cfg.control);
 	else
@@ -378,10 +538,14 @@ ctl_start(struct ringd *rd)
 void
 ctl_stop(struct ringd *rd)
 {
+	metrics_stop(rd);
 	if (ctl.running) {
 		uint64_t one = 1;
 
-		ctl.stop = true;
+		pthread_mutex_lock(&ctl.lock);
+		ctl.stop = true;	/* also ends a wait for the engine, which is gone */
+		pthread_cond_broadcast(&ctl.cond);
+		pthread_mutex_unlock(&ctl.lock);
 		if (write(ctl.stopfd, &one, sizeof(one)) < 0)
 			log_warn("cannot wake the control thread: %s", strerror(errno));
 		pthread_join(ctl.thread, NULL);

@@ -60,6 +60,7 @@ struct link {
 	uint64_t bytes_tx, bytes_rx;	/* payload+header bytes */
 	uint64_t frames_tx, frames_rx;
 	uint64_t errors;		/* handshakes refused, protocol errors, drops */
+	uint64_t ups;			/* times it came up (reconnects: ups - 1) */
 	char last_error[256];		/* why it last went down */
 	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
@@ -195,6 +196,21 @@ size_t link_tx_room(const struct link *l);
 /* Re-runs the input of a link whose processing was blocked. */
 void link_rx_resume(struct link *l);
 struct evbuffer *link_output(struct link *l);
+/* `ringctl ping`: probes of the next link, the previous link and the whole ring,
+ * each a series of `count` pings sent one after the other's answer, all within
+ * wait_ms.  done is called on the engine thread with the results (before
+ * link_ping_start returns when there is nothing to probe).  A new run cancels
+ * one still going (its done is not called). */
+enum { PING_NEXT, PING_PREV, PING_RING, PING_NPROBES };
+struct ping_stats {
+	const char *name;		/* "next", "prev", "ring" */
+	int peer;			/* host rank at the other end (ring: -1) */
+	bool up;			/* could be probed: link up (ring: ring ready) */
+	int sent, answered;		/* pings */
+	uint64_t min_us, max_us, sum_us;	/* round trips of the answered ones */
+};
+typedef void (*link_ping_done_fn)(struct ringd *rd, const struct ping_stats *st, int n);
+void link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn done);
 /* Frame dispatch results from the engine. */
 enum { RX_DONE = 0, RX_BLOCKED = 1, RX_ERROR = -1 };
 
@@ -279,5 +295,16 @@ bool auth_proof_ok(const struct ringd *rd, bool by_acceptor, uint32_t connector,
 int ctl_start(struct ringd *rd);
 void ctl_stop(struct ringd *rd);
 char *ringd_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
+
+/* metrics.c: the daemon's metrics, one renderer for `ringctl metrics` and for
+ * the HTTP endpoint (metrics_listen).  Engine thread only. */
+/* An operation (collective or send/recv) ended with status after dur_ms. */
+void metrics_op_done(int coll, int status, uint64_t dur_ms);
+/* The document of `ringctl metrics`: {"state", "families": [...], "text"}; malloc'd. */
+char *metrics_json(struct ringd *rd);
+/* Serves GET /metrics at cfg.metrics_listen (nothing when it is empty); a
+ * start-up error (fatal) when it cannot listen there. */
+void metrics_start(struct ringd *rd);
+void metrics_stop(struct ringd *rd);
 
 #endif /* RINGD_RINGD_H */

@@ -297,7 +297,7 @@ static const int frame_types[] = {
 	PROTO_F_HELLO, PROTO_F_HELLO_ACK, PROTO_F_HELLO_AUTH, PROTO_F_REJECT, PROTO_F_HEARTBEAT,
 	PROTO_F_CREDIT, PROTO_F_OPHDR, PROTO_F_DATA, PROTO_F_ABORT,
 	PROTO_F_P2P_RTS, PROTO_F_P2P_CTS, PROTO_F_P2P_DATA, PROTO_F_JOIN, PROTO_F_LEAVE,
-	PROTO_F_RING,
+	PROTO_F_RING, PROTO_F_PING, PROTO_F_PONG,
 };
 #define NFRAME_TYPES (sizeof(frame_types) / sizeof(frame_types[0]))
 
@@ -309,6 +309,8 @@ frame_ok_len(int type)
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
 	case PROTO_F_RING:
+	case PROTO_F_PING:
+	case PROTO_F_PONG:
 		return 0;
 	case PROTO_F_OPHDR:
 		return PROTO_FP_LEN;
@@ -435,6 +437,8 @@ Test(frame, payload_limits)
 	cr_assert(!frame_len_ok(PROTO_F_HEARTBEAT, 1, 1 << 20));
 	cr_assert(frame_len_ok(PROTO_F_CREDIT, 0, 1 << 20));
 	cr_assert(!frame_len_ok(PROTO_F_CREDIT, 8, 1 << 20));
+	cr_assert(frame_len_ok(PROTO_F_PING, 0, 1 << 20) && !frame_len_ok(PROTO_F_PING, 1, 1 << 20));
+	cr_assert(frame_len_ok(PROTO_F_PONG, 0, 1 << 20) && !frame_len_ok(PROTO_F_PONG, 8, 1 << 20));
 	cr_assert(frame_len_ok(PROTO_F_OPHDR, PROTO_FP_LEN, 0));
 	cr_assert(!frame_len_ok(PROTO_F_OPHDR, PROTO_FP_LEN - 1, 1 << 20));
 	cr_assert(!frame_len_ok(PROTO_F_OPHDR, PROTO_FP_LEN + 1, 1 << 20));
