@@ -43,9 +43,11 @@ static const double dur_le[] = {
 
 static const char *const err_names[] = {
 	"ok", "EINVAL", "ENOMEM", "EDAEMON", "EPEER", "ETIMEDOUT", "EMISMATCH",
-	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED",
+	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED", "EDEVICE",
 };
 #define NERR	(1 - RING_ERR_MIN)
+_Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,
+	       "a name for every RING_E* code");
 
 static struct {
 	uint64_t done[PROTO_COLL_MAX + 1];	/* operations that succeeded, by collective */
