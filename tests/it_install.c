@@ -37,6 +37,14 @@
 
 #include "tests/harness.h"
 
+/* An ASAN=1 tree installs an instrumented libring, which loads only into a
+ * program that has the sanitizer runtime too. */
+#ifdef __SANITIZE_ADDRESS__
+#define SANITIZE_FLAGS "-fsanitize=address,undefined"
+#else
+#define SANITIZE_FLAGS ""
+#endif
+
 #define OUT_CAP		(256u << 10)
 #define MAKE_TIMEOUT_S	300	/* a make that has nothing to build takes a second */
 #define CLIENT_TIMEOUT_S 60
@@ -501,7 +509,8 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	snprintf(client, sizeof(client), "%s/client", work);
 	rc = sh(120, "cd '%s' && export PKG_CONFIG_LIBDIR='%s/pkgconfig' "
 		"PKG_CONFIG_SYSROOT_DIR='%s' && \"${CC:-cc}\" -std=c11 -Wall -Wextra -Werror "
-		"-o client client.c $(pkg-config --cflags --libs libring)", work, libdir, dest);
+		"%s -o client client.c $(pkg-config --cflags --libs libring)", work, libdir, dest,
+		SANITIZE_FLAGS);
 	cr_assert_eq(rc, 0, "compiling a client with pkg-config failed:\n%s", out);
 
 	/* Alone: a size-1 group, no daemon. */
