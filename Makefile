@@ -189,12 +189,16 @@ MAN_PAGES   := $(wildcard man/*.1 man/*.3 man/*.5 man/*.7 man/*.8)
 RINGRUN     := $(wildcard scripts/ringrun)
 ETC_CONF     = $(DESTDIR)$(SYSCONFDIR)/ringd/ringd.conf
 
-# libring.pc: libdir and includedir relative to ${prefix} when they lie under it.
+# libring.pc: libdir and includedir relative to ${prefix} when they lie under it;
+# a libring with CUDA entry points has clients define RING_HAVE_CUDA, which
+# declares them in ring.h (they need no CUDA header).
+LIB_CUDA := $(if $(filter 1,$(CUDA)),$(if $(wildcard libring/*_cuda.c),1,0),0)
 pc_rel = $(if $(filter $(PREFIX)/%,$(1)),$${$(2)}/$(patsubst $(PREFIX)/%,%,$(1)),$(1))
 PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	-e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR),exec_prefix)|g' \
 	-e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR),prefix)|g' \
-	-e 's|@CUDA@|$(CUDA)|g' -e 's|@LIBS_PRIVATE@|$(CUDA_LIBS) -lm -pthread|g'
+	-e 's|@CUDA@|$(LIB_CUDA)|g' -e 's|@LIBS_PRIVATE@|$(CUDA_LIBS) -lm -pthread|g' \
+	-e 's| *@CFLAGS@|$(if $(filter 1,$(LIB_CUDA)), -DRING_HAVE_CUDA=1)|g'
 # The units as installed: the programs an Exec*= line starts (any directory)
 # become the installed ones, /etc/ringd becomes SYSCONFDIR's.
 UNIT_SED = -e 's|^\(Exec[A-Za-z]*=[-@+!:]*\)/[^ ]*/ringd\( .*\)\{0,1\}$$|\1$(SBINDIR)/ringd\2|' \
@@ -258,8 +262,20 @@ ifneq ($(MAN_PAGES),)
 		else rm -f $$d/$${f##*/}.gz; fi; \
 	done
 endif
-	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
-		echo ldconfig; ldconfig; fi
+	@# Installed onto this very system (no DESTDIR, as root): what a package's
+	@# post-install script would do.  The user ringd and group ringd-users,
+	@# /etc/ringd's owner and mode, the loader cache, systemd's view of the units.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		if command -v ldconfig >/dev/null; then echo ldconfig; ldconfig; fi; \
+		if [ -f $(SYSUSERSDIR)/ringd.conf ] && command -v systemd-sysusers >/dev/null; then \
+			echo "systemd-sysusers $(SYSUSERSDIR)/ringd.conf"; \
+			systemd-sysusers $(SYSUSERSDIR)/ringd.conf || exit 1; fi; \
+		if [ -f $(TMPFILESDIR)/ringd.conf ] && command -v systemd-tmpfiles >/dev/null; then \
+			echo "systemd-tmpfiles --create $(TMPFILESDIR)/ringd.conf"; \
+			systemd-tmpfiles --create $(TMPFILESDIR)/ringd.conf || exit 1; fi; \
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then \
+			echo "systemctl daemon-reload"; systemctl daemon-reload || true; fi; \
+	fi
 
 UNINSTALL_FILES = $(addprefix $(DESTDIR)$(SBINDIR)/,ringd) \
 	$(addprefix $(DESTDIR)$(BINDIR)/,ringctl ring-bench ring-local ringrun) \

@@ -127,7 +127,9 @@ static const char *build_arg(void)
 
 /* Runs make in the tree with the variable settings of a make that runs us (the
  * words after " -- " in MAKEFLAGS: CUDA=0, ASAN=1, ...) and ours after them,
- * which win.  Jobserver flags are not passed on: their descriptors are not ours. */
+ * which win.  Jobserver flags are not passed on: their descriptors are not ours.
+ * FLAGS_KEEP=1: the build's flag stamp is left as the build wrote it, so that a
+ * setting missing here cannot mark the whole tree stale. */
 static int make(const char *args)
 {
 	char lock[PATH_MAX + 32];
@@ -146,7 +148,7 @@ static int make(const char *args)
 	rc = sh(MAKE_TIMEOUT_S,
 		"ov=; case \" ${MAKEFLAGS:-} \" in *' -- '*) ov=${MAKEFLAGS#* -- };; esac; "
 		"unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES GNUMAKEFLAGS DESTDIR PREFIX; "
-		"exec make --no-print-directory -C '%s' $ov BUILD='%s' %s",
+		"exec make --no-print-directory -C '%s' $ov BUILD='%s' FLAGS_KEEP=1 %s",
 		harness_root(), build_arg(), args);
 	close(fd);	/* releases the lock */
 	return rc;
@@ -320,6 +322,17 @@ static const char client_src[] =
 	"			       (double)avg[j], n - 1);\n"
 	"			return 1;\n"
 	"		}\n"
+	"#if defined(RING_HAVE_CUDA) && RING_HAVE_CUDA\n"
+	"	{\n"
+	"		/* pkg-config's Cflags declared them; the library has them */\n"
+	"		int (*volatile f)(ring_comm *, const void *, void *, size_t,\n"
+	"				  enum ring_dtype, enum ring_op, struct CUstream_st *) =\n"
+	"			ring_allreduce_cuda;\n"
+	"\n"
+	"		if (f)\n"
+	"			printf(\"cuda entry points: declared\\n\");\n"
+	"	}\n"
+	"#endif\n"
 	"	printf(\"rank %d of %d: ok\\n\", r, n);\n"
 	"	print_lib();\n"
 	"	ring_free(comm, avg);\n"
@@ -417,6 +430,7 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	const char *root = harness_root();
 	size_t n;
 	pid_t pids[2];
+	bool cuda;
 	int rc;
 
 	need_built_tree();
@@ -498,6 +512,15 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --modversion libring", libdir);
 	cr_assert(rc == 0 && strcmp(out, RING_VERSION_STRING "\n") == 0,
 		  "pkg-config --modversion libring said %s", out);
+	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --variable=cuda libring",
+		libdir);
+	cr_assert(rc == 0 && (strcmp(out, "0\n") == 0 || strcmp(out, "1\n") == 0),
+		  "pkg-config --variable=cuda libring said %s", out);
+	cuda = out[0] == '1';
+	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --cflags libring", libdir);
+	cr_assert_eq(rc, 0, "pkg-config --cflags libring: %s", out);
+	cr_assert_eq(strstr(out, "-DRING_HAVE_CUDA=1") != NULL, cuda,
+		     "libring.pc says cuda=%d but its Cflags are: %s", cuda, out);
 
 	snprintf(src, sizeof(src), "%s/client.c", work);
 	{
@@ -517,6 +540,13 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	snprintf(outfiles[0], sizeof(outfiles[0]), "%s/single.out", work);
 	pids[0] = client_start(client, libdir, NULL, outfiles[0]);
 	clients_check(pids, 1, outfiles, libdir);
+	if (cuda) {
+		char *o = slurp(outfiles[0]);
+
+		cr_assert(o && strstr(o, "cuda entry points: declared"),
+			  "a CUDA libring, but the client saw no ring_allreduce_cuda:\n%s", o);
+		free(o);
+	}
 
 	/* Two ranks on two installed daemons (the harness stops them whatever
 	 * happens), which the installed ringctl finds healthy. */
