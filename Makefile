@@ -120,10 +120,12 @@ $(LIB_SO): $(LIB_OBJ) $(PROTO_OBJ)
 		-Wl,--version-script=libring/libring.map -o $@ $^ $(CUDA_LIBS) -lm
 	$(Q)ln -sf libring.so.$(SOVERSION) $(BUILD)/lib/libring.so
 
+# build/lib/libring.pc is for the build tree's PREFIX of the moment; `make
+# install` writes the installed one afresh from libring.pc.in, so that
+# `make && make install PREFIX=/usr` installs a .pc that says /usr.
 $(LIB_PC): libring/libring.pc.in
 	@mkdir -p $(dir $@)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
-		-e 's|@LIBS_PRIVATE@|$(CUDA_LIBS) -lm -pthread|g' $< > $@
+	$(Q)sed $(PC_SED) $< > $@
 
 $(BIN_BENCH): $(call obj,bench/ring-bench.c) $(LIB_A)
 	$(call msg,LD,$@)
@@ -170,24 +172,143 @@ demo-run: all
 deps:
 	$(Q)scripts/install-deps
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
-	install -m 0755 $(BIN_RINGD) $(DESTDIR)$(PREFIX)/sbin/ringd
-	install -m 0755 $(BIN_CTL) $(BIN_BENCH) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 scripts/ring-local $(DESTDIR)$(PREFIX)/bin/ring-local
-	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libring.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libring.so
-	install -m 0644 $(LIB_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/libring.pc
-	install -m 0644 libring/ring.h $(DESTDIR)$(PREFIX)/include/ring.h
+# ---- install ----
+# Every directory may be set on the command line, DESTDIR for staging (a
+# package's root).  What depends on them (libring.pc, the systemd units) is
+# written at install time, never baked into the build: `make`, then
+# `make install PREFIX=/usr` is right without a rebuild.  The systemd files, the
+# man pages and ringrun are picked up when the tree has them.
+BINDIR         ?= $(PREFIX)/bin
+SBINDIR        ?= $(PREFIX)/sbin
+LIBDIR         ?= $(PREFIX)/lib
+INCLUDEDIR     ?= $(PREFIX)/include
+PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
+MANDIR         ?= $(PREFIX)/share/man
+DOCDIR         ?= $(PREFIX)/share/doc/ringd
+# /etc even for PREFIX=/usr/local: the units, the man pages and ringd@.service's
+# /etc/ringd/%i.conf all name /etc/ringd.
+SYSCONFDIR     ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR    ?= $(PREFIX)/lib/tmpfiles.d
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+GZIP_MAN       ?= 0
 
+SD_UNITS    := $(wildcard systemd/*.service systemd/*.socket systemd/*.target)
+SD_TMPFILES := $(wildcard systemd/ringd.tmpfiles)
+SD_SYSUSERS := $(wildcard systemd/ringd.sysusers)
+SD_CONF     := $(wildcard systemd/ringd.conf.example)
+MAN_PAGES   := $(wildcard man/*.1 man/*.3 man/*.5 man/*.7 man/*.8)
+RINGRUN     := $(wildcard scripts/ringrun)
+ETC_CONF     = $(DESTDIR)$(SYSCONFDIR)/ringd/ringd.conf
+
+# libring.pc: libdir and includedir relative to ${prefix} when they lie under it;
+# a libring with CUDA entry points has clients define RING_HAVE_CUDA, which
+# declares them in ring.h (they need no CUDA header).
+LIB_CUDA := $(if $(filter 1,$(CUDA)),$(if $(wildcard libring/*_cuda.c),1,0),0)
+pc_rel = $(if $(filter $(PREFIX)/%,$(1)),$${$(2)}/$(patsubst $(PREFIX)/%,%,$(1)),$(1))
+PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	-e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR),exec_prefix)|g' \
+	-e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR),prefix)|g' \
+	-e 's|@CUDA@|$(LIB_CUDA)|g' -e 's|@LIBS_PRIVATE@|$(CUDA_LIBS) -lm -pthread|g' \
+	-e 's| *@CFLAGS@|$(if $(filter 1,$(LIB_CUDA)), -DRING_HAVE_CUDA=1)|g'
+# The units as installed: the programs an Exec*= line starts (any directory)
+# become the installed ones, /etc/ringd becomes SYSCONFDIR's.
+UNIT_SED = -e 's|^\(Exec[A-Za-z]*=[-@+!:]*\)/[^ ]*/ringd\( .*\)\{0,1\}$$|\1$(SBINDIR)/ringd\2|' \
+	-e 's|^\(Exec[A-Za-z]*=[-@+!:]*\)/[^ ]*/ringctl\( .*\)\{0,1\}$$|\1$(BINDIR)/ringctl\2|' \
+	-e 's|/etc/ringd/|$(SYSCONFDIR)/ringd/|g'
+# man/ringd.8 -> MANDIR/man8/ringd.8
+man_dest = $(DESTDIR)$(MANDIR)/man$(patsubst .%,%,$(suffix $(1)))/$(notdir $(1))
+# $(call install_sed,SED-ARGS,SRC,DEST,MODE): SRC through sed, installed as DEST.
+install_sed = echo "sed ... $(2) | install -m $(4) $(3)"; \
+	sed $(1) $(2) > $(3).tmp$$$$ && install -m $(4) $(3).tmp$$$$ $(3); \
+	rc=$$?; rm -f $(3).tmp$$$$; [ $$rc = 0 ]
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)
+	install -m 0755 $(BIN_RINGD) $(DESTDIR)$(SBINDIR)/ringd
+	install -m 0755 $(BIN_CTL) $(BIN_BENCH) $(DESTDIR)$(BINDIR)/
+	install -m 0755 scripts/ring-local $(DESTDIR)$(BINDIR)/ring-local
+ifneq ($(RINGRUN),)
+	install -m 0755 $(RINGRUN) $(DESTDIR)$(BINDIR)/ringrun
+endif
+	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libring.a
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libring.so.$(SOVERSION)
+	ln -sf libring.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libring.so
+	@$(call install_sed,$(PC_SED),libring/libring.pc.in,$(DESTDIR)$(PKGCONFIGDIR)/libring.pc,0644)
+	install -m 0644 libring/ring.h $(DESTDIR)$(INCLUDEDIR)/ring.h
+ifneq ($(SD_UNITS),)
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	@for f in $(SD_UNITS); do \
+		$(call install_sed,$(UNIT_SED),$$f,$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/},0644) || exit 1; \
+	done
+endif
+ifneq ($(SD_TMPFILES),)
+	install -d $(DESTDIR)$(TMPFILESDIR)
+	install -m 0644 $(SD_TMPFILES) $(DESTDIR)$(TMPFILESDIR)/ringd.conf
+endif
+ifneq ($(SD_SYSUSERS),)
+	install -d $(DESTDIR)$(SYSUSERSDIR)
+	install -m 0644 $(SD_SYSUSERS) $(DESTDIR)$(SYSUSERSDIR)/ringd.conf
+endif
+ifneq ($(SD_CONF),)
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 $(SD_CONF) $(DESTDIR)$(DOCDIR)/ringd.conf.example
+	@# The operator's ringd.conf is never overwritten: the example goes to
+	@# SYSCONFDIR only where there is none yet (and where we may write).
+	@if [ -e $(ETC_CONF) ]; then \
+		echo "kept $(ETC_CONF) (the example is $(DESTDIR)$(DOCDIR)/ringd.conf.example)"; \
+	elif install -d $(DESTDIR)$(SYSCONFDIR)/ringd 2>/dev/null; then \
+		echo "install -m 0644 $(SD_CONF) $(ETC_CONF)"; \
+		install -m 0644 $(SD_CONF) $(ETC_CONF); \
+	else \
+		echo "$(DESTDIR)$(SYSCONFDIR)/ringd is not writable: no ringd.conf installed" \
+			"(copy $(DESTDIR)$(DOCDIR)/ringd.conf.example, or set SYSCONFDIR)"; \
+	fi
+endif
+ifneq ($(MAN_PAGES),)
+	for f in $(MAN_PAGES); do \
+		d=$(DESTDIR)$(MANDIR)/man$${f##*.}; \
+		install -d $$d && install -m 0644 $$f $$d/ || exit 1; \
+		if [ "$(GZIP_MAN)" = 1 ]; then gzip -9nf $$d/$${f##*/} || exit 1; \
+		else rm -f $$d/$${f##*/}.gz; fi; \
+	done
+endif
+	@# Installed onto this very system (no DESTDIR, as root): what a package's
+	@# post-install script would do.  The user ringd and group ringd-users,
+	@# /etc/ringd's owner and mode, the loader cache, systemd's view of the units.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		if command -v ldconfig >/dev/null; then echo ldconfig; ldconfig; fi; \
+		if [ -f $(SYSUSERSDIR)/ringd.conf ] && command -v systemd-sysusers >/dev/null; then \
+			echo "systemd-sysusers $(SYSUSERSDIR)/ringd.conf"; \
+			systemd-sysusers $(SYSUSERSDIR)/ringd.conf || exit 1; fi; \
+		if [ -f $(TMPFILESDIR)/ringd.conf ] && command -v systemd-tmpfiles >/dev/null; then \
+			echo "systemd-tmpfiles --create $(TMPFILESDIR)/ringd.conf"; \
+			systemd-tmpfiles --create $(TMPFILESDIR)/ringd.conf || exit 1; fi; \
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then \
+			echo "systemctl daemon-reload"; systemctl daemon-reload || true; fi; \
+	fi
+
+UNINSTALL_FILES = $(addprefix $(DESTDIR)$(SBINDIR)/,ringd) \
+	$(addprefix $(DESTDIR)$(BINDIR)/,ringctl ring-bench ring-local ringrun) \
+	$(addprefix $(DESTDIR)$(LIBDIR)/,libring.a libring.so libring.so.$(SOVERSION)) \
+	$(DESTDIR)$(PKGCONFIGDIR)/libring.pc $(DESTDIR)$(INCLUDEDIR)/ring.h \
+	$(DESTDIR)$(TMPFILESDIR)/ringd.conf $(DESTDIR)$(SYSUSERSDIR)/ringd.conf \
+	$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(SD_UNITS))) \
+	$(foreach f,$(MAN_PAGES),$(call man_dest,$(f)) $(call man_dest,$(f)).gz)
+
+# Removes what install put there, and nothing else: the operator's ringd.conf
+# stays unless it is still the example, byte for byte.
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/sbin/ringd $(DESTDIR)$(PREFIX)/bin/ringctl \
-		$(DESTDIR)$(PREFIX)/bin/ring-bench $(DESTDIR)$(PREFIX)/bin/ring-local \
-		$(DESTDIR)$(PREFIX)/lib/libring.a $(DESTDIR)$(PREFIX)/lib/libring.so \
-		$(DESTDIR)$(PREFIX)/lib/libring.so.$(SOVERSION) \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig/libring.pc $(DESTDIR)$(PREFIX)/include/ring.h
+	rm -f $(strip $(UNINSTALL_FILES))
+	@ex=$(DESTDIR)$(DOCDIR)/ringd.conf.example; [ -f $$ex ] || ex=systemd/ringd.conf.example; \
+	if [ -f $(ETC_CONF) ] && [ -f $$ex ] && cmp -s $(ETC_CONF) $$ex; then \
+		echo "rm -f $(ETC_CONF)"; rm -f $(ETC_CONF); \
+	elif [ -e $(ETC_CONF) ]; then \
+		echo "kept $(ETC_CONF) (changed since install)"; \
+	fi
+	rm -f $(DESTDIR)$(DOCDIR)/ringd.conf.example
+	@rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/ringd 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)
