@@ -89,9 +89,22 @@ all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(EXAMPLE
 
 # Objects depend on the flags they were built with (CUDA=, ASAN=, DEBUG= ...):
 # the stamp is rewritten only when they change, and then everything rebuilds.
+# `make install` and `make uninstall` alone (and any make given FLAGS_KEEP=1)
+# take the tree as the last build left it: they write the stamp only when there
+# is none, so a `sudo make install` without the build's WERROR=1 or ASAN=1 does
+# not rebuild everything as root.
 FLAGS_STAMP := $(BUILD)/.flags
-$(shell mkdir -p $(BUILD) && echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)' | \
-	cmp -s - $(FLAGS_STAMP) || echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)' > $(FLAGS_STAMP))
+FLAGS_NOW   := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)
+FLAGS_WRITE := $(if $(MAKECMDGOALS),$(filter-out install uninstall,$(MAKECMDGOALS)),all)
+ifeq ($(FLAGS_KEEP),1)
+FLAGS_WRITE :=
+endif
+ifneq ($(FLAGS_WRITE),)
+$(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || \
+	echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+else
+$(shell mkdir -p $(BUILD) && [ -f $(FLAGS_STAMP) ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+endif
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	$(call msg,CC,$<)
