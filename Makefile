@@ -66,6 +66,7 @@ LIB_OBJ   := $(call obj,$(LIB_SRC))
 BIN_RINGD  := $(BUILD)/bin/ringd
 BIN_CTL    := $(BUILD)/bin/ringctl
 BIN_BENCH  := $(BUILD)/bin/ring-bench
+BIN_HOP    := $(BUILD)/bin/hop-latency
 LIB_A      := $(BUILD)/lib/libring.a
 LIB_SO     := $(BUILD)/lib/libring.so.$(SOVERSION)
 LIB_PC     := $(BUILD)/lib/libring.pc
@@ -85,7 +86,7 @@ EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/ex
 endif
 
 .PHONY: all test demo install uninstall clean deps check-asan fuzz
-all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(EXAMPLES)
+all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(BIN_HOP) $(EXAMPLES)
 
 # Objects depend on the flags they were built with (CUDA=, ASAN=, DEBUG= ...):
 # the stamp is rewritten only when they change, and then everything rebuilds.
@@ -139,6 +140,11 @@ $(LIB_SO): $(LIB_OBJ) $(PROTO_OBJ)
 $(LIB_PC): libring/libring.pc.in
 	@mkdir -p $(dir $@)
 	$(Q)sed $(PC_SED) $< > $@
+
+$(BIN_HOP): $(call obj,bench/hop-latency.c)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(BIN_BENCH): $(call obj,bench/ring-bench.c) $(LIB_A)
 	$(call msg,LD,$@)
