@@ -659,6 +659,13 @@ Test(ringrun_hosts, bad_input_refused, .init = dry_setup, .fini = teardown, .tim
 		expect_line(r.errs, cases[i].says);
 		rr_free(&r);
 	}
+	cr_expect_eq(dry(&r, "help", NULL, (const char *[]){ "--help", NULL }), 0);
+	expect_line(r.outs, "usage: ringrun [OPTIONS] [--] COMMAND [ARGS...]");
+	expect_line(r.outs, "--start-daemons");
+	rr_free(&r);
+	cr_expect_eq(dry(&r, "badopt", NULL, (const char *[]){ "--bogus", "app", NULL }), 64);
+	expect_line(r.errs, "unknown option '--bogus'");
+	rr_free(&r);
 	cr_expect_eq(dry(&r, "nocmd", NULL, (const char *[]){ "-f", "/dev/null", NULL }), 64);
 	expect_line(r.errs, "no command given");
 	rr_free(&r);
