@@ -455,6 +455,7 @@ plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64
 
 	if (plan_alloc(op, 2 * m - 2, 2 * m - 2) != 0)
 		return -1;
+	op->final_from = m - 2;
 	chunk_of(count, m, p, &st, &len);
 	tx_set(&op->tx[0], 0, span(send + st * esz, len * esz), -1);
 	for (s = 0; s < 2 * m - 2; s++) {
@@ -570,11 +571,16 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 	case PROTO_COLL_ALLREDUCE:
 		if (op->nc == 1)
 			return;
+		*send = L->recv;
+		if (j->nhosts > 1) {
+			/* combined segment by segment as the ring uses them */
+			op->lazy_local = true;
+			break;
+		}
 		/* in local-rank order, so every run sums the same way */
 		proto_reduce(L->recv, op->c[0].send, op->c[1].send, count, op->dtype, op->redop);
 		for (i = 2; i < op->nc; i++)
 			proto_reduce(L->recv, L->recv, op->c[i].send, count, op->dtype, op->redop);
-		*send = L->recv;
 		break;
 	case PROTO_COLL_ALLGATHER:
 		for (i = 0; i < op->nc; i++) {
@@ -619,6 +625,9 @@ local_scatter(struct op *op)
 			continue;
 		switch (op->fp.coll) {
 		case PROTO_COLL_ALLREDUCE:
+			if (op->lazy_local)
+				break;	/* copied as each segment became final */
+			/* fall through */
 		case PROTO_COLL_BROADCAST:
 			memcpy(c->recv, L->recv, bytes);
 			break;
@@ -633,6 +642,44 @@ local_scatter(struct op *op)
 			break;
 		}
 	}
+}
+
+/*
+ * The lazy local phases of an all-reduce with several processes on this host
+ * (op->lazy_local).  Every byte of the leader's buffer is used by the ring
+ * exactly once as local data: the chunk we send first (tx step 0) and the
+ * chunks we reduce into (rx steps before final_from).  Combining the local
+ * processes' inputs there, just before that use, gives the same sums in the
+ * same local-rank order as combining all of it up front, while the network
+ * already carries the first segments; likewise each segment is copied to the
+ * other processes as soon as it is final, not after the whole ring.
+ */
+static void
+local_combine_range(struct op *op, const uint8_t *at, uint64_t len)
+{
+	struct contrib *L = &op->c[op->leader];
+	uint64_t off = (uint64_t)(at - L->recv), n = len / op->esz;
+	int i;
+
+	if (n == 0)
+		return;
+	proto_reduce(L->recv + off, op->c[0].send + off, op->c[1].send + off, n, op->dtype,
+		     op->redop);
+	for (i = 2; i < op->nc; i++)
+		proto_reduce(L->recv + off, L->recv + off, op->c[i].send + off, n, op->dtype,
+			     op->redop);
+}
+
+static void
+local_scatter_range(struct op *op, const uint8_t *at, uint64_t len)
+{
+	struct contrib *L = &op->c[op->leader];
+	uint64_t off = (uint64_t)(at - L->recv);
+	int i;
+
+	for (i = 0; i < op->nc; i++)
+		if (i != op->leader && len > 0)
+			memcpy(op->c[i].recv + off, at, len);
 }
 
 /* A single-host job: the local phases are the whole operation. */
@@ -738,6 +785,13 @@ op_tx(struct ringd *rd, struct op *op)
 			return;
 		if (!tx_credit_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
 			return;
+		if (op->lazy_local && op->tx_i == 0 && op->tx_off + len > op->combined_tx0) {
+			/* a retry after a full output must not combine twice */
+			uint64_t from = op->combined_tx0 > op->tx_off ? op->combined_tx0 : op->tx_off;
+
+			local_combine_range(op, p + (from - op->tx_off), op->tx_off + len - from);
+			op->combined_tx0 = op->tx_off + len;
+		}
 		if (t->copy) {
 			struct proto_frame f = {
 				.type = PROTO_F_DATA, .job = j->id, .aux = t->id, .epoch = rd->epoch,
@@ -788,7 +842,7 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 	struct job *j = op->job;
 	struct rx_step *x;
 	uint64_t left, contig = 0;
-	uint8_t *d = NULL;
+	uint8_t *d = NULL, *fin = NULL;
 	char fp[160];
 
 	if (op->rx_i >= op->nrx || !op->hdr_rcvd) {
@@ -819,6 +873,8 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 			uint64_t lc;
 			const uint8_t *lo = reg_at(&x->local, op->rx_off, &lc);
 
+			if (op->lazy_local)
+				local_combine_range(op, lo, f->length);
 			proto_reduce(d, lo, pl, f->length / op->esz, op->dtype, op->redop);
 			rd->bytes_reduced += f->length;
 			if (x->scale)
@@ -826,6 +882,8 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
+		if (op->lazy_local && op->rx_i >= op->final_from)
+			fin = d;	/* final: the other local processes get it */
 	}
 	op->rx_off += f->length;
 	j->rx_consumed += PROTO_FRAME_HDR + f->length;
@@ -836,6 +894,9 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 	publish_progress(op, (uint64_t)op->rx_i);
 	rx_credit(rd, j, false);
 	op_tx(rd, op);
+	/* after the forward, so the copy does not delay the next host */
+	if (fin != NULL && !op->finished)
+		local_scatter_range(op, fin, f->length);
 	op_check_done(rd, op);
 	return RX_DONE;
 }

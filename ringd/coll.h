@@ -77,6 +77,12 @@ struct op {
 	int leader;			/* contribution whose buffers the ring uses */
 	bool started;			/* everyone local asked; planned and running */
 	struct arena *arena;		/* the leader's arena (frames reference it) */
+	/* all-reduce with several local processes on a ring: the local combine and
+	 * the copy of the result to the others are done per segment as the ring
+	 * reaches it (see local_combine_range), not before and after it */
+	bool lazy_local;
+	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
+	int final_from;			/* first rx step whose result is final */
 	/* the plan */
 	struct tx_step *tx;		/* sent steps, in order */
 	int ntx;
