@@ -156,6 +156,7 @@ op_free(struct op *op)
 	free(op->c);
 	free(op->tx);
 	free(op->rx);
+	free(op->vecs);
 	free(op);
 }
 
@@ -471,6 +472,71 @@ plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64
 	return 0;
 }
 
+/*
+ * The latency path of a small all-reduce (and of a barrier, count 0): every
+ * host's whole vector goes once round the ring, m-1 hops instead of the 2(m-1)
+ * of reduce-scatter plus all-gather, and each host then reduces the m vectors
+ * itself in host order (tiny_finish), so every host computes the same bits.
+ * It sends (m-1) x S per host instead of 2(m-1)/m x S, hence only for small S.
+ * The vectors live in the daemon's memory, so every step copies (t->copy).
+ */
+#define TINY_VEC_MAX	(4u << 10)	/* bytes of one vector */
+#define TINY_ALL_MAX	(64u << 10)	/* bytes of all of them */
+
+static bool
+tiny_ok(const struct op *op, const struct job *j, uint64_t count)
+{
+	uint64_t bytes = count * op->esz;
+
+	if (j->nhosts < 2 || (op->fp.coll != PROTO_COLL_ALLREDUCE &&
+			      op->fp.coll != PROTO_COLL_BARRIER))
+		return false;
+	return bytes <= TINY_VEC_MAX && bytes * (uint64_t)j->nhosts <= TINY_ALL_MAX;
+}
+
+static int
+plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t count)
+{
+	uint64_t bytes = count * op->esz;
+	int p = j->pos, m = j->nhosts, s;
+
+	if (plan_alloc(op, m - 1, m - 1) != 0 ||
+	    (op->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
+		return -1;
+	if (bytes > 0)
+		memcpy(op->vecs + (uint64_t)p * bytes, send, bytes);
+	tx_set(&op->tx[0], 0, span(op->vecs + (uint64_t)p * bytes, bytes), -1);
+	op->tx[0].copy = true;
+	for (s = 0; s < m - 1; s++) {
+		rx_set(&op->rx[s], (uint32_t)s,
+		       span(op->vecs + (uint64_t)mod(p - s - 1, m) * bytes, bytes), no_region);
+		if (s + 1 < m - 1) {
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
+			op->tx[s + 1].copy = true;
+		}
+	}
+	return 0;
+}
+
+/* Every vector is here: the result, in host order, into the leader's buffer. */
+static void
+tiny_finish(struct ringd *rd, struct op *op)
+{
+	struct contrib *L = &op->c[op->leader];
+	uint64_t n = L->count, bytes = n * op->esz;
+	int h, m = op->job->nhosts;
+
+	if (op->fp.coll != PROTO_COLL_ALLREDUCE || bytes == 0)
+		return;
+	proto_reduce(L->recv, op->vecs, op->vecs + bytes, n, op->dtype, op->redop);
+	for (h = 2; h < m; h++)
+		proto_reduce(L->recv, L->recv, op->vecs + (uint64_t)h * bytes, n, op->dtype,
+			     op->redop);
+	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
+	if (op->redop == RING_AVG)
+		proto_scale(L->recv, n, op->dtype, (uint32_t)op->job->world);
+}
+
 /* All-gather: our bundle goes out at step 0, the others arrive one per step. */
 static int
 plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count, uint64_t stride)
@@ -572,7 +638,7 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		if (op->nc == 1)
 			return;
 		*send = L->recv;
-		if (j->nhosts > 1) {
+		if (j->nhosts > 1 && !op->tiny) {
 			/* combined segment by segment as the ring uses them */
 			op->lazy_local = true;
 			break;
@@ -822,6 +888,8 @@ op_check_done(struct ringd *rd, struct op *op)
 		return;
 	if (op->hdr_sent && op->tx_i == op->ntx && op->rx_i == op->nrx &&
 	    (op->nrx == 0 || op->hdr_rcvd)) {
+		if (op->tiny)
+			tiny_finish(rd, op);
 		local_scatter(op);
 		op_finish(rd, op, 0, NULL);
 	}
@@ -1343,6 +1411,9 @@ op_start(struct ringd *rd, struct op *op)
 					  "processes per host must run in place (libring does this)");
 				return;
 			}
+	if (op->fp.coll == PROTO_COLL_BARRIER)
+		op->esz = 1;
+	op->tiny = tiny_ok(op, j, op->fp.coll == PROTO_COLL_BARRIER ? 0 : L->count);
 	local_gather(op, &send, &recv, &inplace);
 	op->started = true;
 	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op->nc == 1)
@@ -1359,13 +1430,12 @@ op_start(struct ringd *rd, struct op *op)
 		op_check_done(rd, op);
 		return;
 	}
-	switch (op->fp.coll) {
+	switch (op->tiny ? -1 : op->fp.coll) {
+	case -1:
+		rc = plan_tiny(op, j, send, op->fp.coll == PROTO_COLL_BARRIER ? 0 : L->count);
+		break;
 	case PROTO_COLL_ALLREDUCE:
 		rc = plan_allreduce(op, j->pos, j->nhosts, send, recv, L->count);
-		break;
-	case PROTO_COLL_BARRIER:
-		op->esz = 1;
-		rc = plan_allreduce(op, j->pos, j->nhosts, NULL, NULL, 0);
 		break;
 	case PROTO_COLL_ALLGATHER:
 		rc = plan_allgather(op, j, recv, L->count, L->stride);

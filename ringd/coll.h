@@ -83,6 +83,10 @@ struct op {
 	bool lazy_local;
 	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
 	int final_from;			/* first rx step whose result is final */
+	/* a small all-reduce or a barrier: every host's vector goes once round
+	 * the ring and each host reduces them all in host order (plan_tiny) */
+	bool tiny;
+	uint8_t *vecs;			/* the hosts' vectors, by position in the job */
 	/* the plan */
 	struct tx_step *tx;		/* sent steps, in order */
 	int ntx;
