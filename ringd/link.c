@@ -151,6 +151,7 @@ rx_reset(struct link *l)
 	}
 	l->rx_blocked = false;
 	l->lowat = 0;
+	l->drained = false;
 }
 
 /* Closes the connection; the struct stays (next is reused, prev replaced). */
@@ -1131,8 +1132,14 @@ rx_fill(struct link *l)
 	}
 	if (l->rxlen == l->rxcap)
 		return 0;	/* cannot happen: rx_room made space for the frame */
+	if (l->drained)
+		return 0;	/* the last read emptied the socket: wait for epoll */
 	n = transport_read(transport, l, l->rxbuf + l->rxlen, l->rxcap - l->rxlen);
 	if (n > 0) {
+		/* a short read of a plain socket took everything there was: the next
+		 * read would only say EAGAIN (one syscall per wake-up saved) */
+		if ((size_t)n < l->rxcap - l->rxlen && transport_raw(transport))
+			l->drained = true;
 		l->rxlen += (size_t)n;
 		l->last_rx_ms = now_ms();
 		return 1;
@@ -1288,6 +1295,7 @@ link_rx_resume(struct link *l)
 	if (l == NULL || !l->rx_blocked || l->fd < 0)
 		return;
 	l->rx_blocked = false;
+	l->drained = false;
 	event_add(l->rev, NULL);
 	/* the blocked frame is still at rxoff with have_hdr set: offer it again */
 	if (l->have_hdr && l->rxlen - l->rxoff >= l->cur.length) {
@@ -1330,6 +1338,7 @@ link_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	l->drained = false;
 	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
 		link_transport_ready(l);
 		if (l->fd < 0 || l->hs.stage == LINK_HS_TRANSPORT)

@@ -64,6 +64,7 @@ struct link {
 	char last_error[256];		/* why it last went down */
 	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
+	bool drained;			/* the last read emptied the socket */
 	bool handshake_acceptor;	/* pending accepted connection */
 	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
 	struct {			/* the handshake; reset for every connection */
