@@ -177,13 +177,13 @@ first_remote(const struct ringd *rd, char *buf, size_t len)
 	return NULL;
 }
 
-int
-auth_init(struct ringd *rd, char *err, size_t errlen)
+/* The credential files of c, checked: TLS all or nothing, the key file's
+ * mode, and the secret (if any) loaded into buf.  The number of TLS files
+ * given (0 or 3), or -1 with the reason in err. */
+static int
+load_credentials(const struct config *c, uint8_t *buf, size_t *len, char *err, size_t errlen)
 {
-	const struct config *c = &rd->cfg;
 	int ntls = !!c->tls_cert[0] + !!c->tls_key[0] + !!c->tls_ca[0];
-	char buf[HOSTFILE_HOST_MAX + 1];
-	const char *remote;
 
 	if (ntls != 0 && ntls != 3) {
 		snprintf(err, errlen, "TLS needs tls_cert, tls_key and tls_ca together; %s%s%s"
@@ -193,8 +193,21 @@ auth_init(struct ringd *rd, char *err, size_t errlen)
 	}
 	if (ntls == 3 && check_key_file(c->tls_key, err, errlen) != 0)
 		return -1;
-	if (c->secret_file[0] != '\0' &&
-	    load_secret(c->secret_file, secret, &secret_len, err, errlen) != 0)
+	*len = 0;
+	if (c->secret_file[0] != '\0' && load_secret(c->secret_file, buf, len, err, errlen) != 0)
+		return -1;
+	return ntls;
+}
+
+int
+auth_init(struct ringd *rd, char *err, size_t errlen)
+{
+	const struct config *c = &rd->cfg;
+	char buf[HOSTFILE_HOST_MAX + 1];
+	const char *remote;
+	int ntls;
+
+	if ((ntls = load_credentials(c, secret, &secret_len, err, errlen)) < 0)
 		return -1;
 	if (rd->world < 2 || ntls == 3 || secret_len > 0)
 		return 0;
@@ -221,19 +234,8 @@ auth_fini(void)
 int
 auth_reload_prepare(const struct config *c, char *err, size_t errlen)
 {
-	int ntls = !!c->tls_cert[0] + !!c->tls_key[0] + !!c->tls_ca[0];
-
 	auth_reload_abort();
-	if (ntls != 0 && ntls != 3) {
-		snprintf(err, errlen, "TLS needs tls_cert, tls_key and tls_ca together; %s%s%s"
-			 "missing", c->tls_cert[0] ? "" : "tls_cert ",
-			 c->tls_key[0] ? "" : "tls_key ", c->tls_ca[0] ? "" : "tls_ca ");
-		return -1;
-	}
-	if (ntls == 3 && check_key_file(c->tls_key, err, errlen) != 0)
-		return -1;
-	if (c->secret_file[0] != '\0' &&
-	    load_secret(c->secret_file, pending, &pending_len, err, errlen) != 0) {
+	if (load_credentials(c, pending, &pending_len, err, errlen) < 0) {
 		pending_len = 0;
 		return -1;
 	}
