@@ -1392,6 +1392,7 @@ op_start(struct ringd *rd, struct op *op)
 	struct job *j = op->job;
 	struct contrib *L;
 	uint8_t *send, *recv;
+	uint64_t count;
 	bool inplace;
 	int i, rc = 0;
 
@@ -1411,9 +1412,12 @@ op_start(struct ringd *rd, struct op *op)
 					  "processes per host must run in place (libring does this)");
 				return;
 			}
-	if (op->fp.coll == PROTO_COLL_BARRIER)
+	count = L->count;
+	if (op->fp.coll == PROTO_COLL_BARRIER) {
 		op->esz = 1;
-	op->tiny = tiny_ok(op, j, op->fp.coll == PROTO_COLL_BARRIER ? 0 : L->count);
+		count = 0;	/* a barrier is an empty all-reduce */
+	}
+	op->tiny = tiny_ok(op, j, count);
 	local_gather(op, &send, &recv, &inplace);
 	op->started = true;
 	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op->nc == 1)
@@ -1430,10 +1434,9 @@ op_start(struct ringd *rd, struct op *op)
 		op_check_done(rd, op);
 		return;
 	}
-	switch (op->tiny ? -1 : op->fp.coll) {
-	case -1:
-		rc = plan_tiny(op, j, send, op->fp.coll == PROTO_COLL_BARRIER ? 0 : L->count);
-		break;
+	if (op->tiny)
+		rc = plan_tiny(op, j, send, count);
+	else switch (op->fp.coll) {
 	case PROTO_COLL_ALLREDUCE:
 		rc = plan_allreduce(op, j->pos, j->nhosts, send, recv, L->count);
 		break;
