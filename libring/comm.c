@@ -537,6 +537,29 @@ int ring_open(ring_comm **out, const struct ring_options *opts)
 	return lr_comm_open(&env, out);
 }
 
+/* How long ring_close waits for the daemon to let go of the session. */
+#define CLOSE_WAIT_MS	2000
+
+/* Reads (and drops) what the daemon still sends until it closes the socket. */
+static void close_wait(int fd, int64_t deadline)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		int r = poll(&pfd, 1, ms_left(deadline));
+		ssize_t n;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return;
+	}
+}
+
 int ring_close(ring_comm *c)
 {
 	uint8_t buf[PROTO_MSG_MAX];
@@ -545,10 +568,13 @@ int ring_close(ring_comm *c)
 	if (!c)
 		return 0;
 	if (c->fd >= 0 && !c->broken) {
-		/* Best effort: the daemon also cleans up when the socket just closes. */
+		/* The daemon also cleans up when the socket just closes.  Waiting for
+		 * it to close its end (it does on BYE) makes the close complete: a
+		 * communicator opened right after, with the same ranks, never finds
+		 * this one still attached. */
 		n = proto_encode_bye(buf, sizeof(buf));
-		if (n > 0)
-			(void)send(c->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0 && send(c->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+			close_wait(c->fd, now_ms() + CLOSE_WAIT_MS);
 	}
 	comm_free(c);
 	return 0;

@@ -54,7 +54,7 @@ proto_frame_encode(uint8_t out[PROTO_FRAME_HDR], const struct proto_frame *f)
 	pw_u64(&w, f->seq);
 	pw_u64(&w, f->offset);
 	pw_u32(&w, f->length);
-	pw_u32(&w, 0);		/* reserved */
+	pw_u32(&w, f->gen);
 }
 
 /*
@@ -115,8 +115,7 @@ proto_frame_decode(const uint8_t in[PROTO_FRAME_HDR], struct proto_frame *f,
 	f->seq = pr_u64(&r);
 	f->offset = pr_u64(&r);
 	f->length = pr_u32(&r);
-	if (pr_u32(&r) != 0)	/* reserved */
-		return RING_EPROTO;
+	f->gen = pr_u32(&r);
 	if (r.err || magic != PROTO_FRAME_MAGIC || version != PROTO_VERSION)
 		return RING_EPROTO;
 	if ((max = frame_type_max(f->type, max_payload)) < 0)

@@ -18,7 +18,9 @@
 
 #include "../libring/ring.h"
 
-#define PROTO_VERSION		2	/* 2: OP carries flags */
+#define PROTO_VERSION		3	/* 2: OP carries flags; 3: job frames carry
+					 * the formation generation, LEAVE the
+					 * ranks that stay */
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -134,7 +136,7 @@ enum proto_frame_type {
 
 /* The fixed header of every frame; `length` payload bytes follow it.  Wire order:
  * magic u32, version u16, type u16, job u32, aux u32, epoch u32, route u32,
- * seq u64, offset u64, length u32, reserved u32 (zero). */
+ * seq u64, offset u64, length u32, gen u32. */
 struct proto_frame {
 	uint16_t type;		/* enum proto_frame_type */
 	uint32_t job;		/* job id (0 for link frames) */
@@ -145,6 +147,9 @@ struct proto_frame {
 	uint64_t seq;		/* sequence number / message id */
 	uint64_t offset;	/* type-specific (offset, credit, timestamp) */
 	uint32_t length;	/* payload bytes after the header */
+	uint32_t gen;		/* job frames: the generation of the job's formation
+				 * they belong to (frames of an older one are
+				 * dropped); 0 elsewhere */
 };
 #define PROTO_ROUTE(src, dst)	(((uint32_t)(src) << 16) | (uint32_t)(dst))
 #define PROTO_ROUTE_SRC(r)	((int)((r) >> 16))

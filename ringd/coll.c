@@ -86,6 +86,7 @@ rx_credit(struct ringd *rd, struct job *j, bool flush)
 	memset(&f, 0, sizeof(f));
 	f.type = PROTO_F_CREDIT;
 	f.job = j->id;
+	f.gen = j->fgen;
 	f.epoch = rd->epoch;
 	f.route = PROTO_ROUTE(rd->rank, j->prev_host);
 	f.offset = want;
@@ -179,8 +180,9 @@ op_complete(struct ringd *rd, struct op *op)
 	for (i = 0; i < op->nc; i++)
 		if (op->c[i].in && !op->c[i].replied) {
 			op->c[i].replied = true;
-			if (coll && i < j->local_size && j->loc_done != NULL)
-				j->loc_done[i] = op->fp.seq;
+			if (coll && op->gen == j->fgen && i < j->local_size &&
+			    j->loc[i].sess == op->c[i].sess)
+				j->loc[i].done = op->fp.seq;
 			if (op->c[i].sess != NULL)
 				sess_op_done(op->c[i].sess, op->c[i].reqid, op->status, op->text);
 		}
@@ -205,9 +207,11 @@ op_complete(struct ringd *rd, struct op *op)
 	if (op->q != NULL)
 		TAILQ_REMOVE(op->q, op, entry);
 	op_free(op);
-	/* the next operation's early frames may be waiting */
+	/* the next operation's early frames may be waiting, or it was the last
+	 * thing of a formation whose processes have left */
 	if (j->active == NULL)
 		job_drain_stash(rd, j);
+	job_settle(rd, j);
 }
 
 void
@@ -266,7 +270,7 @@ op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint3
 {
 	struct proto_frame f = {
 		.type = type, .job = op->job->id, .aux = aux, .epoch = rd->epoch,
-		.route = route, .seq = seq, .offset = off, .length = len,
+		.route = route, .seq = seq, .offset = off, .length = len, .gen = op->gen,
 	};
 	uint8_t hdr[PROTO_FRAME_HDR];
 	struct evbuffer *out = link_output(rd->next);
@@ -338,7 +342,7 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		static const struct timeval grace = { 1, 0 };
 		uint8_t buf[64];
 		struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .aux = 1,
-					 .epoch = rd->epoch, .seq = op->fp.seq,
+					 .epoch = rd->epoch, .seq = op->fp.seq, .gen = op->gen,
 					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
 		int n = proto_encode_reason(buf, sizeof(buf), RING_ETIMEDOUT, "");
 
@@ -363,6 +367,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 		return NULL;
 	op->rd = rd;
 	op->job = j;
+	op->gen = j->fgen;
 	op->fp.coll = m->coll;
 	op->fp.dtype = m->dtype;
 	op->fp.redop = m->redop;
@@ -826,7 +831,7 @@ op_tx(struct ringd *rd, struct op *op)
 		uint8_t pl[PROTO_FP_LEN];
 		struct proto_frame f = {
 			.type = PROTO_F_OPHDR, .job = j->id, .epoch = rd->epoch, .route = route,
-			.seq = op->fp.seq, .length = PROTO_FP_LEN,
+			.seq = op->fp.seq, .length = PROTO_FP_LEN, .gen = op->gen,
 		};
 
 		if (!tx_credit_ok(j, PROTO_FRAME_HDR + PROTO_FP_LEN) || link_tx_room(rd->next) == 0)
@@ -862,7 +867,7 @@ op_tx(struct ringd *rd, struct op *op)
 			struct proto_frame f = {
 				.type = PROTO_F_DATA, .job = j->id, .aux = t->id, .epoch = rd->epoch,
 				.route = route, .seq = op->fp.seq, .offset = op->tx_off,
-				.length = len,
+				.length = len, .gen = op->gen,
 			};
 
 			rc = link_send(rd->next, &f, p);
@@ -1011,6 +1016,13 @@ job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const
 {
 	struct op *op = j->active;
 
+	if (f->gen != j->fgen || !j->ready) {
+		/* of the next formation: it waits; of an earlier one, or of one that
+		 * has broken here: it is over */
+		if (f->gen > j->fgen && pl != NULL)
+			return RX_STASH;
+		return rx_discard(rd, j, f);
+	}
 	if (op == NULL || !op->started || f->seq != op->fp.seq) {
 		uint64_t cur = op ? op->fp.seq : j->next_seq;
 
@@ -1023,6 +1035,40 @@ job_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const
 	if (f->type == PROTO_F_OPHDR)
 		return op_rx_hdr(rd, op, f, pl);
 	return op_rx_data(rd, op, f, pl);
+}
+
+/* Frames of what is over here: the stash entry goes, nothing is credited. */
+static void
+stash_drop_front(struct job *j, size_t flen)
+{
+	evbuffer_drain(j->stash, flen);
+	j->stale_frames++;
+}
+
+void
+job_stash_keep(struct job *j, uint32_t lo, uint32_t hi)
+{
+	struct evbuffer *keep = evbuffer_new();
+	uint8_t hb[PROTO_FRAME_HDR];
+	struct proto_frame f;
+
+	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
+		size_t flen;
+
+		evbuffer_copyout(j->stash, hb, sizeof(hb));
+		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
+			break;	/* cannot happen: checked on arrival */
+		flen = PROTO_FRAME_HDR + (size_t)f.length;
+		if (keep != NULL && f.gen >= lo && f.gen <= hi)
+			evbuffer_remove_buffer(j->stash, keep, flen);
+		else
+			stash_drop_front(j, flen);
+	}
+	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	if (keep != NULL) {
+		evbuffer_add_buffer(j->stash, keep);
+		evbuffer_free(keep);
+	}
 }
 
 /* Runs the stash of a job through its active op, in arrival order. */
@@ -1057,24 +1103,63 @@ job_drain_stash(struct ringd *rd, struct job *j)
 		link_rx_resume(rd->prev);
 }
 
+/* A frame this job cannot take (of an older formation, or beyond what it may
+ * hold): a fault of one job, so the frame goes and the link stays. */
+static int
+job_drop(struct job *j, const struct proto_frame *f, const char *why)
+{
+	if (j->stale_frames++ == 0 || why != NULL)
+		log_warn("job %s: %s frame #%llu from host %d dropped: %s", j->name,
+			 proto_frame_type_name(f->type), (unsigned long long)f->seq,
+			 PROTO_ROUTE_SRC(f->route), why ? why : "of an earlier formation");
+	return RX_DONE;
+}
+
+/* Keeps a frame that came before its op (or its formation) in the stash, within
+ * the credit granted for it. */
+static int
+job_stash_frame(struct ringd *rd, struct job *j, const struct proto_frame *f,
+		const uint8_t *pl)
+{
+	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
+	uint8_t hdr[PROTO_FRAME_HDR];
+
+	if (f->gen > j->fgen) {
+		/* the sender formed first: it may send the initial credit's worth */
+		if (j->early_bytes + flen > INITIAL_CREDIT)
+			return job_drop(j, f, "the next formation's frames overran the "
+					"initial credit");
+		j->early_bytes += flen;
+	} else if (j->rx_consumed + evbuffer_get_length(j->stash) - j->early_bytes + flen >
+		   j->rx_granted) {
+		return job_drop(j, f, "the sender overran its credit");
+	}
+	proto_frame_encode(hdr, f);
+	evbuffer_add(j->stash, hdr, sizeof(hdr));
+	evbuffer_add(j->stash, pl, f->length);
+	/* frames queue behind older ones even while their op runs: let them
+	 * through now rather than on the next output or credit event */
+	if (j->active != NULL && j->active->started)
+		job_drain_stash(rd, j);
+	return RX_DONE;
+}
+
 int
 coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct job *j;
-	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	int r;
 
 	if ((j = job_wire(rd, f->job)) == NULL) {
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "frame for job %08x but max_jobs = %d are already known", f->job,
-			 rd->cfg.max_jobs);
-		return RX_ERROR;
+		log_warn("%s frame for job %08x dropped: max_jobs = %d are already known",
+			 proto_frame_type_name(f->type), f->job, rd->cfg.max_jobs);
+		return RX_DONE;
 	}
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
-		if (f->epoch != rd->epoch)
-			return RX_DONE;	/* from before the ring re-formed */
+		if (f->epoch != rd->epoch || f->gen != j->fgen || !j->ready)
+			return job_drop(j, f, NULL);	/* of an earlier formation */
 		if (f->offset > j->tx_limit)
 			j->tx_limit = f->offset;
 		coll_pump(rd);
@@ -1084,34 +1169,20 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		goto wrong_way;
 	if (f->type == PROTO_F_ABORT)
 		return RX_DONE;	/* failure propagation comes with the failure model */
-	if (j->prev_host >= 0 && PROTO_ROUTE_SRC(f->route) != j->prev_host) {
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "job %s frame from host %d, but its previous host is %d", j->name,
-			 PROTO_ROUTE_SRC(f->route), j->prev_host);
-		return RX_ERROR;
+	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready))
+		return job_drop(j, f, NULL);	/* of a formation that is over here */
+	if (f->gen == j->fgen && PROTO_ROUTE_SRC(f->route) != j->prev_host) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "its previous host is %d", j->prev_host);
+		return job_drop(j, f, why);
 	}
 	if (evbuffer_get_length(j->stash) > 0 && pl != NULL)
 		r = RX_STASH;
 	else
 		r = job_rx_frame(rd, j, f, pl);
-	if (r == RX_STASH) {
-		uint8_t hdr[PROTO_FRAME_HDR];
-
-		if (j->rx_consumed + evbuffer_get_length(j->stash) + flen > j->rx_granted) {
-			snprintf(l->last_error, sizeof(l->last_error),
-				 "host %d overran its credit for job %08x",
-				 PROTO_ROUTE_SRC(f->route), f->job);
-			return RX_ERROR;
-		}
-		proto_frame_encode(hdr, f);
-		evbuffer_add(j->stash, hdr, sizeof(hdr));
-		evbuffer_add(j->stash, pl, f->length);
-		/* frames queue behind older ones even while their op runs: let them
-		 * through now rather than on the next output or credit event */
-		if (j->active != NULL && j->active->started)
-			job_drain_stash(rd, j);
-		return RX_DONE;
-	}
+	if (r == RX_STASH)
+		return job_stash_frame(rd, j, f, pl);
 	return r;
 wrong_way:
 	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
@@ -1129,8 +1200,8 @@ coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	uint64_t contig;
 	uint8_t *d;
 
-	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL ||
-	    !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
+	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || f->gen != op->gen ||
+	    !j->ready || !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
 	    evbuffer_get_length(j->stash) > 0 || op->rx_i >= op->nrx ||
 	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
@@ -1263,7 +1334,8 @@ op_abort_ring(struct ringd *rd, struct op *op)
 {
 	uint8_t buf[PROTO_TEXT_MAX + 16];
 	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq };
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
+				 .gen = op->gen };
 	int n;
 
 	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
@@ -1287,15 +1359,15 @@ missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t ca
 	for (i = 0; i < j->local_size && off < cap; i++) {
 		bool missing;
 
-		if (j->loc[i] == NULL)
+		if (j->loc[i].sess == NULL || !j->loc[i].member)
 			continue;
-		if (op != NULL && op->fp.seq == seq)
+		if (op != NULL && op->fp.seq == seq && i < op->nc)
 			missing = !op->c[i].in;
 		else
 			missing = j->next_seq <= seq;
 		if (missing)
 			off += (size_t)snprintf(buf + off, cap - off, "%s%d (host %d)",
-						off ? ", " : "", j->loc_rank[i], rd->rank);
+						off ? ", " : "", j->loc[i].rank, rd->rank);
 	}
 }
 
@@ -1314,8 +1386,8 @@ coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		snprintf(l->last_error, sizeof(l->last_error), "malformed abort");
 		return RX_ERROR;
 	}
-	if ((j = job_lookup(rd, f->job)) == NULL)
-		goto pass;
+	if ((j = job_lookup(rd, f->job)) == NULL || f->gen != j->fgen)
+		goto pass;	/* not of the formation this host is in */
 	op = j->active;
 	if (f->aux == 1) {
 		/* a timeout probe: add who is missing here, pass it on; back home,
@@ -1549,7 +1621,7 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 			       .rank = sess_rank(s), .in = true };
 	arena_ref(c->arena);
 	op->joined++;
-	j->loc_entered[lr] = op->fp.seq;
+	j->loc[lr].entered = op->fp.seq;
 	if (!op->finished) {
 		struct proto_fp fp = op->fp;
 		int first = -1, i;
@@ -1596,33 +1668,51 @@ nomem:
 	return RING_ENOMEM;
 }
 
+/* The active collective's part of a process that is going away, if it has one:
+ * its contribution, or the slot of a process of the op's formation that has not
+ * asked yet.  A process that came for a later formation has none. */
+static struct contrib *
+op_contrib_of(struct op *op, struct sess *s)
+{
+	struct job *j = op->job;
+	int lr = sess_local_rank(s);
+
+	if (lr < 0 || lr >= op->nc)
+		return NULL;
+	if (op->c[lr].sess == s)
+		return &op->c[lr];
+	if (!op->c[lr].in && op->gen == j->fgen && lr < j->local_size &&
+	    j->loc[lr].sess == s && j->loc[lr].member)
+		return &op->c[lr];
+	return NULL;
+}
+
 void
 coll_sess_gone(struct ringd *rd, struct sess *s)
 {
-	struct job *j;
+	struct job *j = sess_job(s);
+	struct op *op;
+	struct contrib *c;
 
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		struct op *op = j->active;
+	if (j == NULL)
+		return;
+	op = j->active;
+	if (op != NULL && (c = op_contrib_of(op, s)) != NULL) {
+		bool was_finished = op->finished;
 
-		if (op != NULL && j == sess_job(s) && op->fp.coll != PROTO_COLL_SEND &&
-		    op->fp.coll != PROTO_COLL_RECV) {
-			struct contrib *c = &op->c[sess_local_rank(s)];
-			bool was_finished = op->finished;
-
-			c->sess = NULL;
-			if (!c->in) {	/* it will never ask now */
-				c->in = true;
-				c->replied = true;
-				op->joined++;
-			}
-			if (!was_finished)
-				op_finish(rd, op, RING_EABORTED, "rank %d (a process on this "
-					  "host) went away", sess_rank(s));
-			else
-				op_complete(rd, op);	/* it may have been the last one */
+		c->sess = NULL;
+		if (!c->in) {	/* it will never ask now */
+			c->in = true;
+			c->replied = true;
+			op->joined++;
 		}
-		p2p_sess_gone(rd, j, s);
+		if (!was_finished)
+			op_finish(rd, op, RING_EABORTED, "rank %d (a process on this host) went "
+				  "away", sess_rank(s));
+		else
+			op_complete(rd, op);	/* it may have been the last one */
 	}
+	p2p_sess_gone(rd, j, s);
 }
 
 void

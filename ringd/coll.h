@@ -65,6 +65,7 @@ struct contrib {
 struct op {
 	struct ringd *rd;		/* the daemon */
 	struct job *job;		/* owner */
+	uint32_t gen;			/* the job's formation it belongs to */
 	struct proto_fp fp;		/* what every rank must agree on */
 	int dtype, redop;		/* as in fp, for the kernels */
 	size_t esz;			/* element size */
@@ -134,14 +135,42 @@ struct rec {
 };
 struct rts_entry;
 TAILQ_HEAD(rtsq, rts_entry);
+struct held_join;
 
-/* Early frames (for an op not yet posted here) wait in a job's stash, bounded by
- * the credit this daemon granted. */
+/* One process of a job on this host. */
+struct job_proc {
+	struct sess *sess;		/* NULL: the slot is free */
+	int rank;			/* its global rank */
+	uint64_t entered;		/* last sequence number it called */
+	uint64_t done;			/* last one it got an answer for */
+	bool member;			/* it is in the current formation (it was here
+					 * when this host claimed its ranks); a process
+					 * that comes later waits for the next one */
+};
+
+/* What a host has done with its ranks of the current formation (job->gone). */
+enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
+
+/*
+ * A job forms in *generations*: each time its processes attach anew, every host
+ * claims its ranks with a JOIN carrying a proposed generation, and the formation
+ * takes the highest proposal of its member hosts, the same everywhere.  Every
+ * job frame carries the generation it belongs to, so a frame, a CREDIT or an
+ * ABORT of an earlier formation can never be taken for one of the current: it
+ * is dropped (counted in stale_frames).  A formation dissolves on a host once
+ * every host that placed ranks in it has left and nothing of it is still running
+ * there; only then are the JOINs of the next one applied (held until then), so a
+ * quick close and reopen never mixes two formations.
+ *
+ * Early frames (for an op not yet posted here, or of the next formation) wait in
+ * the job's stash, bounded by the credit this daemon granted (the next
+ * formation's by the initial credit).
+ */
 struct job {
 	uint32_t id;			/* proto_job_id(name) */
 	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
 	/* membership, the same on every host once complete */
-	int world;			/* global world size (0: not known yet) */
+	int world;			/* global world size (0: no formation here) */
 	int *host_of;			/* [world]: host of each rank, -1 unknown */
 	int nplaced;			/* ranks with a host */
 	int *hosts;			/* member hosts in ring order */
@@ -150,20 +179,22 @@ struct job {
 	int *nhranks;
 	int pos;			/* our index in hosts (-1: not a member) */
 	int next_host, prev_host;	/* our neighbours in the job's ring */
-	bool ready;			/* every rank placed */
-	uint8_t *gone;			/* [hosts]: that host's processes left */
+	bool ready;			/* every rank placed, formation agreed */
+	uint32_t fgen;			/* generation of the current (or last) formation */
+	uint32_t *claim_gen;		/* [hosts]: generation each host's JOIN proposed */
+	struct held_join **held;	/* [hosts]: JOINs of the next formation, held
+					 * until the current one dissolves here */
+	uint8_t *gone;			/* [hosts]: HOST_* of each host */
 	uint64_t *gone_seq;		/* [hosts]: ... after calling this sequence number */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
 	uint64_t error_ms;		/* when that was found */
 	/* this host's processes */
 	int local_size;			/* expected (0: none here) */
-	struct sess **loc;		/* [local_size]: attached sessions by local rank */
-	int *loc_rank;			/* [local_size]: their global ranks */
-	uint64_t *loc_entered;		/* [local_size]: last sequence number each called */
-	uint64_t *loc_done;		/* [local_size]: last one each got an answer for */
+	int local_world;		/* the world size they asked for */
+	struct job_proc *loc;		/* [local_size], by local rank */
 	int nloc;			/* attached */
-	bool joined;			/* our JOIN went out */
-	uint32_t gen;			/* bumps each time the local group forms */
+	int nmember;			/* ... of them in the current formation */
+	bool joined;			/* our ranks are claimed in the current formation */
 	/* collectives */
 	uint64_t next_seq;		/* sequence number of the next collective */
 	uint64_t last_done_seq;		/* last one completed here */
@@ -178,6 +209,9 @@ struct job {
 	uint64_t rx_consumed;		/* bytes processed */
 	uint64_t rx_granted;		/* bytes we granted */
 	struct evbuffer *stash;		/* early frames, whole */
+	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
+	uint64_t stale_frames;		/* frames dropped: of an older formation, or
+					 * beyond what this job may hold */
 	bool draining;			/* job_drain_stash is running */
 	/* point-to-point */
 	struct opq sends;		/* local sends: waiting for CTS or sending */
@@ -202,6 +236,8 @@ int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, u
 		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
 void job_reset_flow(struct ringd *rd, struct job *j);
 void job_drain_stash(struct ringd *rd, struct job *j);
+/* Drops the stashed frames whose generation is outside [lo, hi]. */
+void job_stash_keep(struct job *j, uint32_t lo, uint32_t hi);
 
 /* job.c: membership */
 struct job *job_lookup(struct ringd *rd, uint32_t id);
@@ -216,6 +252,9 @@ void job_detach(struct ringd *rd, struct sess *s, struct job *j);
 int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 int job_host_of(const struct job *j, int rank);
 void job_ring_up(struct ringd *rd);
+/* Something of the job ended here (an op, a session): dissolve the formation if
+ * nothing of it is left, then start the next one. */
+void job_settle(struct ringd *rd, struct job *j);
 /* The ring broke: the job must form again (local processes stay attached). */
 void job_break(struct ringd *rd, struct job *j);
 
@@ -231,5 +270,7 @@ uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena
 void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s);
+/* Drops the early RTS frames whose generation is outside [lo, hi]. */
+void p2p_keep_rts(struct job *j, uint32_t lo, uint32_t hi);
 
 #endif /* RINGD_COLL_H */

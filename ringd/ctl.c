@@ -200,14 +200,14 @@ ringd_status_json(struct ringd *rd)
 		struct op *op = j->active;
 
 		for (i = 0; i < j->local_size; i++)
-			if (j->loc[i] != NULL)
-				json_array_append_new(ranks, json_integer(j->loc_rank[i]));
+			if (j->loc[i].sess != NULL)
+				json_array_append_new(ranks, json_integer(j->loc[i].rank));
 		for (i = 0; i < j->nhosts; i++)
 			json_array_append_new(hosts, json_integer(j->hosts[i]));
 		if (op != NULL && !op->finished) {
-			for (i = 0; i < op->nc; i++)
+			for (i = 0; i < op->nc && i < j->local_size; i++)
 				if (!op->c[i].in)
-					json_array_append_new(waiting, json_integer(j->loc_rank[i]));
+					json_array_append_new(waiting, json_integer(j->loc[i].rank));
 			inflight = json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}",
 					     "coll", proto_coll_name(op->fp.coll),
 					     "seq", (json_int_t)op->fp.seq,

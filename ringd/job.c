@@ -8,8 +8,9 @@
  * world has a host: then every daemon computes the same member list in ring order,
  * and this host's processes get their WELCOME.  Conflicting claims (a rank on two
  * hosts, two world sizes) make the job fail to form, with the reason sent to the
- * processes.  When a host's processes leave, a LEAVE frame takes its ranks back,
- * so the same job name can form again later.
+ * processes.  When a host's processes leave, a LEAVE frame says so; once every
+ * host has left a formation and nothing of it runs here any more, it dissolves
+ * and the same job name can form again (see the generations in coll.h).
  *
  * Daemons without processes of a job take no part: they pass its frames on.
  */
@@ -34,30 +35,50 @@ job_lookup(struct ringd *rd, uint32_t id)
 	return NULL;
 }
 
+/* A JOIN of the next formation, held until the current one dissolves here. */
+struct held_join {
+	struct proto_join m;		/* the claim */
+	uint32_t gen;			/* its generation (the frame's) */
+};
+
 static void members_free(struct job *j);
+
+static bool
+held_none(const struct ringd *rd, const struct job *j)
+{
+	int h;
+
+	for (h = 0; h < rd->world; h++)
+		if (j->held[h] != NULL)
+			return false;
+	return true;
+}
 
 /* A job nothing refers to any more: no process here, no formation known, nothing
  * in flight or waiting. */
 static bool
-job_idle(const struct job *j)
+job_idle(const struct ringd *rd, const struct job *j)
 {
 	return j->nloc == 0 && j->world == 0 && j->active == NULL &&
 	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
-	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in);
+	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
 }
 
 static void
 job_free(struct ringd *rd, struct job *j)
 {
+	int h;
+
 	TAILQ_REMOVE(&rd->jobs, j, entry);
 	rd->njobs--;
 	members_free(j);
 	evbuffer_free(j->stash);
 	free(j->host_of);
 	free(j->loc);
-	free(j->loc_rank);
-	free(j->loc_entered);
-	free(j->loc_done);
+	for (h = 0; h < rd->world; h++)
+		free(j->held[h]);
+	free(j->held);
+	free(j->claim_gen);
 	free(j->gone);
 	free(j->gone_seq);
 	free(j);
@@ -72,7 +93,7 @@ job_gc(struct ringd *rd)
 
 	for (j = TAILQ_FIRST(&rd->jobs); j != NULL; j = nx) {
 		nx = TAILQ_NEXT(j, entry);
-		if (job_idle(j))
+		if (job_idle(rd, j))
 			job_free(rd, j);
 	}
 }
@@ -81,6 +102,7 @@ struct job *
 job_wire(struct ringd *rd, uint32_t id)
 {
 	struct job *j = job_lookup(rd, id);
+	size_t hosts = (size_t)rd->world;
 
 	if (j != NULL)
 		return j;
@@ -90,19 +112,25 @@ job_wire(struct ringd *rd, uint32_t id)
 		return NULL;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return NULL;
-	if ((j->stash = evbuffer_new()) == NULL) {
+	j->stash = evbuffer_new();
+	j->gone = calloc(hosts, 1);
+	j->gone_seq = calloc(hosts, sizeof(uint64_t));
+	j->claim_gen = calloc(hosts, sizeof(uint32_t));
+	j->held = calloc(hosts, sizeof(*j->held));
+	if (j->stash == NULL || j->gone == NULL || j->gone_seq == NULL || j->claim_gen == NULL ||
+	    j->held == NULL) {
+		if (j->stash != NULL)
+			evbuffer_free(j->stash);
+		free(j->gone);
+		free(j->gone_seq);
+		free(j->claim_gen);
+		free(j->held);
 		free(j);
 		return NULL;
 	}
 	j->id = id;
 	j->next_seq = 1;
 	j->pos = -1;
-	j->gone_seq = calloc((size_t)rd->world, sizeof(uint64_t));
-	if ((j->gone = calloc((size_t)rd->world, 1)) == NULL || j->gone_seq == NULL) {
-		evbuffer_free(j->stash);
-		free(j);
-		return NULL;
-	}
 	j->next_host = j->prev_host = -1;
 	TAILQ_INIT(&j->sends);
 	TAILQ_INIT(&j->recvs);
@@ -157,6 +185,30 @@ set_world(struct job *j, int world)
 	return 0;
 }
 
+/* Has host h ranks in the current formation? */
+static bool
+host_placed(const struct job *j, int h)
+{
+	int r;
+
+	for (r = 0; r < j->world; r++)
+		if (j->host_of[r] == h)
+			return true;
+	return false;
+}
+
+/* A host of the current formation has left it: it cannot run another op. */
+static bool
+job_dead(const struct ringd *rd, const struct job *j)
+{
+	int h;
+
+	for (h = 0; h < rd->world; h++)
+		if (j->gone[h] != HOST_IN)
+			return true;
+	return false;
+}
+
 /* How long a job that failed to form refuses newcomers with the same reason, so
  * every process of the failed start hears it, not just the first to notice. */
 #define FORM_ERROR_MS	3000
@@ -197,19 +249,19 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 			circulate_abort(rd, j);
 	}
 	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i] != NULL)
-			sess_refuse(j->loc[i], RING_EINVAL, j->error);
+		if (j->loc[i].sess != NULL)
+			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
-/* Every rank has a host: agree on the member list and go. */
+/* Every rank has a host and none has left: agree on the member list and go. */
 static void
 job_check_ready(struct ringd *rd, struct job *j)
 {
 	int h, r, i, n = 0;
+	uint32_t gen = 0;
 
-	if (j->ready || j->world == 0 || j->nplaced < j->world || j->error[0] != '\0')
-		return;
-	if (j->local_size == 0 || j->nloc < j->local_size)
+	if (j->ready || j->world == 0 || j->nplaced < j->world || j->error[0] != '\0' ||
+	    !j->joined || job_dead(rd, j))
 		return;
 	members_free(j);
 	j->hosts = calloc((size_t)rd->world, sizeof(int));
@@ -238,30 +290,42 @@ job_check_ready(struct ringd *rd, struct job *j)
 		j->hosts[n] = h;
 		if (h == rd->rank)
 			j->pos = n;
+		if (j->claim_gen[h] > gen)
+			gen = j->claim_gen[h];
 		n++;
 	}
 	j->nhosts = n;
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
 	j->ready = true;
+	j->fgen = gen;
+	/* what the stash holds of this formation was sent under its fresh credit */
+	job_stash_keep(j, gen, gen);
+	p2p_keep_rts(j, gen, gen);
+	j->early_bytes = 0;
 	job_reset_flow(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
 	j->abort_seq = 0;	/* failures of an earlier formation are not ours */
-	log_info("job %s ready: %d ranks on %d host%s, %d here (ranks %d..)", j->name, j->world,
-		 n, n == 1 ? "" : "s", j->local_size, j->loc_rank[0]);
+	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
+		 j->name, gen, j->world, n, n == 1 ? "" : "s", j->local_size, j->loc[0].rank);
 	for (i = 0; i < j->local_size; i++)
-		sess_welcome(j->loc[i]);
+		if (j->loc[i].sess != NULL)
+			sess_welcome(j->loc[i].sess);
 	job_drain_stash(rd, j);
 }
 
+/* JOIN: our ranks (the header's gen is our claim's); LEAVE: the ranks of ours
+ * that stay, and the last sequence number the leaving process called, so the
+ * others can tell an op it finished from one it never will. */
 static void
 send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 {
 	static struct proto_join m;
 	static uint8_t buf[96 + 4 * PROTO_JOIN_MAX];
 	struct proto_frame f = { .type = type, .job = j->id, .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank) };
+				 .route = PROTO_ROUTE(rd->rank, rd->rank),
+				 .gen = j->claim_gen[rd->rank] };
 	int i, n;
 
 	if (rd->world < 2)
@@ -270,15 +334,10 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 	snprintf(m.job, sizeof(m.job), "%s", j->name);
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
-	/* JOIN: the formation count; LEAVE: the last sequence number the leaving
-	 * process called, so the others can tell an op it finished from one it
-	 * never will */
-	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->gen;
-	if (type == PROTO_F_JOIN) {
-		m.nranks = (uint32_t)j->local_size;
-		for (i = 0; i < j->local_size; i++)
-			m.ranks[i] = (uint32_t)j->loc_rank[i];
-	}
+	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->claim_gen[rd->rank];
+	for (i = 0; i < j->local_size; i++)
+		if (j->loc[i].sess != NULL && j->loc[i].member)
+			m.ranks[m.nranks++] = (uint32_t)j->loc[i].rank;
 	n = proto_encode_join(buf, sizeof(buf), &m);
 	if (n <= 0 || rd->next == NULL || rd->next->state != LINK_UP) {
 		/* re-sent when the ring forms (job_ring_up) */
@@ -288,48 +347,161 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 	link_send(rd->next, &f, buf);
 }
 
-/* Ranks of host h go back to unknown; the job must form again. */
 static void
-unplace_host(struct job *j, int h)
-{
-	int r;
-
-	for (r = 0; r < j->world; r++)
-		if (j->host_of[r] == h) {
-			j->host_of[r] = -1;
-			j->nplaced--;
-		}
-	j->gone[h] = 0;
-	j->ready = false;
-}
-
-/* Every host's processes have left: forget the formation, so the same name can
- * form again from scratch. */
-static void
-job_maybe_reset(struct ringd *rd, struct job *j)
+job_free_held(const struct ringd *rd, struct job *j)
 {
 	int h;
 
-	if (j->nloc > 0 || j->active != NULL)
-		return;
 	for (h = 0; h < rd->world; h++) {
-		int r;
-
-		for (r = 0; r < j->world; r++)
-			if (j->host_of[r] == h && !j->gone[h])
-				return;
+		free(j->held[h]);
+		j->held[h] = NULL;
 	}
+}
+
+static void job_claim(struct ringd *rd, struct job *j);
+static void job_apply_join(struct ringd *rd, struct job *j, int origin,
+			   const struct proto_join *m, uint32_t gen);
+
+/* The current formation is over here when every host that placed ranks in it
+ * has left and none of its operations is still running here (a finished one
+ * may still have data queued for the next host). */
+static bool
+job_dissolved(const struct ringd *rd, const struct job *j)
+{
+	int h;
+
+	if (j->joined || j->active != NULL || !TAILQ_EMPTY(&j->sends) ||
+	    !TAILQ_EMPTY(&j->recvs))
+		return false;
 	for (h = 0; h < rd->world; h++)
-		if (j->gone[h])
-			unplace_host(j, h);
+		if (j->gone[h] != HOST_GONE && host_placed(j, h))
+			return false;
+	return true;
+}
+
+void
+job_settle(struct ringd *rd, struct job *j)
+{
+	int h;
+
+	if (j->world == 0 || !job_dissolved(rd, j))
+		return;
+	free(j->host_of);
+	j->host_of = NULL;
 	j->world = 0;
 	j->nplaced = 0;
+	j->ready = false;
 	members_free(j);
-	j->rx_consumed += evbuffer_get_length(j->stash);
-	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	memset(j->gone, 0, (size_t)rd->world);
+	/* frames of the next formation may be here already: they stay */
+	job_stash_keep(j, j->fgen + 1, UINT32_MAX);
+	j->early_bytes = evbuffer_get_length(j->stash);
+	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
 	j->abort_seq = 0;
+	log_debug("job %s: formation %u dissolved", j->name, j->fgen);
+	/* the next formation: our processes that waited, then the other hosts' */
+	if (j->nloc > 0 && j->nloc == j->local_size)
+		job_claim(rd, j);
+	for (h = 0; h < rd->world; h++)
+		if (j->held[h] != NULL) {
+			struct held_join *hj = j->held[h];
+
+			j->held[h] = NULL;
+			job_apply_join(rd, j, h, &hj->m, hj->gen);
+			free(hj);
+		}
+}
+
+/* The whole local group is here and no earlier formation stands in the way:
+ * claim our ranks and tell the ring. */
+static void
+job_claim(struct ringd *rd, struct job *j)
+{
+	int i;
+
+	if (j->joined || j->nloc < j->local_size)
+		return;
+	if (j->world != 0 && job_dead(rd, j)) {
+		/* the current formation lost a host: wait until it dissolves */
+		job_settle(rd, j);
+		return;
+	}
+	if (j->world != 0 && j->world != j->local_world) {
+		job_fail_form(rd, j, true, "job %s: world size %d disagrees with %d known here "
+			      "(with unequal processes per host, give the launcher's RANK and "
+			      "WORLD_SIZE)", j->name, j->local_world, j->world);
+		return;
+	}
+	if (j->world == 0 && set_world(j, j->local_world) != 0) {
+		job_fail_form(rd, j, false, "out of memory");
+		return;
+	}
+	for (i = 0; i < j->local_size; i++) {
+		int rank = j->loc[i].rank, h = j->host_of[rank];
+
+		if (h != -1 && h != rd->rank) {
+			job_fail_form(rd, j, true, "job %s: rank %d is already attached on host %d",
+				      j->name, rank, h);
+			return;
+		}
+	}
+	for (i = 0; i < j->local_size; i++) {
+		if (j->host_of[j->loc[i].rank] == -1)
+			j->nplaced++;
+		j->host_of[j->loc[i].rank] = rd->rank;
+		j->loc[i].member = true;
+	}
+	j->nmember = j->nloc;
+	j->claim_gen[rd->rank] = j->fgen + 1;
+	j->joined = true;
+	send_membership(rd, j, PROTO_F_JOIN, 0);
+	job_check_ready(rd, j);
+}
+
+static int
+job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize,
+		 int rank, int world, char *err, size_t errlen)
+{
+	int i;
+
+	if (lsize < 1 || lsize > PROTO_JOIN_MAX || lr < 0 || lr >= lsize) {
+		snprintf(err, errlen, "local rank %d of %d is out of range (1..%d processes "
+			 "per host)", lr, lsize, PROTO_JOIN_MAX);
+		return RING_EINVAL;
+	}
+	if (world > PROTO_MAX_RANKS || rank >= world) {
+		snprintf(err, errlen, "rank %d does not fit world size %d", rank, world);
+		return RING_EINVAL;
+	}
+	if (j->nloc == 0)
+		return 0;
+	if (j->local_size != lsize) {
+		snprintf(err, errlen, "job %s: this process says %d processes on this host, "
+			 "an earlier one said %d", name, lsize, j->local_size);
+		return RING_EINVAL;
+	}
+	if (j->local_world != world) {
+		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here "
+			 "(with unequal processes per host, give the launcher's RANK and "
+			 "WORLD_SIZE)", name, world, j->local_world);
+		job_fail_form(rd, j, true, "%s", err);
+		return RING_EINVAL;
+	}
+	if (j->loc[lr].sess != NULL) {
+		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
+			 "%d; this process asked for rank %d (give each process its own "
+			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, sess_pid(j->loc[lr].sess), rank);
+		return RING_EINVAL;
+	}
+	for (i = 0; i < j->local_size; i++)
+		if (j->loc[i].sess != NULL && j->loc[i].rank == rank) {
+			snprintf(err, errlen, "job %s: rank %d is already attached here as local "
+				 "rank %d", name, rank, i);
+			return RING_EINVAL;
+		}
+	return 0;
 }
 
 int
@@ -338,8 +510,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 {
 	uint32_t id = proto_job_id(name);
 	struct job *j = job_lookup(rd, id);
-	bool given_world;
-	int i;
+	int rc;
 
 	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
 		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)",
@@ -359,88 +530,26 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		}
 		j->error[0] = '\0';	/* an old failure: this is a new start */
 	}
-	if (j->gone[rd->rank])
-		unplace_host(j, rd->rank);	/* a new formation of the same job */
-	if (lsize < 1 || lsize > PROTO_JOIN_MAX || lr < 0 || lr >= lsize) {
-		snprintf(err, errlen, "local rank %d of %d is out of range (1..%d processes "
-			 "per host)", lr, lsize, PROTO_JOIN_MAX);
-		return RING_EINVAL;
-	}
-	given_world = world >= 0;
 	if (world < 0)
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if (world > PROTO_MAX_RANKS || rank >= world) {
-		snprintf(err, errlen, "rank %d does not fit world size %d", rank, world);
-		return RING_EINVAL;
-	}
-	if (j->nloc > 0 && j->local_size != lsize) {
-		snprintf(err, errlen, "job %s: this process says %d processes on this host, "
-			 "an earlier one said %d", name, lsize, j->local_size);
-		return RING_EINVAL;
-	}
-	if (j->world != 0 && j->world != world) {
-		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here%s",
-			 name, world, j->world, given_world ? "" : " (with unequal processes "
-			 "per host, give the launcher's RANK and WORLD_SIZE)");
-		job_fail_form(rd, j, true, "%s", err);
-		return RING_EINVAL;
-	}
-	if (j->world == 0 && set_world(j, world) != 0) {
-		snprintf(err, errlen, "out of memory");
-		return RING_ENOMEM;
-	}
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, err, errlen)) != 0)
+		return rc;
 	if (j->nloc == 0) {
 		free(j->loc);
-		free(j->loc_rank);
-		free(j->loc_entered);
-		free(j->loc_done);
-		j->loc = calloc((size_t)lsize, sizeof(*j->loc));
-		j->loc_rank = calloc((size_t)lsize, sizeof(int));
-		j->loc_entered = calloc((size_t)lsize, sizeof(uint64_t));
-		j->loc_done = calloc((size_t)lsize, sizeof(uint64_t));
-		if (j->loc == NULL || j->loc_rank == NULL || j->loc_entered == NULL ||
-		    j->loc_done == NULL) {
+		if ((j->loc = calloc((size_t)lsize, sizeof(*j->loc))) == NULL) {
+			j->local_size = 0;
 			snprintf(err, errlen, "out of memory");
 			return RING_ENOMEM;
 		}
 		j->local_size = lsize;
+		j->local_world = world;
 	}
-	if (j->loc[lr] != NULL) {
-		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
-			 "%d; this process asked for rank %d (give each process its own "
-			 "LOCAL_RANK)", name, lr, j->loc_rank[lr], sess_pid(j->loc[lr]), rank);
-		return RING_EINVAL;
-	}
-	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i] != NULL && j->loc_rank[i] == rank) {
-			snprintf(err, errlen, "job %s: rank %d is already attached here as local "
-				 "rank %d", name, rank, i);
-			return RING_EINVAL;
-		}
-	if (j->host_of[rank] != -1 && j->host_of[rank] != rd->rank && !j->gone[j->host_of[rank]]) {
-		snprintf(err, errlen, "job %s: rank %d is already attached on host %d", name,
-			 rank, j->host_of[rank]);
-		job_fail_form(rd, j, true, "%s", err);
-		return RING_EINVAL;
-	}
-	j->loc[lr] = s;
-	j->loc_rank[lr] = rank;
+	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
 	j->nloc++;
 	sess_set_job(s, j, rank, world, lr, lsize);
-	if (j->nloc < j->local_size)
-		return 0;
-	/* the whole local group is here: claim our ranks and tell the ring */
-	for (i = 0; i < j->local_size; i++) {
-		if (j->host_of[j->loc_rank[i]] == -1)
-			j->nplaced++;
-		j->host_of[j->loc_rank[i]] = rd->rank;
-	}
-	j->gen++;
-	j->joined = true;
-	send_membership(rd, j, PROTO_F_JOIN, 0);
-	job_check_ready(rd, j);
+	job_claim(rd, j);
 	return 0;
 }
 
@@ -448,38 +557,39 @@ void
 job_detach(struct ringd *rd, struct sess *s, struct job *j)
 {
 	uint64_t last = 0;
+	bool member = false;
 	int i;
 
 	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i] == s) {
-			j->loc[i] = NULL;
+		if (j->loc[i].sess == s) {
+			member = j->loc[i].member;
+			last = j->loc[i].entered;
+			j->loc[i] = (struct job_proc){ .sess = NULL };
 			j->nloc--;
-			last = j->loc_entered[i];
 		}
-	if (j->joined) {
+	if (member && j->joined) {
+		j->nmember--;
+		j->gone[rd->rank] = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
+		j->gone_seq[rd->rank] = last;
+		j->ready = false;	/* the job cannot go on as it was */
 		/* Every host hears that a process of ours left and when: operations it
 		 * never called fail at once everywhere instead of timing out. */
 		send_membership(rd, j, PROTO_F_LEAVE, last);
-	}
-	if (j->nloc == 0) {
-		if (j->joined) {
+		if (j->nmember == 0)
 			j->joined = false;
-			j->gone[rd->rank] = 1;
-			j->gone_seq[rd->rank] = last;
-		}
-		j->local_size = 0;
-		job_maybe_reset(rd, j);
-	} else if (j->joined) {
-		/* part of this host's group left: the job cannot go on as it was */
-		j->ready = false;
 	}
+	if (j->nloc == 0)
+		j->local_size = 0;
+	job_settle(rd, j);
 }
 
 void
 job_break(struct ringd *rd, struct job *j)
 {
+	uint8_t mine;
 	int r;
 
+	job_free_held(rd, j);
 	if (j->world == 0 || j->host_of == NULL)
 		return;
 	for (r = 0; r < j->world; r++)
@@ -487,25 +597,36 @@ job_break(struct ringd *rd, struct job *j)
 			j->host_of[r] = -1;
 			j->nplaced--;
 		}
+	/* what our own processes did stands: a host that began to leave cannot
+	 * form again until they have all gone */
+	mine = j->gone[rd->rank];
 	memset(j->gone, 0, (size_t)rd->world);
+	j->gone[rd->rank] = mine;
 	j->ready = false;
 	j->rx_consumed += evbuffer_get_length(j->stash);
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
-	if (j->nloc == 0 && j->active == NULL) {
+	j->early_bytes = 0;
+	if (!j->joined && j->active == NULL) {
+		free(j->host_of);
+		j->host_of = NULL;
 		j->world = 0;
 		j->nplaced = 0;
 	}
 }
 
-/* The ring (re)formed: announce what we hold, in case a JOIN could not go. */
+/* The ring (re)formed: claim our ranks again, as a new formation. */
 void
 job_ring_up(struct ringd *rd)
 {
 	struct job *j;
 
 	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->joined)
+		if (j->joined && j->gone[rd->rank] == HOST_IN) {
+			j->claim_gen[rd->rank] = j->fgen + 1;
 			send_membership(rd, j, PROTO_F_JOIN, 0);
+		} else if (!j->joined && j->nloc > 0) {
+			job_claim(rd, j);
+		}
 }
 
 /* A job-level ABORT going round: some host found the job cannot form. */
@@ -531,11 +652,87 @@ job_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	return RX_DONE;
 }
 
+/* Host `origin` claims its ranks (JOIN) in the formation being made. */
+static void
+job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
+	       uint32_t gen)
+{
+	int r;
+
+	if (j->world != 0 && job_dead(rd, j)) {
+		/* the current formation lost a host: this claim is for the next one */
+		struct held_join *hj = j->held[origin];
+
+		if (hj == NULL && (hj = malloc(sizeof(*hj))) == NULL)
+			return;
+		hj->m = *m;
+		hj->gen = gen;
+		j->held[origin] = hj;
+		return;
+	}
+	if (j->world == 0 && set_world(j, (int)m->world) != 0)
+		return;
+	if ((int)m->world != j->world) {
+		job_fail_form(rd, j, true, "host %d says world size %u, host %d says %d (with "
+			      "unequal processes per host, give the launcher's RANK and "
+			      "WORLD_SIZE)", origin, m->world, rd->rank, j->world);
+		return;
+	}
+	j->claim_gen[origin] = gen;
+	for (r = 0; r < (int)m->nranks; r++) {
+		int rank = (int)m->ranks[r];
+
+		if (j->host_of[rank] == -1) {
+			j->host_of[rank] = origin;
+			j->nplaced++;
+		} else if (j->host_of[rank] != origin) {
+			job_fail_form(rd, j, true, "rank %d is claimed by host %d and host %d",
+				      rank, j->host_of[rank], origin);
+			return;
+		}
+	}
+	job_check_ready(rd, j);
+}
+
+/* Host `origin`'s processes (some, or all: no ranks stay) left its claim. */
+static void
+job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
+		uint32_t gen)
+{
+	struct op *op = j->active;
+
+	if (j->held[origin] != NULL && j->held[origin]->gen == gen) {
+		/* it gave up on a claim that was still waiting here */
+		if (m->nranks == 0) {
+			free(j->held[origin]);
+			j->held[origin] = NULL;
+		}
+		return;
+	}
+	if (j->world == 0 || j->claim_gen[origin] != gen || !host_placed(j, origin))
+		return;	/* of a formation that is over here */
+	j->gone[origin] = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
+	j->gone_seq[origin] = m->gen;
+	/* A host that left may just have finished its part (a broadcast root, the
+	 * first to complete): the others go on with what it called; an op it never
+	 * called fails now. */
+	if (op != NULL && !op->finished && op->fp.coll != PROTO_COLL_SEND &&
+	    (uint32_t)op->fp.seq > m->gen) {
+		char fp[160];
+
+		op->from_wire = true;
+		op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this job on "
+			  "host %d left after #%u", proto_fp_format(&op->fp, fp, sizeof(fp)),
+			  origin, m->gen);
+	}
+	job_settle(rd, j);
+}
+
 int
 job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	static struct proto_join m;
-	int origin = PROTO_ROUTE_SRC(f->route), r;
+	int origin = PROTO_ROUTE_SRC(f->route);
 	struct job *j;
 
 	if (f->type == PROTO_F_ABORT)
@@ -555,48 +752,9 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		return RX_DONE;	/* past max_jobs: we can only pass it on */
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
-	if (f->type == PROTO_F_LEAVE) {
-		/* A host that left may just have finished its part (a broadcast root,
-		 * the first to complete): the others go on with what it called; an op
-		 * it never called fails now. */
-		struct op *op = j->active;
-
-		j->gone[origin] = 1;
-		j->gone_seq[origin] = m.gen;
-		if (op != NULL && !op->finished && op->fp.coll != PROTO_COLL_SEND &&
-		    (uint32_t)op->fp.seq > m.gen) {
-			char fp[160];
-
-			op->from_wire = true;
-			op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this "
-				  "job on host %d left after #%u", proto_fp_format(&op->fp, fp,
-				  sizeof(fp)), origin, m.gen);
-		}
-		job_maybe_reset(rd, j);
-		return RX_DONE;
-	}
-	if (j->gone[origin])
-		unplace_host(j, origin);	/* it is back: a new formation */
-	if (j->world == 0 && set_world(j, (int)m.world) != 0)
-		return RX_DONE;
-	if ((int)m.world != j->world) {
-		job_fail_form(rd, j, true, "host %d says world size %u, host %d says %d (with "
-			      "unequal processes per host, give the launcher's RANK and "
-			      "WORLD_SIZE)", origin, m.world, rd->rank, j->world);
-		return RX_DONE;
-	}
-	for (r = 0; r < (int)m.nranks; r++) {
-		int rank = (int)m.ranks[r];
-
-		if (j->host_of[rank] == -1) {
-			j->host_of[rank] = origin;
-			j->nplaced++;
-		} else if (j->host_of[rank] != origin) {
-			job_fail_form(rd, j, true, "rank %d is claimed by host %d and host %d",
-				      rank, j->host_of[rank], origin);
-			return RX_DONE;
-		}
-	}
-	job_check_ready(rd, j);
+	if (f->type == PROTO_F_LEAVE)
+		job_apply_leave(rd, j, origin, &m, f->gen);
+	else
+		job_apply_join(rd, j, origin, &m, f->gen);
 	return RX_DONE;
 }

@@ -68,19 +68,19 @@ job_ops_json(struct ringd *rd, struct job *j)
 	int i, k;
 
 	for (i = 0; i < j->local_size; i++) {
-		if (j->loc[i] == NULL)
+		if (j->loc[i].sess == NULL)
 			continue;
 		json_array_append_new(ranks, json_pack("{s:i, s:i, s:i, s:I, s:I}",
-			"rank", j->loc_rank[i], "local_rank", i, "pid", sess_pid(j->loc[i]),
-			"called", (json_int_t)j->loc_entered[i],
-			"answered", (json_int_t)j->loc_done[i]));
+			"rank", j->loc[i].rank, "local_rank", i, "pid", sess_pid(j->loc[i].sess),
+			"called", (json_int_t)j->loc[i].entered,
+			"answered", (json_int_t)j->loc[i].done));
 	}
 	if (op != NULL) {
 		json_t *missing = json_array();
 
-		for (i = 0; i < op->nc; i++)
+		for (i = 0; i < op->nc && i < j->local_size; i++)
 			if (!op->c[i].in)
-				json_array_append_new(missing, json_integer(j->loc_rank[i]));
+				json_array_append_new(missing, json_integer(j->loc[i].rank));
 		waiting_for(op, w, sizeof(w));
 		inflight = json_pack("{s:s, s:I, s:I, s:o, s:s, s:i, s:i}",
 			"fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),

@@ -28,6 +28,7 @@ struct rts_entry {
 	struct proto_rts rts;		/* what the sender announced */
 	uint64_t id;			/* its message id */
 	int src_host;			/* where it came from */
+	uint32_t gen;			/* the job's formation it was sent in */
 	TAILQ_ENTRY(rts_entry) entry;
 };
 
@@ -76,7 +77,7 @@ send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_ho
 {
 	struct proto_frame f = {
 		.type = type, .job = j->id, .route = PROTO_ROUTE(rd->rank, dst_host),
-		.epoch = rd->epoch, .seq = id, .length = (uint32_t)len,
+		.epoch = rd->epoch, .seq = id, .length = (uint32_t)len, .gen = j->fgen,
 	};
 
 	if (len < 0 || rd->next == NULL || rd->next->state != LINK_UP)
@@ -183,7 +184,8 @@ p2p_submit(struct ringd *rd, struct op *op)
 		struct rts_entry *e;
 
 		TAILQ_FOREACH(e, &j->rts_in, entry)
-			if (e->rts.src == op->rts.src && e->rts.dst == op->rts.dst)
+			if (e->gen == j->fgen && e->rts.src == op->rts.src &&
+			    e->rts.dst == op->rts.dst)
 				break;
 		if (e != NULL) {
 			TAILQ_REMOVE(&j->rts_in, e, entry);
@@ -233,7 +235,7 @@ p2p_recv_for(struct ringd *rd, const struct proto_frame *f)
 	int src_host = PROTO_ROUTE_SRC(f->route);
 	struct op *op;
 
-	if (j == NULL)
+	if (j == NULL || f->gen != j->fgen)
 		return NULL;
 	TAILQ_FOREACH(op, &j->recvs, entry)
 		if (op->cts && !op->finished && !op->local_peer && op->p2p_id == f->seq &&
@@ -295,8 +297,12 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
 			return RX_DONE;
 		}
+		if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready)) {
+			j->stale_frames++;
+			return RX_DONE;	/* of a formation that is over here */
+		}
 		TAILQ_FOREACH(op, &j->recvs, entry)
-			if (!op->cts && !op->finished && !op->local_peer &&
+			if (f->gen == j->fgen && !op->cts && !op->finished && !op->local_peer &&
 			    op->rts.src == m.src && op->rts.dst == m.dst)
 				break;
 		if (op != NULL) {
@@ -304,12 +310,16 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			return RX_DONE;
 		}
 		if (j->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
-			snprintf(l->last_error, sizeof(l->last_error), "too many pending sends");
-			return RX_ERROR;
+			/* one job's flood: its send times out, the link stays */
+			log_warn("job %s: RTS from host %d dropped: %d sends already wait for "
+				 "their recv", j->name, src_host, j->nrts);
+			j->stale_frames++;
+			return RX_DONE;
 		}
 		e->rts = m;
 		e->id = f->seq;
 		e->src_host = src_host;
+		e->gen = f->gen;
 		TAILQ_INSERT_TAIL(&j->rts_in, e, entry);
 		j->nrts++;
 		return RX_DONE;
@@ -322,7 +332,7 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
 			return RX_ERROR;
 		}
-		if (j == NULL)
+		if (j == NULL || f->gen != j->fgen)
 			return RX_DONE;
 		TAILQ_FOREACH(op, &j->sends, entry)
 			if (op->p2p_id == f->seq && !op->cts && !op->finished && !op->local_peer)
@@ -351,10 +361,14 @@ fail_list(struct ringd *rd, struct opq *q, struct sess *only, int status, const 
 
 	for (op = TAILQ_FIRST(q); op != NULL; op = nx) {
 		nx = TAILQ_NEXT(op, entry);
-		if (op->finished || (only != NULL && op->c[0].sess != only))
+		if (only != NULL && op->c[0].sess != only)
 			continue;
+		/* a finished op may live on until its data has left: it must not
+		 * reach a session that is gone */
 		if (only != NULL)
 			op->c[0].sess = NULL;
+		if (op->finished)
+			continue;
 		op_finish(rd, op, status, "%s with rank %d failed: %s",
 			  proto_coll_name(op->fp.coll), op->peer, why);
 	}
@@ -372,6 +386,21 @@ p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why)
 		free(e);
 	}
 	j->nrts = 0;
+}
+
+void
+p2p_keep_rts(struct job *j, uint32_t lo, uint32_t hi)
+{
+	struct rts_entry *e, *nx;
+
+	for (e = TAILQ_FIRST(&j->rts_in); e != NULL; e = nx) {
+		nx = TAILQ_NEXT(e, entry);
+		if (e->gen >= lo && e->gen <= hi)
+			continue;
+		TAILQ_REMOVE(&j->rts_in, e, entry);
+		j->nrts--;
+		free(e);
+	}
 }
 
 void

@@ -324,11 +324,11 @@ Test(frame, header_layout)
 	struct proto_frame f = {
 		.type = PROTO_F_DATA, .job = 0x11223344, .aux = 0x55667788,
 		.epoch = 0x99aabbcc, .route = PROTO_ROUTE(7, 3), .seq = 0x0102030405060708ull,
-		.offset = 0x1112131415161718ull, .length = 0x200,
+		.offset = 0x1112131415161718ull, .length = 0x200, .gen = 0x292a2b2c,
 	};
 	static const uint8_t want[PROTO_FRAME_HDR] = {
 		0x52, 0x47, 0x4e, 0x50,		/* "RGNP" */
-		0x02, 0x00,			/* version */
+		0x03, 0x00,			/* version */
 		0x11, 0x00,			/* type */
 		0x44, 0x33, 0x22, 0x11,		/* job */
 		0x88, 0x77, 0x66, 0x55,		/* aux */
@@ -337,7 +337,7 @@ Test(frame, header_layout)
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,	/* seq */
 		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,	/* offset */
 		0x00, 0x02, 0x00, 0x00,		/* length */
-		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		0x2c, 0x2b, 0x2a, 0x29,		/* gen */
 	};
 	uint8_t out[PROTO_FRAME_HDR];
 
@@ -2416,18 +2416,20 @@ Test(log, fatal_exits_1, .exit_code = 1)
 }
 
 /* ------------------------------------------------------------------ */
-/* job membership (JOIN/LEAVE) and the header's reserved word          */
+/* job membership (JOIN/LEAVE) and the header's formation generation   */
 /* ------------------------------------------------------------------ */
 
-Test(frame, reserved_must_be_zero)
+Test(frame, gen_round_trip)
 {
-	struct proto_frame f = { .type = PROTO_F_HEARTBEAT }, g;
+	struct proto_frame f = { .type = PROTO_F_CREDIT, .job = 7, .gen = 0xfffffffeu }, g;
 	uint8_t buf[PROTO_FRAME_HDR];
 
 	proto_frame_encode(buf, &f);
 	cr_assert_eq(proto_frame_decode(buf, &g, 0), 0);
+	cr_assert_eq(g.gen, 0xfffffffeu);
 	buf[PROTO_FRAME_HDR - 1] = 1;
-	cr_assert_eq(proto_frame_decode(buf, &g, 0), RING_EPROTO);
+	cr_assert_eq(proto_frame_decode(buf, &g, 0), 0);
+	cr_assert_eq(g.gen, 0x01fffffeu, "gen is the last word, little-endian");
 }
 
 Test(join, round_trip_and_rejects)

@@ -1,0 +1,195 @@
+/*
+ * it_churn.c - many lifetimes of one job beside another job that never stops.
+ *
+ * Frameworks open and close communicators all the time (a test suite's process
+ * groups, a benchmark per process), with nothing but the collectives to keep
+ * their ranks in step: one rank may close and reopen while another is still in
+ * its last operation of the previous lifetime.  Each lifetime of the churning
+ * job is a new formation of the same job name; none of it may disturb the
+ * formation before or after it, another job on the same daemons, or the links
+ * (a job's fault never drops a link).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "tests/harness.h"
+
+#define HOSTS		3
+#define LIFETIMES	30
+#define CHURN_COUNT	(256 * 1024)	/* floats: 1 MiB all-reduce */
+#define BYSTANDER_COUNT	(16 * 1024)
+
+static struct ring_cluster cluster;
+
+/* What the ranks report back to the test. */
+struct churn_state {
+	atomic_int churn_done;		/* churning ranks that finished */
+	atomic_int lifetimes;		/* lifetimes completed, all ranks */
+	atomic_int bystander_ops;	/* bystander collectives completed */
+};
+
+static void teardown(void)
+{
+	cluster_stop(&cluster);
+}
+
+/* One lifetime: open, all-reduce, all-gather, barrier, close. */
+static int lifetime(int life)
+{
+	ring_comm *comm = NULL;
+	float *x = NULL, *want = NULL, *all = NULL;
+	int n, r, rc = 1;
+
+	IT_CALL(ring_open(&comm, NULL));
+	it_comm = comm;
+	n = ring_size(comm);
+	r = ring_rank(comm);
+	x = malloc(CHURN_COUNT * sizeof(float) + IT_GUARD);
+	want = malloc(CHURN_COUNT * sizeof(float));
+	all = malloc((size_t)n * sizeof(int));
+	if (x == NULL || want == NULL || all == NULL)
+		goto out;
+	it_fill(x, RING_FLOAT32, RING_SUM, n, r, CHURN_COUNT, 0, (uint64_t)life);
+	memset((char *)x + CHURN_COUNT * sizeof(float), 0xa5, IT_GUARD);
+	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, CHURN_COUNT, 0, (uint64_t)life);
+	if (ring_allreduce(comm, x, x, CHURN_COUNT, RING_FLOAT32, RING_SUM) != 0) {
+		it_fail(__FILE__, __LINE__, "lifetime %d: all-reduce: %s", life,
+			ring_last_error(comm));
+		goto out;
+	}
+	if (it_check_result(x, want, RING_FLOAT32, CHURN_COUNT, "all-reduce") != 0)
+		goto out;
+	{
+		int mine = r * 1000 + life;
+
+		if (ring_allgather(comm, &mine, all, 1, RING_INT32) != 0) {
+			it_fail(__FILE__, __LINE__, "lifetime %d: all-gather: %s", life,
+				ring_last_error(comm));
+			goto out;
+		}
+		for (int i = 0; i < n; i++)
+			if (((int *)all)[i] != i * 1000 + life) {
+				it_fail(__FILE__, __LINE__, "lifetime %d: all-gather gave %d from "
+					"rank %d, expected %d", life, ((int *)all)[i], i,
+					i * 1000 + life);
+				goto out;
+			}
+	}
+	if (ring_barrier(comm) != 0) {
+		it_fail(__FILE__, __LINE__, "lifetime %d: barrier: %s", life,
+			ring_last_error(comm));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(x);
+	free(want);
+	free(all);
+	ring_close(comm);
+	it_comm = NULL;
+	return rc;
+}
+
+static int churn_rank(ring_comm *unused, int idx, int nprocs, void *arg)
+{
+	struct churn_state *st = arg;
+
+	(void)unused;
+	(void)idx;
+	(void)nprocs;
+	for (int life = 0; life < LIFETIMES; life++) {
+		if (lifetime(life) != 0) {
+			atomic_fetch_add(&st->churn_done, 1);
+			return 1;
+		}
+		atomic_fetch_add(&st->lifetimes, 1);
+	}
+	atomic_fetch_add(&st->churn_done, 1);
+	return 0;
+}
+
+/* The other job: all-reduces and barriers, checked, until the churn is over. */
+static int bystander_rank(ring_comm *comm, int rank, int n, void *arg)
+{
+	struct churn_state *st = arg;
+	static float x[BYSTANDER_COUNT + IT_GUARD / sizeof(float)], want[BYSTANDER_COUNT];
+	uint64_t seed = 0;
+
+	for (;;) {
+		int stop = atomic_load(&st->churn_done) >= HOSTS;
+
+		/* every rank stops after the same round */
+		IT_CALL(ring_allreduce(comm, &stop, &stop, 1, RING_INT32, RING_MAX));
+		if (stop)
+			break;
+		it_fill(x, RING_FLOAT32, RING_SUM, n, rank, BYSTANDER_COUNT, 0, seed);
+		memset(x + BYSTANDER_COUNT, 0xa5, IT_GUARD);
+		it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, BYSTANDER_COUNT, 0, seed);
+		IT_CALL(ring_allreduce(comm, x, x, BYSTANDER_COUNT, RING_FLOAT32, RING_SUM));
+		if (it_check_result(x, want, RING_FLOAT32, BYSTANDER_COUNT, "bystander") != 0)
+			return 1;
+		IT_CALL(ring_barrier(comm));
+		if (rank == 0)
+			atomic_fetch_add(&st->bystander_ops, 2);
+		seed++;
+	}
+	return 0;
+}
+
+/* Every link of every daemon came up once and never failed. */
+static void assert_links_clean(void)
+{
+	char out[16384];
+
+	for (int d = 0; d < HOSTS; d++) {
+		cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "metrics", NULL), 0,
+			     "daemon %d does not answer ringctl metrics", d);
+		for (char *p = strstr(out, "ringd_link_reconnects_total{"); p != NULL;
+		     p = strstr(p + 1, "ringd_link_reconnects_total{")) {
+			char *v = strchr(p, '}');
+
+			cr_assert(v != NULL);
+			cr_assert_eq(strtoll(v + 1, NULL, 10), 0,
+				     "daemon %d: a link dropped during the churn: %.120s", d, p);
+		}
+		cr_assert_eq(cluster_ringctl(&cluster, d, NULL, 0, "status", NULL), 0,
+			     "daemon %d is not ready after the churn", d);
+	}
+}
+
+Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
+{
+	struct cluster_proc procs[2 * HOSTS];
+	struct churn_state *st = harness_shared(sizeof(*st));
+	char churn_job[64], by_job[64];
+	int rc;
+
+	cr_assert_eq(cluster_start(&cluster, HOSTS, NULL), 0);
+	cluster.run_timeout_s = 240;
+	snprintf(churn_job, sizeof(churn_job), "churn-%d", (int)getpid());
+	snprintf(by_job, sizeof(by_job), "bystander-%d", (int)getpid());
+	cluster_procs_local(&cluster, procs, HOSTS, 1);
+	cluster_procs_local(&cluster, procs + HOSTS, HOSTS, 1);
+	for (int i = 0; i < HOSTS; i++) {
+		procs[i].job = churn_job;
+		procs[i].fn = churn_rank;
+		procs[i].self_open = true;
+		procs[i].expect_rank = procs[i].expect_size = -1;
+		procs[HOSTS + i].job = by_job;
+		procs[HOSTS + i].fn = bystander_rank;
+	}
+	rc = cluster_run_procs(&cluster, procs, 2 * HOSTS, NULL, st);
+	cr_log_info("churn: %d lifetimes, %d bystander operations", atomic_load(&st->lifetimes),
+		    atomic_load(&st->bystander_ops));
+	cr_assert_eq(rc, 0, "a lifetime or a bystander operation failed (see above)");
+	cr_assert_eq(atomic_load(&st->lifetimes), HOSTS * LIFETIMES);
+	cr_assert_gt(atomic_load(&st->bystander_ops), 0, "the bystander never ran");
+	for (int d = 0; d < HOSTS; d++)
+		cr_assert_gt(cluster_daemon_pid(&cluster, d), 0, "daemon %d is gone", d);
+	assert_links_clean();
+}
