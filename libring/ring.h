@@ -68,6 +68,8 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 #define RING_MAX_NDIM 8
 
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
+/* Leaves the job; returns once the daemon has let go of the session (at most
+ * 2 s), so an open right after starts the job's next formation. */
 int ring_close(ring_comm *comm);
 int ring_rank(const ring_comm *comm);
 int ring_size(const ring_comm *comm);

@@ -9,6 +9,7 @@
  * formation before or after it, another job on the same daemons, or the links
  * (a job's fault never drops a link).
  */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,4 +193,176 @@ Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
 	for (int d = 0; d < HOSTS; d++)
 		cr_assert_gt(cluster_daemon_pid(&cluster, d), 0, "daemon %d is gone", d);
 	assert_links_clean();
+}
+
+/* ---- a job's leftovers never reach what has gone (use after free, overflow) ---- */
+
+#define P2P_BYTES	(4u << 20)
+#define STOP_ARGS	"--peer-timeout-ms 8000 --heartbeat-ms 500 --sndbuf 64K --rcvbuf 64K"
+
+struct leftover {
+	atomic_int phase;		/* the test's progress, for the ranks */
+};
+
+static int send_big(ring_comm *comm, int rank, int n, void *arg)
+{
+	static uint8_t buf[P2P_BYTES];
+	size_t shape = P2P_BYTES;
+
+	(void)rank;
+	(void)n;
+	(void)arg;
+	/* the test kills this process while the data waits behind a stopped host */
+	ring_send(comm, buf, RING_UINT8, 1, &shape, 1);
+	pause();
+	return 0;
+}
+
+static int recv_big(ring_comm *comm, int rank, int n, void *arg)
+{
+	static uint8_t buf[P2P_BYTES];
+	struct leftover *lo = arg;
+	size_t shape = P2P_BYTES;
+
+	(void)rank;
+	(void)n;
+	while (atomic_load(&lo->phase) < 1)
+		usleep(10000);
+	/* the sender is killed mid-way: any answer will do, as long as one comes */
+	ring_recv(comm, buf, RING_UINT8, 1, &shape, 0);
+	return 0;
+}
+
+static int once(ring_comm *comm, int rank, int n, void *arg)
+{
+	float x[1024 + IT_GUARD / sizeof(float)], want[1024];
+
+	(void)arg;
+	it_fill(x, RING_FLOAT32, RING_SUM, n, rank, 1024, 0, 7);
+	memset(x + 1024, 0xa5, IT_GUARD);
+	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, 1024, 0, 7);
+	IT_CALL(ring_allreduce(comm, x, x, 1024, RING_FLOAT32, RING_SUM));
+	return it_check_result(x, want, RING_FLOAT32, 1024, "all-reduce");
+}
+
+static void assert_serves(const char *after)
+{
+	for (int d = 0; d < HOSTS; d++)
+		cr_assert(cluster_daemon_pid(&cluster, d) > 0 &&
+			  cluster_signal(&cluster, d, 0) == 0, "daemon %d died %s", d, after);
+	cr_assert_eq(cluster_wait_ready(&cluster, 15000), 0, "the ring is not ready %s", after);
+	cluster.job[0] = '\0';
+	cr_assert_eq(cluster_run(&cluster, HOSTS, once, NULL), 0, "a new job does not run %s",
+		     after);
+}
+
+/* Rank 0 (host 0) sends 4 MiB to rank 1 (host 2) through host 1, which is
+ * stopped once the request to send has passed it: the send finishes on host 0
+ * with its data still queued there.  Its process then dies; when host 1 goes on
+ * and the data drains, the finished send must not report to the dead session. */
+Test(leftovers, finished_send_outlives_its_session, .fini = teardown, .timeout = 120)
+{
+	struct leftover *lo = harness_shared(sizeof(*lo));
+	struct cluster_proc procs[2];
+	struct cluster_job job;
+	char name[64];
+
+	cr_assert_eq(cluster_start(&cluster, HOSTS, STOP_ARGS), 0);
+	snprintf(name, sizeof(name), "p2p-%d", (int)getpid());
+	memset(procs, 0, sizeof(procs));
+	for (int i = 0; i < 2; i++) {
+		procs[i].daemon = i == 0 ? 0 : 2;
+		procs[i].local_rank = 0;
+		procs[i].local_size = 1;
+		procs[i].rank = procs[i].expect_rank = i;
+		procs[i].world = procs[i].expect_size = 2;
+		procs[i].job = name;
+		procs[i].fn = i == 0 ? send_big : recv_big;
+	}
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, NULL, lo, &job), 0);
+	usleep(700 * 1000);		/* both attached; the RTS went past host 1 */
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGSTOP), 0);
+	atomic_store(&lo->phase, 1);	/* the recv is posted: CTS, data queued */
+	usleep(700 * 1000);
+	cr_assert_eq(cluster_job_kill(&job, 0, SIGKILL), 0);
+	usleep(300 * 1000);
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGCONT), 0);
+	cluster_wait(&job);
+	usleep(300 * 1000);
+	assert_serves("after a finished send outlived its session");
+}
+
+static int allreduce_big(ring_comm *comm, int rank, int n, void *arg)
+{
+	static float x[P2P_BYTES / sizeof(float)];
+
+	(void)rank;
+	(void)n;
+	(void)arg;
+	ring_allreduce(comm, x, x, P2P_BYTES / sizeof(float), RING_FLOAT32, RING_SUM);
+	pause();
+	return 0;
+}
+
+static int attach_two_local(ring_comm *unused, int idx, int n, void *arg)
+{
+	ring_comm *comm = NULL;
+
+	(void)unused;
+	(void)idx;
+	(void)n;
+	(void)arg;
+	/* cannot form while the old op lingers: it gives up after its timeout */
+	if (ring_open(&comm, NULL) == 0)
+		ring_close(comm);
+	return 0;
+}
+
+/* A collective that failed with data still queued (host 1 stopped) stays the
+ * job's active op, sized for one process per host.  A process of the next
+ * formation attaches with two per host and leaves: nothing may index the old
+ * op by its local rank. */
+Test(leftovers, failed_op_outlives_its_local_size, .fini = teardown, .timeout = 120)
+{
+	struct leftover *lo = harness_shared(sizeof(*lo));
+	struct cluster_proc procs[2], late;
+	struct cluster_job job, job2;
+	char name[64];
+
+	cr_assert_eq(cluster_start(&cluster, HOSTS, STOP_ARGS), 0);
+	snprintf(name, sizeof(name), "size-%d", (int)getpid());
+	memset(procs, 0, sizeof(procs));
+	for (int i = 0; i < 2; i++) {
+		procs[i].daemon = i == 0 ? 0 : 2;
+		procs[i].local_rank = 0;
+		procs[i].local_size = 1;
+		procs[i].rank = procs[i].expect_rank = i;
+		procs[i].world = procs[i].expect_size = 2;
+		procs[i].job = name;
+		procs[i].fn = allreduce_big;
+	}
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGSTOP), 0);
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, NULL, lo, &job), 0);
+	usleep(800 * 1000);		/* both in the all-reduce, data queued */
+	cr_assert_eq(cluster_job_kill(&job, 1, SIGKILL), 0);	/* the op fails */
+	usleep(300 * 1000);
+	cr_assert_eq(cluster_job_kill(&job, 0, SIGKILL), 0);
+	cluster_wait(&job);
+	memset(&late, 0, sizeof(late));
+	late.daemon = 0;
+	late.local_rank = 1;
+	late.local_size = 2;
+	late.rank = 1;
+	late.world = 2;
+	late.expect_rank = late.expect_size = -1;
+	late.job = name;
+	late.fn = attach_two_local;
+	late.self_open = true;
+	setenv("RING_TIMEOUT_MS", "1000", 1);
+	cr_assert_eq(cluster_spawn_procs(&cluster, &late, 1, NULL, lo, &job2), 0);
+	cluster_wait(&job2);
+	unsetenv("RING_TIMEOUT_MS");
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGCONT), 0);
+	usleep(300 * 1000);
+	assert_serves("after a process of another local size left");
 }
