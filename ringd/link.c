@@ -159,7 +159,12 @@ static void
 link_close(struct link *l, const char *why)
 {
 	bool was_up = l->state == LINK_UP;
+	char reason[sizeof(l->last_error)];
 
+	/* why is often l->last_error itself (a frame handler's reason): formatting
+	 * that buffer from itself is undefined and glibc empties it, so the reason
+	 * is copied aside before anything writes there */
+	snprintf(reason, sizeof(reason), "%s", why != NULL ? why : "closed");
 	if (l->fd >= 0) {
 		transport_close(transport, l);
 		event_free(l->rev);
@@ -171,10 +176,10 @@ link_close(struct link *l, const char *why)
 	event_del(l->flush_ev);
 	evtimer_del(l->timer);
 	if (why != NULL)
-		snprintf(l->last_error, sizeof(l->last_error), "%s", why);
+		memcpy(l->last_error, reason, sizeof(l->last_error));
 	link_change_state(l, LINK_DOWN);
 	if (was_up) {
-		coll_link_down(l->rd, l, why ? why : "closed");
+		coll_link_down(l->rd, l, reason);
 		ping_link_closed(l);
 	}
 	rx_reset(l);
