@@ -18,9 +18,11 @@
  * need no secret) and then sends garbage: the link is logged and dropped and
  * the ring re-forms.
  *
- * When a link goes down for a reason a frame handler found (a stranger in
- * place of a killed peer breaking the protocol), the clients' errors carry
- * that reason whole.
+ * Before any handshake only handshake frames are read: a DATA header
+ * announcing 16 MiB is refused at the header, and 8 connections pushing such
+ * payloads leave the daemon's peak memory where it was.  And when a link goes
+ * down for a reason a frame handler found (a stranger in place of a killed
+ * peer breaking the protocol), the clients' errors carry that reason whole.
  */
 #include <criterion/criterion.h>
 
@@ -866,6 +868,165 @@ Test(malformed, garbage_after_handshake, .init = setup, .fini = teardown, .timeo
 	cr_assert(epoch_of(victim) > epoch, "daemon %d's epoch is still %lld", victim, epoch);
 	cr_assert_eq(cluster_run(&cluster, 3, rank_allreduce, NULL), 0,
 		     "an all-reduce after the garbage failed");
+}
+
+/* ------------------------------------------------------------------ */
+/* Before the handshake, only handshake frames                        */
+/* ------------------------------------------------------------------ */
+
+/* The header of a DATA frame announcing the largest payload a frame may
+ * carry, as a stranger would send it before any handshake. */
+static void big_data_header(uint8_t out[PROTO_FRAME_HDR])
+{
+	struct proto_frame f = { .type = PROTO_F_DATA, .job = 1, .epoch = 1,
+				 .length = PROTO_FRAME_MAX_PAYLOAD };
+
+	proto_frame_encode(out, &f);
+}
+
+/* Daemon d's peak resident set (VmHWM) in KiB, or -1. */
+static long daemon_hwm_kib(int d)
+{
+	char path[64], line[256];
+	pid_t pid = cluster_daemon_pid(&cluster, d);
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (pid <= 1 || (f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Daemon d's count of refused peer connections (-1 if it has none), and the
+ * last one's reason into last. */
+static long long peers_refused(int d, char *last, size_t cap)
+{
+	int rc;
+	json_t *doc = status_json(d, &rc);
+	const char *why = doc ? json_string_value(json_object_get(doc, "last_refused")) : NULL;
+	long long v = -1;
+
+	if (doc && json_is_integer(json_object_get(doc, "peers_refused")))
+		v = json_integer_value(json_object_get(doc, "peers_refused"));
+	snprintf(last, cap, "%s", why ? why : "");
+	json_decref(doc);
+	return v;
+}
+
+/*
+ * A DATA header announcing 16 MiB, sent to the peer port before any
+ * handshake, and nothing after it: the daemon must refuse it at the header
+ * (REJECT, a warning, peers_refused counted) and close at once, not wait for
+ * a payload no handshake allowed.
+ */
+Test(malformed, peer_data_header_first, .init = setup, .fini = teardown, .timeout = 120)
+{
+	const int victim = 1;
+	uint8_t hdr[PROTO_FRAME_HDR], reply[4096];
+	char line[1024], said[PROTO_TEXT_MAX + 64], last[PROTO_TEXT_MAX + 1];
+	long long refused;
+	double took = 0;
+	size_t got;
+	long mark;
+	int fd;
+
+	cr_assert_eq(cluster_start(&cluster, 2, ARGS), 0, "could not start 2 daemons");
+	refused = peers_refused(victim, last, sizeof(last));
+	cr_assert(refused >= 0, "ringctl status --json has no peers_refused");
+	mark = log_size(victim);
+	big_data_header(hdr);
+	fd = tcp_connect(cluster.addrs[victim]);
+	cr_assert_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	cr_assert(dropped(fd, DROP_S, &took, reply, sizeof(reply), &got), "daemon %d kept a "
+		  "connection open %.1f s after a DATA header announcing %u bytes before any "
+		  "handshake: it waits for the payload instead of refusing the header", victim,
+		  DROP_S, PROTO_FRAME_MAX_PAYLOAD);
+	close(fd);
+	describe_reply(reply, got, said, sizeof(said));
+	fprintf(stderr, "a 16 MiB DATA header first: dropped after %.3f s, answered %s\n",
+		took, said);
+	cr_expect(strstr(said, "REJECT") && strstr(said, "before the handshake"),
+		  "the refusal does not say why: %s", said);
+	cr_expect(new_warning(victim, mark, line, sizeof(line), LOG_S), "daemon %d logged no "
+		  "warning", victim);
+	cr_expect(peers_refused(victim, last, sizeof(last)) == refused + 1,
+		  "peers_refused did not count the refusal");
+	cr_expect(strstr(last, "data") != NULL, "last_refused is \"%s\"", last);
+	expect_serving(victim, "a 16 MiB DATA header first");
+}
+
+/*
+ * Every handshake slot at once: 8 connections each send that header and then
+ * push their 16 MiB.  The daemon must take none of it in: its peak resident
+ * set grows by far less than one payload (it grew by 126 MiB when it read
+ * every payload before refusing it).
+ */
+Test(malformed, peer_data_payload_memory, .init = setup, .fini = teardown, .timeout = 120)
+{
+	enum { CONNS = 8, CHUNK = 256 << 10 };
+	const int victim = 1;
+	static uint8_t chunk[CHUNK];
+	uint8_t hdr[PROTO_FRAME_HDR];
+	size_t sent[CONNS] = { 0 };
+	bool pushing[CONNS];
+	int fds[CONNS], live = CONNS;
+	long before, after;
+	double end;
+
+	cr_assert_eq(cluster_start(&cluster, 2, ARGS), 0, "could not start 2 daemons");
+	before = daemon_hwm_kib(victim);
+	cr_assert(before > 0, "cannot read daemon %d's VmHWM", victim);
+	big_data_header(hdr);
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (int i = 0; i < CONNS; i++) {
+		fds[i] = tcp_connect(cluster.addrs[victim]);
+		pushing[i] = true;
+		cr_assert_eq(send(fds[i], hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	}
+	/* Push the payloads until each is sent or refused, within a bound. */
+	end = harness_now() + 10;
+	while (live > 0 && harness_now() < end) {
+		struct pollfd p[CONNS];
+
+		for (int i = 0; i < CONNS; i++)
+			p[i] = (struct pollfd){ .fd = pushing[i] ? fds[i] : -1, .events = POLLOUT };
+		if (poll(p, CONNS, 100) <= 0)
+			continue;
+		for (int i = 0; i < CONNS; i++) {
+			size_t want = PROTO_FRAME_MAX_PAYLOAD - sent[i];
+			ssize_t n;
+
+			if (!pushing[i] || !(p[i].revents & (POLLOUT | POLLERR | POLLHUP)))
+				continue;
+			n = send(fds[i], chunk, want < CHUNK ? want : CHUNK,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0)
+				sent[i] += (size_t)n;
+			if ((n < 0 && errno != EAGAIN && errno != EINTR) ||
+			    sent[i] == PROTO_FRAME_MAX_PAYLOAD) {
+				pushing[i] = false;
+				live--;
+			}
+		}
+	}
+	for (int i = 0; i < CONNS; i++) {
+		fprintf(stderr, "connection %d: %zu of %u payload bytes went out\n", i, sent[i],
+			PROTO_FRAME_MAX_PAYLOAD);
+		close(fds[i]);
+	}
+	after = daemon_hwm_kib(victim);
+	fprintf(stderr, "daemon %d's VmHWM: %ld KiB before, %ld KiB after 8 x 16 MiB\n",
+		victim, before, after);
+	cr_assert(after - before < 8 * 1024, "daemon %d's peak resident set grew by %ld KiB: "
+		  "it took in payloads that no handshake allowed", victim, after - before);
+	expect_serving(victim, "8 x 16 MiB DATA before the handshake");
+	cr_assert_eq(cluster_run(&cluster, 2, rank_allreduce, NULL), 0,
+		     "an all-reduce after the refused payloads failed");
 }
 
 /* ------------------------------------------------------------------ */
