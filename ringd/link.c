@@ -39,6 +39,7 @@
 #define OUT_LOW		(1u << 20)	/* ... and below which they are woken */
 #define RX_MIN		(1u << 20)	/* input buffer to start with */
 #define LOWAT_MAX	(256u << 10)	/* never ask the kernel to hold back more */
+#define HS_READ_MAX	4096		/* bytes read at once before a link is up */
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
 #define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
@@ -159,7 +160,12 @@ static void
 link_close(struct link *l, const char *why)
 {
 	bool was_up = l->state == LINK_UP;
+	char reason[sizeof(l->last_error)];
 
+	/* why is often l->last_error itself (a frame handler's reason): formatting
+	 * that buffer from itself is undefined and glibc empties it, so the reason
+	 * is copied aside before anything writes there */
+	snprintf(reason, sizeof(reason), "%s", why != NULL ? why : "closed");
 	if (l->fd >= 0) {
 		transport_close(transport, l);
 		event_free(l->rev);
@@ -171,10 +177,10 @@ link_close(struct link *l, const char *why)
 	event_del(l->flush_ev);
 	evtimer_del(l->timer);
 	if (why != NULL)
-		snprintf(l->last_error, sizeof(l->last_error), "%s", why);
+		memcpy(l->last_error, reason, sizeof(l->last_error));
 	link_change_state(l, LINK_DOWN);
 	if (was_up) {
-		coll_link_down(l->rd, l, why ? why : "closed");
+		coll_link_down(l->rd, l, reason);
 		ping_link_closed(l);
 	}
 	rx_reset(l);
@@ -465,6 +471,20 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	else
 		return 0;
 	return -1;
+}
+
+/* Whether a link in handshake takes a frame of this type: an acceptor the
+ * connector's HELLO and proof, a connector the answer; either a refusal.  The
+ * decoder caps these types at a few KiB, so a frame that passes here costs
+ * little to read whatever its header says. */
+static bool
+hs_frame_ok(const struct link *l, uint16_t type)
+{
+	if (type == PROTO_F_REJECT)
+		return true;
+	if (l->handshake_acceptor)
+		return type == PROTO_F_HELLO || type == PROTO_F_HELLO_AUTH;
+	return type == PROTO_F_HELLO_ACK;
 }
 
 static void
@@ -1017,12 +1037,6 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	char why[300];
 	int rc;
 
-	if (l->state != LINK_UP && f->type != PROTO_F_HELLO && f->type != PROTO_F_HELLO_ACK &&
-	    f->type != PROTO_F_HELLO_AUTH && f->type != PROTO_F_REJECT) {
-		snprintf(why, sizeof(why), "%s frame before the handshake",
-			 proto_frame_type_name(f->type));
-		return hello_refuse(l, why);
-	}
 	switch (f->type) {
 	case PROTO_F_HELLO:
 		return on_hello(l, f, pl);
@@ -1120,6 +1134,7 @@ rx_room(struct link *l, size_t need)
 static int
 rx_fill(struct link *l)
 {
+	size_t room;
 	ssize_t n;
 
 	/* everything consumed: start over at the front; full: move what is left */
@@ -1134,11 +1149,16 @@ rx_fill(struct link *l)
 		return 0;	/* cannot happen: rx_room made space for the frame */
 	if (l->drained)
 		return 0;	/* the last read emptied the socket: wait for epoll */
-	n = transport_read(transport, l, l->rxbuf + l->rxlen, l->rxcap - l->rxlen);
+	room = l->rxcap - l->rxlen;
+	/* Until the link is up its peer is a stranger: what follows a header stays
+	 * in the kernel until the header says it may come in. */
+	if (l->state != LINK_UP && room > HS_READ_MAX)
+		room = HS_READ_MAX;
+	n = transport_read(transport, l, l->rxbuf + l->rxlen, room);
 	if (n > 0) {
 		/* a short read of a plain socket took everything there was: the next
 		 * read would only say EAGAIN (one syscall per wake-up saved) */
-		if ((size_t)n < l->rxcap - l->rxlen && transport_raw(transport))
+		if ((size_t)n < room && transport_raw(transport))
 			l->drained = true;
 		l->rxlen += (size_t)n;
 		l->last_rx_ms = now_ms();
@@ -1180,6 +1200,20 @@ rx_direct(struct link *l)
 	return 1;
 }
 
+/* Refuses a frame the handshake does not allow at its header, before a byte of
+ * its payload is read: a stranger's DATA header may announce 16 MiB, and
+ * reading that to refuse it afterwards let each pending connection pin as much
+ * of our memory. */
+static void
+rx_refuse_header(struct link *l, const struct proto_frame *f)
+{
+	char why[128];
+
+	snprintf(why, sizeof(why), "%s frame (%u bytes) before the handshake",
+		 proto_frame_type_name(f->type), f->length);
+	hello_refuse(l, why);
+}
+
 static void
 link_rx(struct link *l)
 {
@@ -1206,6 +1240,10 @@ link_rx(struct link *l)
 			}
 			if (proto_frame_decode(l->rxbuf + l->rxoff, f, PROTO_FRAME_MAX_PAYLOAD) != 0) {
 				link_fail(l, "malformed frame header");
+				return;
+			}
+			if (l->state != LINK_UP && !hs_frame_ok(l, f->type)) {
+				rx_refuse_header(l, f);
 				return;
 			}
 			l->rxoff += PROTO_FRAME_HDR;

@@ -17,6 +17,12 @@
  * after.  One more case completes the handshake as a stranger (loopback peers
  * need no secret) and then sends garbage: the link is logged and dropped and
  * the ring re-forms.
+ *
+ * Before any handshake only handshake frames are read: a DATA header
+ * announcing 16 MiB is refused at the header, and 8 connections pushing such
+ * payloads leave the daemon's peak memory where it was.  And when a link goes
+ * down for a reason a frame handler found (a stranger in place of a killed
+ * peer breaking the protocol), the clients' errors carry that reason whole.
  */
 #include <criterion/criterion.h>
 
@@ -862,4 +868,301 @@ Test(malformed, garbage_after_handshake, .init = setup, .fini = teardown, .timeo
 	cr_assert(epoch_of(victim) > epoch, "daemon %d's epoch is still %lld", victim, epoch);
 	cr_assert_eq(cluster_run(&cluster, 3, rank_allreduce, NULL), 0,
 		     "an all-reduce after the garbage failed");
+}
+
+/* ------------------------------------------------------------------ */
+/* Before the handshake, only handshake frames                        */
+/* ------------------------------------------------------------------ */
+
+/* The header of a DATA frame announcing the largest payload a frame may
+ * carry, as a stranger would send it before any handshake. */
+static void big_data_header(uint8_t out[PROTO_FRAME_HDR])
+{
+	struct proto_frame f = { .type = PROTO_F_DATA, .job = 1, .epoch = 1,
+				 .length = PROTO_FRAME_MAX_PAYLOAD };
+
+	proto_frame_encode(out, &f);
+}
+
+/* Daemon d's peak resident set (VmHWM) in KiB, or -1. */
+static long daemon_hwm_kib(int d)
+{
+	char path[64], line[256];
+	pid_t pid = cluster_daemon_pid(&cluster, d);
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (pid <= 1 || (f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Daemon d's count of refused peer connections (-1 if it has none), and the
+ * last one's reason into last. */
+static long long peers_refused(int d, char *last, size_t cap)
+{
+	int rc;
+	json_t *doc = status_json(d, &rc);
+	const char *why = doc ? json_string_value(json_object_get(doc, "last_refused")) : NULL;
+	long long v = -1;
+
+	if (doc && json_is_integer(json_object_get(doc, "peers_refused")))
+		v = json_integer_value(json_object_get(doc, "peers_refused"));
+	snprintf(last, cap, "%s", why ? why : "");
+	json_decref(doc);
+	return v;
+}
+
+/*
+ * A DATA header announcing 16 MiB, sent to the peer port before any
+ * handshake, and nothing after it: the daemon must refuse it at the header
+ * (REJECT, a warning, peers_refused counted) and close at once, not wait for
+ * a payload no handshake allowed.
+ */
+Test(malformed, peer_data_header_first, .init = setup, .fini = teardown, .timeout = 120)
+{
+	const int victim = 1;
+	uint8_t hdr[PROTO_FRAME_HDR], reply[4096];
+	char line[1024], said[PROTO_TEXT_MAX + 64], last[PROTO_TEXT_MAX + 1];
+	long long refused;
+	double took = 0;
+	size_t got;
+	long mark;
+	int fd;
+
+	cr_assert_eq(cluster_start(&cluster, 2, ARGS), 0, "could not start 2 daemons");
+	refused = peers_refused(victim, last, sizeof(last));
+	cr_assert(refused >= 0, "ringctl status --json has no peers_refused");
+	mark = log_size(victim);
+	big_data_header(hdr);
+	fd = tcp_connect(cluster.addrs[victim]);
+	cr_assert_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	cr_assert(dropped(fd, DROP_S, &took, reply, sizeof(reply), &got), "daemon %d kept a "
+		  "connection open %.1f s after a DATA header announcing %u bytes before any "
+		  "handshake: it waits for the payload instead of refusing the header", victim,
+		  DROP_S, PROTO_FRAME_MAX_PAYLOAD);
+	close(fd);
+	describe_reply(reply, got, said, sizeof(said));
+	fprintf(stderr, "a 16 MiB DATA header first: dropped after %.3f s, answered %s\n",
+		took, said);
+	cr_expect(strstr(said, "REJECT") && strstr(said, "before the handshake"),
+		  "the refusal does not say why: %s", said);
+	cr_expect(new_warning(victim, mark, line, sizeof(line), LOG_S), "daemon %d logged no "
+		  "warning", victim);
+	cr_expect(peers_refused(victim, last, sizeof(last)) == refused + 1,
+		  "peers_refused did not count the refusal");
+	cr_expect(strstr(last, "data") != NULL, "last_refused is \"%s\"", last);
+	expect_serving(victim, "a 16 MiB DATA header first");
+}
+
+/*
+ * Every handshake slot at once: 8 connections each send that header and then
+ * push their 16 MiB.  The daemon must take none of it in: its peak resident
+ * set grows by far less than one payload (it grew by 126 MiB when it read
+ * every payload before refusing it).
+ */
+Test(malformed, peer_data_payload_memory, .init = setup, .fini = teardown, .timeout = 120)
+{
+	enum { CONNS = 8, CHUNK = 256 << 10 };
+	const int victim = 1;
+	static uint8_t chunk[CHUNK];
+	uint8_t hdr[PROTO_FRAME_HDR];
+	size_t sent[CONNS] = { 0 };
+	bool pushing[CONNS];
+	int fds[CONNS], live = CONNS;
+	long before, after;
+	double end;
+
+	cr_assert_eq(cluster_start(&cluster, 2, ARGS), 0, "could not start 2 daemons");
+	before = daemon_hwm_kib(victim);
+	cr_assert(before > 0, "cannot read daemon %d's VmHWM", victim);
+	big_data_header(hdr);
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (int i = 0; i < CONNS; i++) {
+		fds[i] = tcp_connect(cluster.addrs[victim]);
+		pushing[i] = true;
+		cr_assert_eq(send(fds[i], hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	}
+	/* Push the payloads until each is sent or refused, within a bound. */
+	end = harness_now() + 10;
+	while (live > 0 && harness_now() < end) {
+		struct pollfd p[CONNS];
+
+		for (int i = 0; i < CONNS; i++)
+			p[i] = (struct pollfd){ .fd = pushing[i] ? fds[i] : -1, .events = POLLOUT };
+		if (poll(p, CONNS, 100) <= 0)
+			continue;
+		for (int i = 0; i < CONNS; i++) {
+			size_t want = PROTO_FRAME_MAX_PAYLOAD - sent[i];
+			ssize_t n;
+
+			if (!pushing[i] || !(p[i].revents & (POLLOUT | POLLERR | POLLHUP)))
+				continue;
+			n = send(fds[i], chunk, want < CHUNK ? want : CHUNK,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0)
+				sent[i] += (size_t)n;
+			if ((n < 0 && errno != EAGAIN && errno != EINTR) ||
+			    sent[i] == PROTO_FRAME_MAX_PAYLOAD) {
+				pushing[i] = false;
+				live--;
+			}
+		}
+	}
+	for (int i = 0; i < CONNS; i++) {
+		fprintf(stderr, "connection %d: %zu of %u payload bytes went out\n", i, sent[i],
+			PROTO_FRAME_MAX_PAYLOAD);
+		close(fds[i]);
+	}
+	after = daemon_hwm_kib(victim);
+	fprintf(stderr, "daemon %d's VmHWM: %ld KiB before, %ld KiB after 8 x 16 MiB\n",
+		victim, before, after);
+	cr_assert(after - before < 8 * 1024, "daemon %d's peak resident set grew by %ld KiB: "
+		  "it took in payloads that no handshake allowed", victim, after - before);
+	expect_serving(victim, "8 x 16 MiB DATA before the handshake");
+	cr_assert_eq(cluster_run(&cluster, 2, rank_allreduce, NULL), 0,
+		     "an all-reduce after the refused payloads failed");
+}
+
+/* ------------------------------------------------------------------ */
+/* The reason a link went down reaches the clients                    */
+/* ------------------------------------------------------------------ */
+
+/* What the two ranks of reason_reaches_client saw; shared with the test. */
+struct reason_run {
+	volatile int calling;		/* rank 0 is about to call its all-reduce */
+	volatile int waiting;		/* rank 1 opened and waits for go */
+	volatile int go;		/* test: rank 1 may call now */
+	int rc[2];
+	char msg[2][PROTO_TEXT_MAX + 256];
+};
+
+static int rank_reason(ring_comm *comm, int rank, int size, void *arg)
+{
+	struct reason_run *rr = arg;
+	float *buf = ring_alloc(comm, COUNT * sizeof(float));
+	double end = harness_now() + 30;
+
+	(void)size;
+	IT_CHECK(buf != NULL, "out of memory");
+	memset(buf, 0, COUNT * sizeof(float));
+	if (rank == 1) {
+		/* rank 0's all-reduce waits for this one: it is in flight */
+		rr->waiting = 1;
+		while (!rr->go && harness_now() < end)
+			usleep(2000);
+	} else {
+		rr->calling = 1;
+	}
+	rr->rc[rank] = ring_allreduce(comm, buf, buf, COUNT, RING_FLOAT32, RING_SUM);
+	snprintf(rr->msg[rank], sizeof(rr->msg[rank]), "%s", ring_last_error(comm));
+	return 0;
+}
+
+/*
+ * A peer daemon killed, and a stranger taking its place on loopback (where
+ * peers need no secret) that then breaks the protocol while a job's all-reduce
+ * is in flight: the clients must get the whole reason the link went down, not
+ * "the ring lost its link from host 0 (...): " with nothing after it.  The job
+ * is two processes on daemon 1 alone, so it runs without the ring; host 0 is
+ * gone, so nothing but the stranger holds daemon 1's previous link.
+ */
+Test(malformed, reason_reaches_client, .init = setup, .fini = teardown, .timeout = 120)
+{
+	const int victim = 1;
+	const char *reason = "malformed ring token";
+	char name[PROTO_NAME_MAX + 1] = "ringd", said[PROTO_TEXT_MAX + 64];
+	struct reason_run *rr = harness_shared(sizeof(*rr));
+	struct cluster_proc procs[2];
+	struct cluster_job job;
+	uint8_t buf[4096], reply[4096];
+	struct proto_frame f;
+	struct pollfd p;
+	size_t len, got;
+	double took = 0, end;
+	json_t *doc;
+	ssize_t r;
+	int fd, rc;
+
+	cr_assert_not_null(rr);
+	/* a long peer timeout: the stranger sends no heartbeats, and its link must
+	 * fail for the reason below, not for its silence */
+	cr_assert_eq(cluster_start(&cluster, 2, "--peer-timeout-ms 30000 --heartbeat-ms 200"),
+		     0, "could not start 2 daemons");
+	doc = status_json(victim, &rc);
+	cr_assert_not_null(doc);
+	if (json_string_value(json_object_get(doc, "cluster")))
+		snprintf(name, sizeof(name), "%s",
+			 json_string_value(json_object_get(doc, "cluster")));
+	json_decref(doc);
+
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGKILL), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 0, 10000), 0, "daemon 0 did not exit");
+
+	len = peer_hello(buf, sizeof(buf), name, 2, victim);
+	fd = tcp_connect(cluster.addrs[victim]);
+	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1, "no answer to a valid HELLO within 5 s");
+	r = recv(fd, reply, sizeof(reply), 0);
+	cr_assert(r >= PROTO_FRAME_HDR && proto_frame_decode(reply, &f, 1u << 20) == 0,
+		  "the answer to a valid HELLO is no frame (%zd bytes)", r);
+	if (f.type == PROTO_F_REJECT) {
+		describe_reply(reply, (size_t)r, said, sizeof(said));
+		close(fd);
+		cr_skip_test("peers need credentials here (%s): no stranger gets this far", said);
+	}
+	cr_assert_eq(f.type, PROTO_F_HELLO_ACK, "the answer to a valid HELLO is a %s frame",
+		     proto_frame_type_name(f.type));
+
+	cluster_procs_local(&cluster, procs, 2, 2);
+	for (int i = 0; i < 2; i++)
+		procs[i].daemon = victim;
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, rank_reason, rr, &job), 0);
+	end = harness_now() + 30;
+	while (!(rr->calling && rr->waiting) && harness_now() < end)
+		usleep(2000);
+	cr_assert(rr->calling && rr->waiting, "the two ranks did not open within 30 s");
+	usleep(300 * 1000);	/* rank 0's request reaches the daemon */
+
+	/* a RING token with an aux it never has: the link's own check refuses it */
+	memset(&f, 0, sizeof(f));
+	f.type = PROTO_F_RING;
+	f.aux = 7;
+	f.epoch = 1;
+	proto_frame_encode(buf, &f);
+	cr_assert_eq(send(fd, buf, PROTO_FRAME_HDR, MSG_NOSIGNAL), PROTO_FRAME_HDR);
+	cr_assert(dropped(fd, DROP_S, &took, reply, sizeof(reply), &got), "daemon %d kept a "
+		  "link that sent a malformed RING token open %.1f s", victim, DROP_S);
+	close(fd);
+	rr->go = 1;
+	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
+	for (int i = 0; i < 2; i++) {
+		fprintf(stderr, "rank %d: %s: %s\n", i, ring_strerror(rr->rc[i]), rr->msg[i]);
+		cr_assert_eq(rr->rc[i], RING_EPEER, "rank %d got %s: %s", i,
+			     ring_strerror(rr->rc[i]), rr->msg[i]);
+		cr_assert(strstr(rr->msg[i], "lost its link from host 0"), "rank %d's message "
+			  "does not say which link went down: %s", i, rr->msg[i]);
+		cr_assert(strstr(rr->msg[i], reason), "rank %d's message lost the reason "
+			  "(\"%s\"): %s", i, reason, rr->msg[i]);
+	}
+	/* and ringctl shows it as the link's last error */
+	doc = status_json(victim, &rc);
+	cr_assert_not_null(doc);
+	for (size_t i = 0; i < json_array_size(json_object_get(doc, "links")); i++) {
+		json_t *l = json_array_get(json_object_get(doc, "links"), i);
+		const char *dir = json_string_value(json_object_get(l, "dir"));
+		const char *last = json_string_value(json_object_get(l, "last_error"));
+
+		if (dir != NULL && strcmp(dir, "prev") == 0)
+			cr_expect(last != NULL && strcmp(last, reason) == 0, "daemon %d's "
+				  "previous link says its last error was \"%s\"", victim,
+				  last ? last : "(none)");
+	}
+	json_decref(doc);
 }
