@@ -198,10 +198,11 @@ Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
 /* ---- a job's leftovers never reach what has gone (use after free, overflow) ---- */
 
 #define P2P_BYTES	(4u << 20)
-#define STOP_ARGS	"--peer-timeout-ms 8000 --heartbeat-ms 500 --sndbuf 64K --rcvbuf 64K"
+#define STOP_ARGS	"--peer-timeout-ms 8000 --heartbeat-ms 500 --sndbuf 16K --rcvbuf 16K --segment 64K"
 
 struct leftover {
 	atomic_int phase;		/* the test's progress, for the ranks */
+	atomic_int formed;		/* ranks whose communicator is open */
 };
 
 static int send_big(ring_comm *comm, int rank, int n, void *arg)
@@ -294,12 +295,16 @@ Test(leftovers, finished_send_outlives_its_session, .fini = teardown, .timeout =
 
 static int allreduce_big(ring_comm *comm, int rank, int n, void *arg)
 {
-	static float x[P2P_BYTES / sizeof(float)];
+	static float x[P2P_BYTES / sizeof(float)], y[P2P_BYTES / sizeof(float)];
+	struct leftover *lo = arg;
 
 	(void)rank;
 	(void)n;
-	(void)arg;
-	ring_allreduce(comm, x, x, P2P_BYTES / sizeof(float), RING_FLOAT32, RING_SUM);
+	atomic_fetch_add(&lo->formed, 1);
+	while (atomic_load(&lo->phase) < 1)
+		usleep(10000);
+	/* out of place: the first step is sent from x by reference, not copied */
+	ring_allreduce(comm, x, y, P2P_BYTES / sizeof(float), RING_FLOAT32, RING_SUM);
 	pause();
 	return 0;
 }
@@ -318,10 +323,10 @@ static int attach_two_local(ring_comm *unused, int idx, int n, void *arg)
 	return 0;
 }
 
-/* A collective that failed with data still queued (host 1 stopped) stays the
- * job's active op, sized for one process per host.  A process of the next
- * formation attaches with two per host and leaves: nothing may index the old
- * op by its local rank. */
+/* A collective that failed with data still queued (its next host stopped)
+ * stays the job's active op, sized for one process per host.  A process of the
+ * next formation attaches with two per host and leaves: nothing may index the
+ * old op by its local rank. */
 Test(leftovers, failed_op_outlives_its_local_size, .fini = teardown, .timeout = 120)
 {
 	struct leftover *lo = harness_shared(sizeof(*lo));
@@ -333,7 +338,7 @@ Test(leftovers, failed_op_outlives_its_local_size, .fini = teardown, .timeout = 
 	snprintf(name, sizeof(name), "size-%d", (int)getpid());
 	memset(procs, 0, sizeof(procs));
 	for (int i = 0; i < 2; i++) {
-		procs[i].daemon = i == 0 ? 0 : 2;
+		procs[i].daemon = i;
 		procs[i].local_rank = 0;
 		procs[i].local_size = 1;
 		procs[i].rank = procs[i].expect_rank = i;
@@ -341,18 +346,22 @@ Test(leftovers, failed_op_outlives_its_local_size, .fini = teardown, .timeout = 
 		procs[i].job = name;
 		procs[i].fn = allreduce_big;
 	}
-	cr_assert_eq(cluster_signal(&cluster, 1, SIGSTOP), 0);
 	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, NULL, lo, &job), 0);
-	usleep(800 * 1000);		/* both in the all-reduce, data queued */
-	cr_assert_eq(cluster_job_kill(&job, 1, SIGKILL), 0);	/* the op fails */
-	usleep(300 * 1000);
-	cr_assert_eq(cluster_job_kill(&job, 0, SIGKILL), 0);
+	for (int t = 0; t < 1000 && atomic_load(&lo->formed) < 2; t++)
+		usleep(10000);
+	cr_assert_eq(atomic_load(&lo->formed), 2, "the job did not form");
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGSTOP), 0);
+	atomic_store(&lo->phase, 1);
+	usleep(500 * 1000);		/* host 0 queued its first step for host 1 */
+	cr_assert_eq(cluster_job_kill(&job, 0, SIGKILL), 0);	/* the op fails there */
+	cr_assert_eq(cluster_job_kill(&job, 1, SIGKILL), 0);
 	cluster_wait(&job);
+	usleep(200 * 1000);
 	memset(&late, 0, sizeof(late));
 	late.daemon = 0;
 	late.local_rank = 1;
 	late.local_size = 2;
-	late.rank = 1;
+	late.rank = 0;
 	late.world = 2;
 	late.expect_rank = late.expect_size = -1;
 	late.job = name;
