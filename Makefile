@@ -160,6 +160,7 @@ $(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(LIB_A)
 $(BUILD)/tests/unit_proto: $(BUILD)/tests/unit_proto.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
+$(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
 $(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
 $(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o

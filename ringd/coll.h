@@ -212,7 +212,7 @@ struct job {
 	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
-	bool draining;			/* job_drain_stash is running */
+	bool draining;			/* flow_drain is running */
 	/* point-to-point */
 	struct opq sends;		/* local sends: waiting for CTS or sending */
 	struct opq recvs;		/* posted receives not yet complete */
@@ -224,20 +224,59 @@ struct job {
 	TAILQ_ENTRY(job) entry;
 };
 
-/* coll.c */
+/* coll.c: gathering the local requests and running the plans */
 int coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
 		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 void coll_sess_gone(struct ringd *rd, struct sess *s);
+/* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
+ * dropped.  RX_DONE, RX_BLOCKED, or COLL_RX_STASH: it is early, keep it. */
+enum { COLL_RX_STASH = 2 };
+int coll_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f,
+		  const uint8_t *pl);
+
+/* op.c: an operation's life */
+struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m);
+void op_free(struct op *op);
+/* Arms the op's bound (tmo ms; 0: op_timeout_ms). */
+void op_arm_timer(struct ringd *rd, struct op *op, uint32_t tmo);
+/* The status is final (the first call wins): the op stops, and its processes
+ * are answered once no link holds a reference into its arena. */
 void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m);
+/* Replies to the clients and frees, once no link holds a reference. */
+void op_complete(struct ringd *rd, struct op *op);
 /* Queues a frame whose payload stays in the op's arena until the link wrote it. */
 int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
 		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
-void job_reset_flow(struct ringd *rd, struct job *j);
-void job_drain_stash(struct ringd *rd, struct job *j);
-/* Drops the stashed frames whose generation is outside [lo, hi]. */
-void job_stash_keep(struct job *j, uint32_t lo, uint32_t hi);
+
+/* plan.c: pure plans (tests/unit_plan.c) */
+struct region plan_span(uint8_t *base, uint64_t len);
+struct region plan_bundle(uint8_t *base, uint64_t blen, uint64_t stride, const int *ranks,
+			  int n);
+/* Where byte off of a region is, and how many bytes follow it contiguously. */
+uint8_t *plan_at(const struct region *g, uint64_t off, uint64_t *contig);
+int plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
+int plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count,
+		   uint64_t stride);
+int plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
+			uint64_t count, uint64_t stride, bool inplace);
+int plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int root_host);
+/* Whether the latency path applies (small all-reduce, barrier), and its plan. */
+bool plan_tiny_ok(const struct op *op, const struct job *j, uint64_t count);
+int plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t count);
+uint32_t plan_segment(struct ringd *rd, const struct op *op);
+
+/* local.c: the processes of this host in one collective */
+void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);
+void local_scatter(struct op *op);
+void local_combine_range(struct op *op, const uint8_t *at, uint64_t len);
+void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
+void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
+
+/* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
+void op_timeout_cb(evutil_socket_t fd, short what, void *arg);
+/* Tells the other hosts why op failed here, so every rank gets the same error. */
+void op_abort_ring(struct ringd *rd, struct op *op);
 
 /* job.c: membership */
 struct job *job_lookup(struct ringd *rd, uint32_t id);
@@ -258,12 +297,31 @@ void job_settle(struct ringd *rd, struct job *j);
 /* The ring broke: the job must form again (local processes stay attached). */
 void job_break(struct ringd *rd, struct job *j);
 
+
+/* flow.c: a job's stream (credit, stash) */
+void flow_reset(struct ringd *rd, struct job *j);
+/* Whether bytes more may be sent to the job's next host. */
+bool flow_tx_ok(const struct job *j, uint64_t bytes);
+/* Grants the previous host more credit once a quarter of the window is used
+ * (flush: whatever was consumed). */
+void flow_rx_credit(struct ringd *rd, struct job *j, bool flush);
+void flow_drain(struct ringd *rd, struct job *j);
+/* Drops the stashed frames whose generation is outside [lo, hi]. */
+void flow_keep(struct job *j, uint32_t lo, uint32_t hi);
+/* Keeps an early frame in the stash within the credit granted for it; a frame
+ * the job cannot take is dropped (flow_drop: counted, logged), never the link. */
+int flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
+		    const uint8_t *pl);
+int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
+
 /* ops.c: the flight recorder and `ringctl ops` */
 void ops_record(struct job *j, const struct op *op);
 char *ops_json(struct ringd *rd);	/* malloc'd; engine thread only */
 
 /* p2p.c */
-int p2p_submit(struct ringd *rd, struct op *op);
+/* A send or recv of a process: matched, refused or waiting. */
+int p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+	     uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 int p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
 uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 		     const void **owner);

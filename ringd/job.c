@@ -135,7 +135,7 @@ job_wire(struct ringd *rd, uint32_t id)
 	TAILQ_INIT(&j->sends);
 	TAILQ_INIT(&j->recvs);
 	TAILQ_INIT(&j->rts_in);
-	job_reset_flow(rd, j);
+	flow_reset(rd, j);
 	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
 	rd->njobs++;
 	return j;
@@ -300,10 +300,10 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->ready = true;
 	j->fgen = gen;
 	/* what the stash holds of this formation was sent under its fresh credit */
-	job_stash_keep(j, gen, gen);
+	flow_keep(j, gen, gen);
 	p2p_keep_rts(j, gen, gen);
 	j->early_bytes = 0;
-	job_reset_flow(rd, j);
+	flow_reset(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
 	j->abort_seq = 0;	/* failures of an earlier formation are not ours */
@@ -312,7 +312,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL)
 			sess_welcome(j->loc[i].sess);
-	job_drain_stash(rd, j);
+	flow_drain(rd, j);
 }
 
 /* JOIN: our ranks (the header's gen is our claim's); LEAVE: the ranks of ours
@@ -394,7 +394,7 @@ job_settle(struct ringd *rd, struct job *j)
 	members_free(j);
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
-	job_stash_keep(j, j->fgen + 1, UINT32_MAX);
+	flow_keep(j, j->fgen + 1, UINT32_MAX);
 	j->early_bytes = evbuffer_get_length(j->stash);
 	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
 	j->next_seq = 1;
@@ -758,3 +758,4 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		job_apply_join(rd, j, origin, &m, f->gen);
 	return RX_DONE;
 }
+

@@ -137,7 +137,38 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 		op_finish(rd, op, 0, NULL);
 }
 
+static int p2p_submit(struct ringd *rd, struct op *op);
+
 int
+p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+	 uint8_t *send, uint8_t *recv, char *err, size_t errlen)
+{
+	struct op *op;
+
+	if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL) {
+		if (op != NULL)
+			op_free(op);
+		snprintf(err, errlen, "out of memory");
+		return RING_ENOMEM;
+	}
+	op->nc = 1;
+	op->c[0] = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s),
+				     .send = send, .recv = recv, .count = m->count,
+				     .rank = sess_rank(s), .in = true };
+	arena_ref(op->c[0].arena);
+	op->arena = op->c[0].arena;
+	op->started = true;
+	op->tx0 = send;
+	op->tx0_len = m->count * op->esz;
+	op->p2p_dst = recv;
+	op->p2p_len = m->count * op->esz;
+	op->rts.ndim = m->ndim;
+	memcpy(op->rts.shape, m->shape, sizeof(op->rts.shape));
+	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+	return p2p_submit(rd, op);
+}
+
+static int
 p2p_submit(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;

@@ -238,11 +238,6 @@ int coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame
 int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		  const uint8_t *pl);
 
-/* jobs (coll.c) */
-struct job *job_lookup(struct ringd *rd, uint32_t id);
-struct job *job_get(struct ringd *rd, const char *name, char *err, size_t errlen);
-void job_put(struct ringd *rd, struct job *j);
-
 /* sess.c: client sessions. */
 int sess_start(struct ringd *rd);
 /* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */

@@ -1,0 +1,275 @@
+/*
+ * fail.c - how collectives fail: an operation's timeout (with a probe round the
+ * ring that asks who never called it), a link lost here or reported by another
+ * host (every operation in flight fails at once and every job must form
+ * again), and an operation that failed on one host for a reason the others
+ * cannot see (an ABORT goes round so every rank gets the same error).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "coll.h"
+#include "sess.h"
+#include "../proto/dtype.h"
+#include "../proto/log.h"
+
+static void missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap);
+
+/* The message of a collective's timeout: who never called it, as far as this
+ * host and (remote, from the probe that went round) the others know. */
+static void
+op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
+{
+	struct job *j = op->job;
+	char fp[160], missing[PROTO_TEXT_MAX + 1] = "";
+	unsigned long long age = (unsigned long long)(now_ms() - op->started_ms);
+
+	proto_fp_format(&op->fp, fp, sizeof(fp));
+	missing_here(rd, j, op->fp.seq, missing, sizeof(missing));
+	if (remote != NULL && remote[0] != '\0')
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+			 missing[0] ? ", " : "", remote);
+	if (missing[0] != '\0')
+		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: rank(s) %s never "
+			  "called it", fp, age, missing);
+	else
+		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
+			  !op->hdr_rcvd && op->nrx > 0
+			  ? "the previous host never started the same operation"
+			  : "data stopped arriving from the previous host");
+}
+
+void
+op_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct op *op = arg;
+	struct ringd *rd = op->rd;
+	struct job *j = op->job;
+	char fp[160];
+
+	(void)fd;
+	(void)what;
+	if (op->finished) {
+		op_complete(rd, op);	/* deferred from op_ref_done_cb */
+		return;
+	}
+	proto_fp_format(&op->fp, fp, sizeof(fp));
+	if (op->fp.coll == PROTO_COLL_SEND || op->fp.coll == PROTO_COLL_RECV) {
+		op_finish(rd, op, RING_ETIMEDOUT,
+			  "%s with rank %d timed out after %llu ms (the other rank never "
+			  "posted the matching %s)", fp, op->peer,
+			  (unsigned long long)(now_ms() - op->started_ms),
+			  op->fp.coll == PROTO_COLL_SEND ? "recv" : "send");
+		return;
+	}
+	if (!op->probing && j->nhosts > 1 && rd->state == RING_READY && rd->next != NULL &&
+	    rd->next->state == LINK_UP) {
+		/* ask round the ring who never called it, then fail with the answer */
+		static const struct timeval grace = { 1, 0 };
+		uint8_t buf[64];
+		struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .aux = 1,
+					 .epoch = rd->epoch, .seq = op->fp.seq, .gen = op->gen,
+					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
+		int n = proto_encode_reason(buf, sizeof(buf), RING_ETIMEDOUT, "");
+
+		if (n > 0) {
+			f.length = (uint32_t)n;
+			if (link_send(rd->next, &f, buf) == 0) {
+				op->probing = true;
+				evtimer_add(op->timer, &grace);
+				return;
+			}
+		}
+	}
+	op_timeout_final(rd, op, NULL);
+}
+
+/* The ring lost a link (here, or a host reports it): every operation in flight
+ * fails at once with the reason, and every job must form again; the JOINs go out
+ * anew once the ring is whole (coll_ring_ready). */
+static void
+ring_broken(struct ringd *rd, const char *why)
+{
+	struct job *j;
+	char fp[160];
+
+	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
+	rd->whole = false;
+	ringd_update_state(rd);
+	TAILQ_FOREACH(j, &rd->jobs, entry) {
+		struct op *op = j->active;
+
+		if (op != NULL && !op->finished) {
+			op->from_wire = true;	/* every host hears of it by itself */
+			op_finish(rd, op, RING_EPEER, "%s: %s",
+				  proto_fp_format(&op->fp, fp, sizeof(fp)), why);
+		}
+		p2p_fail_all(rd, j, RING_EPEER, why);
+		job_break(rd, j);
+	}
+}
+
+void
+coll_link_down(struct ringd *rd, struct link *l, const char *why)
+{
+	char text[PROTO_TEXT_MAX + 1];
+
+	bool was_whole = rd->whole;
+
+	snprintf(text, sizeof(text), "the ring lost its link %s host %d (%s:%d): %s",
+		 l->dir == LINK_NEXT ? "to" : "from", l->peer, rd->hf.hosts[l->peer].host,
+		 rd->hf.hosts[l->peer].port, why);
+	ring_broken(rd, text);
+	if (!was_whole)
+		return;	/* the others heard of the break already, or never saw it whole */
+	/* The host after a break tells everyone else: going forward from here reaches
+	 * every live host up to the one before the break. */
+	if (l->dir == LINK_PREV && rd->next != NULL && rd->next->state == LINK_UP) {
+		uint8_t buf[PROTO_TEXT_MAX + 16];
+		struct proto_frame f = { .type = PROTO_F_ABORT, .job = 0, .epoch = rd->epoch,
+					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
+		int n = proto_encode_reason(buf, sizeof(buf), RING_EPEER, text);
+
+		if (n > 0) {
+			f.length = (uint32_t)n;
+			link_send(rd->next, &f, buf);
+		}
+	}
+}
+
+/* Another host reports a break (an ABORT of job 0 going round). */
+int
+coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		  const uint8_t *pl)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	int origin = PROTO_ROUTE_SRC(f->route);
+	int32_t code;
+
+	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    origin >= rd->world) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed ring notice");
+		return RX_ERROR;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	log_warn("host %d reports: %s", origin, text);
+	ring_broken(rd, text);
+	return RX_DONE;
+}
+
+/* The ring is whole again: jobs with processes here announce them anew. */
+void
+coll_ring_ready(struct ringd *rd)
+{
+	rd->ring_error[0] = '\0';
+	job_ring_up(rd);
+}
+
+/* An op failed here for a reason the other hosts cannot see (a mismatch found on
+ * this link, a process that left, a timeout): tell them, so that every rank gets
+ * the same error instead of waiting for its own timeout. */
+void
+op_abort_ring(struct ringd *rd, struct op *op)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
+				 .gen = op->gen };
+	int n;
+
+	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
+	    op->job->nhosts < 2)
+		return;
+	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
+	if (n <= 0)
+		return;
+	f.length = (uint32_t)n;
+	link_send(rd->next, &f, buf);
+}
+
+/* Which of this host's ranks have not called op #seq (for a timeout's message). */
+static void
+missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap)
+{
+	struct op *op = j->active;
+	size_t off = strlen(buf);
+	int i;
+
+	for (i = 0; i < j->local_size && off < cap; i++) {
+		bool missing;
+
+		if (j->loc[i].sess == NULL || !j->loc[i].member)
+			continue;
+		if (op != NULL && op->fp.seq == seq && i < op->nc)
+			missing = !op->c[i].in;
+		else
+			missing = j->next_seq <= seq;
+		if (missing)
+			off += (size_t)snprintf(buf + off, cap - off, "%s%d (host %d)",
+						off ? ", " : "", j->loc[i].rank, rd->rank);
+	}
+}
+
+/* An op ABORT or a timeout probe going round. */
+int
+coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	int origin = PROTO_ROUTE_SRC(f->route);
+	struct job *j;
+	struct op *op;
+	int32_t code;
+
+	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    origin >= rd->world || code >= 0) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed abort");
+		return RX_ERROR;
+	}
+	if ((j = job_lookup(rd, f->job)) == NULL || f->gen != j->fgen)
+		goto pass;	/* not of the formation this host is in */
+	op = j->active;
+	if (f->aux == 1) {
+		/* a timeout probe: add who is missing here, pass it on; back home,
+		 * it completes the message */
+		if (origin == rd->rank) {
+			if (op != NULL && op->fp.seq == f->seq && !op->finished)
+				op_timeout_final(rd, op, text);
+			return RX_DONE;
+		}
+		missing_here(rd, j, f->seq, text, sizeof(text));
+		{
+			uint8_t buf[PROTO_TEXT_MAX + 16];
+			struct proto_frame g = *f;
+			int n = proto_encode_reason(buf, sizeof(buf), code, text);
+
+			if (n > 0 && rd->next != NULL) {
+				g.length = (uint32_t)n;
+				link_send(rd->next, &g, buf);
+			}
+		}
+		return RX_DONE;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if (op != NULL && op->fp.seq == f->seq) {
+		if (!op->finished) {
+			op->from_wire = true;
+			op_finish(rd, op, code, "%s", text);
+		}
+	} else if (f->seq >= j->next_seq) {
+		/* not started here yet: it fails the moment it does */
+		j->abort_seq = f->seq;
+		j->abort_code = code;
+		snprintf(j->abort_text, sizeof(j->abort_text), "%s", text);
+	}
+pass:
+	if (origin != rd->rank && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	return RX_DONE;
+}

@@ -1,0 +1,170 @@
+/*
+ * flow.c - a job's stream between two of its hosts: credit and the stash.
+ *
+ * Each job has a credit between each host and its next member.  The receiver
+ * grants bytes (CREDIT frames) as it consumes them, and parks frames that arrive
+ * before their operation is posted in the job's stash, which credit bounds.  So
+ * a link's input can always be drained, one job never blocks another behind it,
+ * and the daemon's memory is bounded by configuration, not by message size.
+ * Frames of a formation not yet formed here wait too, within the initial credit
+ * (the sender cannot have had more); frames a job cannot take are dropped and
+ * counted, never the link.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "coll.h"
+#include "../proto/log.h"
+
+/* Credit every job has towards a fresh peer before the receiver says more. */
+#define INITIAL_CREDIT	(256u * 1024)
+
+/* Both ends of a job's stream start counting from zero.  Frames already in the
+ * stash were sent under the new count (the sender formed first), so they stay. */
+void
+flow_reset(struct ringd *rd, struct job *j)
+{
+	(void)rd;
+	j->tx_used = 0;
+	j->tx_limit = INITIAL_CREDIT;
+	j->rx_consumed = 0;
+	j->rx_granted = INITIAL_CREDIT;
+}
+
+bool
+flow_tx_ok(const struct job *j, uint64_t bytes)
+{
+	return j->tx_used + bytes <= j->tx_limit;
+}
+
+/* Grants our previous member more credit once a quarter of the window is used. */
+void
+flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
+{
+	uint64_t want = j->rx_consumed + rd->cfg.window_bytes;
+	struct proto_frame f;
+
+	if (rd->prev == NULL || rd->prev->state != LINK_UP || j->prev_host < 0)
+		return;
+	if (want <= j->rx_granted)
+		return;
+	if (!flush && want - j->rx_granted < rd->cfg.window_bytes / 4)
+		return;
+	memset(&f, 0, sizeof(f));
+	f.type = PROTO_F_CREDIT;
+	f.job = j->id;
+	f.gen = j->fgen;
+	f.epoch = rd->epoch;
+	f.route = PROTO_ROUTE(rd->rank, j->prev_host);
+	f.offset = want;
+	if (link_send(rd->prev, &f, NULL) == 0)
+		j->rx_granted = want;
+}
+
+/* Frames of what is over here: the stash entry goes, nothing is credited. */
+static void
+stash_drop_front(struct job *j, size_t flen)
+{
+	evbuffer_drain(j->stash, flen);
+	j->stale_frames++;
+}
+
+void
+flow_keep(struct job *j, uint32_t lo, uint32_t hi)
+{
+	struct evbuffer *keep = evbuffer_new();
+	uint8_t hb[PROTO_FRAME_HDR];
+	struct proto_frame f;
+
+	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
+		size_t flen;
+
+		evbuffer_copyout(j->stash, hb, sizeof(hb));
+		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
+			break;	/* cannot happen: checked on arrival */
+		flen = PROTO_FRAME_HDR + (size_t)f.length;
+		if (keep != NULL && f.gen >= lo && f.gen <= hi)
+			evbuffer_remove_buffer(j->stash, keep, flen);
+		else
+			stash_drop_front(j, flen);
+	}
+	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	if (keep != NULL) {
+		evbuffer_add_buffer(j->stash, keep);
+		evbuffer_free(keep);
+	}
+}
+
+/* Runs the stash of a job through its active op, in arrival order. */
+void
+flow_drain(struct ringd *rd, struct job *j)
+{
+	uint8_t hb[PROTO_FRAME_HDR];
+	struct proto_frame f;
+
+	/* An op that completes while its frames are drained calls back here; the
+	 * outer loop goes on with the next frame itself. */
+	if (j->draining)
+		return;
+	j->draining = true;
+	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
+		const uint8_t *pl;
+		int r;
+
+		evbuffer_copyout(j->stash, hb, sizeof(hb));
+		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
+			break;	/* cannot happen: checked on arrival */
+		pl = evbuffer_pullup(j->stash, PROTO_FRAME_HDR + (ssize_t)f.length);
+		if (pl == NULL)
+			break;
+		r = coll_rx_frame(rd, j, &f, pl + PROTO_FRAME_HDR);
+		if (r != RX_DONE)
+			break;
+		evbuffer_drain(j->stash, PROTO_FRAME_HDR + (size_t)f.length);
+	}
+	j->draining = false;
+	if (evbuffer_get_length(j->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
+		link_rx_resume(rd->prev);
+}
+
+/* A frame this job cannot take (of an older formation, or beyond what it may
+ * hold): a fault of one job, so the frame goes and the link stays. */
+int
+flow_drop(struct job *j, const struct proto_frame *f, const char *why)
+{
+	if (j->stale_frames++ == 0 || why != NULL)
+		log_warn("job %s: %s frame #%llu from host %d dropped: %s", j->name,
+			 proto_frame_type_name(f->type), (unsigned long long)f->seq,
+			 PROTO_ROUTE_SRC(f->route), why ? why : "of an earlier formation");
+	return RX_DONE;
+}
+
+/* Keeps a frame that came before its op (or its formation) in the stash, within
+ * the credit granted for it. */
+int
+flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
+		const uint8_t *pl)
+{
+	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
+	uint8_t hdr[PROTO_FRAME_HDR];
+
+	if (f->gen > j->fgen) {
+		/* the sender formed first: it may send the initial credit's worth */
+		if (j->early_bytes + flen > INITIAL_CREDIT)
+			return flow_drop(j, f, "the next formation's frames overran the "
+					"initial credit");
+		j->early_bytes += flen;
+	} else if (j->rx_consumed + evbuffer_get_length(j->stash) - j->early_bytes + flen >
+		   j->rx_granted) {
+		return flow_drop(j, f, "the sender overran its credit");
+	}
+	proto_frame_encode(hdr, f);
+	evbuffer_add(j->stash, hdr, sizeof(hdr));
+	evbuffer_add(j->stash, pl, f->length);
+	/* frames queue behind older ones even while their op runs: let them
+	 * through now rather than on the next output or credit event */
+	if (j->active != NULL && j->active->started)
+		flow_drain(rd, j);
+	return RX_DONE;
+}

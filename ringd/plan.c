@@ -1,0 +1,275 @@
+/*
+ * plan.c - the plan of every collective: which chunk leaves at each step and,
+ * for every received step, where its bytes go and whether they are reduced with
+ * a local operand; and the segment, the pipelining unit, chosen per operation.
+ *
+ * Ring all-reduce over m hosts is m-1 reduce steps then m-1 copy steps;
+ * all-gather is the copy half; reduce-scatter the reduce half; broadcast a
+ * pipelined chain from the root's host; a small all-reduce or a barrier takes
+ * the latency path (plan_tiny).  A step with no bytes still sends one empty
+ * frame, so every host's completion proves every other host took part.  These
+ * are pure functions of the op, the job's member list and the buffers: no
+ * socket, no clock (tests/unit_plan.c runs them alone).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+struct region
+plan_span(uint8_t *base, uint64_t len)
+{
+	struct region g = { .base = base, .len = len, .blen = len, .nblk = 1 };
+
+	return g;
+}
+
+/* The blocks of a host's ranks in a buffer of world blocks. */
+struct region
+plan_bundle(uint8_t *base, uint64_t blen, uint64_t stride, const int *ranks, int n)
+{
+	struct region g = { .base = base, .len = blen * (uint64_t)n, .blen = blen,
+			    .stride = stride, .nblk = n, .blk = ranks };
+
+	return g;
+}
+
+/* Address of stream offset off, and how many bytes follow it contiguously. */
+uint8_t *
+plan_at(const struct region *g, uint64_t off, uint64_t *contig)
+{
+	uint64_t b, in;
+
+	if (g->blk == NULL || g->blen == 0) {
+		*contig = g->len - off;
+		return g->base + off;
+	}
+	b = off / g->blen;
+	in = off % g->blen;
+	*contig = g->blen - in;
+	return g->base + (uint64_t)g->blk[b] * g->stride + in;
+}
+
+static inline int
+mod(int a, int n)
+{
+	return ((a % n) + n) % n;
+}
+
+/* Chunk c of count elements split over n hosts: the first count%n get one more. */
+static void
+chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
+{
+	uint64_t base = count / (uint64_t)n, rem = count % (uint64_t)n;
+
+	*len = base + ((uint64_t)c < rem ? 1 : 0);
+	*start = (uint64_t)c * base + ((uint64_t)c < rem ? (uint64_t)c : rem);
+}
+
+static int
+plan_alloc(struct op *op, int ntx, int nrx)
+{
+	op->ntx = ntx;
+	op->nrx = nrx;
+	if (ntx > 0 && (op->tx = calloc((size_t)ntx, sizeof(*op->tx))) == NULL)
+		return -1;
+	if (nrx > 0 && (op->rx = calloc((size_t)nrx, sizeof(*op->rx))) == NULL)
+		return -1;
+	return 0;
+}
+
+static void
+rx_set(struct rx_step *x, uint32_t id, struct region dst, struct region local)
+{
+	x->id = id;
+	x->dst = dst;
+	x->local = local;
+	x->wait_tx = -1;
+}
+
+static void
+tx_set(struct tx_step *t, uint32_t id, struct region src, int dep)
+{
+	t->id = id;
+	t->src = src;
+	t->dep = dep;
+}
+
+static const struct region no_region;
+
+/* Ring all-reduce: step 0 sends our chunk; received steps 0..m-2 reduce into the
+ * result (the last of them completes the chunk we own), m-1..2m-3 copy the owners'
+ * finished chunks; every received step but the last is sent on as the next one. */
+int
+plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
+{
+	size_t esz = op->esz;
+	uint64_t st, len;
+	int s;
+
+	if (plan_alloc(op, 2 * m - 2, 2 * m - 2) != 0)
+		return -1;
+	op->final_from = m - 2;
+	chunk_of(count, m, p, &st, &len);
+	tx_set(&op->tx[0], 0, plan_span(send + st * esz, len * esz), -1);
+	for (s = 0; s < 2 * m - 2; s++) {
+		struct rx_step *x = &op->rx[s];
+
+		chunk_of(count, m, mod(p - s - 1, m), &st, &len);
+		rx_set(x, (uint32_t)s, plan_span(recv + st * esz, len * esz),
+		       s < m - 1 ? plan_span(send + st * esz, len * esz) : no_region);
+		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		if (s + 1 < 2 * m - 2)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
+	}
+	return 0;
+}
+
+/*
+ * The latency path of a small all-reduce (and of a barrier, count 0): every
+ * host's whole vector goes once round the ring, m-1 hops instead of the 2(m-1)
+ * of reduce-scatter plus all-gather, and each host then reduces the m vectors
+ * itself in host order (tiny_finish), so every host computes the same bits.
+ * It sends (m-1) x S per host instead of 2(m-1)/m x S, hence only for small S.
+ * The vectors live in the daemon's memory, so every step copies (t->copy).
+ */
+#define TINY_VEC_MAX	(4u << 10)	/* bytes of one vector */
+#define TINY_ALL_MAX	(64u << 10)	/* bytes of all of them */
+
+bool
+plan_tiny_ok(const struct op *op, const struct job *j, uint64_t count)
+{
+	uint64_t bytes = count * op->esz;
+
+	if (j->nhosts < 2 || (op->fp.coll != PROTO_COLL_ALLREDUCE &&
+			      op->fp.coll != PROTO_COLL_BARRIER))
+		return false;
+	return bytes <= TINY_VEC_MAX && bytes * (uint64_t)j->nhosts <= TINY_ALL_MAX;
+}
+
+int
+plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t count)
+{
+	uint64_t bytes = count * op->esz;
+	int p = j->pos, m = j->nhosts, s;
+
+	if (plan_alloc(op, m - 1, m - 1) != 0 ||
+	    (op->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
+		return -1;
+	if (bytes > 0)
+		memcpy(op->vecs + (uint64_t)p * bytes, send, bytes);
+	tx_set(&op->tx[0], 0, plan_span(op->vecs + (uint64_t)p * bytes, bytes), -1);
+	op->tx[0].copy = true;
+	for (s = 0; s < m - 1; s++) {
+		rx_set(&op->rx[s], (uint32_t)s,
+		       plan_span(op->vecs + (uint64_t)mod(p - s - 1, m) * bytes, bytes), no_region);
+		if (s + 1 < m - 1) {
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
+			op->tx[s + 1].copy = true;
+		}
+	}
+	return 0;
+}
+
+/* All-gather: our bundle goes out at step 0, the others arrive one per step. */
+int
+plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count, uint64_t stride)
+{
+	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	int p = j->pos, m = j->nhosts, s, q;
+
+	if (plan_alloc(op, m - 1, m - 1) != 0)
+		return -1;
+	tx_set(&op->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
+	for (s = 0; s < m - 1; s++) {
+		q = mod(p - s - 1, m);
+		rx_set(&op->rx[s], (uint32_t)s, plan_bundle(recv, blen, sb, j->hranks[q], j->nhranks[q]),
+		       no_region);
+		if (s + 1 < m - 1)
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
+	}
+	return 0;
+}
+
+/* Reduce-scatter: the reduce half of all-reduce, shifted so each host ends with its
+ * own bundle.  In place (several processes here, or the result is the rank's own
+ * block of the send buffer), every sum stays in its own blocks, as MPI_IN_PLACE
+ * allows, and is sent from there without a copy.  Out of place (one block per
+ * host), intermediate sums pass through the result buffer: each step's sum is
+ * copied out to next before the following step overwrites it. */
+int
+plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
+		    uint64_t count, uint64_t stride, bool inplace)
+{
+	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	int p = j->pos, m = j->nhosts, s, q;
+
+	if (plan_alloc(op, m - 1, m - 1) != 0)
+		return -1;
+	q = mod(p - 1, m);
+	tx_set(&op->tx[0], 0, plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]), -1);
+	for (s = 0; s < m - 1; s++) {
+		struct rx_step *x = &op->rx[s];
+		struct region blk;
+
+		q = mod(p - s - 2, m);
+		blk = plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]);
+		rx_set(x, (uint32_t)s, inplace ? blk : plan_span(recv, blk.len), blk);
+		x->wait_tx = (s >= 1 && !inplace) ? s : -1;
+		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		if (s + 1 < m - 1) {
+			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
+			op->tx[s + 1].copy = !inplace;
+		}
+	}
+	return 0;
+}
+
+/* Broadcast: a pipelined chain from the root's host; the host before it stops. */
+int
+plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int root_host)
+{
+	int m = j->nhosts, q, d;
+	uint64_t bytes = count * op->esz;
+
+	for (q = 0; q < m; q++)
+		if (j->hosts[q] == root_host)
+			break;
+	d = mod(j->pos - q, m);
+	if (d == 0) {
+		if (plan_alloc(op, 1, 0) != 0)
+			return -1;
+		tx_set(&op->tx[0], 0, plan_span(buf, bytes), -1);
+		return 0;
+	}
+	if (plan_alloc(op, d < m - 1 ? 1 : 0, 1) != 0)
+		return -1;
+	rx_set(&op->rx[0], (uint32_t)(d - 1), plan_span(buf, bytes), no_region);
+	if (d < m - 1)
+		tx_set(&op->tx[0], (uint32_t)d, plan_span(buf, bytes), 0);
+	return 0;
+}
+
+/* The pipelining unit for this op: the configured segment, but small enough that
+ * a step is at least PIPE_DEPTH segments, so the next host starts on a step
+ * before this one has sent all of it (and never below SEG_MIN, where per-frame
+ * costs would win).  A multiple of 64, so of every element size. */
+#define PIPE_DEPTH	4
+#define SEG_MIN		(32u << 10)
+
+uint32_t
+plan_segment(struct ringd *rd, const struct op *op)
+{
+	uint64_t step = 0, seg;
+	int i;
+
+	for (i = 0; i < op->ntx; i++)
+		if (op->tx[i].src.len > step)
+			step = op->tx[i].src.len;
+	seg = step / PIPE_DEPTH;
+	if (seg > rd->cfg.segment_bytes)
+		seg = rd->cfg.segment_bytes;
+	if (seg < SEG_MIN)
+		seg = SEG_MIN;
+	return (uint32_t)(seg & ~(uint64_t)63);
+}

@@ -1,0 +1,408 @@
+/*
+ * unit_plan.c - the collective plans (ringd/plan.c) run alone, without a
+ * socket: every host of a ring of m (2..9; one host has no ring, only the
+ * local combine) gets its plan, and a simulated ring
+ * carries each host's sent steps, whole, to its next host, honouring what the
+ * plan says a step waits for (a send step its received step, a received step
+ * the send step still reading its buffer).  The contributions are distinct
+ * powers of two, so a sum that counts a host twice, or misses one, is wrong in
+ * a bit of its own: each element must be reduced exactly once, and each chunk
+ * must reach every host.  Counts: 0, fewer than the hosts, odd, large; one and
+ * two ranks per host.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ringd/coll.h"
+
+#define MAXH	9
+
+/* One host: its job view, its op and its buffers. */
+struct host {
+	struct job j;
+	struct op op;
+	int *hosts, *nhr, **hr;
+	uint8_t *send, *recv;
+	int tx_i, rx_i;
+};
+
+/* What is in flight from host h to its next. */
+struct msg {
+	uint32_t id;
+	uint64_t len;
+	uint8_t *data;
+};
+struct chan {
+	struct msg q[4 * MAXH];
+	int head, tail;
+};
+
+static uint64_t
+read_region(const struct region *g, uint8_t *out)
+{
+	uint64_t off = 0, contig;
+
+	while (off < g->len) {
+		uint8_t *p = plan_at(g, off, &contig);
+
+		if (contig > g->len - off)
+			contig = g->len - off;
+		memcpy(out + off, p, contig);
+		off += contig;
+	}
+	return g->len;
+}
+
+/* dst = (local ? local + in : in), element by element (int64 sums). */
+static void
+write_region(const struct region *dst, const struct region *local, const uint8_t *in)
+{
+	uint64_t off = 0, contig, lc;
+
+	while (off < dst->len) {
+		uint8_t *d = plan_at(dst, off, &contig);
+		int64_t v, l;
+
+		cr_assert_eq(contig % 8, 0);
+		for (uint64_t k = 0; k < contig && off < dst->len; k += 8, off += 8) {
+			memcpy(&v, in + off, 8);
+			if (local->base != NULL) {
+				memcpy(&l, plan_at(local, off, &lc), 8);
+				v += l;
+			}
+			memcpy(d + k, &v, 8);
+		}
+	}
+}
+
+/* Hosts 0..m-1, each with `per` ranks: rank r on host r / per. */
+static void
+hosts_init(struct host *H, int m, int per, int coll)
+{
+	for (int p = 0; p < m; p++) {
+		struct host *h = &H[p];
+
+		memset(h, 0, sizeof(*h));
+		h->hosts = calloc((size_t)m, sizeof(int));
+		h->nhr = calloc((size_t)m, sizeof(int));
+		h->hr = calloc((size_t)m, sizeof(int *));
+		h->j.host_of = calloc((size_t)(m * per), sizeof(int));
+		for (int q = 0; q < m; q++) {
+			h->hosts[q] = q;
+			h->nhr[q] = per;
+			h->hr[q] = calloc((size_t)per, sizeof(int));
+			for (int k = 0; k < per; k++) {
+				h->hr[q][k] = q * per + k;
+				h->j.host_of[q * per + k] = q;
+			}
+		}
+		h->j.world = m * per;
+		h->j.nhosts = m;
+		h->j.pos = p;
+		h->j.hosts = h->hosts;
+		h->j.nhranks = h->nhr;
+		h->j.hranks = h->hr;
+		h->op.esz = 8;
+		h->op.fp.coll = coll;
+		h->op.redop = RING_SUM;
+		h->op.job = &h->j;
+	}
+}
+
+static void
+hosts_free(struct host *H, int m)
+{
+	for (int p = 0; p < m; p++) {
+		for (int q = 0; q < m; q++)
+			free(H[p].hr[q]);
+		free(H[p].hr);
+		free(H[p].nhr);
+		free(H[p].hosts);
+		free(H[p].j.host_of);
+		free(H[p].op.tx);
+		free(H[p].op.rx);
+		free(H[p].op.vecs);
+		free(H[p].send);
+		free(H[p].recv);
+	}
+}
+
+/* Runs every host's plan to the end; fails if the ring stalls or a received
+ * step is not the one the plan expects. */
+static void
+simulate(struct host *H, int m)
+{
+	static struct chan ch[MAXH];
+	bool moved = true;
+
+	memset(ch, 0, sizeof(ch));
+	while (moved) {
+		moved = false;
+		for (int p = 0; p < m; p++) {
+			struct host *h = &H[p];
+			struct op *op = &h->op;
+
+			while (h->tx_i < op->ntx) {
+				struct tx_step *t = &op->tx[h->tx_i];
+				struct chan *c = &ch[p];
+				struct msg *g;
+
+				if (t->dep >= 0 && h->rx_i <= t->dep)
+					break;
+				g = &c->q[c->tail++ % (4 * MAXH)];
+				g->id = t->id;
+				g->data = malloc(t->src.len + 1);
+				g->len = read_region(&t->src, g->data);
+				h->tx_i++;
+				moved = true;
+			}
+			while (h->rx_i < op->nrx) {
+				struct rx_step *x = &op->rx[h->rx_i];
+				struct chan *c = &ch[(p + m - 1) % m];
+				struct msg *g;
+
+				if (c->head == c->tail || (x->wait_tx >= 0 && h->tx_i <= x->wait_tx))
+					break;
+				g = &c->q[c->head++ % (4 * MAXH)];
+				cr_assert_eq(g->id, x->id, "host %d of %d: step %u arrived, %u expected",
+					     p, m, g->id, x->id);
+				cr_assert_eq(g->len, x->dst.len, "host %d of %d step %u: %llu bytes "
+					     "for %llu", p, m, x->id, (unsigned long long)g->len,
+					     (unsigned long long)x->dst.len);
+				write_region(&x->dst, &x->local, g->data);
+				free(g->data);
+				h->rx_i++;
+				moved = true;
+			}
+		}
+	}
+	for (int p = 0; p < m; p++) {
+		cr_assert_eq(H[p].tx_i, H[p].op.ntx, "host %d of %d did not send all", p, m);
+		cr_assert_eq(H[p].rx_i, H[p].op.nrx, "host %d of %d did not receive all", p, m);
+		cr_assert_eq(ch[p].head, ch[p].tail, "host %d of %d left data unread", p, m);
+	}
+}
+
+/* Rank r's element i: distinct powers of two per rank, varied by i. */
+static int64_t
+elem(int r, uint64_t i)
+{
+	return ((int64_t)1 << r) * (int64_t)(i % 1000 + 1);
+}
+
+static const uint64_t counts[] = { 0, 1, 2, 3, 5, 8, 17, 1001, 10007 };
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+
+Test(plan, allreduce)
+{
+	struct host H[MAXH];
+
+	for (int m = 2; m <= MAXH; m++)
+		for (size_t c = 0; c < NCOUNTS; c++) {
+			uint64_t n = counts[c];
+
+			hosts_init(H, m, 1, PROTO_COLL_ALLREDUCE);
+			for (int p = 0; p < m; p++) {
+				int64_t *s = calloc(n + 1, 8);
+
+				for (uint64_t i = 0; i < n; i++)
+					s[i] = elem(p, i);
+				H[p].send = (uint8_t *)s;
+				H[p].recv = calloc(n + 1, 8);
+				cr_assert_eq(plan_allreduce(&H[p].op, p, m, H[p].send, H[p].recv, n), 0);
+			}
+			simulate(H, m);
+			for (int p = 0; p < m; p++)
+				for (uint64_t i = 0; i < n; i++) {
+					int64_t got, want = ((((int64_t)1 << m) - 1)) *
+						(int64_t)(i % 1000 + 1);
+
+					memcpy(&got, H[p].recv + i * 8, 8);
+					cr_assert_eq(got, want, "all-reduce m=%d count=%llu: host %d "
+						     "element %llu is %lld, not %lld", m,
+						     (unsigned long long)n, p, (unsigned long long)i,
+						     (long long)got, (long long)want);
+				}
+			hosts_free(H, m);
+		}
+}
+
+Test(plan, tiny)
+{
+	struct host H[MAXH];
+
+	for (int m = 2; m <= MAXH; m++)
+		for (size_t c = 0; c < 5; c++) {
+			uint64_t n = counts[c];
+
+			hosts_init(H, m, 1, PROTO_COLL_ALLREDUCE);
+			for (int p = 0; p < m; p++) {
+				int64_t *s = calloc(n + 1, 8);
+
+				for (uint64_t i = 0; i < n; i++)
+					s[i] = elem(p, i);
+				H[p].send = (uint8_t *)s;
+				cr_assert(plan_tiny_ok(&H[p].op, &H[p].j, n));
+				cr_assert_eq(plan_tiny(&H[p].op, &H[p].j, H[p].send, n), 0);
+			}
+			simulate(H, m);
+			/* every host holds every host's vector, in host order */
+			for (int p = 0; p < m; p++)
+				for (int q = 0; q < m; q++)
+					cr_assert_eq(memcmp(H[p].op.vecs + (uint64_t)q * n * 8, H[q].send,
+							    n * 8), 0, "tiny m=%d count=%llu: host %d "
+						     "holds a wrong vector of host %d", m,
+						     (unsigned long long)n, p, q);
+			hosts_free(H, m);
+		}
+}
+
+Test(plan, allgather)
+{
+	struct host H[MAXH];
+
+	for (int per = 1; per <= 2; per++)
+		for (int m = 2; m <= MAXH; m++)
+			for (size_t c = 0; c < NCOUNTS; c++) {
+				uint64_t n = counts[c], world = (uint64_t)(m * per);
+
+				hosts_init(H, m, per, PROTO_COLL_ALLGATHER);
+				for (int p = 0; p < m; p++) {
+					int64_t *r = calloc(n * world + 1, 8);
+
+					for (int k = 0; k < per; k++)	/* our own blocks */
+						for (uint64_t i = 0; i < n; i++)
+							r[(uint64_t)(p * per + k) * n + i] =
+								elem(p * per + k, i);
+					H[p].recv = (uint8_t *)r;
+					cr_assert_eq(plan_allgather(&H[p].op, &H[p].j, H[p].recv, n,
+								    n), 0);
+				}
+				simulate(H, m);
+				for (int p = 0; p < m; p++)
+					for (uint64_t r = 0; r < world; r++)
+						for (uint64_t i = 0; i < n; i++) {
+							int64_t got;
+
+							memcpy(&got, H[p].recv + (r * n + i) * 8, 8);
+							cr_assert_eq(got, elem((int)r, i), "all-gather "
+								     "m=%d x %d count=%llu: host %d "
+								     "block %llu element %llu", m, per,
+								     (unsigned long long)n, p,
+								     (unsigned long long)r,
+								     (unsigned long long)i);
+						}
+				hosts_free(H, m);
+			}
+}
+
+static void
+reduce_scatter_case(int m, int per, uint64_t n, bool inplace)
+{
+	struct host H[MAXH];
+	uint64_t world = (uint64_t)(m * per);
+
+	hosts_init(H, m, per, PROTO_COLL_REDUCE_SCATTER);
+	for (int p = 0; p < m; p++) {
+		int64_t *s = calloc(n * world + 1, 8);
+
+		/* host p's contribution to every block: one power of two per host */
+		for (uint64_t b = 0; b < world; b++)
+			for (uint64_t i = 0; i < n; i++)
+				s[b * n + i] = elem(p, i + b);
+		H[p].send = (uint8_t *)s;
+		H[p].recv = calloc(n * (uint64_t)per + 1, 8);
+		cr_assert_eq(plan_reduce_scatter(&H[p].op, &H[p].j, H[p].send, H[p].recv, n, n,
+						 inplace), 0);
+	}
+	simulate(H, m);
+	for (int p = 0; p < m; p++)
+		for (int k = 0; k < per; k++)
+			for (uint64_t i = 0; i < n; i++) {
+				uint64_t b = (uint64_t)(p * per + k);
+				int64_t got, want = (((int64_t)1 << m) - 1) *
+					(int64_t)((i + b) % 1000 + 1);
+				const uint8_t *at = inplace ? H[p].send + (b * n + i) * 8 :
+					H[p].recv + ((uint64_t)k * n + i) * 8;
+
+				memcpy(&got, at, 8);
+				cr_assert_eq(got, want, "reduce-scatter m=%d x %d count=%llu %s: "
+					     "host %d block %llu element %llu is %lld, not %lld", m,
+					     per, (unsigned long long)n, inplace ? "in place" :
+					     "out of place", p, (unsigned long long)b,
+					     (unsigned long long)i, (long long)got, (long long)want);
+			}
+	hosts_free(H, m);
+}
+
+Test(plan, reduce_scatter)
+{
+	for (int m = 2; m <= MAXH; m++)
+		for (size_t c = 0; c < NCOUNTS; c++) {
+			reduce_scatter_case(m, 1, counts[c], false);
+			reduce_scatter_case(m, 1, counts[c], true);
+			reduce_scatter_case(m, 2, counts[c], true);
+		}
+}
+
+Test(plan, broadcast)
+{
+	struct host H[MAXH];
+
+	for (int m = 2; m <= MAXH; m++)
+		for (int root = 0; root < m; root++)
+			for (size_t c = 0; c < NCOUNTS; c++) {
+				uint64_t n = counts[c];
+
+				hosts_init(H, m, 1, PROTO_COLL_BROADCAST);
+				for (int p = 0; p < m; p++) {
+					int64_t *b = calloc(n + 1, 8);
+
+					for (uint64_t i = 0; i < n && p == root; i++)
+						b[i] = elem(root, i);
+					H[p].recv = (uint8_t *)b;
+					cr_assert_eq(plan_broadcast(&H[p].op, &H[p].j, H[p].recv, n,
+								    root), 0);
+				}
+				simulate(H, m);
+				for (int p = 0; p < m; p++)
+					for (uint64_t i = 0; i < n; i++) {
+						int64_t got;
+
+						memcpy(&got, H[p].recv + i * 8, 8);
+						cr_assert_eq(got, elem(root, i), "broadcast m=%d root=%d "
+							     "count=%llu: host %d element %llu", m, root,
+							     (unsigned long long)n, p,
+							     (unsigned long long)i);
+					}
+				hosts_free(H, m);
+			}
+}
+
+Test(plan, segment_bounds)
+{
+	struct ringd rd;
+	struct op op;
+	struct tx_step t;
+
+	memset(&rd, 0, sizeof(rd));
+	memset(&op, 0, sizeof(op));
+	memset(&t, 0, sizeof(t));
+	rd.cfg.segment_bytes = 1u << 20;
+	op.tx = &t;
+	op.ntx = 1;
+	for (uint64_t step = 0; step <= (64u << 20); step = step ? step * 4 : 1024) {
+		uint32_t seg;
+
+		t.src.len = step;
+		seg = plan_segment(&rd, &op);
+		cr_assert_eq(seg % 64, 0, "segment %u for a step of %llu", seg,
+			     (unsigned long long)step);
+		cr_assert(seg >= (32u << 10) && seg <= rd.cfg.segment_bytes,
+			  "segment %u for a step of %llu", seg, (unsigned long long)step);
+	}
+}
