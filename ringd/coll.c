@@ -20,15 +20,6 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
-void
-coll_link_up(struct ringd *rd, struct link *l)
-{
-	/* Flow control starts again with each formation of a job (job_check_ready),
-	 * which every host does after the ring is whole; nothing to do per link. */
-	(void)rd;
-	(void)l;
-}
-
 /* Every vector is here: the result, in host order, into the leader's buffer. */
 static void
 tiny_finish(struct ringd *rd, struct op *op)

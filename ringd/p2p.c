@@ -289,100 +289,118 @@ p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 	return op->p2p_dst + op->rx_off;
 }
 
+/* Data of a matched receive; anything else (its recv gave up) goes. */
+static void
+p2p_rx_data(struct ringd *rd, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct op *op = p2p_recv_for(rd, f);
+
+	if (op == NULL || pl == NULL || f->offset != op->rx_off ||
+	    f->length > op->p2p_len - op->rx_off)
+		return;
+	if (pl != op->p2p_dst + op->rx_off)
+		memcpy(op->p2p_dst + op->rx_off, pl, f->length);
+	op->rx_off += f->length;
+	if (op->rx_off == op->p2p_len)
+		op_finish(rd, op, 0, NULL);
+}
+
+/* A send waits for us: match it with a posted receive, or keep it (bounded). */
+static int
+p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_frame *f,
+	   const uint8_t *pl)
+{
+	int src_host = PROTO_ROUTE_SRC(f->route);
+	struct proto_rts m;
+	struct rts_entry *e;
+	struct op *op;
+
+	if (proto_decode_rts(pl, f->length, &m) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed RTS");
+		return RX_ERROR;
+	}
+	if (j == NULL && (j = job_wire(rd, f->job)) == NULL) {
+		log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
+		return RX_DONE;
+	}
+	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready)) {
+		j->stale_frames++;
+		return RX_DONE;	/* of a formation that is over here */
+	}
+	TAILQ_FOREACH(op, &j->recvs, entry)
+		if (f->gen == j->fgen && !op->cts && !op->finished && !op->local_peer &&
+		    op->rts.src == m.src && op->rts.dst == m.dst)
+			break;
+	if (op != NULL) {
+		p2p_match(rd, op, &m, f->seq, src_host);
+		return RX_DONE;
+	}
+	if (j->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
+		/* one job's flood: its send times out, the link stays */
+		log_warn("job %s: RTS from host %d dropped: %d sends already wait for their "
+			 "recv", j->name, src_host, j->nrts);
+		j->stale_frames++;
+		return RX_DONE;
+	}
+	e->rts = m;
+	e->id = f->seq;
+	e->src_host = src_host;
+	e->gen = f->gen;
+	TAILQ_INSERT_TAIL(&j->rts_in, e, entry);
+	j->nrts++;
+	return RX_DONE;
+}
+
+/* The receiver is ready (or refused): stream the data, or fail the send. */
+static int
+p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_frame *f,
+	   const uint8_t *pl)
+{
+	struct proto_cts c;
+	struct op *op;
+
+	if (proto_decode_cts(pl, f->length, &c) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
+		return RX_ERROR;
+	}
+	if (j == NULL || f->gen != j->fgen)
+		return RX_DONE;
+	TAILQ_FOREACH(op, &j->sends, entry)
+		if (op->p2p_id == f->seq && !op->cts && !op->finished && !op->local_peer)
+			break;
+	if (op == NULL)
+		return RX_DONE;	/* the send gave up already */
+	if (c.status != 0) {
+		op_finish(rd, op, c.status, "%s", c.text);
+		return RX_DONE;
+	}
+	op->cts = true;
+	if (op->tx0_len == 0) {
+		op->tx0_done = true;
+		op_finish(rd, op, 0, NULL);
+		return RX_DONE;
+	}
+	p2p_pump(rd, j);
+	return RX_DONE;
+}
+
 int
 p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	int src_host = PROTO_ROUTE_SRC(f->route);
-	struct job *j;
-	struct op *op;
+	struct job *j = job_lookup(rd, f->job);
 
 	if (l->dir != LINK_PREV) {
 		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
 	}
-	j = job_lookup(rd, f->job);
 	if (f->type == PROTO_F_P2P_DATA) {
-		op = p2p_recv_for(rd, f);
-		if (op == NULL || pl == NULL || f->offset != op->rx_off ||
-		    f->length > op->p2p_len - op->rx_off)
-			return RX_DONE;	/* its recv gave up */
-		if (pl != op->p2p_dst + op->rx_off)
-			memcpy(op->p2p_dst + op->rx_off, pl, f->length);
-		op->rx_off += f->length;
-		if (op->rx_off == op->p2p_len)
-			op_finish(rd, op, 0, NULL);
+		p2p_rx_data(rd, f, pl);
 		return RX_DONE;
 	}
-	if (f->type == PROTO_F_P2P_RTS) {
-		struct proto_rts m;
-		struct rts_entry *e;
-
-		if (proto_decode_rts(pl, f->length, &m) != 0) {
-			snprintf(l->last_error, sizeof(l->last_error), "malformed RTS");
-			return RX_ERROR;
-		}
-		if (j == NULL)
-			j = job_wire(rd, f->job);
-		if (j == NULL) {
-			log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
-			return RX_DONE;
-		}
-		if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready)) {
-			j->stale_frames++;
-			return RX_DONE;	/* of a formation that is over here */
-		}
-		TAILQ_FOREACH(op, &j->recvs, entry)
-			if (f->gen == j->fgen && !op->cts && !op->finished && !op->local_peer &&
-			    op->rts.src == m.src && op->rts.dst == m.dst)
-				break;
-		if (op != NULL) {
-			p2p_match(rd, op, &m, f->seq, src_host);
-			return RX_DONE;
-		}
-		if (j->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
-			/* one job's flood: its send times out, the link stays */
-			log_warn("job %s: RTS from host %d dropped: %d sends already wait for "
-				 "their recv", j->name, src_host, j->nrts);
-			j->stale_frames++;
-			return RX_DONE;
-		}
-		e->rts = m;
-		e->id = f->seq;
-		e->src_host = src_host;
-		e->gen = f->gen;
-		TAILQ_INSERT_TAIL(&j->rts_in, e, entry);
-		j->nrts++;
-		return RX_DONE;
-	}
-	/* CTS */
-	{
-		struct proto_cts c;
-
-		if (proto_decode_cts(pl, f->length, &c) != 0) {
-			snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
-			return RX_ERROR;
-		}
-		if (j == NULL || f->gen != j->fgen)
-			return RX_DONE;
-		TAILQ_FOREACH(op, &j->sends, entry)
-			if (op->p2p_id == f->seq && !op->cts && !op->finished && !op->local_peer)
-				break;
-		if (op == NULL)
-			return RX_DONE;	/* the send gave up already */
-		if (c.status != 0) {
-			op_finish(rd, op, c.status, "%s", c.text);
-			return RX_DONE;
-		}
-		op->cts = true;
-		if (op->tx0_len == 0) {
-			op->tx0_done = true;
-			op_finish(rd, op, 0, NULL);
-			return RX_DONE;
-		}
-		p2p_pump(rd, j);
-		return RX_DONE;
-	}
+	if (f->type == PROTO_F_P2P_RTS)
+		return p2p_rx_rts(rd, l, j, f, pl);
+	return p2p_rx_cts(rd, l, j, f, pl);
 }
 
 static void

@@ -123,7 +123,7 @@ struct ringd {
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
-/* ringd.c (main.c) */
+/* main.c: the clock and the ring's state */
 uint64_t now_ms(void);
 uint64_t now_us(void);
 void ringd_update_state(struct ringd *rd);
@@ -190,14 +190,19 @@ void link_stop(struct ringd *rd);
 int link_send(struct link *l, const struct proto_frame *f, const void *payload);
 /* Has queued output written soon (frames added straight to link_output()). */
 void link_kick(struct link *l);
-/* The engine gave up on the arena a direct read is filling: drop the rest. */
-void link_drop_direct(struct ringd *rd, const void *owner);
 /* Output room left before the high watermark (0 = wait for the write callback). */
 size_t link_tx_room(const struct link *l);
+struct evbuffer *link_output(struct link *l);
+
+/* rx.c: a link's input */
+/* The engine gave up on the arena a direct read is filling: drop the rest. */
+void link_drop_direct(struct ringd *rd, const void *owner);
 /* Re-runs the input of a link whose processing was blocked. */
 void link_rx_resume(struct link *l);
-struct evbuffer *link_output(struct link *l);
-/* `ringctl ping`: probes of the next link, the previous link and the whole ring,
+/* Frame dispatch results from the engine. */
+enum { RX_DONE = 0, RX_BLOCKED = 1, RX_ERROR = -1 };
+
+/* ping.c: `ringctl ping`: probes of the next link, the previous link and the whole ring,
  * each a series of `count` pings sent one after the other's answer, all within
  * wait_ms.  done is called on the engine thread with the results (before
  * link_ping_start returns when there is nothing to probe).  A new run cancels
@@ -212,8 +217,6 @@ struct ping_stats {
 };
 typedef void (*link_ping_done_fn)(struct ringd *rd, const struct ping_stats *st, int n);
 void link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn done);
-/* Frame dispatch results from the engine. */
-enum { RX_DONE = 0, RX_BLOCKED = 1, RX_ERROR = -1 };
 
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
@@ -226,10 +229,10 @@ uint8_t *coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame
 		      struct arena **arena, const void **owner);
 /* Output space or credit may have become available. */
 void coll_pump(struct ringd *rd);
+
+/* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */
 void coll_link_down(struct ringd *rd, struct link *l, const char *why);
-/* A link came up: reset flow control of every job on it. */
-void coll_link_up(struct ringd *rd, struct link *l);
 /* The ring is whole (again). */
 void coll_ring_ready(struct ringd *rd);
 /* ABORT frames: of job 0 (a host lost a link), of an op (seq), a timeout probe. */

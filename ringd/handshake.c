@@ -1,0 +1,376 @@
+/*
+ * handshake.c - a new link's handshake.  The connector sends HELLO; the
+ * acceptor checks protocol version, cluster name, world size and both ranks,
+ * answers HELLO_ACK (with its proof of the cluster secret, when there is one)
+ * and, with a secret, waits for the connector's proof (HELLO_AUTH).  A peer
+ * that does not belong is refused with a REJECT carrying the reason, logged on
+ * both sides.  Until a link is up, only these frames are read at all.
+ */
+#include <openssl/rand.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "coll.h"
+#include "link.h"
+#include "../proto/log.h"
+
+/*
+ * The handshake, after the transport's own (TLS) is done:
+ *
+ *   connector                              acceptor
+ *   HELLO (nonce_c)                 ->
+ *                                   <-     HELLO_ACK (nonce_a, proof_A)
+ *   HELLO_AUTH (proof_C)            ->     (with a cluster secret only)
+ *
+ * Each message carries cluster, world size and both ranks, which the other
+ * side checks.  Without a secret, the acceptor's link is up once it answers and
+ * the connector's once the answer checks out.  With one, proof_A and proof_C
+ * are HMACs of the secret over both nonces and both ranks, tagged by role
+ * (auth.c): the connector checks proof_A before it proves anything, the
+ * acceptor stays in handshake (no frame but HELLO_AUTH accepted) until proof_C
+ * checks out.  Each side's proof covers the nonce the other side just made, so
+ * a recorded exchange cannot be replayed, and the tags keep a proof from being
+ * reflected.  A refusal is logged and sent (REJECT) with its reason; the
+ * refused connection never replaces a link that is up.
+ */
+static void
+hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *mac)
+{
+	struct ringd *rd = l->rd;
+
+	memset(h, 0, sizeof(*h));
+	snprintf(h->cluster, sizeof(h->cluster), "%s", rd->cfg.cluster);
+	h->world = (uint32_t)rd->world;
+	h->from_rank = (uint32_t)rd->rank;
+	h->to_rank = (uint32_t)to;
+	h->flags = auth_have_secret() ? PROTO_HELLO_F_SECRET : 0;
+	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
+	if (mac != NULL)
+		memcpy(h->mac, mac, sizeof(h->mac));
+	snprintf(h->version, sizeof(h->version), "%s", RING_VERSION_STRING);
+}
+
+static int
+send_hello(struct link *l, uint16_t type, int to, const uint8_t *mac)
+{
+	struct proto_peer_hello h;
+	uint8_t buf[1024];
+	struct proto_frame f = { .type = type, .epoch = l->rd->epoch };
+	int n;
+
+	hello_fill(l, &h, to, mac);
+	n = proto_encode_peer_hello(buf, sizeof(buf), &h);
+	if (n <= 0)
+		return -1;
+	f.length = (uint32_t)n;
+	return link_send(l, &f, buf);
+}
+
+static void
+send_reject(struct link *l, const char *why)
+{
+	uint8_t buf[1024];
+	struct proto_frame f = { .type = PROTO_F_REJECT, .epoch = l->rd->epoch };
+	int n = proto_encode_reason(buf, sizeof(buf), RING_EPERM, why);
+
+	if (n > 0) {
+		f.length = (uint32_t)n;
+		link_send(l, &f, buf);
+		/* best effort, so the peer can log why; we close right after */
+		transport_write(link_transport, l, l->out);
+	}
+}
+
+/* Counts a handshake we refused and keeps its reason for ringctl: a refused
+ * connection never becomes a link, so no link would show it. */
+static void
+hs_note_refused(struct link *l, const char *why)
+{
+	struct ringd *rd = l->rd;
+
+	rd->peers_refused++;
+	snprintf(rd->last_refused, sizeof(rd->last_refused), "%.*s",
+		 (int)sizeof(rd->last_refused) - 1, why);
+}
+
+/* Refuses the peer of a link in handshake: logged here, told to the peer, and
+ * the connection closed (a pending one freed, a connector's retried). */
+int
+hs_refuse(struct link *l, const char *why)
+{
+	char copy[256];
+
+	snprintf(copy, sizeof(copy), "%s", why);
+	if (l->handshake_acceptor)
+		log_warn("refused a peer connection: %s", copy);
+	else
+		log_warn("link %s: refused host %d: %s", link_dir_name(l), l->peer, copy);
+	hs_note_refused(l, copy);
+	send_reject(l, copy);
+	link_fail(l, copy);
+	return RX_ERROR;
+}
+
+/* Checks a peer's HELLO/HELLO_ACK; fills why on refusal. */
+static int
+hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
+	    char *why, size_t len)
+{
+	if (strcmp(h->cluster, rd->cfg.cluster) != 0)
+		snprintf(why, len, "cluster '%s' is not ours ('%s')", h->cluster, rd->cfg.cluster);
+	else if (h->world != (uint32_t)rd->world)
+		snprintf(why, len, "world size %u differs from ours (%d)", h->world, rd->world);
+	else if (h->to_rank != (uint32_t)rd->rank)
+		snprintf(why, len, "it wanted rank %u but this is rank %d", h->to_rank, rd->rank);
+	else if (h->from_rank != (uint32_t)want_from)
+		snprintf(why, len, "it is rank %u but rank %d was expected here", h->from_rank,
+			 want_from);
+	else if ((h->flags & PROTO_HELLO_F_SECRET) && !auth_have_secret())
+		snprintf(why, len, "host %u uses a cluster secret and this daemon has none "
+			 "(secret_file)", h->from_rank);
+	else if (!(h->flags & PROTO_HELLO_F_SECRET) && auth_have_secret())
+		snprintf(why, len, "host %u has no cluster secret (secret_file) and this ring "
+			 "requires one", h->from_rank);
+	else
+		return 0;
+	return -1;
+}
+
+/* Whether a link in handshake takes a frame of this type: an acceptor the
+ * connector's HELLO and proof, a connector the answer; either a refusal.  The
+ * decoder caps these types at a few KiB, so a frame that passes here costs
+ * little to read whatever its header says. */
+bool
+hs_frame_ok(const struct link *l, uint16_t type)
+{
+	if (type == PROTO_F_REJECT)
+		return true;
+	if (l->handshake_acceptor)
+		return type == PROTO_F_HELLO || type == PROTO_F_HELLO_AUTH;
+	return type == PROTO_F_HELLO_ACK;
+}
+
+static void
+link_up(struct link *l)
+{
+	struct ringd *rd = l->rd;
+
+	l->backoff_ms = BACKOFF_MIN_MS;
+	l->last_rx_ms = now_ms();
+	l->ups++;
+	evtimer_del(l->timer);
+	link_change_state(l, LINK_UP);
+	link_timer_set(l, rd->cfg.heartbeat_ms);
+	coll_pump(rd);
+}
+
+/* An accepted connection proved it is our previous host: it becomes rd->prev
+ * (answering the HELLO now unless the answer went already, with our proof). */
+static void
+promote_prev(struct link *p, bool answer)
+{
+	struct ringd *rd = p->rd;
+	struct link *old = rd->prev;
+	char c;
+	int i;
+
+	/* A connector that timed out closes its attempt; a daemon that was stopped
+	 * finds those in its accept queue, HELLO and all.  Promoting one would close
+	 * the live connection that replaced it. */
+	if (p->rxlen == p->rxoff && recv(p->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+		link_fail(p, "the previous host had given up on this connection");
+		return;
+	}
+	for (i = 0; i < MAX_PENDING; i++)
+		if (rd->pending[i] == p)
+			rd->pending[i] = NULL;
+	p->handshake_acceptor = false;
+	p->dir = LINK_PREV;
+	p->peer = mod_prev(rd);
+	if (old != NULL) {
+		if (old->fd >= 0)
+			link_close(old, "replaced by a new connection from the previous host");
+		p->bytes_tx += old->bytes_tx;
+		p->bytes_rx += old->bytes_rx;
+		p->frames_tx += old->frames_tx;
+		p->frames_rx += old->frames_rx;
+		p->errors += old->errors;
+		p->ups += old->ups;
+		evtimer_del(old->timer);
+		link_free_later(old);
+	}
+	rd->prev = p;
+	if (answer && send_hello(p, PROTO_F_HELLO_ACK, p->peer, NULL) != 0) {
+		link_fail(p, "cannot answer the handshake");
+		return;
+	}
+	link_up(p);
+}
+
+/* HELLO on an accepted connection. */
+static int
+on_hello(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	struct proto_peer_hello h;
+	uint8_t mac[PROTO_MAC_LEN];
+	char why[256];
+
+	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
+	    l->hs.stage != LINK_HS_HELLO || proto_decode_peer_hello(pl, f->length, &h) != 0)
+		return hs_refuse(l, "malformed or unexpected HELLO");
+	if (hello_check(rd, &h, mod_prev(rd), why, sizeof(why)) != 0) {
+		char msg[300];
+
+		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h.from_rank, why);
+		return hs_refuse(l, msg);
+	}
+	memcpy(l->hs.peer_nonce, h.nonce, sizeof(l->hs.peer_nonce));
+	if (!auth_have_secret()) {
+		promote_prev(l, true);
+		return RX_DONE;
+	}
+	/* Our proof now; the connection becomes our link only on the peer's. */
+	if (!auth_proof(rd, true, h.from_rank, (uint32_t)rd->rank, l->hs.peer_nonce,
+			l->hs.nonce, mac) ||
+	    send_hello(l, PROTO_F_HELLO_ACK, mod_prev(rd), mac) != 0) {
+		link_fail(l, "cannot answer the handshake");
+		return RX_ERROR;
+	}
+	l->hs.stage = LINK_HS_AUTH;
+	return RX_DONE;
+}
+
+/* HELLO_AUTH: the connector's proof of the cluster secret. */
+static int
+on_hello_auth(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	struct proto_peer_hello h;
+	char why[256];
+
+	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
+	    l->hs.stage != LINK_HS_AUTH || proto_decode_peer_hello(pl, f->length, &h) != 0 ||
+	    h.from_rank != (uint32_t)mod_prev(rd))
+		return hs_refuse(l, "malformed or unexpected HELLO_AUTH");
+	if (!auth_proof_ok(rd, false, (uint32_t)mod_prev(rd), (uint32_t)rd->rank,
+			   l->hs.peer_nonce, l->hs.nonce, h.mac)) {
+		snprintf(why, sizeof(why), "host claiming rank %d: wrong cluster secret (its "
+			 "proof does not verify)", mod_prev(rd));
+		return hs_refuse(l, why);
+	}
+	promote_prev(l, false);
+	return RX_DONE;
+}
+
+static int
+on_hello_ack(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	struct proto_peer_hello h;
+	uint8_t mac[PROTO_MAC_LEN];
+	char why[256];
+
+	if (l->dir != LINK_NEXT || l->state != LINK_HANDSHAKE || l->hs.stage != LINK_HS_HELLO ||
+	    proto_decode_peer_hello(pl, f->length, &h) != 0)
+		return hs_refuse(l, "malformed or unexpected HELLO_ACK");
+	if (hello_check(rd, &h, l->peer, why, sizeof(why)) != 0)
+		return hs_refuse(l, why);
+	if (auth_have_secret()) {
+		/* its proof before ours: we prove nothing to a host that cannot */
+		if (!auth_proof_ok(rd, true, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
+				   h.nonce, h.mac)) {
+			snprintf(why, sizeof(why), "wrong cluster secret: the proof of host %d "
+				 "does not verify", l->peer);
+			return hs_refuse(l, why);
+		}
+		if (!auth_proof(rd, false, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
+				h.nonce, mac) ||
+		    send_hello(l, PROTO_F_HELLO_AUTH, l->peer, mac) != 0) {
+			link_fail(l, "cannot send the handshake");
+			return RX_ERROR;
+		}
+	}
+	link_up(l);
+	return RX_DONE;
+}
+
+/* Runs the transport's handshake (TLS); once it is done, say hello.  Called at
+ * connect/accept and from the I/O callbacks while it is in progress. */
+void
+hs_transport_ready(struct link *l)
+{
+	char why[sizeof(l->last_error)];
+	int rc;
+
+	if (l->hs.stage != LINK_HS_TRANSPORT)
+		return;
+	rc = transport_handshake(link_transport, l);
+	if (rc > 0)
+		return;		/* more I/O first; the callbacks call us again */
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "%s",
+			 l->last_error[0] ? l->last_error : "transport handshake failed");
+		if (l->handshake_acceptor)
+			log_warn("refused a peer connection: %s", why);
+		else
+			log_warn("link %s: %s", link_dir_name(l), why);
+		hs_note_refused(l, why);
+		link_fail(l, why);
+		return;
+	}
+	l->hs.stage = LINK_HS_HELLO;
+	if (RAND_bytes(l->hs.nonce, sizeof(l->hs.nonce)) != 1) {
+		link_fail(l, "no random bytes for the handshake nonce");
+		return;
+	}
+	if (!l->handshake_acceptor && send_hello(l, PROTO_F_HELLO, l->peer, NULL) != 0) {
+		link_fail(l, "cannot send the handshake");
+		return;
+	}
+	/* The peer's first frames may have come with its last handshake flight and
+	 * wait inside the link_transport, where no socket event announces them (an
+	 * acceptor can finish the whole handshake within accept_cb). */
+	if (transport_rx_ready(link_transport, l))
+		link_rx(l);
+}
+
+/* A refusal from the peer: its reason is logged, kept for ringctl, and ends the
+ * link. */
+static int
+on_reject(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	char text[256], why[300];
+	int32_t code;
+
+	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0)
+		snprintf(text, sizeof(text), "(no reason given)");
+	if (l->handshake_acceptor)
+		snprintf(why, sizeof(why), "refused by the connecting peer: %s", text);
+	else
+		snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
+	log_warn("link %s: %s", link_dir_name(l), why);
+	if (l->state == LINK_HANDSHAKE)
+		hs_note_refused(l, why);
+	link_fail(l, why);
+	return RX_ERROR;
+}
+
+int
+hs_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	switch (f->type) {
+	case PROTO_F_HELLO:
+		return on_hello(l, f, pl);
+	case PROTO_F_HELLO_ACK:
+		return on_hello_ack(l, f, pl);
+	case PROTO_F_HELLO_AUTH:
+		return on_hello_auth(l, f, pl);
+	default:
+		return on_reject(l, f, pl);
+	}
+}

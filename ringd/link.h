@@ -1,0 +1,61 @@
+/*
+ * link.h - what the files of a link share among themselves: link.c (state,
+ * output, connecting and accepting, timers), handshake.c, rx.c (the frame
+ * reader and dispatch) and ping.c.  The rest of the daemon sees links only
+ * through ringd.h.
+ */
+#ifndef RINGD_LINK_H
+#define RINGD_LINK_H
+
+#include "ringd.h"
+
+#define BACKOFF_MIN_MS	50		/* a connector's first retry */
+#define BACKOFF_MAX_MS	2000		/* ... and its longest wait */
+#define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
+#define HS_READ_MAX	4096		/* bytes read at once before a link is up */
+#define DIRECT_MIN	4096		/* payloads at least this large may be read
+					 * straight into their place in an arena */
+
+extern struct transport *link_transport;	/* of every link (plain or TLS) */
+
+/* link.c */
+const char *link_dir_name(const struct link *l);
+/* The one place a link's state changes (logged). */
+void link_change_state(struct link *l, enum link_state st);
+void link_timer_set(struct link *l, uint32_t ms);
+/* Closes the connection, with the reason for the engine and ringctl. */
+void link_close(struct link *l, const char *why);
+/* Closes it as failed: counted and logged, the connector starts over. */
+void link_fail(struct link *l, const char *why);
+void link_free_later(struct link *l);
+int link_attach_fd(struct link *l, int fd);
+/* Why a read or write failed (n its result). */
+const char *link_io_why(struct link *l, ssize_t n);
+/* Asks the kernel not to wake the reader before bytes more are there. */
+void link_set_lowat(struct link *l, size_t bytes);
+/* Sends (aux 0) or answers (aux 1) a heartbeat. */
+void link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp);
+
+/* handshake.c */
+/* Whether a frame type may arrive on this link before it is up. */
+bool hs_frame_ok(const struct link *l, uint16_t type);
+/* HELLO, HELLO_ACK, HELLO_AUTH, REJECT: RX_DONE or RX_ERROR (closed). */
+int hs_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl);
+/* Refuses the peer (REJECT with why) and closes; RX_ERROR. */
+int hs_refuse(struct link *l, const char *why);
+/* The transport (TLS) finished its own handshake: ours starts. */
+void hs_transport_ready(struct link *l);
+
+/* rx.c */
+void link_read_cb(evutil_socket_t fd, short what, void *arg);
+/* Reads and dispatches whole frames until the socket is empty or the engine
+ * cannot take the next one. */
+void link_rx(struct link *l);
+
+/* ping.c */
+int ping_rx(struct link *l, const struct proto_frame *f);
+/* A link closed: its probe gets no more answers. */
+void ping_link_closed(struct link *l);
+void ping_stop(void);
+
+#endif /* RINGD_LINK_H */

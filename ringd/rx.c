@@ -1,0 +1,455 @@
+/*
+ * rx.c - a link's input: the frame reader and the dispatch of whole frames.
+ *
+ * The link reads whole frames into its own buffer with large reads, and asks
+ * the kernel (SO_RCVLOWAT) not to wake it before the rest of a frame is there.
+ * A payload the engine can take as it is (a copy step of the running operation,
+ * a point-to-point message for a posted receive) is read straight into the
+ * client's arena instead.  A frame the engine cannot take yet blocks the
+ * link's input until it can (link_rx_resume); frames for other hosts are passed
+ * on, within the next link's output room.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "coll.h"
+#include "link.h"
+#include "../proto/log.h"
+
+/* The RING token: forward it; back home, the ring is whole. */
+static int
+ring_rx(struct link *l, const struct proto_frame *f)
+{
+	struct ringd *rd = l->rd;
+	int origin = PROTO_ROUTE_SRC(f->route);
+	struct proto_frame g = *f;
+
+	if (l->dir != LINK_PREV || origin >= rd->world || f->aux > 1) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed ring token");
+		return RX_ERROR;
+	}
+	if (f->aux == 0) {
+		if (origin == rd->rank) {
+			/* round and back: tell everyone, with an epoch above all seen */
+			g.aux = 1;
+			g.offset = (f->offset > rd->epoch ? f->offset : rd->epoch) + 1;
+			if (g.offset > UINT32_MAX)
+				g.offset = 1;
+			rd->epoch = (uint32_t)g.offset;
+			rd->whole = true;
+			rd->ring_error[0] = '\0';
+			link_send(rd->next, &g, NULL);
+			ringd_update_state(rd);
+			return RX_DONE;
+		}
+		if (g.offset < rd->epoch)
+			g.offset = rd->epoch;
+		link_send(rd->next, &g, NULL);
+		return RX_DONE;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;
+	if (f->offset > rd->epoch && f->offset <= UINT32_MAX)
+		rd->epoch = (uint32_t)f->offset;
+	if (rd->links_up) {
+		rd->whole = true;
+		rd->ring_error[0] = '\0';
+	}
+	if ((rd->rank + 1) % rd->world != origin)
+		link_send(rd->next, f, NULL);
+	ringd_update_state(rd);
+	return RX_DONE;
+}
+
+/* A job frame for another host: pass it on.  Returns -1 when it is ours. */
+static int
+link_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	int src = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
+
+	if (src >= rd->world || dst >= rd->world || src == rd->rank) {
+		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame (%d -> %d)",
+			 proto_frame_type_name(f->type), src, dst);
+		return RX_ERROR;
+	}
+	if (dst == rd->rank)
+		return -1;
+	if (f->type == PROTO_F_CREDIT) {
+		/* credit flows against the data, towards the sender */
+		if (l->dir != LINK_NEXT)
+			goto wrong;
+		if (rd->prev != NULL && rd->prev->state == LINK_UP)
+			link_send(rd->prev, f, pl);
+		return RX_DONE;
+	}
+	if (l->dir != LINK_PREV)
+		goto wrong;
+	if (rd->next == NULL || rd->next->state != LINK_UP || pl == NULL)
+		return RX_DONE;	/* the ops it belongs to fail with the link */
+	if (link_tx_room(rd->next) == 0)
+		return RX_BLOCKED;
+	link_send(rd->next, f, pl);
+	return RX_DONE;
+wrong:
+	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
+		 proto_frame_type_name(f->type));
+	return RX_ERROR;
+}
+
+/* One whole frame.  Returns RX_DONE, RX_BLOCKED (offer it again later) or
+ * RX_ERROR (the link is closed by then or must be). */
+static int
+link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct ringd *rd = l->rd;
+	char why[300];
+	int rc;
+
+	switch (f->type) {
+	case PROTO_F_HELLO:
+	case PROTO_F_HELLO_ACK:
+	case PROTO_F_HELLO_AUTH:
+	case PROTO_F_REJECT:
+		return hs_rx(l, f, pl);
+	case PROTO_F_HEARTBEAT:
+		if (f->aux == 0)
+			link_heartbeat(l, 1, f->offset);
+		else
+			l->rtt_us = now_us() - f->offset;
+		return RX_DONE;
+	case PROTO_F_RING:
+		return ring_rx(l, f);
+	case PROTO_F_PING:
+	case PROTO_F_PONG:
+		return ping_rx(l, f);
+	case PROTO_F_JOIN:
+	case PROTO_F_LEAVE:
+		return job_rx(rd, l, f, pl);
+	case PROTO_F_ABORT:
+		/* all go round the ring: each host acts on it and passes it on */
+		if (l->dir != LINK_PREV) {
+			link_fail(l, "abort frame on the wrong link");
+			return RX_ERROR;
+		}
+		if (f->job == 0)	/* a host lost a link */
+			return coll_rx_ring_down(rd, l, f, pl);
+		if (f->seq == 0)	/* a job that cannot form */
+			return job_rx(rd, l, f, pl);
+		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
+	case PROTO_F_CREDIT:
+	case PROTO_F_OPHDR:
+	case PROTO_F_DATA:
+		if ((rc = link_route(l, f, pl)) >= 0)
+			return rc;
+		return coll_rx(rd, l, f, pl);
+	case PROTO_F_P2P_RTS:
+	case PROTO_F_P2P_CTS:
+	case PROTO_F_P2P_DATA:
+		if ((rc = link_route(l, f, pl)) >= 0)
+			return rc;
+		return p2p_rx(rd, l, f, pl);
+	default:
+		snprintf(why, sizeof(why), "unexpected %s frame", proto_frame_type_name(f->type));
+		link_fail(l, why);
+		return RX_ERROR;
+	}
+}
+
+/* Makes room in rxbuf for `need` contiguous bytes from rxoff. */
+static int
+rx_room(struct link *l, size_t need)
+{
+	size_t have = l->rxlen - l->rxoff;
+
+	if (l->rxoff + need <= l->rxcap)
+		return 0;
+	if (need > l->rxcap) {
+		size_t cap = need + PROTO_FRAME_HDR;
+		uint8_t *nb = malloc(cap);
+
+		if (nb == NULL)
+			return -1;
+		memcpy(nb, l->rxbuf + l->rxoff, have);
+		free(l->rxbuf);
+		l->rxbuf = nb;
+		l->rxcap = cap;
+	} else {
+		memmove(l->rxbuf, l->rxbuf + l->rxoff, have);
+	}
+	l->rxoff = 0;
+	l->rxlen = have;
+	return 0;
+}
+
+/* Reads what is there into rxbuf.  1: got bytes; 0: nothing now; -1: closed. */
+static int
+rx_fill(struct link *l)
+{
+	size_t room;
+	ssize_t n;
+
+	/* everything consumed: start over at the front; full: move what is left */
+	if (l->rxoff == l->rxlen) {
+		l->rxoff = l->rxlen = 0;
+	} else if (l->rxlen == l->rxcap && l->rxoff > 0) {
+		memmove(l->rxbuf, l->rxbuf + l->rxoff, l->rxlen - l->rxoff);
+		l->rxlen -= l->rxoff;
+		l->rxoff = 0;
+	}
+	if (l->rxlen == l->rxcap)
+		return 0;	/* cannot happen: rx_room made space for the frame */
+	if (l->drained)
+		return 0;	/* the last read emptied the socket: wait for epoll */
+	room = l->rxcap - l->rxlen;
+	/* Until the link is up its peer is a stranger: what follows a header stays
+	 * in the kernel until the header says it may come in. */
+	if (l->state != LINK_UP && room > HS_READ_MAX)
+		room = HS_READ_MAX;
+	n = transport_read(link_transport, l, l->rxbuf + l->rxlen, room);
+	if (n > 0) {
+		/* a short read of a plain socket took everything there was: the next
+		 * read would only say EAGAIN (one syscall per wake-up saved) */
+		if ((size_t)n < room && transport_raw(link_transport))
+			l->drained = true;
+		l->rxlen += (size_t)n;
+		l->last_rx_ms = now_ms();
+		return 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	link_fail(l, link_io_why(l, n));
+	return -1;
+}
+
+/* Reads the rest of a payload that goes straight to the engine's destination. */
+static int
+rx_direct(struct link *l)
+{
+	static uint8_t sink[64 << 10];
+	uint32_t len = l->cur.length;
+
+	while (l->direct_got < len) {
+		uint8_t *dst = l->discard ? sink : l->direct + l->direct_got;
+		size_t want = len - l->direct_got;
+		ssize_t n;
+
+		if (l->discard && want > sizeof(sink))
+			want = sizeof(sink);
+		n = transport_read(link_transport, l, dst, want);
+		if (n > 0) {
+			l->direct_got += (uint32_t)n;
+			l->last_rx_ms = now_ms();
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			link_set_lowat(l, len - l->direct_got);
+			return 0;
+		}
+		link_fail(l, link_io_why(l, n));
+		return -1;
+	}
+	return 1;
+}
+
+/* Refuses a frame the handshake does not allow at its header, before a byte of
+ * its payload is read: a stranger's DATA header may announce 16 MiB, and
+ * reading that to refuse it afterwards let each pending connection pin as much
+ * of our memory. */
+static void
+rx_refuse_header(struct link *l, const struct proto_frame *f)
+{
+	char why[128];
+
+	snprintf(why, sizeof(why), "%s frame (%u bytes) before the handshake",
+		 proto_frame_type_name(f->type), f->length);
+	hs_refuse(l, why);
+}
+
+/* The next frame's header: decoded into l->cur, with the start of a payload the
+ * engine can take in place already copied there.  1: have it; 0: wait for
+ * input; -1: the link closed. */
+static int
+rx_header(struct link *l)
+{
+	struct proto_frame *f = &l->cur;
+	int rc;
+
+	while (l->rxlen - l->rxoff < PROTO_FRAME_HDR) {
+		if (rx_room(l, PROTO_FRAME_HDR) != 0) {
+			link_fail(l, "out of memory");
+			return -1;
+		}
+		if ((rc = rx_fill(l)) <= 0) {
+			if (rc == 0)
+				link_set_lowat(l, PROTO_FRAME_HDR - (l->rxlen - l->rxoff));
+			return rc;
+		}
+	}
+	if (proto_frame_decode(l->rxbuf + l->rxoff, f, PROTO_FRAME_MAX_PAYLOAD) != 0) {
+		link_fail(l, "malformed frame header");
+		return -1;
+	}
+	if (l->state != LINK_UP && !hs_frame_ok(l, f->type)) {
+		rx_refuse_header(l, f);
+		return -1;
+	}
+	l->rxoff += PROTO_FRAME_HDR;
+	l->have_hdr = true;
+	l->direct = NULL;
+	/* the kernels read payloads in place: keep them 8-byte aligned */
+	if (((uintptr_t)(l->rxbuf + l->rxoff) & 7) != 0) {
+		memmove(l->rxbuf, l->rxbuf + l->rxoff, l->rxlen - l->rxoff);
+		l->rxlen -= l->rxoff;
+		l->rxoff = 0;
+	}
+	if (l->state == LINK_UP && f->length >= DIRECT_MIN) {
+		if (f->type == PROTO_F_DATA)
+			l->direct = coll_rx_dest(l->rd, l, f, &l->direct_arena, &l->direct_owner);
+		else if (f->type == PROTO_F_P2P_DATA)
+			l->direct = p2p_rx_dest(l->rd, f, &l->direct_arena, &l->direct_owner);
+	}
+	if (l->direct != NULL) {
+		size_t take = l->rxlen - l->rxoff;
+
+		if (take > f->length)
+			take = f->length;
+		arena_ref(l->direct_arena);
+		memcpy(l->direct, l->rxbuf + l->rxoff, take);
+		l->rxoff += take;
+		l->direct_got = (uint32_t)take;
+	}
+	return 1;
+}
+
+/* A whole frame to the engine, and what follows from its answer.  In rxbuf
+ * (pl inside it) the frame is consumed unless the engine blocks on it: then the
+ * link stops reading until link_rx_resume offers it again.  0: go on; -1: stop
+ * (blocked or closed). */
+static int
+rx_deliver(struct link *l, const uint8_t *pl, bool in_rxbuf)
+{
+	const struct proto_frame *f = &l->cur;
+	int rc = link_dispatch(l, f, pl);
+
+	if (in_rxbuf) {
+		if (rc == RX_BLOCKED) {
+			/* level-triggered: stop reading until the engine can go on */
+			l->rx_blocked = true;
+			if (l->rev != NULL)
+				event_del(l->rev);
+			return -1;
+		}
+		if (l->fd < 0)
+			return -1;
+		l->rxoff += f->length;
+		l->have_hdr = false;
+	}
+	if (rc == RX_ERROR) {
+		if (l->fd >= 0)
+			link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
+		return -1;
+	}
+	l->frames_rx++;
+	l->bytes_rx += PROTO_FRAME_HDR + f->length;
+	return 0;
+}
+
+/* The rest of a payload read in place (or dropped): then the frame goes on. */
+static int
+rx_direct_frame(struct link *l)
+{
+	const uint8_t *pl = l->direct;
+	int rc = rx_direct(l);
+
+	if (rc <= 0)
+		return -1;
+	l->have_hdr = false;
+	arena_unref(l->direct_arena);
+	l->direct_arena = NULL;
+	l->direct_owner = NULL;
+	if (l->discard) {
+		l->discard = false;
+		pl = NULL;
+	}
+	l->direct = NULL;
+	return rx_deliver(l, pl, false);
+}
+
+void
+link_rx(struct link *l)
+{
+	while (l->fd >= 0 && !l->rx_blocked) {
+		uint32_t len;
+		int rc;
+
+		if (!l->have_hdr && rx_header(l) <= 0)
+			return;
+		if (l->direct != NULL || l->discard) {
+			if (rx_direct_frame(l) != 0)
+				return;
+			continue;
+		}
+		len = l->cur.length;
+		if (l->rxlen - l->rxoff < len) {
+			if (rx_room(l, len) != 0) {
+				link_fail(l, "out of memory");
+				return;
+			}
+			if ((rc = rx_fill(l)) <= 0) {
+				if (rc == 0)
+					link_set_lowat(l, len - (l->rxlen - l->rxoff));
+				return;
+			}
+			continue;
+		}
+		if (rx_deliver(l, l->rxbuf + l->rxoff, true) != 0)
+			return;
+	}
+}
+
+void
+link_rx_resume(struct link *l)
+{
+	if (l == NULL || !l->rx_blocked || l->fd < 0)
+		return;
+	l->rx_blocked = false;
+	l->drained = false;
+	event_add(l->rev, NULL);
+	/* the blocked frame is still at rxoff with have_hdr set: offer it again */
+	if (l->have_hdr && l->rxlen - l->rxoff >= l->cur.length &&
+	    rx_deliver(l, l->rxbuf + l->rxoff, true) != 0)
+		return;
+	link_rx(l);
+}
+
+void
+link_drop_direct(struct ringd *rd, const void *owner)
+{
+	struct link *l = rd->prev;
+
+	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
+		l->direct = NULL;
+		l->discard = true;
+	}
+}
+
+void
+link_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+
+	(void)fd;
+	(void)what;
+	l->drained = false;
+	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
+		hs_transport_ready(l);
+		if (l->fd < 0 || l->hs.stage == LINK_HS_TRANSPORT)
+			return;
+	}
+	link_rx(l);
+}
