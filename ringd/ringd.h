@@ -266,6 +266,16 @@ struct arena *sess_arena(struct sess *s);
 void arena_ref(struct arena *a);
 void arena_unref(struct arena *a);
 
+/* listener.c: accepting on the listening sockets.  listener_accept takes one
+ * connection from ev's socket (non-blocking, close-on-exec): its fd, or -1
+ * when there is none to take; out of file descriptors, the listener also rests
+ * a moment (its event deleted, added back by a timer) instead of being called
+ * again at once.  what names the socket in the log ("the client socket").
+ * listener_forget must be called before ev is freed; listener_rests counts
+ * the rests since the start (metrics). */
+int listener_accept(struct event *ev, const char *what);
+void listener_forget(struct event *ev);
+uint64_t listener_rests(void);
 /* auth.c: the cluster secret and the start-up rules on peer authentication. */
 /* Checks the settings (TLS keys all or none; a non-loopback ring authenticated
  * unless insecure = yes) and loads secret_file; -1 with the reason in err. */

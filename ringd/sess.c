@@ -762,9 +762,9 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	uid_t uid;
 	int fd;
 
+	(void)lfd;
 	(void)what;
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
+	if ((fd = listener_accept(rd->client_ev, "the client socket")) < 0)
 		return;
 	/* refused before it holds anything, so refusals cannot use up max_clients */
 	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
@@ -906,8 +906,10 @@ sess_stop(struct ringd *rd)
 		sess_error(s, RING_EDAEMON, "ringd is shutting down");
 		sess_close(s, "daemon stopping");
 	}
-	if (rd->client_ev != NULL)
+	if (rd->client_ev != NULL) {
+		listener_forget(rd->client_ev);
 		event_free(rd->client_ev);
+	}
 	if (rd->client_fd >= 0) {
 		close(rd->client_fd);
 		unlink(rd->cfg.socket);
