@@ -17,10 +17,16 @@
  * its timer, so an owner must call listener_forget before it frees the event.
  * Each event is only ever touched by the thread of its own loop (the engine's,
  * or the control thread's), but the table is shared, hence the lock.
+ *
+ * What the daemon says about the connections it refuses or closes goes through
+ * listener_warn, one line a second at most per kind, so that a neighbour's
+ * flood of them costs a line a second rather than the disk.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -154,4 +160,26 @@ uint64_t
 listener_rests(void)
 {
 	return rests_total;
+}
+
+void
+listener_warn(struct listener_warn *w, const char *fmt, ...)
+{
+	uint64_t now = now_ms();
+	char text[512];
+	va_list ap;
+
+	if (w->last_ms != 0 && now - w->last_ms < 1000) {
+		w->more++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (w->more > 0)
+		log_warn("%s (and %u more like it since the last line)", text, w->more);
+	else
+		log_warn("%s", text);
+	w->last_ms = now;
+	w->more = 0;
 }

@@ -276,6 +276,16 @@ void arena_unref(struct arena *a);
 int listener_accept(struct event *ev, const char *what);
 void listener_forget(struct event *ev);
 uint64_t listener_rests(void);
+/* log_warn for what a neighbour can repeat at will (refusals, timeouts): one
+ * line a second at most per listener_warn, the lines it held back counted in
+ * the next.  Each is used by one thread. */
+struct listener_warn {
+	uint64_t last_ms;		/* when it last logged */
+	unsigned int more;		/* held back since */
+};
+void listener_warn(struct listener_warn *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* auth.c: the cluster secret and the start-up rules on peer authentication. */
 /* Checks the settings (TLS keys all or none; a non-loopback ring authenticated
  * unless insecure = yes) and loads secret_file; -1 with the reason in err. */
