@@ -136,10 +136,11 @@ void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
 
 /* reload.c: SIGHUP.  Reads the command line and its --config file again and
  * applies what can change under a running ring (log_level, allow_users,
- * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients, max_jobs,
- * max_arena); every other changed key is named in a warning and keeps its
- * running value until a restart.  A configuration that does not parse or
- * check leaves everything as it was, with an error logged. */
+ * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients,
+ * max_clients_per_user, hello_timeout_ms, max_jobs, max_arena); every other
+ * changed key is named in a warning and keeps its running value until a
+ * restart.  A configuration that does not parse or check leaves everything as
+ * it was, with an error logged. */
 void ringd_reload(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
