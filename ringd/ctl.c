@@ -393,7 +393,7 @@ ctl_answer(struct ringd *rd, struct ctl_req *r)
 		   ping_args(r->cmd, &count, &wait_ms, why, sizeof(why)) == 0) {
 		if (ctl_ping.req != NULL)
 			ctl_deliver(ctl_ping.req,
-				    error_doc("ping: cancelled by a newer ringctl ping"));
+				    error_doc("cancelled by a newer ringctl ping"));
 		ctl_ping.req = r;
 		ctl_ping.count = count;
 		ctl_ping.wait_ms = wait_ms;
@@ -436,6 +436,14 @@ ctl_timer_set(struct ctl_conn *c, uint32_t ms)
 }
 
 static void
+ctl_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	free(arg);
+}
+
+static void
 ctl_close(struct ctl_conn *c)
 {
 	event_free(c->rev);
@@ -445,7 +453,10 @@ ctl_close(struct ctl_conn *c)
 	free(c->reply);
 	TAILQ_REMOVE(&ctl.conns, c, entry);
 	ctl.nconns--;
-	free(c);
+	/* never freed inside its own callback; once the thread has stopped,
+	 * nothing runs callbacks any more */
+	if (!ctl.running || event_base_once(ctl.base, -1, EV_TIMEOUT, ctl_free_cb, c, NULL) != 0)
+		free(c);
 }
 
 /* Starts writing reply (taken); bounded by CTL_WRITE_MS from now. */
@@ -757,8 +768,24 @@ ctl_stop(struct ringd *rd)
 		ctl.running = false;
 	}
 	/* the thread is gone: what it held is freed here */
-	while ((c = TAILQ_FIRST(&ctl.conns)) != NULL)
+	if (ctl.listen_ev != NULL) {
+		listener_forget(ctl.listen_ev);
+		event_free(ctl.listen_ev);
+		ctl.listen_ev = NULL;
+	}
+	if (ctl.done_ev != NULL)
+		event_free(ctl.done_ev);
+	ctl.done_ev = NULL;
+	while ((c = TAILQ_FIRST(&ctl.conns)) != NULL) {
+		static const char stopping[] = "{\"error\": \"the daemon is stopping\"}";
+
+		/* a caller waiting for the engine hears why there is no answer */
+		if (c->state == CC_ENGINE &&
+		    send(c->fd, stopping, sizeof(stopping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("control: cannot tell a caller the daemon stops: %s",
+				  strerror(errno));
 		ctl_close(c);
+	}
 	TAILQ_CONCAT(&ctl.done, &ctl.todo, entry);
 	if (ctl_ping.req != NULL)
 		TAILQ_INSERT_TAIL(&ctl.done, ctl_ping.req, entry);
@@ -769,16 +796,11 @@ ctl_stop(struct ringd *rd)
 		free(r);
 	}
 	ctl.nreqs = 0;
-	if (ctl.listen_ev != NULL) {
-		listener_forget(ctl.listen_ev);
-		event_free(ctl.listen_ev);
-		ctl.listen_ev = NULL;
-	}
-	if (ctl.done_ev != NULL)
-		event_free(ctl.done_ev);
-	ctl.done_ev = NULL;
-	if (ctl.base != NULL)
+	if (ctl.base != NULL) {
+		/* the frees deferred before the thread stopped; nothing else is left */
+		event_base_loop(ctl.base, EVLOOP_NONBLOCK);
 		event_base_free(ctl.base);
+	}
 	ctl.base = NULL;
 	if (ctl.fd >= 0) {
 		close(ctl.fd);
