@@ -92,6 +92,8 @@ static const struct key_def keys[] = {
 	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB },
 	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB },
 	{ "max_clients",	K_INT,		F(max_clients),		1, 65536 },
+	{ "max_clients_per_user", K_INT,	F(max_clients_per_user), 1, 65536 },
+	{ "hello_timeout_ms",	K_U32,		F(hello_timeout_ms),	100, 600000 },
 	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096 },
 	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB },
 	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0 },
@@ -136,6 +138,8 @@ void config_defaults(struct config *c)
 	c->op_timeout_ms = 60000;
 	c->connect_timeout_ms = 5000;
 	c->max_clients = 256;
+	c->max_clients_per_user = 64;
+	c->hello_timeout_ms = 5000;
 	c->max_jobs = 64;
 	c->max_arena_bytes = 64 * GiB;
 	c->tls_ktls = true;

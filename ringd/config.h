@@ -31,6 +31,8 @@ struct config {
 	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
 	uint32_t sndbuf, rcvbuf;	/* sndbuf = SIZE / rcvbuf = SIZE (0: kernel's) */
 	int max_clients;		/* max_clients = N (256) */
+	int max_clients_per_user;	/* max_clients_per_user = N (64): of one uid */
+	uint32_t hello_timeout_ms;	/* hello_timeout_ms = N (5000): connect to HELLO */
 	int max_jobs;			/* max_jobs = N (64) */
 	uint64_t max_arena_bytes;	/* max_arena = SIZE per client (64G) */
 	char tls_cert[CONFIG_PATH_MAX];	/* tls_cert = PATH */

@@ -1,32 +1,39 @@
 /*
  * ctl.c - the control socket that ringctl talks to.
  *
- * It runs on a thread of its own with plain blocking I/O under poll() bounds, so
- * ringctl answers even while the engine thread reduces a large buffer.  The
- * protocol is one request line ("status\n", "ping 5 3000\n") and one JSON
- * document in reply, then close.  The control thread never reads engine memory:
- * it posts the request to the engine thread (event_active, which libevent makes
- * thread-safe) and waits, with a bound, for the document the engine builds there.
- * Most documents are built at once; a ping's is built when its answers are in
- * (or its own bound passed), so the wait for it is that bound plus the usual one.
- * Every request has a generation number and a reply of another generation (one
- * the control thread gave up on) is dropped.
+ * It runs on a thread of its own with an event loop of its own, so ringctl
+ * answers even while the engine thread reduces a large buffer.  The protocol
+ * is one request line ("status\n", "ping 5 3000\n") and one JSON document in
+ * reply, then close.  Connections are served side by side, each with its own
+ * line buffer, so one slow caller delays nobody else; each step has a bound
+ * counted from its start (the line CTL_READ_MS from accept, the engine's
+ * answer, the reply CTL_WRITE_MS), never an idle timeout that a byte now and
+ * then starts again; and CTL_CONN_MAX are open at most, the oldest silent one
+ * closed to make room for a new caller.
+ *
+ * The control thread never reads engine memory: it queues the request for
+ * the engine thread (event_active, which libevent makes thread-safe) and the
+ * engine queues the document it builds there back (the same way, to the
+ * control loop).  Most documents are built at once; a ping's is built when its
+ * answers are in (or its own bound passed), so the wait for it is that bound
+ * plus the usual one.  Requests carry an id, and an answer whose caller has
+ * gone or given up finds no match and is dropped; at most CTL_REQ_MAX are
+ * queued or in the engine.
  *
  * Access: the socket is mode 0660 like the client socket, and each caller's
- * SO_PEERCRED is checked against the same rule (root, the daemon's user,
- * allow_users, allow_groups).  Commands that only read are open to every
- * allowed user; a command that changes the daemon is marked so in ctl_cmds and
- * served to root (uid 0) alone.
+ * SO_PEERCRED is checked at accept against the same rule (root, the daemon's
+ * user, allow_users, allow_groups).  A caller that may not ask gets the reason
+ * at once and holds its connection CTL_REFUSED_MS at most (long enough to send
+ * its line, so its write does not fail before it reads why).  Commands that
+ * only read are open to every allowed user; a command that changes the daemon
+ * is marked so in ctl_cmds and served to root (uid 0) alone.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <jansson.h>
 #include <event2/buffer.h>
@@ -36,27 +43,69 @@
 #include "../proto/log.h"
 
 #define CTL_LINE_MAX	256
-#define CTL_IO_MS	5000	/* bound on reading a request and writing a reply */
+#define CTL_READ_MS	2000	/* from accept to the end of the request line */
+#define CTL_WRITE_MS	5000	/* bound on writing a reply */
 #define CTL_ENGINE_MS	3000	/* bound on waiting for the engine thread */
+#define CTL_REFUSED_MS	500	/* a refused caller's time to send its line */
+#define CTL_CONN_MAX	64	/* connections at once */
+#define CTL_REQ_MAX	(2 * CTL_CONN_MAX)	/* requests the engine has not answered, or
+						 * whose answer is not yet taken */
 #define CTL_PING_COUNT	5	/* pings per probe when the request names none */
 #define CTL_PING_MAX	1000
 #define CTL_PING_WAIT_MS 3000	/* a ping run's bound when the request names none */
 #define CTL_PING_WAIT_MAX 60000
 
+/* A request on its way to the engine thread and its answer on the way back.
+ * It belongs to one queue at a time (todo, the engine's ping, done), never to
+ * a connection: a connection only knows its id, so one that has gone by the
+ * time the answer comes simply finds no match. */
+struct ctl_req {
+	uint64_t id;			/* its connection's request */
+	char cmd[CTL_LINE_MAX];		/* the request line */
+	char *reply;			/* the engine's document (malloc'd) */
+	TAILQ_ENTRY(ctl_req) entry;
+};
+TAILQ_HEAD(ctl_reqs, ctl_req);
+
+/* A caller on the control thread. */
+struct ctl_conn {
+	int fd;
+	struct event *rev, *wev;	/* readable, writable */
+	struct event *timer;		/* the bound of the current step */
+	enum {
+		CC_READ,		/* reading the request line (CTL_READ_MS from accept) */
+		CC_ENGINE,		/* waiting for the engine's answer */
+		CC_WRITE,		/* writing the reply (CTL_WRITE_MS) */
+		CC_LINGER,		/* refused: waiting for its line or EOF before closing */
+	} state;
+	char line[CTL_LINE_MAX];	/* the request line so far */
+	size_t len;
+	uid_t uid;			/* SO_PEERCRED, checked at accept */
+	uint64_t req;			/* CC_ENGINE: the id of the request it waits for */
+	char *reply;			/* CC_WRITE: the document (malloc'd) */
+	size_t off;			/* ... written so far */
+	TAILQ_ENTRY(ctl_conn) entry;	/* oldest first */
+};
+
 static struct {
 	pthread_t thread;
 	bool running;
-	volatile bool stop;
 	int fd;				/* listening socket */
-	int stopfd;			/* eventfd that wakes the thread to stop */
 	char path[CONFIG_PATH_MAX + 8];
-	pthread_mutex_t lock;		/* guards the request/reply below */
-	pthread_cond_t cond;
-	char cmd[CTL_LINE_MAX];		/* request for the engine thread */
-	char *reply;			/* its answer (malloc'd) */
-	bool pending;
-	uint64_t gen;			/* request generation, so a late reply is dropped */
-} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1, .stopfd = -1 };
+	struct ringd *rd;
+	struct event_base *base;	/* the control thread's loop */
+	struct event *listen_ev;	/* accepts on fd */
+	struct event *done_ev;		/* the engine says: answers are in done */
+	TAILQ_HEAD(, ctl_conn) conns;	/* control thread only */
+	int nconns;
+	uint64_t next_id;
+	pthread_mutex_t lock;		/* guards the three below */
+	struct ctl_reqs todo;		/* for the engine thread */
+	struct ctl_reqs done;		/* answered, for the control thread */
+	int nreqs;			/* made and not yet taken back */
+} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1,
+	  .conns = TAILQ_HEAD_INITIALIZER(ctl.conns),
+	  .todo = TAILQ_HEAD_INITIALIZER(ctl.todo), .done = TAILQ_HEAD_INITIALIZER(ctl.done) };
 
 /* Every command the control socket knows. */
 static const struct ctl_cmd {
@@ -256,25 +305,20 @@ ringd_status_json(struct ringd *rd)
 	return out;
 }
 
-/* Engine thread: hands the reply of request `gen` to the control thread, or
- * drops it when the control thread no longer waits for that request. */
+/* Engine thread: hands an answered request back to the control thread. */
 static void
-ctl_deliver(uint64_t gen, char *reply)
+ctl_deliver(struct ctl_req *r, char *reply)
 {
+	r->reply = reply != NULL ? reply : strdup("{\"error\": \"out of memory\"}");
 	pthread_mutex_lock(&ctl.lock);
-	if (ctl.pending && ctl.gen == gen) {
-		ctl.reply = reply;
-		ctl.pending = false;
-		pthread_cond_signal(&ctl.cond);
-	} else {
-		free(reply);
-	}
+	TAILQ_INSERT_TAIL(&ctl.done, r, entry);
 	pthread_mutex_unlock(&ctl.lock);
+	event_active(ctl.done_ev, EV_READ, 0);
 }
 
 /* The ping run under way (engine thread): which request it answers. */
 static struct {
-	uint64_t gen;
+	struct ctl_req *req;		/* NULL: none */
 	int count;
 	uint32_t wait_ms;
 } ctl_ping;
@@ -307,9 +351,15 @@ static void
 ctl_ping_done_cb(struct ringd *rd, const struct ping_stats *st, int n)
 {
 	json_t *doc, *probes = json_array();
+	struct ctl_req *r = ctl_ping.req;
 	char *out;
 	int i;
 
+	ctl_ping.req = NULL;
+	if (r == NULL) {
+		json_decref(probes);
+		return;
+	}
 	for (i = 0; i < n; i++)
 		json_array_append_new(probes, ping_probe_json(rd, &st[i]));
 	doc = json_pack("{s:i, s:i, s:s, s:I, s:i, s:I, s:o}", "rank", rd->rank,
@@ -318,194 +368,357 @@ ctl_ping_done_cb(struct ringd *rd, const struct ping_stats *st, int n)
 			"wait_ms", (json_int_t)ctl_ping.wait_ms, "probes", probes);
 	out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
-	ctl_deliver(ctl_ping.gen, out != NULL ? out :
+	ctl_deliver(r, out != NULL ? out :
 		    strdup("{\"error\": \"cannot build the ping document\"}"));
 }
 
-/* Engine thread: answer the control thread's request. */
+/* Engine thread: one request.  A ping is answered later, from
+ * ctl_ping_done_cb; a new ping cancels the run of an older one (link.c runs
+ * one at a time), whose caller is told so. */
+static void
+ctl_answer(struct ringd *rd, struct ctl_req *r)
+{
+	char why[128], msg[CTL_LINE_MAX + 32];
+	int count;
+	uint32_t wait_ms;
+
+	if (strcmp(r->cmd, "ops") == 0) {
+		ctl_deliver(r, ops_json(rd));
+	} else if (strcmp(r->cmd, "status") == 0 || strcmp(r->cmd, "peers") == 0 ||
+		   strcmp(r->cmd, "jobs") == 0) {
+		ctl_deliver(r, ringd_status_json(rd));
+	} else if (strcmp(r->cmd, "metrics") == 0) {
+		ctl_deliver(r, metrics_json(rd));
+	} else if (strncmp(r->cmd, "ping", 4) == 0 && (r->cmd[4] == '\0' || r->cmd[4] == ' ') &&
+		   ping_args(r->cmd, &count, &wait_ms, why, sizeof(why)) == 0) {
+		if (ctl_ping.req != NULL)
+			ctl_deliver(ctl_ping.req,
+				    error_doc("cancelled by a newer ringctl ping"));
+		ctl_ping.req = r;
+		ctl_ping.count = count;
+		ctl_ping.wait_ms = wait_ms;
+		link_ping_start(rd, count, wait_ms, ctl_ping_done_cb);
+	} else {
+		snprintf(msg, sizeof(msg), "unknown command '%s'", r->cmd);
+		ctl_deliver(r, error_doc(msg));
+	}
+}
+
+/* Engine thread: answer the control thread's requests. */
 static void
 ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ringd *rd = arg;
-	char cmd[CTL_LINE_MAX], why[128];
-	char *reply;
-	uint64_t gen;
+	struct ctl_reqs todo = TAILQ_HEAD_INITIALIZER(todo);
+	struct ctl_req *r;
 
 	(void)fd;
 	(void)what;
 	pthread_mutex_lock(&ctl.lock);
-	if (!ctl.pending) {
+	TAILQ_CONCAT(&todo, &ctl.todo, entry);
+	pthread_mutex_unlock(&ctl.lock);
+	while ((r = TAILQ_FIRST(&todo)) != NULL) {
+		TAILQ_REMOVE(&todo, r, entry);
+		ctl_answer(rd, r);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* the control thread                                                 */
+/* ------------------------------------------------------------------ */
+
+static void
+ctl_timer_set(struct ctl_conn *c, uint32_t ms)
+{
+	struct timeval tv = { ms / 1000, (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(c->timer, &tv);
+}
+
+static void
+ctl_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	free(arg);
+}
+
+static void
+ctl_close(struct ctl_conn *c)
+{
+	event_free(c->rev);
+	event_free(c->wev);
+	event_free(c->timer);
+	close(c->fd);
+	free(c->reply);
+	TAILQ_REMOVE(&ctl.conns, c, entry);
+	ctl.nconns--;
+	/* never freed inside its own callback; once the thread has stopped,
+	 * nothing runs callbacks any more */
+	if (!ctl.running || event_base_once(ctl.base, -1, EV_TIMEOUT, ctl_free_cb, c, NULL) != 0)
+		free(c);
+}
+
+/* Starts writing reply (taken); bounded by CTL_WRITE_MS from now. */
+static void
+ctl_reply(struct ctl_conn *c, char *reply)
+{
+	free(c->reply);
+	c->reply = reply != NULL ? reply : strdup("{\"error\": \"out of memory\"}");
+	c->off = 0;
+	c->state = CC_WRITE;
+	event_del(c->rev);
+	event_add(c->wev, NULL);
+	ctl_timer_set(c, CTL_WRITE_MS);
+}
+
+/* Hands the request line to the engine thread; the answer comes through
+ * ctl_done_cb, or the timer says the engine was too slow. */
+static void
+ctl_ask_engine(struct ctl_conn *c, uint32_t wait_ms)
+{
+	struct ctl_req *r;
+
+	pthread_mutex_lock(&ctl.lock);
+	if (ctl.nreqs >= CTL_REQ_MAX || (r = calloc(1, sizeof(*r))) == NULL) {
 		pthread_mutex_unlock(&ctl.lock);
+		ctl_reply(c, error_doc("the engine thread has too many requests to answer: "
+				       "try again shortly"));
 		return;
 	}
-	memcpy(cmd, ctl.cmd, sizeof(cmd));
-	gen = ctl.gen;
+	ctl.nreqs++;
+	r->id = c->req = ++ctl.next_id;
+	snprintf(r->cmd, sizeof(r->cmd), "%s", c->line);
+	TAILQ_INSERT_TAIL(&ctl.todo, r, entry);
 	pthread_mutex_unlock(&ctl.lock);
-	if (strcmp(cmd, "ops") == 0) {
-		reply = ops_json(rd);
-	} else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "peers") == 0 || strcmp(cmd, "jobs") == 0) {
-		reply = ringd_status_json(rd);
-	} else if (strcmp(cmd, "metrics") == 0) {
-		reply = metrics_json(rd);
-	} else if (strncmp(cmd, "ping", 4) == 0 && (cmd[4] == '\0' || cmd[4] == ' ') &&
-		   ping_args(cmd, &ctl_ping.count, &ctl_ping.wait_ms, why, sizeof(why)) == 0) {
-		/* answered from ctl_ping_done_cb, once the pings are in */
-		ctl_ping.gen = gen;
-		link_ping_start(rd, ctl_ping.count, ctl_ping.wait_ms, ctl_ping_done_cb);
-		return;
-	} else {
-		char msg[CTL_LINE_MAX + 32];
-
-		snprintf(msg, sizeof(msg), "unknown command '%s'", cmd);
-		reply = error_doc(msg);
-	}
-	ctl_deliver(gen, reply);
+	c->state = CC_ENGINE;
+	event_del(c->rev);
+	ctl_timer_set(c, wait_ms);
+	event_active(ctl.rd->ctl_ev, EV_READ, 0);
 }
 
-/* Control thread: has the engine answer cmd, waiting at most wait_ms. */
-static char *
-ask_engine(struct ringd *rd, const char *cmd, uint32_t wait_ms)
-{
-	struct timespec ts;
-	char *reply = NULL;
-
-	pthread_mutex_lock(&ctl.lock);
-	snprintf(ctl.cmd, sizeof(ctl.cmd), "%s", cmd);
-	free(ctl.reply);
-	ctl.reply = NULL;
-	ctl.pending = true;
-	ctl.gen++;
-	pthread_mutex_unlock(&ctl.lock);
-	event_active(rd->ctl_ev, EV_READ, 0);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&ctl.lock);
-	while (ctl.pending && !ctl.stop) {
-		if (pthread_cond_timedwait(&ctl.cond, &ctl.lock, &ts) == ETIMEDOUT)
-			break;
-	}
-	if (ctl.pending) {
-		ctl.pending = false;	/* a late answer is dropped */
-		reply = strdup(ctl.stop ? "{\"error\": \"the daemon is stopping\"}" :
-			       "{\"error\": \"the engine thread did not answer in time\"}");
-	} else {
-		reply = ctl.reply;
-		ctl.reply = NULL;
-	}
-	pthread_mutex_unlock(&ctl.lock);
-	return reply;
-}
-
-static int
-wait_fd(int fd, short ev, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = ev };
-
-	return poll(&p, 1, ms) == 1 ? 0 : -1;
-}
-
-/* Writes the whole reply within the I/O bound. */
+/* The whole request line is in c->line: answer it. */
 static void
-send_reply(int fd, const char *reply)
+ctl_request(struct ctl_conn *c)
 {
-	size_t len = strlen(reply), off;
-
-	for (off = 0; off < len;) {
-		ssize_t n;
-
-		if (wait_fd(fd, POLLOUT, CTL_IO_MS) != 0)
-			break;
-		n = send(fd, reply + off, len - off, MSG_NOSIGNAL);
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-}
-
-static void
-serve(struct ringd *rd, int fd)
-{
-	char line[CTL_LINE_MAX], why[512];
 	const struct ctl_cmd *cmd;
-	size_t len = 0;
-	char *reply, *nl;
-	uid_t uid;
-	uint32_t wait_ms = CTL_ENGINE_MS;
+	char why[512];
+	uint32_t wait_ms = CTL_PING_WAIT_MS;
 	int nargs, count;
 
-	while (len < sizeof(line) - 1) {
-		ssize_t n;
-
-		if (wait_fd(fd, POLLIN, CTL_IO_MS) != 0)
-			return;
-		n = read(fd, line + len, sizeof(line) - 1 - len);
-		if (n <= 0)
-			return;
-		len += (size_t)n;
-		line[len] = '\0';
-		if (strchr(line, '\n') != NULL)
-			break;
-	}
-	line[len] = '\0';
-	if ((nl = strchr(line, '\n')) == NULL)
-		return;	/* too long or no end: drop */
-	*nl = '\0';
-	if (nl > line && nl[-1] == '\r')
-		nl[-1] = '\0';
-	/* checked after the request is read, so the client is listening for the
-	 * answer rather than failing its write on a closed socket */
-	cmd = ctl_find(line, &nargs);
-	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
-		log_warn("control: refused: %s", why);
-		reply = error_doc(why);
-	} else if (cmd != NULL && cmd->changes && uid != 0) {
+	cmd = ctl_find(c->line, &nargs);
+	if (cmd != NULL && cmd->changes && c->uid != 0) {
 		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
-		reply = error_doc(why);
+		ctl_reply(c, error_doc(why));
 	} else if (cmd != NULL && nargs > cmd->max_args) {
 		snprintf(why, sizeof(why), "'%s' takes at most %d argument%s", cmd->name,
 			 cmd->max_args, cmd->max_args == 1 ? "" : "s");
-		reply = error_doc(why);
+		ctl_reply(c, error_doc(why));
 	} else if (cmd != NULL && strcmp(cmd->name, "ping") == 0 &&
-		   ping_args(line, &count, &wait_ms, why, sizeof(why)) != 0) {
-		reply = error_doc(why);
+		   ping_args(c->line, &count, &wait_ms, why, sizeof(why)) != 0) {
+		ctl_reply(c, error_doc(why));
 	} else {
 		/* a ping's answer comes after its own bound */
-		if (cmd != NULL && strcmp(cmd->name, "ping") == 0)
-			wait_ms += CTL_ENGINE_MS;
-		else
-			wait_ms = CTL_ENGINE_MS;
-		reply = ask_engine(rd, line, wait_ms);
+		ctl_ask_engine(c, cmd != NULL && strcmp(cmd->name, "ping") == 0 ?
+			       wait_ms + CTL_ENGINE_MS : CTL_ENGINE_MS);
 	}
-	if (reply == NULL)
+}
+
+static void
+ctl_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	char *nl;
+	ssize_t n;
+
+	(void)what;
+	if (c->state == CC_LINGER) {
+		char sink[CTL_LINE_MAX];
+
+		/* refused: the answer is out; once its line (or EOF) is in, the
+		 * caller is reading it and the connection can go */
+		n = read(fd, sink, sizeof(sink));
+		if ((n < 0 && errno != EAGAIN && errno != EINTR) || n == 0 ||
+		    (n > 0 && memchr(sink, '\n', (size_t)n) != NULL))
+			ctl_close(c);
 		return;
-	send_reply(fd, reply);
-	free(reply);
+	}
+	n = read(fd, c->line + c->len, sizeof(c->line) - 1 - c->len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		ctl_close(c);
+		return;
+	}
+	c->len += (size_t)n;
+	c->line[c->len] = '\0';
+	if ((nl = strchr(c->line, '\n')) == NULL) {
+		if (c->len == sizeof(c->line) - 1)
+			ctl_close(c);	/* too long for any command: drop */
+		return;
+	}
+	*nl = '\0';
+	if (nl > c->line && nl[-1] == '\r')
+		nl[-1] = '\0';
+	ctl_request(c);
+}
+
+static void
+ctl_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	size_t len = strlen(c->reply);
+	ssize_t n;
+
+	(void)what;
+	n = send(fd, c->reply + c->off, len - c->off, MSG_NOSIGNAL);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		ctl_close(c);
+		return;
+	}
+	c->off += (size_t)n;
+	if (c->off < len)
+		return;
+	if (c->state == CC_LINGER) {
+		event_del(c->wev);
+		event_add(c->rev, NULL);
+		return;
+	}
+	ctl_close(c);
+}
+
+/* The bound of the step the connection is in, counted from its start, so no
+ * trickle of bytes can stretch it. */
+static void
+ctl_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	char msg[160];
+
+	(void)fd;
+	(void)what;
+	if (c->state != CC_ENGINE) {
+		ctl_close(c);
+		return;
+	}
+	c->req = 0;	/* its answer, when it comes, is dropped */
+	if (strncmp(c->line, "ping", 4) == 0)
+		snprintf(msg, sizeof(msg), "the engine thread did not answer within the "
+			 "ping's bound and %d ms", CTL_ENGINE_MS);
+	else
+		snprintf(msg, sizeof(msg), "the engine thread did not answer within %d ms",
+			 CTL_ENGINE_MS);
+	ctl_reply(c, error_doc(msg));
+}
+
+/* Control thread: the engine's answers are in. */
+static void
+ctl_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_reqs done = TAILQ_HEAD_INITIALIZER(done);
+	struct ctl_conn *c;
+	struct ctl_req *r;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	pthread_mutex_lock(&ctl.lock);
+	TAILQ_CONCAT(&done, &ctl.done, entry);
+	pthread_mutex_unlock(&ctl.lock);
+	while ((r = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, r, entry);
+		TAILQ_FOREACH(c, &ctl.conns, entry)
+			if (c->state == CC_ENGINE && c->req == r->id)
+				break;
+		if (c != NULL) {
+			ctl_reply(c, r->reply);
+			r->reply = NULL;
+		}
+		free(r->reply);
+		free(r);
+		pthread_mutex_lock(&ctl.lock);
+		ctl.nreqs--;
+		pthread_mutex_unlock(&ctl.lock);
+	}
+}
+
+/* At the cap, the oldest connection that has not sent its line makes room:
+ * ringctl sends its line at once, so those silent longest are the least
+ * likely to be a ringctl. */
+static bool
+ctl_make_room(void)
+{
+	struct ctl_conn *c;
+
+	TAILQ_FOREACH(c, &ctl.conns, entry)
+		if (c->state == CC_READ || c->state == CC_LINGER) {
+			ctl_close(c);
+			return true;
+		}
+	return false;
+}
+
+/* Refusals are logged a line a second at most (control thread only). */
+static struct listener_warn ctl_refusals;
+
+static void
+ctl_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct ctl_conn *c;
+	char why[512];
+	int fd;
+
+	(void)lfd;
+	(void)what;
+	(void)arg;
+	if ((fd = listener_accept(ctl.listen_ev, "the control socket")) < 0)
+		return;
+	if (ctl.nconns >= CTL_CONN_MAX && !ctl_make_room()) {
+		close(fd);	/* every one is being answered: this caller retries */
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->rev = event_new(ctl.base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
+	c->wev = event_new(ctl.base, fd, EV_WRITE | EV_PERSIST, ctl_write_cb, c);
+	c->timer = evtimer_new(ctl.base, ctl_timer_cb, c);
+	if (c->rev == NULL || c->wev == NULL || c->timer == NULL) {
+		if (c->rev != NULL)
+			event_free(c->rev);
+		if (c->wev != NULL)
+			event_free(c->wev);
+		if (c->timer != NULL)
+			event_free(c->timer);
+		close(fd);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&ctl.conns, c, entry);
+	ctl.nconns++;
+	/* a caller that may not ask is told so at once, and holds nothing */
+	if (sess_peer_allowed(fd, &c->uid, why, sizeof(why)) != 0) {
+		listener_warn(&ctl_refusals, "control: refused: %s", why);
+		ctl_reply(c, error_doc(why));
+		c->state = CC_LINGER;
+		ctl_timer_set(c, CTL_REFUSED_MS);
+		return;
+	}
+	c->state = CC_READ;
+	event_add(c->rev, NULL);
+	ctl_timer_set(c, CTL_READ_MS);
 }
 
 static void *
 ctl_main(void *arg)
 {
-	struct ringd *rd = arg;
-
-	while (!ctl.stop) {
-		struct pollfd p[2] = { { .fd = ctl.fd, .events = POLLIN },
-				       { .fd = ctl.stopfd, .events = POLLIN } };
-		int fd;
-
-		/* no timeout: an idle daemon wakes for nothing */
-		if (poll(p, 2, -1) < 1 || !(p[0].revents & POLLIN))
-			continue;
-		fd = accept4(ctl.fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		serve(rd, fd);
-		close(fd);
-	}
+	(void)arg;
+	/* no timeout: an idle daemon wakes for nothing */
+	event_base_dispatch(ctl.base);
 	return NULL;
 }
 
@@ -523,10 +736,16 @@ ctl_start(struct ringd *rd)
 	if (ctl.fd < 0)
 		return -1;
 	sess_socket_group(ctl.path);
+	ctl.rd = rd;
 	rd->ctl_ev = event_new(rd->base, -1, 0, ctl_engine_cb, rd);
 	if (rd->ctl_ev == NULL)
 		return -1;
-	if ((ctl.stopfd = eventfd(0, EFD_CLOEXEC)) < 0)
+	/* the control thread's own loop: its sockets never wait on the engine's */
+	if ((ctl.base = event_base_new()) == NULL)
+		return -1;
+	ctl.listen_ev = event_new(ctl.base, ctl.fd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
+	ctl.done_ev = event_new(ctl.base, -1, 0, ctl_done_cb, NULL);
+	if (ctl.listen_ev == NULL || ctl.done_ev == NULL || event_add(ctl.listen_ev, NULL) != 0)
 		return -1;
 	if (pthread_create(&ctl.thread, NULL, ctl_main, rd) != 0)
 		return -1;
@@ -538,20 +757,51 @@ ctl_start(struct ringd *rd)
 void
 ctl_stop(struct ringd *rd)
 {
+	struct ctl_conn *c;
+	struct ctl_req *r;
+
 	metrics_stop(rd);
 	if (ctl.running) {
-		uint64_t one = 1;
-
-		pthread_mutex_lock(&ctl.lock);
-		ctl.stop = true;	/* also ends a wait for the engine, which is gone */
-		pthread_cond_broadcast(&ctl.cond);
-		pthread_mutex_unlock(&ctl.lock);
-		if (write(ctl.stopfd, &one, sizeof(one)) < 0)
-			log_warn("cannot wake the control thread: %s", strerror(errno));
+		/* thread-safe: libevent wakes the loop for it */
+		event_base_loopbreak(ctl.base);
 		pthread_join(ctl.thread, NULL);
-		close(ctl.stopfd);
 		ctl.running = false;
 	}
+	/* the thread is gone: what it held is freed here */
+	if (ctl.listen_ev != NULL) {
+		listener_forget(ctl.listen_ev);
+		event_free(ctl.listen_ev);
+		ctl.listen_ev = NULL;
+	}
+	if (ctl.done_ev != NULL)
+		event_free(ctl.done_ev);
+	ctl.done_ev = NULL;
+	while ((c = TAILQ_FIRST(&ctl.conns)) != NULL) {
+		static const char stopping[] = "{\"error\": \"the daemon is stopping\"}";
+
+		/* a caller waiting for the engine hears why there is no answer */
+		if (c->state == CC_ENGINE &&
+		    send(c->fd, stopping, sizeof(stopping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("control: cannot tell a caller the daemon stops: %s",
+				  strerror(errno));
+		ctl_close(c);
+	}
+	TAILQ_CONCAT(&ctl.done, &ctl.todo, entry);
+	if (ctl_ping.req != NULL)
+		TAILQ_INSERT_TAIL(&ctl.done, ctl_ping.req, entry);
+	ctl_ping.req = NULL;	/* a run still going answers nobody */
+	while ((r = TAILQ_FIRST(&ctl.done)) != NULL) {
+		TAILQ_REMOVE(&ctl.done, r, entry);
+		free(r->reply);
+		free(r);
+	}
+	ctl.nreqs = 0;
+	if (ctl.base != NULL) {
+		/* the frees deferred before the thread stopped; nothing else is left */
+		event_base_loop(ctl.base, EVLOOP_NONBLOCK);
+		event_base_free(ctl.base);
+	}
+	ctl.base = NULL;
 	if (ctl.fd >= 0) {
 		close(ctl.fd);
 		unlink(ctl.path);
@@ -559,5 +809,4 @@ ctl_stop(struct ringd *rd)
 	}
 	if (rd->ctl_ev != NULL)
 		event_free(rd->ctl_ev);
-	free(ctl.reply);
 }

@@ -474,9 +474,9 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct link *p;
 	int i, slot = -1, fd;
 
+	(void)lfd;
 	(void)what;
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
+	if ((fd = listener_accept(rd->peer_ev, "the peer port")) < 0)
 		return;
 	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] == NULL)

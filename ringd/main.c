@@ -354,6 +354,8 @@ main(int argc, char **argv)
 	rd->state = RING_STOPPED;
 	ctl_stop(rd);
 	sess_stop(rd);
+	/* link_stop frees the peer port's event, which may be resting */
+	listener_forget(rd->peer_ev);
 	link_stop(rd);
 	event_free(rd->sig_int);
 	event_free(rd->sig_term);

@@ -8,7 +8,8 @@
  * the log level, who may attach (allow_users, allow_groups), the TLS files
  * and the cluster secret (for peer connections made from now on; live links
  * keep their session), and the local limits read when a client, job or
- * operation starts (max_clients, max_jobs, max_arena, op_timeout_ms).  Every
+ * operation starts (max_clients, max_clients_per_user, hello_timeout_ms,
+ * max_jobs, max_arena, op_timeout_ms).  Every
  * other changed key (hosts, rank, listen, socket, cluster, segment, ...) would
  * break the ring or its agreement with the peers: it is named in a warning and
  * keeps its running value until a restart.  The TLS files and the secret are
@@ -32,7 +33,7 @@
 /* Keys applied as they are; TLS and the secret are decided below. */
 static const char *const live_keys[] = {
 	"log_level", "allow_users", "allow_groups", "op_timeout_ms", "max_clients",
-	"max_jobs", "max_arena",
+	"max_clients_per_user", "hello_timeout_ms", "max_jobs", "max_arena",
 };
 
 static bool
@@ -244,6 +245,8 @@ ringd_reload(struct ringd *rd)
 	}
 	LIVE_NUMBER(op_timeout_ms, "op_timeout_ms (operations from now on)", "%u", unsigned)
 	LIVE_NUMBER(max_clients, "max_clients (new clients)", "%d", int)
+	LIVE_NUMBER(max_clients_per_user, "max_clients_per_user (new clients)", "%d", int)
+	LIVE_NUMBER(hello_timeout_ms, "hello_timeout_ms (new clients)", "%u", unsigned)
 	LIVE_NUMBER(max_jobs, "max_jobs (new jobs)", "%d", int)
 	LIVE_NUMBER(max_arena_bytes, "max_arena (new clients)", "%llu", unsigned long long)
 #undef LIVE_NUMBER

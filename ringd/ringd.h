@@ -136,10 +136,11 @@ void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
 
 /* reload.c: SIGHUP.  Reads the command line and its --config file again and
  * applies what can change under a running ring (log_level, allow_users,
- * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients, max_jobs,
- * max_arena); every other changed key is named in a warning and keeps its
- * running value until a restart.  A configuration that does not parse or
- * check leaves everything as it was, with an error logged. */
+ * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients,
+ * max_clients_per_user, hello_timeout_ms, max_jobs, max_arena); every other
+ * changed key is named in a warning and keeps its running value until a
+ * restart.  A configuration that does not parse or check leaves everything as
+ * it was, with an error logged. */
 void ringd_reload(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
@@ -263,6 +264,26 @@ void sess_reply_done(struct sess *s, uint64_t reqid, int status, const char *tex
 struct arena *sess_arena(struct sess *s);
 void arena_ref(struct arena *a);
 void arena_unref(struct arena *a);
+
+/* listener.c: accepting on the listening sockets.  listener_accept takes one
+ * connection from ev's socket (non-blocking, close-on-exec): its fd, or -1
+ * when there is none to take; out of file descriptors, the listener also rests
+ * a moment (its event deleted, added back by a timer) instead of being called
+ * again at once.  what names the socket in the log ("the client socket").
+ * listener_forget must be called before ev is freed; listener_rests counts
+ * the rests since the start (metrics). */
+int listener_accept(struct event *ev, const char *what);
+void listener_forget(struct event *ev);
+uint64_t listener_rests(void);
+/* log_warn for what a neighbour can repeat at will (refusals, timeouts): one
+ * line a second at most per listener_warn, the lines it held back counted in
+ * the next.  Each is used by one thread. */
+struct listener_warn {
+	uint64_t last_ms;		/* when it last logged */
+	unsigned int more;		/* held back since */
+};
+void listener_warn(struct listener_warn *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* auth.c: the cluster secret and the start-up rules on peer authentication. */
 /* Checks the settings (TLS keys all or none; a non-loopback ring authenticated

@@ -14,8 +14,15 @@
  * own user, allow_users and allow_groups (primary and supplementary groups); an
  * empty list adds nobody.  A refused caller gets an ERROR naming the reason.
  * SIGHUP may replace the lists (sess_access_prepare/commit): sessions already
- * attached stay, new callers meet the new lists.  The arena must be a memfd sealed against shrinking: a file the client could
- * truncate under the daemon's mapping would make the daemon fault on access.
+ * attached stay, new callers meet the new lists.  The arena must be a memfd
+ * sealed against shrinking: a file the client could truncate under the
+ * daemon's mapping would make the daemon fault on access.
+ *
+ * What a connection may hold: one of max_clients slots, of which one user
+ * (uid) may hold max_clients_per_user, so a user's idle connections leave the
+ * others room; and a connection that has not said HELLO within
+ * hello_timeout_ms of its accept is closed with the reason, so idle ones do
+ * not hold their slots for ever.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +49,7 @@ struct sess {
 	struct ringd *rd;		/* the daemon */
 	int fd;				/* SEQPACKET connection */
 	struct event *ev;		/* readable */
+	struct event *hello_ev;		/* closes it if HELLO does not come in time */
 	struct arena *arena;		/* the client's shared memory (after HELLO) */
 	struct job *job;		/* its job (after HELLO) */
 	int rank, size;			/* global rank and world size in the job */
@@ -422,6 +430,8 @@ sess_close(struct sess *s, const char *why)
 	if (s->job != NULL)
 		job_detach(rd, s, s->job);
 	event_free(s->ev);
+	if (s->hello_ev != NULL)
+		event_free(s->hello_ev);
 	close(s->fd);
 	TAILQ_REMOVE(&rd->sessions, s, entry);
 	rd->nsessions--;
@@ -719,6 +729,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		goto out;
 	}
 	if (s->arena == NULL) {
+		event_del(s->hello_ev);	/* it spoke: attached or closed below */
 		if (type != PROTO_M_HELLO || nfd != 1) {
 			sess_drop(s, "the first message must be HELLO with one fd");
 			goto out;
@@ -751,6 +762,39 @@ out:
 		close(fds[i]);
 }
 
+/* What one neighbour can repeat at will is logged a line a second at most. */
+static struct listener_warn sess_refusals, sess_silent;
+
+/* A connection that has not said HELLO in time holds a max_clients slot and
+ * a descriptor for nothing: closed, with the reason. */
+static void
+sess_hello_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sess *s = arg;
+	char why[PROTO_TEXT_MAX + 1];
+
+	(void)fd;
+	(void)what;
+	snprintf(why, sizeof(why), "no HELLO within %u ms of connecting (hello_timeout_ms)",
+		 s->rd->cfg.hello_timeout_ms);
+	listener_warn(&sess_silent, "client pid %d (uid %u) closed: %s", (int)s->pid,
+		      (unsigned int)s->uid, why);
+	sess_error(s, RING_ETIMEDOUT, why);
+	sess_close(s, NULL);
+}
+
+/* Connections of uid, attached or still to say HELLO. */
+static int
+sess_count_uid(struct ringd *rd, uid_t uid)
+{
+	struct sess *s;
+	int n = 0;
+
+	TAILQ_FOREACH(s, &rd->sessions, entry)
+		n += s->uid == uid;
+	return n;
+}
+
 static void
 sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
@@ -758,24 +802,33 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
 	char why[PROTO_TEXT_MAX + 1];
+	struct timeval hello;
 	struct sess *s;
 	uid_t uid;
 	int fd;
 
+	(void)lfd;
 	(void)what;
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
+	if ((fd = listener_accept(rd->client_ev, "the client socket")) < 0)
 		return;
 	/* refused before it holds anything, so refusals cannot use up max_clients */
 	if (sess_peer_allowed(fd, &uid, why, sizeof(why)) != 0) {
-		log_warn("refused a client: %s", why);
+		listener_warn(&sess_refusals, "refused a client: %s", why);
+		refuse_fd(rd, fd, RING_EPERM, why);
+		return;
+	}
+	/* one user cannot take every slot from the others */
+	if (sess_count_uid(rd, uid) >= rd->cfg.max_clients_per_user) {
+		snprintf(why, sizeof(why), "uid %u has max_clients_per_user = %d connections "
+			 "to ringd already", (unsigned int)uid, rd->cfg.max_clients_per_user);
+		listener_warn(&sess_refusals, "refused a client: %s", why);
 		refuse_fd(rd, fd, RING_EPERM, why);
 		return;
 	}
 	if (rd->nsessions >= rd->cfg.max_clients) {
 		snprintf(why, sizeof(why), "ringd serves max_clients = %d clients already",
 			 rd->cfg.max_clients);
-		log_warn("refused a client (uid %u): %s", (unsigned int)uid, why);
+		listener_warn(&sess_refusals, "refused a client: %s", why);
 		refuse_fd(rd, fd, RING_EPERM, why);
 		return;
 	}
@@ -791,10 +844,16 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		s->uid = cred.uid;
 		s->gid = cred.gid;
 	}
+	hello.tv_sec = rd->cfg.hello_timeout_ms / 1000;
+	hello.tv_usec = (suseconds_t)(rd->cfg.hello_timeout_ms % 1000) * 1000;
 	s->ev = event_new(rd->base, fd, EV_READ | EV_PERSIST, sess_read_cb, s);
-	if (s->ev == NULL || event_add(s->ev, NULL) != 0) {
+	s->hello_ev = evtimer_new(rd->base, sess_hello_cb, s);
+	if (s->ev == NULL || s->hello_ev == NULL || event_add(s->ev, NULL) != 0 ||
+	    evtimer_add(s->hello_ev, &hello) != 0) {
 		if (s->ev)
 			event_free(s->ev);
+		if (s->hello_ev)
+			event_free(s->hello_ev);
 		close(fd);
 		free(s);
 		return;
@@ -906,8 +965,10 @@ sess_stop(struct ringd *rd)
 		sess_error(s, RING_EDAEMON, "ringd is shutting down");
 		sess_close(s, "daemon stopping");
 	}
-	if (rd->client_ev != NULL)
+	if (rd->client_ev != NULL) {
+		listener_forget(rd->client_ev);
 		event_free(rd->client_ev);
+	}
 	if (rd->client_fd >= 0) {
 		close(rd->client_fd);
 		unlink(rd->cfg.socket);

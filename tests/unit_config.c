@@ -142,6 +142,8 @@ Test(config, defaults)
 	cr_assert_eq(c.op_timeout_ms, 60000);
 	cr_assert_eq(c.connect_timeout_ms, 5000);
 	cr_assert_eq(c.max_clients, 256);
+	cr_assert_eq(c.max_clients_per_user, 64);
+	cr_assert_eq(c.hello_timeout_ms, 5000);
 	cr_assert_eq(c.max_jobs, 64);
 	cr_assert_eq(c.max_arena_bytes, 64ull << 30);
 	cr_assert_str_eq(c.hosts, "");
@@ -183,6 +185,8 @@ Test(config, every_key)
 	set_ok(&c, "sndbuf", "4M");
 	set_ok(&c, "rcvbuf", "2MB");
 	set_ok(&c, "max_clients", "1000");
+	set_ok(&c, "max_clients_per_user", "16");
+	set_ok(&c, "hello_timeout_ms", "1500");
 	set_ok(&c, "max_jobs", "8");
 	set_ok(&c, "max_arena", "1T");
 	set_ok(&c, "tls_cert", "/etc/ringd/host.crt");
@@ -212,6 +216,8 @@ Test(config, every_key)
 	cr_assert_eq(c.sndbuf, 4u << 20);
 	cr_assert_eq(c.rcvbuf, 2u << 20);
 	cr_assert_eq(c.max_clients, 1000);
+	cr_assert_eq(c.max_clients_per_user, 16);
+	cr_assert_eq(c.hello_timeout_ms, 1500);
 	cr_assert_eq(c.max_jobs, 8);
 	cr_assert_eq(c.max_arena_bytes, 1ull << 40);
 	cr_assert_str_eq(c.tls_cert, "/etc/ringd/host.crt");
@@ -340,6 +346,10 @@ Test(config, number_ranges)
 	set_fails("max_clients", "0",
 		  "max_clients: expected an integer from 1 to 65536, got '0'");
 	set_fails("max_jobs", "4097", NULL);
+	set_fails("max_clients_per_user", "0",
+		  "max_clients_per_user: expected an integer from 1 to 65536, got '0'");
+	set_fails("hello_timeout_ms", "99",
+		  "hello_timeout_ms: expected an integer from 100 to 600000, got '99'");
 	set_fails("heartbeat_ms", "5", NULL);
 	set_fails("heartbeat_ms", "-100", NULL);
 	set_fails("peer_timeout_ms", "4294967296", NULL);
