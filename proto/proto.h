@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "../libring/ring.h"
+#include "ring_types.h"
 
 #define PROTO_VERSION		3	/* 2: OP carries flags; 3: job frames carry
 					 * the formation generation, LEAVE the
