@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "internal.h"
+#include "../proto/clock.h"
 
 struct cuda_copier {
 	struct lr_copier base;
@@ -68,20 +69,12 @@ static int cuda_mark(struct lr_copier *cp, int slot)
 	return 0;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Polls ev until it has passed, spinning briefly (a piece's copy is often
  * done within microseconds of the daemon's reply) and then sleeping 50 us at
  * a time, never longer than the op timeout. */
 static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
 {
-	int64_t start = mono_us(), deadline = start + (int64_t)x->timeout_ms * 1000;
+	int64_t start = proto_now_us(), deadline = start + (int64_t)x->timeout_ms * 1000;
 	cudaError_t e;
 
 	for (;;) {
@@ -90,13 +83,13 @@ static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
 			return 0;
 		if (e != cudaErrorNotReady)
 			return cuda_fail(&x->base, e, "waiting for a staging copy");
-		if (mono_us() > deadline) {
+		if (proto_now_us() > deadline) {
 			snprintf(x->base.err, sizeof(x->base.err), "a staging copy on the stream "
 				 "did not finish within %d ms (is the stream blocked by other "
 				 "work?)", x->timeout_ms);
 			return RING_ETIMEDOUT;
 		}
-		if (mono_us() - start > 200) {
+		if (proto_now_us() - start > 200) {
 			struct timespec ts = { 0, 50 * 1000 };
 
 			nanosleep(&ts, NULL);

@@ -11,17 +11,16 @@
  * RING_EDAEMON with the original reason.
  */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "../proto/clock.h"
 #include "../proto/dtype.h"
 
 /* ring_last_error(NULL): failures that have no communicator to hold them
@@ -39,24 +38,6 @@ int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 	if (c && c->debug)
 		fprintf(stderr, "libring: %s\n", buf);
 	return code;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* poll's timeout for what is left until deadline, never negative or above INT_MAX. */
-static int ms_left(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-
-	if (left <= 0)
-		return 0;
-	return left > INT_MAX ? INT_MAX : (int)left;
 }
 
 /* Marks the session unusable and closes it, so the daemon sees the client leave
@@ -133,14 +114,14 @@ static int sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t dea
 		pfd.fd = c->fd;
 		pfd.events = POLLIN;
 		pfd.revents = 0;
-		r = poll(&pfd, 1, ms_left(deadline));
+		r = poll(&pfd, 1, proto_ms_left(deadline));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
 					  strerror(errno));
 		if (r == 0) {
-			if (ms_left(deadline) > 0)
+			if (proto_ms_left(deadline) > 0)
 				continue;
 			return RING_ETIMEDOUT;
 		}
@@ -229,11 +210,11 @@ static int sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pa
 		pfd.fd = c->fd;
 		pfd.events = POLLOUT;
 		pfd.revents = 0;
-		r = poll(&pfd, 1, ms_left(deadline));
+		r = poll(&pfd, 1, proto_ms_left(deadline));
 		if (r < 0 && errno != EINTR)
 			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
 					  strerror(errno));
-		if (r == 0 && ms_left(deadline) == 0)
+		if (r == 0 && proto_ms_left(deadline) == 0)
 			return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not accept a "
 					  "request in time (its socket stayed full)", c->sock);
 	}
@@ -268,7 +249,7 @@ int lr_sess_post(struct ring_comm *c, struct proto_op *op)
 	/* ringd enforces timeout_ms itself and answers RING_ETIMEDOUT; the grace
 	 * only covers a daemon that cannot answer at all. */
 	bound = (int64_t)c->timeout_ms + LR_GRACE_MS;
-	c->deadline_ms = now_ms() + bound;
+	c->deadline_ms = proto_now_ms() + bound;
 	return sess_send(c, buf, (size_t)n, -1, c->deadline_ms);
 }
 
@@ -335,7 +316,7 @@ static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 		err = errno;
 		if (err == EINTR)
 			continue;
-		if (err == EAGAIN && ms_left(deadline) > 0) {
+		if (err == EAGAIN && proto_ms_left(deadline) > 0) {
 			poll(NULL, 0, 10);
 			continue;
 		}
@@ -343,7 +324,7 @@ static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 			pfd.fd = c->fd;
 			pfd.events = POLLOUT;
 			pfd.revents = 0;
-			if (poll(&pfd, 1, ms_left(deadline)) == 1) {
+			if (poll(&pfd, 1, proto_ms_left(deadline)) == 1) {
 				elen = sizeof(err);
 				if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 &&
 				    err == 0)
@@ -410,7 +391,7 @@ static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t dea
 	/* The daemon answers only once the job has formed: every rank attached on
 	 * every host.  Ranks start seconds apart under any launcher, so this wait
 	 * gets the operation bound, not the connect bound. */
-	rc = sess_recv(c, buf, &len, now_ms() + env->timeout_ms);
+	rc = sess_recv(c, buf, &len, proto_now_ms() + env->timeout_ms);
 	if (rc == RING_ETIMEDOUT) {
 		char place[96];
 
@@ -501,7 +482,7 @@ int lr_comm_open(const struct lr_env *env, ring_comm **out)
 	}
 
 	bound = env->timeout_ms < LR_CONNECT_MAX_MS ? env->timeout_ms : LR_CONNECT_MAX_MS;
-	start = now_ms();
+	start = proto_now_ms();
 	rc = sess_connect(c, env->socket_set, start + bound);
 	if (rc)
 		goto fail;
@@ -547,7 +528,7 @@ static void close_wait(int fd, int64_t deadline)
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	for (;;) {
-		int r = poll(&pfd, 1, ms_left(deadline));
+		int r = poll(&pfd, 1, proto_ms_left(deadline));
 		ssize_t n;
 
 		if (r < 0 && errno == EINTR)
@@ -574,7 +555,7 @@ int ring_close(ring_comm *c)
 		 * this one still attached. */
 		n = proto_encode_bye(buf, sizeof(buf));
 		if (n > 0 && send(c->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
-			close_wait(c->fd, now_ms() + CLOSE_WAIT_MS);
+			close_wait(c->fd, proto_now_ms() + CLOSE_WAIT_MS);
 	}
 	comm_free(c);
 	return 0;

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,13 +21,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <poll.h>
 
 #include <jansson.h>
 
 #include "../libring/ring.h"
 #include "ctlsock.h"
 #include "show.h"
+#include "../proto/clock.h"
 
 #ifndef RING_VERSION_STRING
 #define RING_VERSION_STRING "unknown"
@@ -332,14 +333,6 @@ static void watch_signal_cb(int sig)
 	watch_signal = sig;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /*
  * Runs the command every watch_s seconds (from the start of one round to the
  * start of the next) until SIGINT or SIGTERM, and returns the last round's
@@ -367,7 +360,7 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 	sigaction(SIGTERM, &sa, NULL);
 
 	while (!watch_signal) {
-		double start = mono_s(), left;
+		double start = proto_now_us() / 1e6, left;
 
 		if (!o->json) {
 			char when[64];
@@ -384,7 +377,7 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 			fputc('\n', stdout);
 		if (fflush(stdout) != 0 || ferror(stdout))
 			break;	/* nobody reads us any more */
-		while (!watch_signal && (left = start + o->watch_s - mono_s()) > 0) {
+		while (!watch_signal && (left = start + o->watch_s - proto_now_us() / 1e6) > 0) {
 			struct timespec ts = { (time_t)left,
 					       (long)((left - floor(left)) * 1e9) };
 

@@ -5,13 +5,12 @@
  * Strings from the daemon are printed with control characters replaced, so a
  * peer's address or an error text cannot drive the operator's terminal.
  */
-#include "show.h"
-
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "show.h"
 #include "table.h"
 
 #define CELL 128	/* bytes of one table cell; longer text is cut */

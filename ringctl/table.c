@@ -4,11 +4,11 @@
  * once every row is in; the tables ringctl prints have one row per peer or job,
  * so memory is never an issue and simplicity wins.
  */
-#include "table.h"
-
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "table.h"
 
 struct table {
 	int ncols;		/* cells per row, header included */
