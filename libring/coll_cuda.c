@@ -220,68 +220,53 @@ static int cuda_end(struct cuda_call *k, ring_comm *c, int rc)
 	return rc;
 }
 
+/*
+ * The body of every _cuda call: the ordinary operation CALL, run with the
+ * engine for ptr's device and the caller's stream installed on c, and the
+ * engine taken down again whatever CALL returned.
+ */
+#define CUDA_RUN(c, ptr, stream, CALL)					\
+	do {								\
+		struct cuda_call k_;					\
+		int rc_ = cuda_begin(&k_, (c), __func__, (ptr), (stream)); \
+									\
+		if (rc_ == 0)						\
+			rc_ = (CALL);					\
+		return cuda_end(&k_, (c), rc_);				\
+	} while (0)
+
 int ring_allreduce_cuda(ring_comm *c, const void *send, void *recv, size_t count,
 			enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_allreduce_cuda", recv, stream);
-
-	if (rc == 0)
-		rc = ring_allreduce(c, send, recv, count, dtype, op);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, recv, stream, ring_allreduce(c, send, recv, count, dtype, op));
 }
 
 int ring_allgather_cuda(ring_comm *c, const void *send, void *recv, size_t count,
 			enum ring_dtype dtype, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_allgather_cuda", recv, stream);
-
-	if (rc == 0)
-		rc = ring_allgather(c, send, recv, count, dtype);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, recv, stream, ring_allgather(c, send, recv, count, dtype));
 }
 
 int ring_reduce_scatter_cuda(ring_comm *c, const void *send, void *recv, size_t recvcount,
 			     enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_reduce_scatter_cuda", recv, stream);
-
-	if (rc == 0)
-		rc = ring_reduce_scatter(c, send, recv, recvcount, dtype, op);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, recv, stream, ring_reduce_scatter(c, send, recv, recvcount, dtype, op));
 }
 
 int ring_broadcast_cuda(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype,
 			int root, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_broadcast_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_broadcast(c, buf, count, dtype, root);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_broadcast(c, buf, count, dtype, root));
 }
 
 int ring_send_cuda(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
 		   const size_t *shape, int dst, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_send_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_send(c, buf, dtype, ndim, shape, dst);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_send(c, buf, dtype, ndim, shape, dst));
 }
 
 int ring_recv_cuda(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
 		   const size_t *shape, int src, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_recv_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_recv(c, buf, dtype, ndim, shape, src);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_recv(c, buf, dtype, ndim, shape, src));
 }
