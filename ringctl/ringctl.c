@@ -171,16 +171,9 @@ static int parse_seconds(const char *s, double *out)
  */
 static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o)
 {
-	static const struct option global[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "watch", optional_argument, NULL, 'w' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const struct option with_count[] = {
+	/* ping takes -c for its count, so --control is 'C' (never -c's letter);
+	 * --count, the last entry, is cut off for the other commands. */
+	static const struct option longopts[] = {
 		{ "control", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -190,16 +183,20 @@ static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct 
 		{ "count", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	enum { COUNT_OPT = sizeof(longopts) / sizeof(longopts[0]) - 2 };
+	struct option opts[sizeof(longopts) / sizeof(longopts[0])];
 	int c;
 
+	memcpy(opts, longopts, sizeof(opts));
+	if (!ping)
+		memset(&opts[COUNT_OPT], 0, sizeof(opts[COUNT_OPT]));
 	opterr = 0;
 	optind = 0;	/* glibc: start over, as for a new argv */
 	while ((c = getopt_long(argc, argv, before_cmd ? "+:c:jt:w::hV" : ":c:jt:w::hV",
-				ping ? with_count : global, NULL)) != -1) {
-		if (c == 'c' && ping)
-			c = 'n';
+				opts, NULL)) != -1) {
+		if (c == 'c')
+			c = ping ? 'n' : 'C';
 		switch (c) {
-		case 'c':
 		case 'C':
 			o->path = optarg;
 			break;
@@ -259,6 +256,13 @@ static void request_line(const struct ctl_command *cmd, const struct ctl_opts *o
 	}
 }
 
+/* --json: one compact document a line with --watch, else indented. */
+static void print_json(json_t *doc, const struct ctl_opts *o)
+{
+	json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
+		   JSON_PRESERVE_ORDER);
+}
+
 /* Runs one command and returns the exit status. */
 static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
 {
@@ -296,8 +300,7 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 			json_is_string(error) ? json_string_value(error) : "(error without text)");
 		rc = CTL_EXIT_UNREACHABLE;
 		if (o->json)
-			json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
-				   JSON_PRESERVE_ORDER);
+			print_json(doc, o);
 	} else {
 		rc = cmd->verdict(doc);
 		if (rc == CTL_EXIT_UNREACHABLE) {
@@ -307,8 +310,7 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 			/* metrics: the model; its text form is for the text output */
 			if (cmd->show == show_metrics)
 				json_object_del(doc, "text");
-			json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
-				   JSON_PRESERVE_ORDER);
+			print_json(doc, o);
 		} else {
 			cmd->show(doc, stdout);
 		}

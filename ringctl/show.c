@@ -67,32 +67,14 @@ static char *cell_int(char *buf, size_t cap, json_t *o, const char *key)
 	return buf;
 }
 
-static char *cell_bytes(char *buf, size_t cap, json_t *o, const char *key)
+/* A non-negative field in the human form of fmt (fmt_bytes, fmt_ms, fmt_us). */
+static char *cell_fmt(char *buf, size_t cap, json_t *o, const char *key,
+		      char *(*fmt)(uint64_t, char *, size_t))
 {
 	int64_t v;
 
 	if (jint(o, key, &v) && v >= 0)
-		return fmt_bytes((uint64_t)v, buf, cap);
-	snprintf(buf, cap, "-");
-	return buf;
-}
-
-static char *cell_ms(char *buf, size_t cap, json_t *o, const char *key)
-{
-	int64_t v;
-
-	if (jint(o, key, &v) && v >= 0)
-		return fmt_ms((uint64_t)v, buf, cap);
-	snprintf(buf, cap, "-");
-	return buf;
-}
-
-static char *cell_us(char *buf, size_t cap, json_t *o, const char *key)
-{
-	int64_t v;
-
-	if (jint(o, key, &v) && v >= 0)
-		return fmt_us((uint64_t)v, buf, cap);
+		return fmt((uint64_t)v, buf, cap);
 	snprintf(buf, cap, "-");
 	return buf;
 }
@@ -120,10 +102,10 @@ static void add_link_row(struct table *t, const char *rank, const char *address,
 		cell_text(dir, sizeof(dir), jstr(link, "dir")),
 		cell_text(state, sizeof(state), jstr(link, "state")),
 		cell_text(tr, sizeof(tr), jstr(link, "transport")),
-		cell_bytes(tx, sizeof(tx), link, "bytes_tx"),
-		cell_bytes(rx, sizeof(rx), link, "bytes_rx"),
-		cell_ms(hb, sizeof(hb), link, "heartbeat_age_ms"),
-		cell_us(rtt, sizeof(rtt), link, "rtt_us"),
+		cell_fmt(tx, sizeof(tx), link, "bytes_tx", fmt_bytes),
+		cell_fmt(rx, sizeof(rx), link, "bytes_rx", fmt_bytes),
+		cell_fmt(hb, sizeof(hb), link, "heartbeat_age_ms", fmt_ms),
+		cell_fmt(rtt, sizeof(rtt), link, "rtt_us", fmt_us),
 	};
 
 	table_add(t, cells);
@@ -316,7 +298,7 @@ void show_status(json_t *doc, FILE *out)
 		cell_int(world, sizeof(world), doc, "world"),
 		cell_text(state, sizeof(state), jstr(doc, "state")),
 		cell_int(epoch, sizeof(epoch), doc, "epoch"),
-		cell_ms(up, sizeof(up), doc, "uptime_ms"));
+		cell_fmt(up, sizeof(up), doc, "uptime_ms", fmt_ms));
 	fprintf(out, "listen %s  socket %s  pid %s  peers authenticated by %s\n",
 		cell_text(listen, sizeof(listen), jstr(doc, "listen")),
 		cell_text(sock, sizeof(sock), jstr(doc, "socket")),
@@ -328,7 +310,7 @@ void show_status(json_t *doc, FILE *out)
 		fprintf(out, "ops %s completed, %s failed  reduced %s  clients %s served\n",
 			cell_int(done, sizeof(done), counters, "ops_completed"),
 			cell_int(failed, sizeof(failed), counters, "ops_failed"),
-			cell_bytes(reduced, sizeof(reduced), counters, "bytes_reduced"),
+			cell_fmt(reduced, sizeof(reduced), counters, "bytes_reduced", fmt_bytes),
 			cell_int(clients, sizeof(clients), counters, "clients_total"));
 	}
 	fputc('\n', out);
