@@ -372,6 +372,45 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Places each tensor of the layout in the arena or, for those the layout keeps
+ * in host memory, in malloc'd memory that libring stages; counts their bytes
+ * and the host ones.  Returns 0, or 1 with every tensor left freeable. */
+static int alloc_tensors(struct grad_sync *gs, const struct layout *lay, struct gs_tensor *t,
+			 int n, size_t *bytes, int *nhost)
+{
+	memset(t, 0, sizeof(*t) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		size_t b = lay[i].numel * ring_dtype_size(lay[i].dtype);
+
+		t[i].name = lay[i].name;
+		t[i].dtype = lay[i].dtype;
+		t[i].numel = lay[i].numel;
+		t[i].in_arena = !lay[i].host;
+		t[i].data = t[i].in_arena ? ring_alloc(gs->comm, b) : malloc(b);
+		if (!t[i].data) {
+			fprintf(stderr, "grad_sync: rank %d: cannot allocate %s (%zu bytes): %s\n",
+				gs_rank(gs), t[i].name, b,
+				t[i].in_arena ? ring_last_error(gs->comm) : strerror(errno));
+			return 1;
+		}
+		*bytes += b;
+		*nhost += !t[i].in_arena;
+	}
+	return 0;
+}
+
+static void free_tensors(struct grad_sync *gs, struct gs_tensor *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!t[i].data)
+			continue;
+		if (t[i].in_arena)
+			ring_free(gs->comm, t[i].data);
+		else
+			free(t[i].data);
+	}
+}
+
 /* One rank of the example; returns its exit status. */
 static int run_rank(int steps)
 {
@@ -385,24 +424,9 @@ static int run_rank(int steps)
 	if (gs_init(&gs, NULL))
 		return 1;
 	n = model_layout(lay);
-	memset(t, 0, sizeof(t));
-	for (int i = 0; i < n; i++) {
-		size_t b = lay[i].numel * ring_dtype_size(lay[i].dtype);
-
-		t[i].name = lay[i].name;
-		t[i].dtype = lay[i].dtype;
-		t[i].numel = lay[i].numel;
-		t[i].in_arena = !lay[i].host;
-		t[i].data = t[i].in_arena ? ring_alloc(gs.comm, b) : malloc(b);
-		if (!t[i].data) {
-			fprintf(stderr, "grad_sync: rank %d: cannot allocate %s (%zu bytes): %s\n",
-				gs_rank(&gs), t[i].name, b,
-				t[i].in_arena ? ring_last_error(gs.comm) : strerror(errno));
-			status = 1;
-			goto out;
-		}
-		bytes += b;
-		nhost += !t[i].in_arena;
+	if (alloc_tensors(&gs, lay, t, n, &bytes, &nhost)) {
+		status = 1;
+		goto out;
 	}
 	/* the step's verdict travels in the arena too */
 	wrong = ring_alloc(gs.comm, sizeof(*wrong));
@@ -451,14 +475,7 @@ static int run_rank(int steps)
 			status = 1;
 	}
 out:
-	for (int i = 0; i < n; i++) {
-		if (!t[i].data)
-			continue;
-		if (t[i].in_arena)
-			ring_free(gs.comm, t[i].data);
-		else
-			free(t[i].data);
-	}
+	free_tensors(&gs, t, n);
 	if (wrong)
 		ring_free(gs.comm, wrong);
 	gs_finish(&gs);
