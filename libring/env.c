@@ -36,7 +36,8 @@ static const struct env_source env_sources[] = {
 };
 
 /* An unset variable and an empty one mean the same: not given. */
-static const char *env_get(const char *name)
+static const char *
+env_get(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -44,7 +45,8 @@ static const char *env_get(const char *name)
 }
 
 /* Parses a whole decimal string into [lo, hi]; false on anything else. */
-static bool env_parse_int(const char *s, long lo, long hi, long *out)
+static bool
+env_parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;
 	long v;
@@ -62,7 +64,8 @@ static bool env_parse_int(const char *s, long lo, long hi, long *out)
 
 /* SLURM_TASKS_PER_NODE looks like "4(x2),3": the first number is this node's
  * count on the usual uniform allocation, which is all a local size can mean. */
-static bool env_parse_tasks_per_node(const char *s, long *out)
+static bool
+env_parse_tasks_per_node(const char *s, long *out)
 {
 	char buf[32];
 	size_t n = strspn(s, "0123456789");
@@ -75,7 +78,8 @@ static bool env_parse_tasks_per_node(const char *s, long *out)
 }
 
 /* The first launcher that defines any of its variables, or NULL. */
-static const struct env_source *env_find_source(void)
+static const struct env_source *
+env_find_source(void)
 {
 	size_t i, k;
 
@@ -92,8 +96,9 @@ static const struct env_source *env_find_source(void)
 /* Reads src's four variables into val (NULL where unset) and v, checking that
  * each pair is given whole and each value is a rank or size; *lsname gets the
  * name the local size came from. */
-static int env_launcher_read(const struct env_source *src, const char *val[4], long v[4],
-			     const char **lsname, char *err, size_t cap)
+static int
+env_launcher_read(const struct env_source *src, const char *val[4], long v[4],
+		  const char **lsname, char *err, size_t cap)
 {
 	size_t k;
 
@@ -140,7 +145,8 @@ static int env_launcher_read(const struct env_source *src, const char *val[4], l
 
 /* Fills rank/size/local_rank/local_size from the first source that defines any
  * of its variables; leaves the defaults when none does. */
-static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
+static int
+env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
 {
 	const struct env_source *src = env_find_source();
 	const char *val[4], *lsname;
@@ -181,8 +187,9 @@ static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t c
 	return 0;
 }
 
-static int env_copy(char *dst, size_t dcap, const char *src, const char *what,
-		    char *err, size_t cap)
+static int
+env_copy(char *dst, size_t dcap, const char *src, const char *what,
+	 char *err, size_t cap)
 {
 	size_t n = strlen(src);
 
@@ -197,8 +204,9 @@ static int env_copy(char *dst, size_t dcap, const char *src, const char *what,
 
 /* The daemon's socket and the job name: opts, then the environment, then the
  * defaults. */
-static int env_names(const struct ring_options *opts, struct lr_env *env, char *err,
-		     size_t cap)
+static int
+env_names(const struct ring_options *opts, struct lr_env *env, char *err,
+	  size_t cap)
 {
 	const char *s;
 	int rc;
@@ -217,8 +225,9 @@ static int env_names(const struct ring_options *opts, struct lr_env *env, char *
 }
 
 /* The operation timeout and the arena size: opts, then the environment. */
-static int env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
-		      size_t cap)
+static int
+env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
+	   size_t cap)
 {
 	const char *s;
 	long v;
@@ -257,8 +266,9 @@ static int env_limits(const struct ring_options *opts, struct lr_env *env, char 
 
 /* The process's place: opts' local pair, else the launcher's, with its rank
  * and size. */
-static int env_place(const struct ring_options *opts, struct lr_env *env, char *err,
-		     size_t cap)
+static int
+env_place(const struct ring_options *opts, struct lr_env *env, char *err,
+	  size_t cap)
 {
 	bool want_local;
 	int rc;
@@ -295,7 +305,8 @@ static int env_place(const struct ring_options *opts, struct lr_env *env, char *
 }
 
 /* RING_SINGLE: a size-1 group without a daemon, only when asked for. */
-static int env_single(struct lr_env *env, char *err, size_t cap)
+static int
+env_single(struct lr_env *env, char *err, size_t cap)
 {
 	const char *s = env_get("RING_SINGLE");
 
@@ -315,8 +326,9 @@ static int env_single(struct lr_env *env, char *err, size_t cap)
 	return 0;
 }
 
-int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
-		   size_t cap)
+int
+lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
+	       size_t cap)
 {
 	static const struct ring_options none;
 	const char *s;

@@ -19,8 +19,9 @@
 /* Every member must compute the same place from the same rows; anything that
  * would make them disagree (a row that does not come from its rank, a host out
  * of range) is refused rather than guessed around. */
-int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
-		   int *local_rank, int *local_size, char *err, size_t cap)
+int
+lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
+	       int *local_rank, int *local_size, char *err, size_t cap)
 {
 	const int64_t *mine = rows + (size_t)me * LR_SPLIT_COLS;
 	int64_t color = mine[LR_SPLIT_COLOR], key = mine[LR_SPLIT_KEY];
@@ -57,7 +58,8 @@ int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
 }
 
 /* 64-bit FNV-1a, printed in the fallback name. */
-static uint64_t split_hash(const char *s)
+static uint64_t
+split_hash(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -68,7 +70,8 @@ static uint64_t split_hash(const char *s)
 	return h;
 }
 
-void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
+void
+lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
 {
 	char full[PROTO_JOB_MAX + 64];
 	int n;
@@ -86,7 +89,8 @@ void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color
 }
 
 /* What a sub-communicator takes from its parent whatever its group. */
-static void split_env(const struct ring_comm *c, struct lr_env *env)
+static void
+split_env(const struct ring_comm *c, struct lr_env *env)
 {
 	memset(env, 0, sizeof(*env));
 	memcpy(env->socket, c->sock, sizeof(env->socket));
@@ -97,7 +101,8 @@ static void split_env(const struct ring_comm *c, struct lr_env *env)
 }
 
 /* Sub-communicator of a size-1 group (RING_SINGLE): itself again. */
-static int split_single(struct ring_comm *c, ring_comm **out)
+static int
+split_single(struct ring_comm *c, ring_comm **out)
 {
 	struct lr_env env;
 	int rc;
@@ -115,7 +120,8 @@ static int split_single(struct ring_comm *c, ring_comm **out)
 
 /* The collective part: all-gathers every rank's (color, key, host, rank) and,
  * for a rank that joins a group, puts its place in that group into env. */
-static int split_gather(struct ring_comm *c, int color, int key, struct lr_env *env)
+static int
+split_gather(struct ring_comm *c, int color, int key, struct lr_env *env)
 {
 	int64_t mine[LR_SPLIT_COLS] = {
 		[LR_SPLIT_COLOR] = color < 0 ? -1 : color, [LR_SPLIT_KEY] = key,
@@ -143,8 +149,9 @@ static int split_gather(struct ring_comm *c, int color, int key, struct lr_env *
 
 /* Attaches to the sub-job env describes and checks that ringd placed this
  * process where the members computed. */
-static int split_join(struct ring_comm *c, const struct lr_env *env, int color, int key,
-		      ring_comm **out)
+static int
+split_join(struct ring_comm *c, const struct lr_env *env, int color, int key,
+	   ring_comm **out)
 {
 	ring_comm *sub = NULL;
 	int rc;
@@ -171,7 +178,8 @@ static int split_join(struct ring_comm *c, const struct lr_env *env, int color, 
 	return 0;
 }
 
-int ring_split(ring_comm *c, int color, int key, ring_comm **out)
+int
+ring_split(ring_comm *c, int color, int key, ring_comm **out)
 {
 	struct lr_env env;
 	unsigned nsplit;

@@ -23,7 +23,8 @@
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+static int
+fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -34,7 +35,8 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 }
 
 /* Waits until fd is ready for `events` or the deadline passes: 0, or -1 on timeout. */
-static int wait_fd(int fd, short events, int64_t deadline)
+static int
+wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
@@ -51,7 +53,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
-static int ctl_connect(int fd, const char *path, int64_t deadline, char *err, size_t errlen)
+static int
+ctl_connect(int fd, const char *path, int64_t deadline, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int soerr = 0;
@@ -84,8 +87,9 @@ static int ctl_connect(int fd, const char *path, int64_t deadline, char *err, si
 	return 0;
 }
 
-static int ctl_write(int fd, const char *path, const char *line, int64_t deadline,
-		     char *err, size_t errlen)
+static int
+ctl_write(int fd, const char *path, const char *line, int64_t deadline,
+	  char *err, size_t errlen)
 {
 	size_t len = strlen(line), off = 0;
 
@@ -108,8 +112,9 @@ static int ctl_write(int fd, const char *path, const char *line, int64_t deadlin
 	return 0;
 }
 
-static int ctl_read(int fd, const char *path, size_t max_bytes, int64_t deadline,
-		    char **answer, size_t *len, char *err, size_t errlen)
+static int
+ctl_read(int fd, const char *path, size_t max_bytes, int64_t deadline,
+	 char **answer, size_t *len, char *err, size_t errlen)
 {
 	size_t cap = 0, off = 0;
 	char *buf = NULL;
@@ -177,8 +182,9 @@ fail:
 	return rc;
 }
 
-int ctlsock_request(const char *path, const char *line, int timeout_ms, size_t max_bytes,
-		    char **answer, size_t *len, char *err, size_t errlen)
+int
+ctlsock_request(const char *path, const char *line, int timeout_ms, size_t max_bytes,
+		char **answer, size_t *len, char *err, size_t errlen)
 {
 	int64_t deadline = proto_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int fd, rc;

@@ -75,7 +75,8 @@ struct ctl_opts {
 	int count;		/* ping: pings per probe */
 };
 
-static void usage(FILE *out)
+static void
+usage(FILE *out)
 {
 	fprintf(out,
 		"usage: ringctl [--control PATH] [--json] [--timeout MS] [--watch[=SECONDS]]\n"
@@ -115,7 +116,8 @@ static void usage(FILE *out)
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static int usage_error(const char *fmt, ...)
+static int
+usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -128,7 +130,8 @@ static int usage_error(const char *fmt, ...)
 	return CTL_EXIT_USAGE;
 }
 
-static const struct ctl_command *ctl_find(const char *name)
+static const struct ctl_command *
+ctl_find(const char *name)
 {
 	for (size_t i = 0; i < CTL_NCOMMANDS; i++)
 		if (strcmp(ctl_commands[i].name, name) == 0)
@@ -136,7 +139,8 @@ static const struct ctl_command *ctl_find(const char *name)
 	return NULL;
 }
 
-static int parse_long(const char *s, long min, long max, int *out)
+static int
+parse_long(const char *s, long min, long max, int *out)
 {
 	char *end;
 	long v;
@@ -149,7 +153,8 @@ static int parse_long(const char *s, long min, long max, int *out)
 	return 0;
 }
 
-static int parse_seconds(const char *s, double *out)
+static int
+parse_seconds(const char *s, double *out)
 {
 	char *end;
 	double v;
@@ -169,7 +174,8 @@ static int parse_seconds(const char *s, double *out)
  * own options: for ping, -c is the count).  Returns -1 when parsing went fine,
  * else the exit status.
  */
-static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o)
+static int
+parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o)
 {
 	/* ping takes -c for its count, so --control is 'C' (never -c's letter);
 	 * --count, the last entry, is cut off for the other commands. */
@@ -237,8 +243,9 @@ static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct 
 }
 
 /* The request line for a command. */
-static void request_line(const struct ctl_command *cmd, const struct ctl_opts *o, char *line,
-			 size_t cap)
+static void
+request_line(const struct ctl_command *cmd, const struct ctl_opts *o, char *line,
+	     size_t cap)
 {
 	if (strcmp(cmd->name, "ping") == 0) {
 		/* the daemon's own bound on the pings leaves time for the answer to
@@ -257,14 +264,16 @@ static void request_line(const struct ctl_command *cmd, const struct ctl_opts *o
 }
 
 /* --json: one compact document a line with --watch, else indented. */
-static void print_json(json_t *doc, const struct ctl_opts *o)
+static void
+print_json(json_t *doc, const struct ctl_opts *o)
 {
 	json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
 		   JSON_PRESERVE_ORDER);
 }
 
 /* Runs one command and returns the exit status. */
-static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
+static int
+ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
 {
 	char err[512], *answer = NULL;
 	size_t len = 0;
@@ -330,7 +339,8 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 
 static volatile sig_atomic_t watch_signal;
 
-static void watch_signal_cb(int sig)
+static void
+watch_signal_cb(int sig)
 {
 	watch_signal = sig;
 }
@@ -342,7 +352,8 @@ static void watch_signal_cb(int sig)
  * by --timeout) and let in only while waiting, so a round is never cut in the
  * middle of its output and a signal is never missed.
  */
-static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
+static int
+ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
 {
 	struct sigaction sa;
 	sigset_t block, waitmask;
@@ -389,7 +400,8 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 	return rc;
 }
 
-int main(int argc, char **argv)
+int
+main(int argc, char **argv)
 {
 	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .count = CTL_PING_DEFAULT };
 	char defpath[sizeof(RING_DEFAULT_SOCKET) + 4];

@@ -17,7 +17,8 @@
 
 /* ---- reading fields ---- */
 
-static const char *jstr(json_t *o, const char *key)
+static const char *
+jstr(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -25,7 +26,8 @@ static const char *jstr(json_t *o, const char *key)
 }
 
 /* An integer field (a whole real is accepted too: some encoders write 1.0). */
-static bool jint(json_t *o, const char *key, int64_t *out)
+static bool
+jint(json_t *o, const char *key, int64_t *out)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -42,7 +44,8 @@ static bool jint(json_t *o, const char *key, int64_t *out)
 
 /* ---- making cells ---- */
 
-static char *cell_text(char *buf, size_t cap, const char *s)
+static char *
+cell_text(char *buf, size_t cap, const char *s)
 {
 	size_t i;
 
@@ -56,7 +59,8 @@ static char *cell_text(char *buf, size_t cap, const char *s)
 	return buf;
 }
 
-static char *cell_int(char *buf, size_t cap, json_t *o, const char *key)
+static char *
+cell_int(char *buf, size_t cap, json_t *o, const char *key)
 {
 	int64_t v;
 
@@ -68,8 +72,9 @@ static char *cell_int(char *buf, size_t cap, json_t *o, const char *key)
 }
 
 /* A non-negative field in the human form of fmt (fmt_bytes, fmt_ms, fmt_us). */
-static char *cell_fmt(char *buf, size_t cap, json_t *o, const char *key,
-		      char *(*fmt)(uint64_t, char *, size_t))
+static char *
+cell_fmt(char *buf, size_t cap, json_t *o, const char *key,
+	 char *(*fmt)(uint64_t, char *, size_t))
 {
 	int64_t v;
 
@@ -79,7 +84,8 @@ static char *cell_fmt(char *buf, size_t cap, json_t *o, const char *key,
 	return buf;
 }
 
-static void print_table(struct table *t, FILE *out, const char *empty)
+static void
+print_table(struct table *t, FILE *out, const char *empty)
 {
 	if (t == NULL) {
 		fprintf(out, "(out of memory)\n");
@@ -94,7 +100,8 @@ static void print_table(struct table *t, FILE *out, const char *empty)
 
 /* ---- peers and links ---- */
 
-static void add_link_row(struct table *t, const char *rank, const char *address, json_t *link)
+static void
+add_link_row(struct table *t, const char *rank, const char *address, json_t *link)
 {
 	char dir[CELL], state[CELL], tr[CELL], tx[CELL], rx[CELL], hb[CELL], rtt[CELL];
 	const char *cells[9] = {
@@ -113,7 +120,8 @@ static void add_link_row(struct table *t, const char *rank, const char *address,
 
 /* Peer connections this daemon refused in the handshake (they never became a
  * link, so no row shows them), and how peers are authenticated. */
-static void show_refused(json_t *doc, FILE *out)
+static void
+show_refused(json_t *doc, FILE *out)
 {
 	char mode[CELL], text[512];
 	const char *last = jstr(doc, "last_refused");
@@ -127,7 +135,8 @@ static void show_refused(json_t *doc, FILE *out)
 		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 }
 
-void show_peers(json_t *doc, FILE *out)
+void
+show_peers(json_t *doc, FILE *out)
 {
 	static const char *const head[9] = {
 		"RANK", "ADDRESS", "LINK", "STATE", "TRANSPORT", "TX", "RX", "HB-AGE", "RTT"
@@ -207,7 +216,8 @@ void show_peers(json_t *doc, FILE *out)
 
 /* ---- jobs ---- */
 
-static char *cell_ranks(char *buf, size_t cap, json_t *job)
+static char *
+cell_ranks(char *buf, size_t cap, json_t *job)
 {
 	json_t *ranks = json_object_get(job, "ranks"), *v;
 	int64_t list[256];
@@ -230,7 +240,8 @@ static char *cell_ranks(char *buf, size_t cap, json_t *job)
 	return buf;
 }
 
-static char *cell_inflight(char *buf, size_t cap, json_t *job)
+static char *
+cell_inflight(char *buf, size_t cap, json_t *job)
 {
 	json_t *op = json_object_get(job, "inflight");
 	const char *fp, *coll;
@@ -256,7 +267,8 @@ static char *cell_inflight(char *buf, size_t cap, json_t *job)
 	return buf;
 }
 
-void show_jobs(json_t *doc, FILE *out)
+void
+show_jobs(json_t *doc, FILE *out)
 {
 	static const char *const head[6] = { "JOB", "ID", "CLIENTS", "RANKS", "SEQ", "IN-FLIGHT" };
 	json_t *jobs = json_object_get(doc, "jobs"), *job;
@@ -285,7 +297,8 @@ void show_jobs(json_t *doc, FILE *out)
 
 /* ---- status ---- */
 
-void show_status(json_t *doc, FILE *out)
+void
+show_status(json_t *doc, FILE *out)
 {
 	char version[CELL], cluster[CELL], state[CELL], listen[CELL], sock[2 * CELL];
 	char rank[CELL], world[CELL], epoch[CELL], up[CELL], pid[CELL], auth[CELL];
@@ -319,7 +332,8 @@ void show_status(json_t *doc, FILE *out)
 	show_jobs(doc, out);
 }
 
-int verdict_status(json_t *doc)
+int
+verdict_status(json_t *doc)
 {
 	const char *state = jstr(doc, "state");
 
@@ -330,7 +344,8 @@ int verdict_status(json_t *doc)
 
 /* ---- ops: who waits for whom, and the flight recorder ---- */
 
-void show_ops(json_t *doc, FILE *out)
+void
+show_ops(json_t *doc, FILE *out)
 {
 	static const char *const rhead[4] = { "RANK", "PID", "CALLED", "ANSWERED" };
 	static const char *const ohead[5] = { "SEQ", "OPERATION", "AGE", "TOOK", "RESULT" };
@@ -399,7 +414,8 @@ void show_ops(json_t *doc, FILE *out)
 /* ---- ping ---- */
 
 /* What became of a probe's pings, in words. */
-static void ping_result(json_t *p, int64_t count, char *buf, size_t cap)
+static void
+ping_result(json_t *p, int64_t count, char *buf, size_t cap)
 {
 	int64_t sent = 0, answered = 0;
 	const char *name = jstr(p, "probe");
@@ -417,7 +433,8 @@ static void ping_result(json_t *p, int64_t count, char *buf, size_t cap)
 		snprintf(buf, cap, "ok");
 }
 
-void show_ping(json_t *doc, FILE *out)
+void
+show_ping(json_t *doc, FILE *out)
 {
 	static const char *const head[9] = {
 		"PROBE", "PEER", "ADDRESS", "SENT", "ANSWERED", "MIN-US", "AVG-US", "MAX-US",
@@ -473,7 +490,8 @@ void show_ping(json_t *doc, FILE *out)
 	print_table(t, out, NULL);
 }
 
-int verdict_ping(json_t *doc)
+int
+verdict_ping(json_t *doc)
 {
 	json_t *probes = json_object_get(doc, "probes"), *p;
 	int64_t count, answered;
@@ -491,7 +509,8 @@ int verdict_ping(json_t *doc)
 
 /* ---- metrics ---- */
 
-void show_metrics(json_t *doc, FILE *out)
+void
+show_metrics(json_t *doc, FILE *out)
 {
 	const char *text = jstr(doc, "text");
 
