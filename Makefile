@@ -256,7 +256,7 @@ endif
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libring.so.$(SOVERSION)
 	ln -sf libring.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libring.so
 	@$(call install_sed,$(PC_SED),libring/libring.pc.in,$(DESTDIR)$(PKGCONFIGDIR)/libring.pc,0644)
-	install -m 0644 libring/ring.h $(DESTDIR)$(INCLUDEDIR)/ring.h
+	install -m 0644 libring/ring.h proto/ring_types.h $(DESTDIR)$(INCLUDEDIR)/
 ifneq ($(SD_UNITS),)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
 	@for f in $(SD_UNITS); do \
@@ -312,7 +312,7 @@ endif
 UNINSTALL_FILES = $(addprefix $(DESTDIR)$(SBINDIR)/,ringd) \
 	$(addprefix $(DESTDIR)$(BINDIR)/,ringctl ring-bench ring-local ringrun) \
 	$(addprefix $(DESTDIR)$(LIBDIR)/,libring.a libring.so libring.so.$(SOVERSION)) \
-	$(DESTDIR)$(PKGCONFIGDIR)/libring.pc $(DESTDIR)$(INCLUDEDIR)/ring.h \
+	$(DESTDIR)$(PKGCONFIGDIR)/libring.pc $(addprefix $(DESTDIR)$(INCLUDEDIR)/,ring.h ring_types.h) \
 	$(DESTDIR)$(TMPFILESDIR)/ringd.conf $(DESTDIR)$(SYSUSERSDIR)/ringd.conf \
 	$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(SD_UNITS))) \
 	$(foreach f,$(MAN_PAGES),$(call man_dest,$(f)) $(call man_dest,$(f)).gz)

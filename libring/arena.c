@@ -28,7 +28,8 @@ struct lr_block {
 
 #define ARENA_PAGE	4096u
 
-static int block_cmp(const void *a, const void *b)
+static int
+block_cmp(const void *a, const void *b)
 {
 	const struct lr_block *x = a, *y = b;
 
@@ -36,12 +37,14 @@ static int block_cmp(const void *a, const void *b)
 }
 
 /* tdestroy wants a callback; the blocks themselves are freed from the list. */
-static void block_nofree_cb(void *node)
+static void
+block_nofree_cb(void *node)
 {
 	(void)node;
 }
 
-int lr_arena_create(struct lr_arena *a, size_t bytes, char *err, size_t cap)
+int
+lr_arena_create(struct lr_arena *a, size_t bytes, char *err, size_t cap)
 {
 	struct proto_arena_ctl *ctl;
 	struct lr_block *b = NULL;
@@ -100,7 +103,8 @@ fail:
 	return RING_ENOMEM;
 }
 
-void lr_arena_destroy(struct lr_arena *a)
+void
+lr_arena_destroy(struct lr_arena *a)
 {
 	struct lr_block *b, *next;
 
@@ -118,7 +122,8 @@ void lr_arena_destroy(struct lr_arena *a)
 	a->fd = -1;
 }
 
-void *lr_arena_alloc(struct lr_arena *a, size_t bytes)
+void *
+lr_arena_alloc(struct lr_arena *a, size_t bytes)
 {
 	struct lr_block *b, *rest;
 	uint64_t need;
@@ -158,7 +163,8 @@ void *lr_arena_alloc(struct lr_arena *a, size_t bytes)
 }
 
 /* Merges b's successor into b; both are free. */
-static void block_merge_next(struct lr_block *b)
+static void
+block_merge_next(struct lr_block *b)
 {
 	struct lr_block *n = b->next;
 
@@ -169,7 +175,8 @@ static void block_merge_next(struct lr_block *b)
 	free(n);
 }
 
-int lr_arena_free(struct lr_arena *a, void *p)
+int
+lr_arena_free(struct lr_arena *a, void *p)
 {
 	struct lr_block key, *b;
 	void **node;
@@ -196,7 +203,8 @@ int lr_arena_free(struct lr_arena *a, void *p)
 	return 0;
 }
 
-bool lr_arena_find(const struct lr_arena *a, const void *p, size_t bytes, uint64_t *off)
+bool
+lr_arena_find(const struct lr_arena *a, const void *p, size_t bytes, uint64_t *off)
 {
 	uintptr_t u = (uintptr_t)p, base = (uintptr_t)a->base;
 
@@ -209,7 +217,8 @@ bool lr_arena_find(const struct lr_arena *a, const void *p, size_t bytes, uint64
 	return true;
 }
 
-size_t lr_arena_largest(const struct lr_arena *a)
+size_t
+lr_arena_largest(const struct lr_arena *a)
 {
 	const struct lr_block *b;
 	size_t best = 0;
@@ -220,7 +229,8 @@ size_t lr_arena_largest(const struct lr_arena *a)
 	return best;
 }
 
-size_t lr_arena_usable(const struct lr_arena *a)
+size_t
+lr_arena_usable(const struct lr_arena *a)
 {
 	return a->base ? a->bytes - PROTO_ARENA_CTL : 0;
 }

@@ -66,28 +66,32 @@ struct slot {
 	uint64_t soff, roff;		/* their arena offsets */
 };
 
-static size_t align_up(size_t n)
+static size_t
+align_up(size_t n)
 {
 	return (n + LR_ALIGN - 1) & ~(size_t)(LR_ALIGN - 1);
 }
 
 /* ---- argument checks: every one says what was wrong ---- */
 
-static int check_comm(struct ring_comm *c, const char *fn)
+static int
+check_comm(struct ring_comm *c, const char *fn)
 {
 	if (!c)
 		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
 	return 0;
 }
 
-static int check_dtype(struct ring_comm *c, const char *fn, int dtype)
+static int
+check_dtype(struct ring_comm *c, const char *fn, int dtype)
 {
 	if (dtype < 0 || dtype >= RING_DTYPE_COUNT || proto_dtype_size(dtype) == 0)
 		return lr_fail(c, RING_EINVAL, "%s: dtype %d is not a ring_dtype", fn, dtype);
 	return 0;
 }
 
-static int check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
+static int
+check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 {
 	if (op < 0 || op >= RING_OP_COUNT)
 		return lr_fail(c, RING_EINVAL, "%s: op %d is not a ring_op", fn, op);
@@ -99,8 +103,9 @@ static int check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 }
 
 /* bytes = count * es * blocks, refusing what does not fit in a pointer range. */
-static int check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
-		       size_t blocks, size_t *bytes)
+static int
+check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
+	    size_t blocks, size_t *bytes)
 {
 	size_t limit = PTRDIFF_MAX;
 
@@ -111,16 +116,18 @@ static int check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t
 	return 0;
 }
 
-static int check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
-		     size_t count)
+static int
+check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
+	  size_t count)
 {
 	if (!p && count)
 		return lr_fail(c, RING_EINVAL, "%s: %s is NULL with count %zu", fn, name, count);
 	return 0;
 }
 
-static int check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
-		      bool not_self)
+static int
+check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
+	   bool not_self)
 {
 	if (peer < 0 || peer >= c->size)
 		return lr_fail(c, RING_EINVAL, "%s: %s %d is not a rank of this size-%d group",
@@ -134,7 +141,8 @@ static int check_peer(struct ring_comm *c, const char *fn, const char *name, int
 /* ---- the plan ---- */
 
 /* Decides the pieces and what is staged; touches nothing but the plan. */
-static void plan_layout(struct plan *pl)
+static void
+plan_layout(struct plan *pl)
 {
 	struct ring_comm *c = pl->c;
 	size_t sblocks = pl->layout == PLAN_SCATTER ? (size_t)c->size : 1;
@@ -199,14 +207,16 @@ static void plan_layout(struct plan *pl)
 	}
 }
 
-static size_t plan_slot_bytes(const struct plan *pl)
+static size_t
+plan_slot_bytes(const struct plan *pl)
 {
 	if (pl->shared)
 		return pl->sbytes;
 	return (pl->sbytes ? align_up(pl->sbytes) : 0) + pl->rbytes;
 }
 
-static void plan_slot_put(struct plan *pl, struct slot *sl)
+static void
+plan_slot_put(struct plan *pl, struct slot *sl)
 {
 	/* a staged engine's slots are kept for the next call (lr_stage) */
 	if (sl->buf && !pl->cp->staged)
@@ -214,7 +224,8 @@ static void plan_slot_put(struct plan *pl, struct slot *sl)
 	memset(sl, 0, sizeof(*sl));
 }
 
-static void plan_slot_get(struct plan *pl, struct slot *sl, uint8_t *buf)
+static void
+plan_slot_get(struct plan *pl, struct slot *sl, uint8_t *buf)
 {
 	uint8_t *base = pl->c->arena.base;
 
@@ -231,7 +242,8 @@ static void plan_slot_get(struct plan *pl, struct slot *sl, uint8_t *buf)
 /* Two slots when there is something to overlap, else one; RING_ENOMEM when the
  * arena cannot hold even one.  Allocated before the first request, so a rank
  * that fails here issues none and the sequence stays aligned across ranks. */
-static int plan_slots(struct plan *pl, const char *fn, struct slot slots[2], int *nslots)
+static int
+plan_slots(struct plan *pl, const char *fn, struct slot slots[2], int *nslots)
 {
 	size_t bytes = plan_slot_bytes(pl);
 	uint8_t *buf[2] = { NULL, NULL };
@@ -269,14 +281,16 @@ static int plan_slots(struct plan *pl, const char *fn, struct slot slots[2], int
 }
 
 /* Element range of piece k. */
-static void plan_piece(const struct plan *pl, size_t k, size_t *off, size_t *n)
+static void
+plan_piece(const struct plan *pl, size_t k, size_t *off, size_t *n)
 {
 	*off = k * pl->per;
 	*n = pl->count ? (pl->per < pl->count - *off ? pl->per : pl->count - *off) : 0;
 }
 
 /* Queues the copies of piece k's operands into slot s (sl), then its fence. */
-static int plan_copy_in(const struct plan *pl, size_t k, const struct slot *sl, int s)
+static int
+plan_copy_in(const struct plan *pl, size_t k, const struct slot *sl, int s)
 {
 	struct lr_copier *cp = pl->cp;
 	size_t off, n, r, es = pl->es;
@@ -302,7 +316,8 @@ static int plan_copy_in(const struct plan *pl, size_t k, const struct slot *sl, 
 }
 
 /* Queues the copies of piece k's result out of slot sl. */
-static int plan_copy_out(const struct plan *pl, size_t k, const struct slot *sl)
+static int
+plan_copy_out(const struct plan *pl, size_t k, const struct slot *sl)
 {
 	struct lr_copier *cp = pl->cp;
 	size_t off, n, r, es = pl->es;
@@ -321,8 +336,9 @@ static int plan_copy_out(const struct plan *pl, size_t k, const struct slot *sl)
 	return rc;
 }
 
-static void plan_op(const struct plan *pl, size_t k, const struct slot *sl,
-		    struct proto_op *op)
+static void
+plan_op(const struct plan *pl, size_t k, const struct slot *sl,
+	struct proto_op *op)
 {
 	size_t off, n, es = pl->es;
 
@@ -365,7 +381,8 @@ static void plan_op(const struct plan *pl, size_t k, const struct slot *sl,
  * the call returns the copy's error.  Every exit drains the engine, so no copy
  * of this call is still running once it has returned.
  */
-static int plan_run(struct plan *pl, const char *fn)
+static int
+plan_run(struct plan *pl, const char *fn)
 {
 	struct lr_copier *cp = pl->cp;
 	struct slot slots[2];
@@ -434,8 +451,9 @@ out:
 	return 0;
 }
 
-static void plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype, int redop,
-		      int peer, size_t count)
+static void
+plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype, int redop,
+	  int peer, size_t count)
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->c = c;
@@ -451,8 +469,9 @@ static void plan_init(struct plan *pl, struct ring_comm *c, int coll, int dtype,
 }
 
 /* A size-1 group without a daemon: every collective is the identity. */
-static int single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
-		       size_t bytes)
+static int
+single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
+	    size_t bytes)
 {
 	struct lr_copier *cp = c->copier;
 	int rc;
@@ -473,8 +492,9 @@ static int single_copy(struct ring_comm *c, const char *fn, void *dst, const voi
 
 /* ---- the public operations ---- */
 
-int ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
-		   enum ring_dtype dtype, enum ring_op op)
+int
+ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
+	       enum ring_dtype dtype, enum ring_op op)
 {
 	static const char fn[] = "ring_allreduce";
 	struct plan pl;
@@ -495,8 +515,9 @@ int ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
 	return plan_run(&pl, fn);
 }
 
-int ring_allgather(ring_comm *c, const void *send, void *recv, size_t count,
-		   enum ring_dtype dtype)
+int
+ring_allgather(ring_comm *c, const void *send, void *recv, size_t count,
+	       enum ring_dtype dtype)
 {
 	static const char fn[] = "ring_allgather";
 	struct plan pl;
@@ -517,8 +538,9 @@ int ring_allgather(ring_comm *c, const void *send, void *recv, size_t count,
 	return plan_run(&pl, fn);
 }
 
-int ring_reduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvcount,
-			enum ring_dtype dtype, enum ring_op op)
+int
+ring_reduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvcount,
+		    enum ring_dtype dtype, enum ring_op op)
 {
 	static const char fn[] = "ring_reduce_scatter";
 	struct plan pl;
@@ -541,7 +563,8 @@ int ring_reduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvc
 	return plan_run(&pl, fn);
 }
 
-int ring_broadcast(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype, int root)
+int
+ring_broadcast(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype, int root)
 {
 	static const char fn[] = "ring_broadcast";
 	struct plan pl;
@@ -564,7 +587,8 @@ int ring_broadcast(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype,
 	return plan_run(&pl, fn);
 }
 
-int ring_barrier(ring_comm *c)
+int
+ring_barrier(ring_comm *c)
 {
 	static const char fn[] = "ring_barrier";
 	struct plan pl;
@@ -579,8 +603,9 @@ int ring_barrier(ring_comm *c)
 }
 
 /* Shape checks shared by send and recv; *count = product of the dimensions. */
-static int check_shape(struct ring_comm *c, const char *fn, int ndim, const size_t *shape,
-		       size_t *count)
+static int
+check_shape(struct ring_comm *c, const char *fn, int ndim, const size_t *shape,
+	    size_t *count)
 {
 	size_t n = 1;
 	int i;
@@ -600,8 +625,9 @@ static int check_shape(struct ring_comm *c, const char *fn, int ndim, const size
 	return 0;
 }
 
-static int p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
-	       int ndim, const size_t *shape, int peer)
+static int
+p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
+    int ndim, const size_t *shape, int peer)
 {
 	struct plan pl;
 	size_t count = 0, bytes = 0;
@@ -628,15 +654,17 @@ static int p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtyp
 	return plan_run(&pl, fn);
 }
 
-int ring_send(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
-	      const size_t *shape, int dst)
+int
+ring_send(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
+	  const size_t *shape, int dst)
 {
 	/* The plan only reads a send buffer (cout is false). */
 	return p2p(c, "ring_send", PROTO_COLL_SEND, (void *)buf, dtype, ndim, shape, dst);
 }
 
-int ring_recv(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
-	      const size_t *shape, int src)
+int
+ring_recv(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
+	  const size_t *shape, int src)
 {
 	return p2p(c, "ring_recv", PROTO_COLL_RECV, buf, dtype, ndim, shape, src);
 }

@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "internal.h"
+#include "../proto/clock.h"
 
 struct cuda_copier {
 	struct lr_copier base;
@@ -33,20 +34,23 @@ struct cuda_copier {
 	bool debug;
 };
 
-static struct cuda_copier *cuda_of(struct lr_copier *cp)
+static struct cuda_copier *
+cuda_of(struct lr_copier *cp)
 {
 	return (struct cuda_copier *)(void *)cp;
 }
 
-static int cuda_fail(struct lr_copier *cp, cudaError_t e, const char *what)
+static int
+cuda_fail(struct lr_copier *cp, cudaError_t e, const char *what)
 {
 	snprintf(cp->err, sizeof(cp->err), "%s: %s (%s)", what, cudaGetErrorString(e),
 		 cudaGetErrorName(e));
 	return RING_EDEVICE;
 }
 
-static int cuda_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
-		     enum lr_copy_dir dir)
+static int
+cuda_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
+	  enum lr_copy_dir dir)
 {
 	cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cuda_of(cp)->stream);
 
@@ -57,7 +61,8 @@ static int cuda_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
 	return 0;
 }
 
-static int cuda_mark(struct lr_copier *cp, int slot)
+static int
+cuda_mark(struct lr_copier *cp, int slot)
 {
 	struct cuda_copier *x = cuda_of(cp);
 	cudaError_t e = cudaEventRecord(x->ev[slot], x->stream);
@@ -68,20 +73,13 @@ static int cuda_mark(struct lr_copier *cp, int slot)
 	return 0;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Polls ev until it has passed, spinning briefly (a piece's copy is often
  * done within microseconds of the daemon's reply) and then sleeping 50 us at
  * a time, never longer than the op timeout. */
-static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
+static int
+cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
 {
-	int64_t start = mono_us(), deadline = start + (int64_t)x->timeout_ms * 1000;
+	int64_t start = proto_now_us(), deadline = start + (int64_t)x->timeout_ms * 1000;
 	cudaError_t e;
 
 	for (;;) {
@@ -90,13 +88,13 @@ static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
 			return 0;
 		if (e != cudaErrorNotReady)
 			return cuda_fail(&x->base, e, "waiting for a staging copy");
-		if (mono_us() > deadline) {
+		if (proto_now_us() > deadline) {
 			snprintf(x->base.err, sizeof(x->base.err), "a staging copy on the stream "
 				 "did not finish within %d ms (is the stream blocked by other "
 				 "work?)", x->timeout_ms);
 			return RING_ETIMEDOUT;
 		}
-		if (mono_us() - start > 200) {
+		if (proto_now_us() - start > 200) {
 			struct timespec ts = { 0, 50 * 1000 };
 
 			nanosleep(&ts, NULL);
@@ -104,7 +102,8 @@ static int cuda_wait_event(struct cuda_copier *x, cudaEvent_t ev)
 	}
 }
 
-static int cuda_wait(struct lr_copier *cp, int slot)
+static int
+cuda_wait(struct lr_copier *cp, int slot)
 {
 	struct cuda_copier *x = cuda_of(cp);
 
@@ -113,7 +112,8 @@ static int cuda_wait(struct lr_copier *cp, int slot)
 	return cuda_wait_event(x, x->ev[slot]);
 }
 
-static int cuda_drain(struct lr_copier *cp)
+static int
+cuda_drain(struct lr_copier *cp)
 {
 	struct cuda_copier *x = cuda_of(cp);
 	cudaError_t e = cudaEventRecord(x->end, x->stream);
@@ -127,7 +127,8 @@ static int cuda_drain(struct lr_copier *cp)
 	return cuda_wait_event(x, x->end);
 }
 
-static int cuda_pin(struct lr_copier *cp, void *p, size_t n)
+static int
+cuda_pin(struct lr_copier *cp, void *p, size_t n)
 {
 	cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable);
 
@@ -143,7 +144,8 @@ static int cuda_pin(struct lr_copier *cp, void *p, size_t n)
 	return RING_EDEVICE;
 }
 
-static void cuda_unpin(void *p)
+static void
+cuda_unpin(void *p)
 {
 	if (cudaHostUnregister(p) != cudaSuccess)
 		(void)cudaGetLastError();
@@ -165,8 +167,9 @@ struct cuda_call {
 /* Sets up the engine on the device of ptr (the current one when ptr is NULL or
  * host memory) and installs it on c.  0, or RING_EDEVICE / RING_EINVAL with
  * the reason in ring_last_error. */
-static int cuda_begin(struct cuda_call *k, ring_comm *c, const char *fn, const void *ptr,
-		      cudaStream_t stream)
+static int
+cuda_begin(struct cuda_call *k, ring_comm *c, const char *fn, const void *ptr,
+	   cudaStream_t stream)
 {
 	struct cudaPointerAttributes attr;
 	cudaEvent_t *evs[3];
@@ -213,7 +216,8 @@ static int cuda_begin(struct cuda_call *k, ring_comm *c, const char *fn, const v
 }
 
 /* Undoes cuda_begin; returns rc. */
-static int cuda_end(struct cuda_call *k, ring_comm *c, int rc)
+static int
+cuda_end(struct cuda_call *k, ring_comm *c, int rc)
 {
 	cudaEvent_t evs[3] = { k->cp.ev[0], k->cp.ev[1], k->cp.end };
 	int i;
@@ -227,68 +231,59 @@ static int cuda_end(struct cuda_call *k, ring_comm *c, int rc)
 	return rc;
 }
 
-int ring_allreduce_cuda(ring_comm *c, const void *send, void *recv, size_t count,
-			enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
-{
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_allreduce_cuda", recv, stream);
+/*
+ * The body of every _cuda call: the ordinary operation CALL, run with the
+ * engine for ptr's device and the caller's stream installed on c, and the
+ * engine taken down again whatever CALL returned.
+ */
+#define CUDA_RUN(c, ptr, stream, CALL)					\
+	do {								\
+		struct cuda_call k_;					\
+		int rc_ = cuda_begin(&k_, (c), __func__, (ptr), (stream)); \
+									\
+		if (rc_ == 0)						\
+			rc_ = (CALL);					\
+		return cuda_end(&k_, (c), rc_);				\
+	} while (0)
 
-	if (rc == 0)
-		rc = ring_allreduce(c, send, recv, count, dtype, op);
-	return cuda_end(&k, c, rc);
+int
+ring_allreduce_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		    enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
+{
+	CUDA_RUN(c, recv, stream, ring_allreduce(c, send, recv, count, dtype, op));
 }
 
-int ring_allgather_cuda(ring_comm *c, const void *send, void *recv, size_t count,
-			enum ring_dtype dtype, struct CUstream_st *stream)
+int
+ring_allgather_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		    enum ring_dtype dtype, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_allgather_cuda", recv, stream);
-
-	if (rc == 0)
-		rc = ring_allgather(c, send, recv, count, dtype);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, recv, stream, ring_allgather(c, send, recv, count, dtype));
 }
 
-int ring_reduce_scatter_cuda(ring_comm *c, const void *send, void *recv, size_t recvcount,
-			     enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
+int
+ring_reduce_scatter_cuda(ring_comm *c, const void *send, void *recv, size_t recvcount,
+			 enum ring_dtype dtype, enum ring_op op, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_reduce_scatter_cuda", recv, stream);
-
-	if (rc == 0)
-		rc = ring_reduce_scatter(c, send, recv, recvcount, dtype, op);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, recv, stream, ring_reduce_scatter(c, send, recv, recvcount, dtype, op));
 }
 
-int ring_broadcast_cuda(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype,
-			int root, struct CUstream_st *stream)
+int
+ring_broadcast_cuda(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype,
+		    int root, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_broadcast_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_broadcast(c, buf, count, dtype, root);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_broadcast(c, buf, count, dtype, root));
 }
 
-int ring_send_cuda(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
-		   const size_t *shape, int dst, struct CUstream_st *stream)
+int
+ring_send_cuda(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
+	       const size_t *shape, int dst, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_send_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_send(c, buf, dtype, ndim, shape, dst);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_send(c, buf, dtype, ndim, shape, dst));
 }
 
-int ring_recv_cuda(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
-		   const size_t *shape, int src, struct CUstream_st *stream)
+int
+ring_recv_cuda(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
+	       const size_t *shape, int src, struct CUstream_st *stream)
 {
-	struct cuda_call k;
-	int rc = cuda_begin(&k, c, "ring_recv_cuda", buf, stream);
-
-	if (rc == 0)
-		rc = ring_recv(c, buf, dtype, ndim, shape, src);
-	return cuda_end(&k, c, rc);
+	CUDA_RUN(c, buf, stream, ring_recv(c, buf, dtype, ndim, shape, src));
 }

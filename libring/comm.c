@@ -11,24 +11,24 @@
  * RING_EDAEMON with the original reason.
  */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "../proto/clock.h"
 #include "../proto/dtype.h"
 
 /* ring_last_error(NULL): failures that have no communicator to hold them
  * (ring_open, a NULL comm).  Per thread, so threads do not overwrite each other. */
 static __thread char lr_tls_err[LR_ERR_MAX];
 
-int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
+int
+lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 {
 	char *buf = c ? c->err : lr_tls_err;
 	va_list ap;
@@ -41,29 +41,12 @@ int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 	return code;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* poll's timeout for what is left until deadline, never negative or above INT_MAX. */
-static int ms_left(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-
-	if (left <= 0)
-		return 0;
-	return left > INT_MAX ? INT_MAX : (int)left;
-}
-
 /* Marks the session unusable and closes it, so the daemon sees the client leave
  * and fails the job's op for the others instead of waiting on us. */
 static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
+static int
+sess_break(struct ring_comm *c, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -78,7 +61,8 @@ static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
 	return lr_fail(c, code, "%s", c->err_broken);
 }
 
-int lr_sess_usable(struct ring_comm *c)
+int
+lr_sess_usable(struct ring_comm *c)
 {
 	if (!c->broken)
 		return 0;
@@ -86,7 +70,8 @@ int lr_sess_usable(struct ring_comm *c)
 		       c->err_broken);
 }
 
-static int sess_closed(struct ring_comm *c, int err)
+static int
+sess_closed(struct ring_comm *c, int err)
 {
 	if (err)
 		return sess_break(c, RING_EDAEMON, "ringd at %s closed the connection (%s)",
@@ -96,7 +81,8 @@ static int sess_closed(struct ring_comm *c, int err)
 
 /* Closes any descriptor the peer attached; ringd never sends one, and we must
  * not leak what a confused peer pushes at us. */
-static void sess_drop_fds(struct msghdr *mh)
+static void
+sess_drop_fds(struct msghdr *mh)
 {
 	struct cmsghdr *cm;
 	size_t i, n;
@@ -117,7 +103,8 @@ static void sess_drop_fds(struct msghdr *mh)
  * RING_ETIMEDOUT (session intact; the caller decides), or a code with the session
  * broken.  With deadline 0 it only takes what is already queued (RING_ETIMEDOUT
  * when nothing is). */
-static int sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
+static int
+sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 8)];
@@ -133,14 +120,14 @@ static int sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t dea
 		pfd.fd = c->fd;
 		pfd.events = POLLIN;
 		pfd.revents = 0;
-		r = poll(&pfd, 1, ms_left(deadline));
+		r = poll(&pfd, 1, proto_ms_left(deadline));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
 					  strerror(errno));
 		if (r == 0) {
-			if (ms_left(deadline) > 0)
+			if (proto_ms_left(deadline) > 0)
 				continue;
 			return RING_ETIMEDOUT;
 		}
@@ -169,7 +156,8 @@ static int sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t dea
 
 /* After a failed send the daemon may have said why it hung up: an ERROR that is
  * still queued is a better message than "broken pipe". */
-static int sess_pending_error(struct ring_comm *c, int err)
+static int
+sess_pending_error(struct ring_comm *c, int err)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	struct proto_error e;
@@ -186,8 +174,9 @@ static int sess_pending_error(struct ring_comm *c, int err)
 }
 
 /* Sends one packet, with fd attached when >= 0, before deadline. */
-static int sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
-		     int64_t deadline)
+static int
+sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
+	  int64_t deadline)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int))];
@@ -229,18 +218,19 @@ static int sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pa
 		pfd.fd = c->fd;
 		pfd.events = POLLOUT;
 		pfd.revents = 0;
-		r = poll(&pfd, 1, ms_left(deadline));
+		r = poll(&pfd, 1, proto_ms_left(deadline));
 		if (r < 0 && errno != EINTR)
 			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
 					  strerror(errno));
-		if (r == 0 && ms_left(deadline) == 0)
+		if (r == 0 && proto_ms_left(deadline) == 0)
 			return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not accept a "
 					  "request in time (its socket stayed full)", c->sock);
 	}
 }
 
 /* An ERROR ends the session: its code and text are the answer. */
-static int sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
+static int
+sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
 {
 	struct proto_error e;
 
@@ -250,7 +240,8 @@ static int sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
 	return sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
 }
 
-int lr_sess_post(struct ring_comm *c, struct proto_op *op)
+int
+lr_sess_post(struct ring_comm *c, struct proto_op *op)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	int64_t bound;
@@ -268,11 +259,12 @@ int lr_sess_post(struct ring_comm *c, struct proto_op *op)
 	/* ringd enforces timeout_ms itself and answers RING_ETIMEDOUT; the grace
 	 * only covers a daemon that cannot answer at all. */
 	bound = (int64_t)c->timeout_ms + LR_GRACE_MS;
-	c->deadline_ms = now_ms() + bound;
+	c->deadline_ms = proto_now_ms() + bound;
 	return sess_send(c, buf, (size_t)n, -1, c->deadline_ms);
 }
 
-int lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
+int
+lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	struct proto_done d;
@@ -316,7 +308,8 @@ int lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
-static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
+static int
+sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 {
 	struct sockaddr_un sa;
 	struct pollfd pfd;
@@ -335,7 +328,7 @@ static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 		err = errno;
 		if (err == EINTR)
 			continue;
-		if (err == EAGAIN && ms_left(deadline) > 0) {
+		if (err == EAGAIN && proto_ms_left(deadline) > 0) {
 			poll(NULL, 0, 10);
 			continue;
 		}
@@ -343,7 +336,7 @@ static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 			pfd.fd = c->fd;
 			pfd.events = POLLOUT;
 			pfd.revents = 0;
-			if (poll(&pfd, 1, ms_left(deadline)) == 1) {
+			if (poll(&pfd, 1, proto_ms_left(deadline)) == 1) {
 				elen = sizeof(err);
 				if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 &&
 				    err == 0)
@@ -362,8 +355,9 @@ static int sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 		       "for a size-1 group without a daemon)");
 }
 
-static int sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
-			      const struct proto_welcome *w)
+static int
+sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
+		   const struct proto_welcome *w)
 {
 	if (w->size < 1 || w->size > PROTO_MAX_RANKS || w->rank < 0 || w->rank >= w->size ||
 	    w->local_size < 1 || w->local_size > w->size || w->local_rank < 0 ||
@@ -383,7 +377,8 @@ static int sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
 
 /* HELLO with the arena attached (sent within the connect deadline); then WELCOME
  * or ERROR within the operation timeout. */
-static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
+static int
+sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	struct proto_hello h;
@@ -410,7 +405,7 @@ static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t dea
 	/* The daemon answers only once the job has formed: every rank attached on
 	 * every host.  Ranks start seconds apart under any launcher, so this wait
 	 * gets the operation bound, not the connect bound. */
-	rc = sess_recv(c, buf, &len, now_ms() + env->timeout_ms);
+	rc = sess_recv(c, buf, &len, proto_now_ms() + env->timeout_ms);
 	if (rc == RING_ETIMEDOUT) {
 		char place[96];
 
@@ -455,7 +450,8 @@ static int sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t dea
 	return 0;
 }
 
-static void comm_free(struct ring_comm *c)
+static void
+comm_free(struct ring_comm *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
@@ -464,7 +460,8 @@ static void comm_free(struct ring_comm *c)
 	free(c);
 }
 
-int lr_comm_open(const struct lr_env *env, ring_comm **out)
+int
+lr_comm_open(const struct lr_env *env, ring_comm **out)
 {
 	struct ring_comm *c = NULL;
 	char err[LR_ERR_MAX];
@@ -501,7 +498,7 @@ int lr_comm_open(const struct lr_env *env, ring_comm **out)
 	}
 
 	bound = env->timeout_ms < LR_CONNECT_MAX_MS ? env->timeout_ms : LR_CONNECT_MAX_MS;
-	start = now_ms();
+	start = proto_now_ms();
 	rc = sess_connect(c, env->socket_set, start + bound);
 	if (rc)
 		goto fail;
@@ -522,7 +519,8 @@ fail:
 	return rc;
 }
 
-int ring_open(ring_comm **out, const struct ring_options *opts)
+int
+ring_open(ring_comm **out, const struct ring_options *opts)
 {
 	struct lr_env env;
 	char err[LR_ERR_MAX];
@@ -541,13 +539,14 @@ int ring_open(ring_comm **out, const struct ring_options *opts)
 #define CLOSE_WAIT_MS	2000
 
 /* Reads (and drops) what the daemon still sends until it closes the socket. */
-static void close_wait(int fd, int64_t deadline)
+static void
+close_wait(int fd, int64_t deadline)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	for (;;) {
-		int r = poll(&pfd, 1, ms_left(deadline));
+		int r = poll(&pfd, 1, proto_ms_left(deadline));
 		ssize_t n;
 
 		if (r < 0 && errno == EINTR)
@@ -560,7 +559,8 @@ static void close_wait(int fd, int64_t deadline)
 	}
 }
 
-int ring_close(ring_comm *c)
+int
+ring_close(ring_comm *c)
 {
 	uint8_t buf[PROTO_MSG_MAX];
 	int n;
@@ -574,23 +574,26 @@ int ring_close(ring_comm *c)
 		 * this one still attached. */
 		n = proto_encode_bye(buf, sizeof(buf));
 		if (n > 0 && send(c->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
-			close_wait(c->fd, now_ms() + CLOSE_WAIT_MS);
+			close_wait(c->fd, proto_now_ms() + CLOSE_WAIT_MS);
 	}
 	comm_free(c);
 	return 0;
 }
 
-int ring_rank(const ring_comm *c)
+int
+ring_rank(const ring_comm *c)
 {
 	return c ? c->rank : RING_EINVAL;
 }
 
-int ring_size(const ring_comm *c)
+int
+ring_size(const ring_comm *c)
 {
 	return c ? c->size : RING_EINVAL;
 }
 
-void *ring_alloc(ring_comm *c, size_t bytes)
+void *
+ring_alloc(ring_comm *c, size_t bytes)
 {
 	void *p;
 
@@ -607,7 +610,8 @@ void *ring_alloc(ring_comm *c, size_t bytes)
 	return p;
 }
 
-void ring_free(ring_comm *c, void *p)
+void
+ring_free(ring_comm *c, void *p)
 {
 	if (!p)
 		return;
@@ -620,7 +624,8 @@ void ring_free(ring_comm *c, void *p)
 			"communicator (ignored)", p);
 }
 
-const char *ring_strerror(int err)
+const char *
+ring_strerror(int err)
 {
 	switch (err) {
 	case RING_OK:		return "success";
@@ -640,22 +645,26 @@ const char *ring_strerror(int err)
 	return "unknown error";
 }
 
-const char *ring_last_error(const ring_comm *c)
+const char *
+ring_last_error(const ring_comm *c)
 {
 	return c ? c->err : lr_tls_err;
 }
 
-size_t ring_dtype_size(enum ring_dtype dtype)
+size_t
+ring_dtype_size(enum ring_dtype dtype)
 {
 	return proto_dtype_size(dtype);
 }
 
-const char *ring_dtype_name(enum ring_dtype dtype)
+const char *
+ring_dtype_name(enum ring_dtype dtype)
 {
 	return proto_dtype_name(dtype);
 }
 
-const char *ring_op_name(enum ring_op op)
+const char *
+ring_op_name(enum ring_op op)
 {
 	return proto_op_name(op);
 }

@@ -19,19 +19,22 @@
 
 /* ---- the host engine ---- */
 
-static int host_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
-		     enum lr_copy_dir dir)
+static int
+host_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
+	  enum lr_copy_dir dir)
 {
 	memcpy(dst, src, n);
 	return 0;
 }
 
-static int host_nop_slot(struct lr_copier *cp, int slot)
+static int
+host_nop_slot(struct lr_copier *cp, int slot)
 {
 	return 0;
 }
 
-static int host_nop(struct lr_copier *cp)
+static int
+host_nop(struct lr_copier *cp)
 {
 	return 0;
 }
@@ -50,13 +53,15 @@ struct lr_cpu_copy {
 	size_t n;
 };
 
-static struct lr_copier_cpu *cpu_of(struct lr_copier *cp)
+static struct lr_copier_cpu *
+cpu_of(struct lr_copier *cp)
 {
 	return (struct lr_copier_cpu *)(void *)cp;
 }
 
 /* Runs the queued copies up to (not including) index upto. */
-static void cpu_run(struct lr_copier_cpu *x, size_t upto)
+static void
+cpu_run(struct lr_copier_cpu *x, size_t upto)
 {
 	size_t i;
 
@@ -72,8 +77,9 @@ static void cpu_run(struct lr_copier_cpu *x, size_t upto)
 		x->fence[i] = x->fence[i] > upto ? x->fence[i] - upto : 0;
 }
 
-static int cpu_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
-		    enum lr_copy_dir dir)
+static int
+cpu_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
+	 enum lr_copy_dir dir)
 {
 	struct lr_copier_cpu *x = cpu_of(cp);
 
@@ -105,13 +111,15 @@ static int cpu_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
 	return 0;
 }
 
-static int cpu_mark(struct lr_copier *cp, int slot)
+static int
+cpu_mark(struct lr_copier *cp, int slot)
 {
 	cpu_of(cp)->fence[slot] = cpu_of(cp)->nq;
 	return 0;
 }
 
-static int cpu_wait(struct lr_copier *cp, int slot)
+static int
+cpu_wait(struct lr_copier *cp, int slot)
 {
 	struct lr_copier_cpu *x = cpu_of(cp);
 
@@ -127,13 +135,15 @@ static int cpu_wait(struct lr_copier *cp, int slot)
 	return 0;
 }
 
-static int cpu_drain(struct lr_copier *cp)
+static int
+cpu_drain(struct lr_copier *cp)
 {
 	cpu_run(cpu_of(cp), cpu_of(cp)->nq);
 	return 0;
 }
 
-static int cpu_pin(struct lr_copier *cp, void *p, size_t n)
+static int
+cpu_pin(struct lr_copier *cp, void *p, size_t n)
 {
 	cpu_of(cp)->pins++;
 	return 0;
@@ -144,28 +154,32 @@ static const struct lr_copier_ops cpu_ops = {
 	.pin = cpu_pin,
 };
 
-void lr_copier_cpu_init(struct lr_copier_cpu *cp)
+void
+lr_copier_cpu_init(struct lr_copier_cpu *cp)
 {
 	memset(cp, 0, sizeof(*cp));
 	cp->base.ops = &cpu_ops;
 	cp->base.staged = true;
 }
 
-void lr_copier_cpu_reset(struct lr_copier_cpu *cp)
+void
+lr_copier_cpu_reset(struct lr_copier_cpu *cp)
 {
 	free(cp->q);
 	cp->q = NULL;
 	cp->nq = cp->capq = 0;
 }
 
-size_t lr_copier_cpu_pending(const struct lr_copier_cpu *cp)
+size_t
+lr_copier_cpu_pending(const struct lr_copier_cpu *cp)
 {
 	return cp->nq;
 }
 
 /* ---- the kept staging slots ---- */
 
-void lr_stage_release(struct ring_comm *c)
+void
+lr_stage_release(struct ring_comm *c)
 {
 	int i;
 
@@ -182,8 +196,9 @@ void lr_stage_release(struct ring_comm *c)
 	c->stage.owner = NULL;
 }
 
-int lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots,
-		 uint8_t *out[2], const char *fn)
+int
+lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots,
+	     uint8_t *out[2], const char *fn)
 {
 	size_t want = bytes;
 	int i;
@@ -218,7 +233,8 @@ int lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int ns
 	return 0;
 }
 
-void lr_comm_set_copier(struct ring_comm *c, struct lr_copier *cp)
+void
+lr_comm_set_copier(struct ring_comm *c, struct lr_copier *cp)
 {
 	c->copier = cp;
 }

@@ -36,7 +36,8 @@ static const struct env_source env_sources[] = {
 };
 
 /* An unset variable and an empty one mean the same: not given. */
-static const char *env_get(const char *name)
+static const char *
+env_get(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -44,7 +45,8 @@ static const char *env_get(const char *name)
 }
 
 /* Parses a whole decimal string into [lo, hi]; false on anything else. */
-static bool env_parse_int(const char *s, long lo, long hi, long *out)
+static bool
+env_parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;
 	long v;
@@ -62,7 +64,8 @@ static bool env_parse_int(const char *s, long lo, long hi, long *out)
 
 /* SLURM_TASKS_PER_NODE looks like "4(x2),3": the first number is this node's
  * count on the usual uniform allocation, which is all a local size can mean. */
-static bool env_parse_tasks_per_node(const char *s, long *out)
+static bool
+env_parse_tasks_per_node(const char *s, long *out)
 {
 	char buf[32];
 	size_t n = strspn(s, "0123456789");
@@ -74,32 +77,37 @@ static bool env_parse_tasks_per_node(const char *s, long *out)
 	return env_parse_int(buf, 1, PROTO_MAX_RANKS, out);
 }
 
-/* Fills rank/size/local_rank/local_size from the first source that defines any
- * of its variables; leaves the defaults when none does. */
-static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
+/* The first launcher that defines any of its variables, or NULL. */
+static const struct env_source *
+env_find_source(void)
 {
-	const struct env_source *src = NULL;
-	const char *val[4], *lsname;
-	long v[4];
 	size_t i, k;
 
-	for (i = 0; i < sizeof(env_sources) / sizeof(env_sources[0]) && !src; i++) {
+	for (i = 0; i < sizeof(env_sources) / sizeof(env_sources[0]); i++) {
 		/* The fallback alone does not select a source: Slurm exports it to
 		 * a whole allocation, not only to the tasks of a step. */
 		for (k = 0; k < 4; k++)
 			if (env_get(env_sources[i].var[k]))
-				src = &env_sources[i];
+				return &env_sources[i];
 	}
-	if (!src)
-		return 0;
-	env->source = src->name;
+	return NULL;
+}
+
+/* Reads src's four variables into val (NULL where unset) and v, checking that
+ * each pair is given whole and each value is a rank or size; *lsname gets the
+ * name the local size came from. */
+static int
+env_launcher_read(const struct env_source *src, const char *val[4], long v[4],
+		  const char **lsname, char *err, size_t cap)
+{
+	size_t k;
 
 	for (k = 0; k < 4; k++)
 		val[k] = env_get(src->var[k]);
-	lsname = src->var[3];
+	*lsname = src->var[3];
 	if (!val[3] && src->alt_local_size && env_get(src->alt_local_size)) {
-		lsname = src->alt_local_size;
-		val[3] = env_get(lsname);
+		*lsname = src->alt_local_size;
+		val[3] = env_get(*lsname);
 	}
 
 	if (!val[0] != !val[1]) {
@@ -110,17 +118,17 @@ static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t c
 	}
 	if (!val[2] != !val[3]) {
 		snprintf(err, cap, "%s is set but %s is not (launcher: %s)",
-			 val[2] ? src->var[2] : lsname, val[2] ? lsname : src->var[2], src->name);
+			 val[2] ? src->var[2] : *lsname, val[2] ? *lsname : src->var[2], src->name);
 		return RING_EINVAL;
 	}
 	for (k = 0; k < 4; k++) {
-		const char *name = k == 3 ? lsname : src->var[k];
+		const char *name = k == 3 ? *lsname : src->var[k];
 		bool ok;
 
 		if (!val[k])
 			continue;
 		/* Odd k is a size (1..max), even k a rank (0..max-1). */
-		if (k == 3 && lsname == src->alt_local_size)
+		if (k == 3 && *lsname == src->alt_local_size)
 			ok = env_parse_tasks_per_node(val[k], &v[k]);
 		else if (k & 1)
 			ok = env_parse_int(val[k], 1, PROTO_MAX_RANKS, &v[k]);
@@ -132,6 +140,24 @@ static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t c
 			return RING_EINVAL;
 		}
 	}
+	return 0;
+}
+
+/* Fills rank/size/local_rank/local_size from the first source that defines any
+ * of its variables; leaves the defaults when none does. */
+static int
+env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
+{
+	const struct env_source *src = env_find_source();
+	const char *val[4], *lsname;
+	long v[4];
+	int rc;
+
+	if (!src)
+		return 0;
+	env->source = src->name;
+	if ((rc = env_launcher_read(src, val, v, &lsname, err, cap)) != 0)
+		return rc;
 	if (val[0]) {
 		if (v[0] >= v[1]) {
 			snprintf(err, cap, "%s=%ld is not below %s=%ld (launcher: %s)",
@@ -161,8 +187,9 @@ static int env_launcher(struct lr_env *env, bool want_local, char *err, size_t c
 	return 0;
 }
 
-static int env_copy(char *dst, size_t dcap, const char *src, const char *what,
-		    char *err, size_t cap)
+static int
+env_copy(char *dst, size_t dcap, const char *src, const char *what,
+	 char *err, size_t cap)
 {
 	size_t n = strlen(src);
 
@@ -175,28 +202,15 @@ static int env_copy(char *dst, size_t dcap, const char *src, const char *what,
 	return 0;
 }
 
-int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
-		   size_t cap)
+/* The daemon's socket and the job name: opts, then the environment, then the
+ * defaults. */
+static int
+env_names(const struct ring_options *opts, struct lr_env *env, char *err,
+	  size_t cap)
 {
-	static const struct ring_options none;
 	const char *s;
-	long v;
-	bool want_local;
 	int rc;
 
-	if (!opts)
-		opts = &none;
-	memset(env, 0, sizeof(*env));
-	env->rank = env->size = -1;
-	env->local_rank = 0;
-	env->local_size = 1;
-	env->source = "none";
-	env->timeout_ms = LR_DEFAULT_TIMEOUT_MS;
-	env->arena_bytes = (size_t)LR_DEFAULT_ARENA_MB << 20;
-	s = env_get("RING_DEBUG");
-	env->debug = s && strcmp(s, "0") != 0;
-
-	/* Socket: opts, RING_SOCKET, then the system default. */
 	s = opts->socket && *opts->socket ? opts->socket : env_get("RING_SOCKET");
 	env->socket_set = s != NULL;
 	rc = env_copy(env->socket, sizeof(env->socket), s ? s : RING_DEFAULT_SOCKET,
@@ -206,10 +220,17 @@ int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *er
 		return rc;
 
 	s = opts->job && *opts->job ? opts->job : env_get("RING_JOB");
-	rc = env_copy(env->job, sizeof(env->job), s ? s : "default",
-		      opts->job && *opts->job ? "ring_options.job" : "RING_JOB", err, cap);
-	if (rc)
-		return rc;
+	return env_copy(env->job, sizeof(env->job), s ? s : "default",
+			opts->job && *opts->job ? "ring_options.job" : "RING_JOB", err, cap);
+}
+
+/* The operation timeout and the arena size: opts, then the environment. */
+static int
+env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
+	   size_t cap)
+{
+	const char *s;
+	long v;
 
 	if (opts->timeout_ms < 0) {
 		snprintf(err, cap, "ring_options.timeout_ms=%d is negative", opts->timeout_ms);
@@ -240,6 +261,17 @@ int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *er
 		}
 		env->arena_bytes = (size_t)v << 20;
 	}
+	return 0;
+}
+
+/* The process's place: opts' local pair, else the launcher's, with its rank
+ * and size. */
+static int
+env_place(const struct ring_options *opts, struct lr_env *env, char *err,
+	  size_t cap)
+{
+	bool want_local;
+	int rc;
 
 	/* A caller that gives local_size describes its placement itself (local_rank
 	 * 0 is then meaningful); local_rank alone cannot be read that way. */
@@ -269,8 +301,15 @@ int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *er
 			 "(launcher: %s)", env->local_size, env->size, env->source);
 		return RING_EINVAL;
 	}
+	return 0;
+}
 
-	s = env_get("RING_SINGLE");
+/* RING_SINGLE: a size-1 group without a daemon, only when asked for. */
+static int
+env_single(struct lr_env *env, char *err, size_t cap)
+{
+	const char *s = env_get("RING_SINGLE");
+
 	if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
 		snprintf(err, cap, "RING_SINGLE=\"%s\" must be 0 or 1", s);
 		return RING_EINVAL;
@@ -284,6 +323,34 @@ int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *er
 			 env->source, env->size);
 		return RING_EINVAL;
 	}
+	return 0;
+}
+
+int
+lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
+	       size_t cap)
+{
+	static const struct ring_options none;
+	const char *s;
+	int rc;
+
+	if (!opts)
+		opts = &none;
+	memset(env, 0, sizeof(*env));
+	env->rank = env->size = -1;
+	env->local_rank = 0;
+	env->local_size = 1;
+	env->source = "none";
+	env->timeout_ms = LR_DEFAULT_TIMEOUT_MS;
+	env->arena_bytes = (size_t)LR_DEFAULT_ARENA_MB << 20;
+	s = env_get("RING_DEBUG");
+	env->debug = s && strcmp(s, "0") != 0;
+
+	if ((rc = env_names(opts, env, err, cap)) != 0 ||
+	    (rc = env_limits(opts, env, err, cap)) != 0 ||
+	    (rc = env_place(opts, env, err, cap)) != 0 ||
+	    (rc = env_single(env, err, cap)) != 0)
+		return rc;
 
 	if (env->debug)
 		fprintf(stderr, "libring: rank/size from %s (rank %d, size %d, local %d/%d), "

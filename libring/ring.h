@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ring_types.h"	/* enum ring_dtype, ring_op, ring_err (RING_E*) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,33 +30,6 @@ extern "C" {
 #define RING_VERSION_MINOR 1
 
 typedef struct ring_comm ring_comm;	/* opaque */
-
-enum ring_dtype {
-	RING_BOOL, RING_INT8, RING_UINT8, RING_INT16, RING_UINT16,
-	RING_INT32, RING_UINT32, RING_INT64, RING_UINT64,
-	RING_FLOAT16, RING_BFLOAT16, RING_FLOAT32, RING_FLOAT64,
-	RING_DTYPE_COUNT
-};
-
-enum ring_op { RING_SUM, RING_PROD, RING_MAX, RING_MIN, RING_AVG, RING_OP_COUNT };
-
-/* Error codes: every function returns 0 or one of these (negative). */
-enum ring_err {
-	RING_OK = 0,
-	RING_EINVAL = -1,	/* a bad argument */
-	RING_ENOMEM = -2,	/* out of memory or out of arena space */
-	RING_EDAEMON = -3,	/* the local daemon is unreachable or went away */
-	RING_EPEER = -4,	/* a peer daemon failed or its link broke */
-	RING_ETIMEDOUT = -5,	/* an operation did not complete within its bound */
-	RING_EMISMATCH = -6,	/* ranks called different collectives, or dtype/shape differ */
-	RING_EABORTED = -7,	/* the operation was aborted (by another rank or the daemon) */
-	RING_EPROTO = -8,	/* a malformed message (version skew or corruption) */
-	RING_EPERM = -9,	/* not allowed (credentials, limits) */
-	RING_ENOTSUP = -10,	/* not supported by this build or configuration */
-	RING_ECLOSED = -11,	/* the communicator was closed */
-	RING_EDEVICE = -12,	/* a device (CUDA) call or copy failed */
-	RING_ERR_MIN = -12
-};
 
 struct ring_options {		/* zeroed fields come from the environment, then defaults */
 	const char *socket;	/* RING_SOCKET, else the system default path */
@@ -65,7 +40,6 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 };
 
 #define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"
-#define RING_MAX_NDIM 8
 
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
 /* Leaves the job; returns once the daemon has let go of the session (at most

@@ -19,8 +19,9 @@
 /* Every member must compute the same place from the same rows; anything that
  * would make them disagree (a row that does not come from its rank, a host out
  * of range) is refused rather than guessed around. */
-int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
-		   int *local_rank, int *local_size, char *err, size_t cap)
+int
+lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
+	       int *local_rank, int *local_size, char *err, size_t cap)
 {
 	const int64_t *mine = rows + (size_t)me * LR_SPLIT_COLS;
 	int64_t color = mine[LR_SPLIT_COLOR], key = mine[LR_SPLIT_KEY];
@@ -57,7 +58,8 @@ int lr_split_place(const int64_t *rows, int n, int me, int *rank, int *size,
 }
 
 /* 64-bit FNV-1a, printed in the fallback name. */
-static uint64_t split_hash(const char *s)
+static uint64_t
+split_hash(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -68,7 +70,8 @@ static uint64_t split_hash(const char *s)
 	return h;
 }
 
-void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
+void
+lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
 {
 	char full[PROTO_JOB_MAX + 64];
 	int n;
@@ -85,109 +88,119 @@ void lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color
 		 (unsigned long long)split_hash(full));
 }
 
+/* What a sub-communicator takes from its parent whatever its group. */
+static void
+split_env(const struct ring_comm *c, struct lr_env *env)
+{
+	memset(env, 0, sizeof(*env));
+	memcpy(env->socket, c->sock, sizeof(env->socket));
+	env->timeout_ms = c->timeout_ms;
+	env->arena_bytes = c->arena.bytes;
+	env->source = "ring_split";
+	env->debug = c->debug;
+}
+
 /* Sub-communicator of a size-1 group (RING_SINGLE): itself again. */
-static int split_single(struct ring_comm *c, ring_comm **out)
+static int
+split_single(struct ring_comm *c, ring_comm **out)
 {
 	struct lr_env env;
 	int rc;
 
-	memset(&env, 0, sizeof(env));
-	memcpy(env.socket, c->sock, sizeof(env.socket));
+	split_env(c, &env);
 	memcpy(env.job, c->job, sizeof(env.job));
-	env.timeout_ms = c->timeout_ms;
-	env.arena_bytes = c->arena.bytes;
 	env.rank = env.size = -1;
 	env.local_size = 1;
-	env.source = "ring_split";
 	env.single = true;
-	env.debug = c->debug;
 	rc = lr_comm_open(&env, out);
 	if (rc)
 		return lr_fail(c, rc, "ring_split: %s", ring_last_error(NULL));
 	return 0;
 }
 
-int ring_split(ring_comm *c, int color, int key, ring_comm **out)
+/* The collective part: all-gathers every rank's (color, key, host, rank) and,
+ * for a rank that joins a group, puts its place in that group into env. */
+static int
+split_gather(struct ring_comm *c, int color, int key, struct lr_env *env)
 {
-	static const char fn[] = "ring_split";
-	struct lr_env env;
-	int64_t *rows = NULL;
-	int rank, size, lrank, lsize, rc;
-	unsigned nsplit;
+	int64_t mine[LR_SPLIT_COLS] = {
+		[LR_SPLIT_COLOR] = color < 0 ? -1 : color, [LR_SPLIT_KEY] = key,
+		[LR_SPLIT_HOST] = c->host_rank, [LR_SPLIT_RANK] = c->rank,
+	};
+	char err[LR_ERR_MAX];
+	int64_t *rows;
+	int rc;
+
+	rows = calloc((size_t)c->size, LR_SPLIT_COLS * sizeof(*rows));
+	if (!rows)
+		return lr_fail(c, RING_ENOMEM, "ring_split: out of memory for %d ranks", c->size);
+	/* On failure ring_allgather leaves its message in c->err.  A negative
+	 * color (MPI_UNDEFINED) takes part in the gather but joins no group. */
+	rc = ring_allgather(c, mine, rows, LR_SPLIT_COLS, RING_INT64);
+	if (rc == 0 && color >= 0) {
+		rc = lr_split_place(rows, c->size, c->rank, &env->rank, &env->size,
+				    &env->local_rank, &env->local_size, err, sizeof(err));
+		if (rc)
+			rc = lr_fail(c, rc, "ring_split: %s", err);
+	}
+	free(rows);
+	return rc;
+}
+
+/* Attaches to the sub-job env describes and checks that ringd placed this
+ * process where the members computed. */
+static int
+split_join(struct ring_comm *c, const struct lr_env *env, int color, int key,
+	   ring_comm **out)
+{
 	ring_comm *sub = NULL;
+	int rc;
+
+	rc = lr_comm_open(env, &sub);
+	if (rc)
+		return lr_fail(c, rc, "ring_split(color %d, key %d): joining sub-job \"%s\" "
+			       "as rank %d of %d: %s", color, key, env->job, env->rank,
+			       env->size, ring_last_error(NULL));
+	/* ringd placed us by the ranks we gave; a different local place would
+	 * mean the members disagree about the layout. */
+	if (sub->local_rank != env->local_rank || sub->local_size != env->local_size) {
+		rc = lr_fail(c, RING_EPROTO, "ring_split: ringd at %s placed this process at "
+			     "local rank %d of %d in sub-job \"%s\", expected %d of %d", c->sock,
+			     sub->local_rank, sub->local_size, env->job, env->local_rank,
+			     env->local_size);
+		ring_close(sub);
+		return rc;
+	}
+	if (c->debug)
+		fprintf(stderr, "libring: split of job %s (color %d, key %d): rank %d of %d in "
+			"job %s\n", c->job, color, key, env->rank, env->size, env->job);
+	*out = sub;
+	return 0;
+}
+
+int
+ring_split(ring_comm *c, int color, int key, ring_comm **out)
+{
+	struct lr_env env;
+	unsigned nsplit;
+	int rc;
 
 	if (out)
 		*out = NULL;
 	if (!c)
-		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+		return lr_fail(NULL, RING_EINVAL, "ring_split: comm is NULL");
 	if (!out)
-		return lr_fail(c, RING_EINVAL, "%s: out is NULL", fn);
+		return lr_fail(c, RING_EINVAL, "ring_split: out is NULL");
 	/* Counted on every rank, also those that join no group, so the sub-job
 	 * names of later splits agree. */
 	nsplit = c->nsplits++;
 	if (c->single)
 		return color < 0 ? 0 : split_single(c, out);
 
-	rows = calloc((size_t)c->size, LR_SPLIT_COLS * sizeof(*rows));
-	if (!rows)
-		return lr_fail(c, RING_ENOMEM, "%s: out of memory for %d ranks", fn, c->size);
-	{
-		int64_t mine[LR_SPLIT_COLS] = {
-			[LR_SPLIT_COLOR] = color < 0 ? -1 : color, [LR_SPLIT_KEY] = key,
-			[LR_SPLIT_HOST] = c->host_rank, [LR_SPLIT_RANK] = c->rank,
-		};
-
-		rc = ring_allgather(c, mine, rows, LR_SPLIT_COLS, RING_INT64);
-	}
-	if (rc) {
-		/* ring_allgather left its message in c->err. */
-		free(rows);
+	split_env(c, &env);
+	if ((rc = split_gather(c, color, key, &env)) != 0 || color < 0)
 		return rc;
-	}
-	if (color < 0) {
-		/* MPI_UNDEFINED: this rank takes part in the split but joins no group. */
-		free(rows);
-		return 0;
-	}
-	{
-		char err[LR_ERR_MAX];
-
-		rc = lr_split_place(rows, c->size, c->rank, &rank, &size, &lrank, &lsize, err,
-				    sizeof(err));
-		free(rows);
-		if (rc)
-			return lr_fail(c, rc, "%s: %s", fn, err);
-	}
-
-	memset(&env, 0, sizeof(env));
-	memcpy(env.socket, c->sock, sizeof(env.socket));
 	env.socket_set = true;
 	lr_split_job_name(env.job, c->job, nsplit, color);
-	env.timeout_ms = c->timeout_ms;
-	env.arena_bytes = c->arena.bytes;
-	env.rank = rank;
-	env.size = size;
-	env.local_rank = lrank;
-	env.local_size = lsize;
-	env.source = "ring_split";
-	env.debug = c->debug;
-	rc = lr_comm_open(&env, &sub);
-	if (rc)
-		return lr_fail(c, rc, "%s(color %d, key %d): joining sub-job \"%s\" as rank %d "
-			       "of %d: %s", fn, color, key, env.job, rank, size,
-			       ring_last_error(NULL));
-	/* ringd placed us by the ranks we gave; a different local place would
-	 * mean the members disagree about the layout. */
-	if (sub->local_rank != lrank || sub->local_size != lsize) {
-		rc = lr_fail(c, RING_EPROTO, "%s: ringd at %s placed this process at local "
-			     "rank %d of %d in sub-job \"%s\", expected %d of %d", fn, c->sock,
-			     sub->local_rank, sub->local_size, env.job, lrank, lsize);
-		ring_close(sub);
-		return rc;
-	}
-	if (c->debug)
-		fprintf(stderr, "libring: split of job %s (color %d, key %d): rank %d of %d in "
-			"job %s\n", c->job, color, key, rank, size, env.job);
-	*out = sub;
-	return 0;
+	return split_join(c, &env, color, key, out);
 }

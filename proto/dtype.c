@@ -20,82 +20,15 @@
 #include <stdatomic.h>
 #endif
 
+/* dst[i] = a[i] op b[i] for one dtype; the op is RING_SUM ... RING_AVG. */
+typedef void reduce_fn(void *dst, const void *a, const void *b, size_t n, int op);
+
 struct dtype_info {
 	size_t size;		/* bytes per element */
 	const char *name;	/* as ringctl and error messages print it */
 	bool is_float;		/* RING_AVG allowed, proto_scale applies */
+	reduce_fn *reduce;	/* its kernel */
 };
-
-static const struct dtype_info dtypes[RING_DTYPE_COUNT] = {
-	[RING_BOOL] = { 1, "bool", false },
-	[RING_INT8] = { 1, "int8", false },
-	[RING_UINT8] = { 1, "uint8", false },
-	[RING_INT16] = { 2, "int16", false },
-	[RING_UINT16] = { 2, "uint16", false },
-	[RING_INT32] = { 4, "int32", false },
-	[RING_UINT32] = { 4, "uint32", false },
-	[RING_INT64] = { 8, "int64", false },
-	[RING_UINT64] = { 8, "uint64", false },
-	[RING_FLOAT16] = { 2, "float16", true },
-	[RING_BFLOAT16] = { 2, "bfloat16", true },
-	[RING_FLOAT32] = { 4, "float32", true },
-	[RING_FLOAT64] = { 8, "float64", true },
-};
-
-static const char *const op_names[RING_OP_COUNT] = {
-	[RING_SUM] = "sum",
-	[RING_PROD] = "prod",
-	[RING_MAX] = "max",
-	[RING_MIN] = "min",
-	[RING_AVG] = "avg",
-};
-
-static bool
-dtype_valid(int dtype)
-{
-	return dtype >= 0 && dtype < RING_DTYPE_COUNT;
-}
-
-static bool
-op_valid(int op)
-{
-	return op >= 0 && op < RING_OP_COUNT;
-}
-
-size_t
-proto_dtype_size(int dtype)
-{
-	return dtype_valid(dtype) ? dtypes[dtype].size : 0;
-}
-
-const char *
-proto_dtype_name(int dtype)
-{
-	return dtype_valid(dtype) ? dtypes[dtype].name : "?";
-}
-
-bool
-proto_dtype_is_float(int dtype)
-{
-	return dtype_valid(dtype) && dtypes[dtype].is_float;
-}
-
-const char *
-proto_op_name(int op)
-{
-	return op_valid(op) ? op_names[op] : "?";
-}
-
-int
-proto_reduce_check(int dtype, int op)
-{
-	if (!dtype_valid(dtype) || !op_valid(op))
-		return RING_EINVAL;
-	/* An integer average would have to round somewhere; refuse rather than guess. */
-	if (op == RING_AVG && !dtypes[dtype].is_float)
-		return RING_EINVAL;
-	return 0;
-}
 
 /* ---- half precision ----
  * Bit-level conversions that do not depend on the floating-point environment, so
@@ -188,29 +121,22 @@ f32_to_bf16(float f)
 	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
-float
-proto_f16_to_f32(uint16_t h)
-{
-	return f16_to_f32(h);
+/*
+ * The exported conversions are the inline ones above, for callers elsewhere;
+ * the kernels call the inline ones, which an exported (interposable, under
+ * -fPIC) function could not be.
+ */
+#define EXPORT_CONVERSION(NAME, FROM, TO, IMPL)				\
+TO									\
+NAME(FROM v)								\
+{									\
+	return IMPL(v);							\
 }
 
-uint16_t
-proto_f32_to_f16(float f)
-{
-	return f32_to_f16(f);
-}
-
-float
-proto_bf16_to_f32(uint16_t h)
-{
-	return bf16_to_f32(h);
-}
-
-uint16_t
-proto_f32_to_bf16(float f)
-{
-	return f32_to_bf16(f);
-}
+EXPORT_CONVERSION(proto_f16_to_f32, uint16_t, float, f16_to_f32)
+EXPORT_CONVERSION(proto_f32_to_f16, float, uint16_t, f32_to_f16)
+EXPORT_CONVERSION(proto_bf16_to_f32, uint16_t, float, bf16_to_f32)
+EXPORT_CONVERSION(proto_f32_to_bf16, float, uint16_t, f32_to_bf16)
 
 /* ---- kernels ---- */
 
@@ -231,37 +157,55 @@ proto_f32_to_bf16(float f)
 #endif
 
 /*
- * Integers: T is the element type, U an unsigned type at least as wide as T and
- * at least as wide as unsigned int, so the arithmetic never promotes to a signed
- * int that could overflow.  Converting back to T wraps (GCC and Clang define the
- * conversion as modular).
+ * One kernel per dtype, all from one pattern: each element pair is widened to
+ * W (WIDEN), combined by the op's expression in x and y, and narrowed back to
+ * T (NARROW).  Integers: W is T itself, so MAX and MIN compare in T, while SUM
+ * and PROD compute in U, an unsigned type at least as wide as T and as unsigned
+ * int, so the arithmetic never promotes to a signed int that could overflow;
+ * converting back to T wraps (GCC and Clang define the conversion as modular).
+ * Half types: widened to float32, combined, rounded once.  bool: any nonzero
+ * byte is true, results are 0/1; SUM and MAX are OR, PROD and MIN are AND.
  */
-#define INT_KERNEL(NAME, T, U)						\
-KERNEL static void								\
-NAME(T *dst, const T *a, const T *b, size_t n, int op)			\
+#define REDUCE_LOOP(WIDEN, NARROW, EXPR)				\
+	for (i = 0; i < n; i++) {					\
+		x = WIDEN(a[i]);					\
+		y = WIDEN(b[i]);					\
+		dst[i] = NARROW(EXPR);					\
+	}
+
+#define REDUCE_KERNEL(NAME, T, W, WIDEN, NARROW, SUM, PROD, MAX, MIN)	\
+KERNEL static void							\
+NAME(void *dstv, const void *av, const void *bv, size_t n, int op)	\
 {									\
+	T *dst = dstv;							\
+	const T *a = av, *b = bv;					\
 	size_t i;							\
+	W x, y;								\
 									\
 	switch (op) {							\
 	case RING_SUM:							\
 	case RING_AVG:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = (T)((U)a[i] + (U)b[i]);		\
+		REDUCE_LOOP(WIDEN, NARROW, SUM)				\
 		break;							\
 	case RING_PROD:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = (T)((U)a[i] * (U)b[i]);		\
+		REDUCE_LOOP(WIDEN, NARROW, PROD)			\
 		break;							\
 	case RING_MAX:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = a[i] > b[i] ? a[i] : b[i];		\
+		REDUCE_LOOP(WIDEN, NARROW, MAX)				\
 		break;							\
 	case RING_MIN:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = a[i] < b[i] ? a[i] : b[i];		\
+		REDUCE_LOOP(WIDEN, NARROW, MIN)				\
 		break;							\
 	}								\
 }
+
+#define INT_KERNEL(NAME, T, U)						\
+	REDUCE_KERNEL(NAME, T, T, , (T), (U)x + (U)y, (U)x * (U)y,	\
+	    x > y ? x : y, x < y ? x : y)
+#define FLOAT_KERNEL(NAME, T, W, WIDEN, NARROW)				\
+	REDUCE_KERNEL(NAME, T, W, WIDEN, NARROW, x + y, x * y,		\
+	    FMAX(x, y), FMIN(x, y))
+#define TRUTH(v)	((v) != 0)
 
 INT_KERNEL(reduce_i8, int8_t, uint32_t)
 INT_KERNEL(reduce_u8, uint8_t, uint32_t)
@@ -271,101 +215,11 @@ INT_KERNEL(reduce_i32, int32_t, uint32_t)
 INT_KERNEL(reduce_u32, uint32_t, uint32_t)
 INT_KERNEL(reduce_i64, int64_t, uint64_t)
 INT_KERNEL(reduce_u64, uint64_t, uint64_t)
-
-#define FLOAT_KERNEL(NAME, T)						\
-KERNEL static void								\
-NAME(T *dst, const T *a, const T *b, size_t n, int op)			\
-{									\
-	size_t i;							\
-									\
-	switch (op) {							\
-	case RING_SUM:							\
-	case RING_AVG:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = a[i] + b[i];				\
-		break;							\
-	case RING_PROD:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = a[i] * b[i];				\
-		break;							\
-	case RING_MAX:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = FMAX(a[i], b[i]);			\
-		break;							\
-	case RING_MIN:							\
-		for (i = 0; i < n; i++)					\
-			dst[i] = FMIN(a[i], b[i]);			\
-		break;							\
-	}								\
-}
-
-FLOAT_KERNEL(reduce_f32, float)
-FLOAT_KERNEL(reduce_f64, double)
-
-/* Half types: widen both operands, combine in float32, round once. */
-#define HALF_KERNEL(NAME, TO32, FROM32)					\
-KERNEL static void								\
-NAME(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op) \
-{									\
-	size_t i;							\
-	float x, y;							\
-									\
-	switch (op) {							\
-	case RING_SUM:							\
-	case RING_AVG:							\
-		for (i = 0; i < n; i++) {				\
-			x = TO32(a[i]);					\
-			y = TO32(b[i]);					\
-			dst[i] = FROM32(x + y);				\
-		}							\
-		break;							\
-	case RING_PROD:							\
-		for (i = 0; i < n; i++) {				\
-			x = TO32(a[i]);					\
-			y = TO32(b[i]);					\
-			dst[i] = FROM32(x * y);				\
-		}							\
-		break;							\
-	case RING_MAX:							\
-		for (i = 0; i < n; i++) {				\
-			x = TO32(a[i]);					\
-			y = TO32(b[i]);					\
-			dst[i] = FROM32(FMAX(x, y));			\
-		}							\
-		break;							\
-	case RING_MIN:							\
-		for (i = 0; i < n; i++) {				\
-			x = TO32(a[i]);					\
-			y = TO32(b[i]);					\
-			dst[i] = FROM32(FMIN(x, y));			\
-		}							\
-		break;							\
-	}								\
-}
-
-HALF_KERNEL(reduce_f16_portable, f16_to_f32, f32_to_f16)
-HALF_KERNEL(reduce_bf16_portable, bf16_to_f32, f32_to_bf16)
-
-KERNEL static void
-reduce_bool(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n, int op)
-{
-	size_t i;
-
-	/* Any nonzero byte is true; results are normalised to 0/1. */
-	switch (op) {
-	case RING_SUM:
-	case RING_AVG:
-	case RING_MAX:
-		for (i = 0; i < n; i++)
-			dst[i] = (a[i] != 0) | (b[i] != 0);
-		break;
-	case RING_PROD:
-	case RING_MIN:
-		for (i = 0; i < n; i++)
-			dst[i] = (a[i] != 0) & (b[i] != 0);
-		break;
-	}
-}
+FLOAT_KERNEL(reduce_f32, float, float, , )
+FLOAT_KERNEL(reduce_f64, double, double, , )
+FLOAT_KERNEL(reduce_f16_portable, uint16_t, float, f16_to_f32, f32_to_f16)
+FLOAT_KERNEL(reduce_bf16_portable, uint16_t, float, bf16_to_f32, f32_to_bf16)
+REDUCE_KERNEL(reduce_bool, uint8_t, uint8_t, TRUTH, , x | y, x & y, x | y, x & y)
 
 #ifdef DTYPE_HAVE_X86
 /*
@@ -504,7 +358,7 @@ reduce_bf16_avx2(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, 
 #endif
 
 static void
-reduce_f16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+reduce_f16(void *dst, const void *a, const void *b, size_t n, int op)
 {
 #ifdef DTYPE_HAVE_X86
 	if (n >= 8 && (cpu_features() & CPU_F16C)) {
@@ -516,7 +370,7 @@ reduce_f16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op
 }
 
 static void
-reduce_bf16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int op)
+reduce_bf16(void *dst, const void *a, const void *b, size_t n, int op)
 {
 #ifdef DTYPE_HAVE_X86
 	if (n >= 8 && (cpu_features() & CPU_AVX2)) {
@@ -527,54 +381,84 @@ reduce_bf16(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, int o
 	reduce_bf16_portable(dst, a, b, n, op);
 }
 
+static const struct dtype_info dtypes[RING_DTYPE_COUNT] = {
+	[RING_BOOL] = { 1, "bool", false, reduce_bool },
+	[RING_INT8] = { 1, "int8", false, reduce_i8 },
+	[RING_UINT8] = { 1, "uint8", false, reduce_u8 },
+	[RING_INT16] = { 2, "int16", false, reduce_i16 },
+	[RING_UINT16] = { 2, "uint16", false, reduce_u16 },
+	[RING_INT32] = { 4, "int32", false, reduce_i32 },
+	[RING_UINT32] = { 4, "uint32", false, reduce_u32 },
+	[RING_INT64] = { 8, "int64", false, reduce_i64 },
+	[RING_UINT64] = { 8, "uint64", false, reduce_u64 },
+	[RING_FLOAT16] = { 2, "float16", true, reduce_f16 },
+	[RING_BFLOAT16] = { 2, "bfloat16", true, reduce_bf16 },
+	[RING_FLOAT32] = { 4, "float32", true, reduce_f32 },
+	[RING_FLOAT64] = { 8, "float64", true, reduce_f64 },
+};
+
+static const char *const op_names[RING_OP_COUNT] = {
+	[RING_SUM] = "sum",
+	[RING_PROD] = "prod",
+	[RING_MAX] = "max",
+	[RING_MIN] = "min",
+	[RING_AVG] = "avg",
+};
+
+static bool
+dtype_valid(int dtype)
+{
+	return dtype >= 0 && dtype < RING_DTYPE_COUNT;
+}
+
+static bool
+op_valid(int op)
+{
+	return op >= 0 && op < RING_OP_COUNT;
+}
+
+size_t
+proto_dtype_size(int dtype)
+{
+	return dtype_valid(dtype) ? dtypes[dtype].size : 0;
+}
+
+const char *
+proto_dtype_name(int dtype)
+{
+	return dtype_valid(dtype) ? dtypes[dtype].name : "?";
+}
+
+bool
+proto_dtype_is_float(int dtype)
+{
+	return dtype_valid(dtype) && dtypes[dtype].is_float;
+}
+
+const char *
+proto_op_name(int op)
+{
+	return op_valid(op) ? op_names[op] : "?";
+}
+
+int
+proto_reduce_check(int dtype, int op)
+{
+	if (!dtype_valid(dtype) || !op_valid(op))
+		return RING_EINVAL;
+	/* An integer average would have to round somewhere; refuse rather than guess. */
+	if (op == RING_AVG && !dtypes[dtype].is_float)
+		return RING_EINVAL;
+	return 0;
+}
+
 void
 proto_reduce(void *dst, const void *a, const void *b, size_t count, int dtype, int op)
 {
 	/* Callers check with proto_reduce_check; an invalid pair here does nothing. */
 	if (!dtype_valid(dtype) || !op_valid(op) || count == 0)
 		return;
-
-	switch (dtype) {
-	case RING_BOOL:
-		reduce_bool(dst, a, b, count, op);
-		break;
-	case RING_INT8:
-		reduce_i8(dst, a, b, count, op);
-		break;
-	case RING_UINT8:
-		reduce_u8(dst, a, b, count, op);
-		break;
-	case RING_INT16:
-		reduce_i16(dst, a, b, count, op);
-		break;
-	case RING_UINT16:
-		reduce_u16(dst, a, b, count, op);
-		break;
-	case RING_INT32:
-		reduce_i32(dst, a, b, count, op);
-		break;
-	case RING_UINT32:
-		reduce_u32(dst, a, b, count, op);
-		break;
-	case RING_INT64:
-		reduce_i64(dst, a, b, count, op);
-		break;
-	case RING_UINT64:
-		reduce_u64(dst, a, b, count, op);
-		break;
-	case RING_FLOAT16:
-		reduce_f16(dst, a, b, count, op);
-		break;
-	case RING_BFLOAT16:
-		reduce_bf16(dst, a, b, count, op);
-		break;
-	case RING_FLOAT32:
-		reduce_f32(dst, a, b, count, op);
-		break;
-	case RING_FLOAT64:
-		reduce_f64(dst, a, b, count, op);
-		break;
-	}
+	dtypes[dtype].reduce(dst, a, b, count, op);
 }
 
 KERNEL void

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "../libring/ring.h"
+#include "ring_types.h"
 
 size_t proto_dtype_size(int dtype);	/* 0 when out of range */
 const char *proto_dtype_name(int dtype);	/* "float32", ...; "?" when out of range */

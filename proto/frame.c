@@ -1,5 +1,5 @@
 /*
- * frame.c - the peer protocol between daemons: the 40-byte frame header and the
+ * frame.c - the peer protocol between daemons: the 48-byte frame header and the
  * payloads that have a structure (handshake hello, collective fingerprint, reject
  * and abort reasons, point-to-point RTS/CTS), plus the collective names and the
  * fingerprint's comparison and text form.  Every payload has one canonical
@@ -168,61 +168,13 @@ proto_frame_type_name(int type)
 	}
 }
 
-/* ---- field checks shared by encoders and decoders ---- */
-
-/* Names that end up in logs: printable ASCII only. */
-static bool
-str_printable(const char *s)
-{
-	for (; *s != '\0'; s++)
-		if (*s < 0x20 || *s > 0x7e)
-			return false;
-	return true;
-}
-
-/* A failure code carried between daemons: one of the RING_E* errors. */
-static bool
-code_is_error(int32_t code)
-{
-	return code < 0 && code >= RING_ERR_MIN;
-}
-
-/* A status: 0 (success) or a RING_E* error. */
-static bool
-code_is_status(int32_t code)
-{
-	return code == 0 || code_is_error(code);
-}
-
-/* Finishes an encoder: the length written, or RING_EINVAL when it did not fit. */
-static int
-pw_done(const struct pw *w)
-{
-	if (w->err || w->off > INT32_MAX)
-		return RING_EINVAL;
-	return (int)w->off;
-}
-
-/* Finishes a decoder: every byte consumed, nothing overrun. */
-static int
-pr_done(const struct pr *r)
-{
-	if (r->err || r->off != r->len)
-		return RING_EPROTO;
-	return 0;
-}
-
 /* ---- handshake hello ---- */
 
 static bool
 peer_hello_ok(const struct proto_peer_hello *h)
 {
-	size_t n = strnlen(h->cluster, sizeof(h->cluster));
-
-	if (n == 0 || n == sizeof(h->cluster) || !str_printable(h->cluster))
-		return false;
-	if (strnlen(h->version, sizeof(h->version)) == sizeof(h->version) ||
-	    !str_printable(h->version))
+	if (h->cluster[0] == '\0' || !proto_str_printable(h->cluster, sizeof(h->cluster)) ||
+	    !proto_str_printable(h->version, sizeof(h->version)))
 		return false;
 	if (h->world < 1 || h->world > PROTO_MAX_RANKS)
 		return false;
@@ -375,7 +327,7 @@ proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text)
 {
 	struct pw w;
 
-	if (!code_is_error(code))
+	if (!proto_code_is_error(code))
 		return RING_EINVAL;
 	pw_init(&w, buf, cap);
 	pw_i32(&w, code);
@@ -393,7 +345,7 @@ proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, s
 	pr_init(&r, buf, len);
 	c = pr_i32(&r);
 	pr_str(&r, t, sizeof(t), PROTO_TEXT_MAX);
-	if (pr_done(&r) != 0 || !code_is_error(c))
+	if (pr_done(&r) != 0 || !proto_code_is_error(c))
 		return RING_EPROTO;
 	*code = c;
 	/* The caller's buffer may be smaller: a reason is for humans, truncate it. */
@@ -415,7 +367,6 @@ int
 proto_encode_rts(uint8_t *buf, size_t cap, const struct proto_rts *m)
 {
 	struct pw w;
-	int i;
 
 	if (!rts_ok(m))
 		return RING_EINVAL;
@@ -426,9 +377,7 @@ proto_encode_rts(uint8_t *buf, size_t cap, const struct proto_rts *m)
 	pw_u8(&w, m->dtype);
 	pw_u8(&w, m->ndim);
 	pw_u64(&w, m->bytes);
-	/* Only the dimensions in use travel. */
-	for (i = 0; i < m->ndim; i++)
-		pw_u64(&w, m->shape[i]);
+	pw_u64s(&w, m->shape, m->ndim);	/* only the dimensions in use travel */
 	return pw_done(&w);
 }
 
@@ -437,7 +386,6 @@ proto_decode_rts(const uint8_t *buf, size_t len, struct proto_rts *m)
 {
 	struct proto_rts t;
 	struct pr r;
-	int i;
 
 	memset(&t, 0, sizeof(t));
 	pr_init(&r, buf, len);
@@ -447,11 +395,8 @@ proto_decode_rts(const uint8_t *buf, size_t len, struct proto_rts *m)
 	t.dtype = pr_u8(&r);
 	t.ndim = pr_u8(&r);
 	t.bytes = pr_u64(&r);
-	if (r.err || !rts_ok(&t))
-		return RING_EPROTO;
-	for (i = 0; i < t.ndim; i++)
-		t.shape[i] = pr_u64(&r);
-	if (pr_done(&r) != 0)
+	pr_u64s(&r, t.shape, t.ndim, PROTO_MAX_NDIM);
+	if (pr_done(&r) != 0 || !rts_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;
@@ -461,8 +406,7 @@ static bool
 cts_ok(const struct proto_cts *m)
 {
 	return m->src < PROTO_MAX_RANKS && m->dst < PROTO_MAX_RANKS &&
-	    code_is_status(m->status) &&
-	    strnlen(m->text, sizeof(m->text)) < sizeof(m->text);
+	    proto_code_is_status(m->status) && proto_str_ok(m->text, sizeof(m->text));
 }
 
 int
@@ -498,14 +442,28 @@ proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m)
 	return 0;
 }
 
+/* ---- a host's part of a job (JOIN, LEAVE) ---- */
+
+static bool
+join_ok(const struct proto_join *m)
+{
+	uint32_t i;
+
+	if (!proto_job_name_ok(m->job) || m->nranks > PROTO_JOIN_MAX || m->world < 1 ||
+	    m->world > PROTO_MAX_RANKS || m->host >= PROTO_MAX_RANKS)
+		return false;
+	for (i = 0; i < m->nranks; i++)
+		if (m->ranks[i] >= m->world)
+			return false;
+	return true;
+}
+
 int
 proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m)
 {
 	struct pw w;
-	uint32_t i;
 
-	if (!proto_job_name_ok(m->job) || m->nranks > PROTO_JOIN_MAX ||
-	    m->world == 0 || m->world > PROTO_MAX_RANKS || m->host >= PROTO_MAX_RANKS)
+	if (!join_ok(m))
 		return RING_EINVAL;
 	pw_init(&w, buf, cap);
 	pw_str(&w, m->job, PROTO_JOB_MAX);
@@ -513,19 +471,14 @@ proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m)
 	pw_u32(&w, m->host);
 	pw_u32(&w, m->gen);
 	pw_u32(&w, m->nranks);
-	for (i = 0; i < m->nranks; i++) {
-		if (m->ranks[i] >= m->world)
-			return RING_EINVAL;
-		pw_u32(&w, m->ranks[i]);
-	}
-	return w.err ? RING_EINVAL : (int)w.off;
+	pw_u32s(&w, m->ranks, m->nranks);
+	return pw_done(&w);
 }
 
 int
 proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m)
 {
 	struct pr r;
-	uint32_t i;
 
 	memset(m, 0, sizeof(*m));
 	pr_init(&r, buf, len);
@@ -534,15 +487,8 @@ proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m)
 	m->host = pr_u32(&r);
 	m->gen = pr_u32(&r);
 	m->nranks = pr_u32(&r);
-	if (r.err || !proto_job_name_ok(m->job) || m->nranks > PROTO_JOIN_MAX || m->world == 0 ||
-	    m->world > PROTO_MAX_RANKS || m->host >= PROTO_MAX_RANKS)
-		return RING_EPROTO;
-	for (i = 0; i < m->nranks; i++) {
-		m->ranks[i] = pr_u32(&r);
-		if (m->ranks[i] >= m->world)
-			return RING_EPROTO;
-	}
-	if (r.err || r.off != len)
+	pr_u32s(&r, m->ranks, m->nranks, PROTO_JOIN_MAX);
+	if (pr_done(&r) != 0 || !join_ok(m))
 		return RING_EPROTO;
 	return 0;
 }

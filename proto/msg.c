@@ -30,12 +30,13 @@ static int
 msg_finish(struct pw *w)
 {
 	struct pw len;
+	int n;
 
-	if (w->err)
-		return RING_EINVAL;
+	if ((n = pw_done(w)) < 0)
+		return n;
 	pw_init(&len, w->p + 8, 4);
-	pw_u32(&len, (uint32_t)w->off);
-	return (int)w->off;
+	pw_u32(&len, (uint32_t)n);
+	return n;
 }
 
 int
@@ -73,45 +74,7 @@ msg_open(struct pr *r, const uint8_t *buf, size_t len, uint16_t want)
 	return 0;
 }
 
-/* The body was consumed exactly. */
-static int
-msg_close(const struct pr *r)
-{
-	if (r->err || r->off != r->len)
-		return RING_EPROTO;
-	return 0;
-}
-
 /* ---- field checks ---- */
-
-static bool
-str_ok(const char *s, size_t size)
-{
-	return strnlen(s, size) < size;
-}
-
-static bool
-str_printable(const char *s, size_t size)
-{
-	if (!str_ok(s, size))
-		return false;
-	for (; *s != '\0'; s++)
-		if (*s < 0x20 || *s > 0x7e)
-			return false;
-	return true;
-}
-
-static bool
-code_is_error(int32_t code)
-{
-	return code < 0 && code >= RING_ERR_MIN;
-}
-
-static bool
-code_is_status(int32_t code)
-{
-	return code == 0 || code_is_error(code);
-}
 
 /* A count of ranks or processes: 1..PROTO_MAX_RANKS. */
 static bool
@@ -166,7 +129,7 @@ proto_job_id(const char *name)
 static bool
 hello_ok(const struct proto_hello *m)
 {
-	if (!str_ok(m->job, sizeof(m->job)) || !proto_job_name_ok(m->job))
+	if (!proto_str_ok(m->job, sizeof(m->job)) || !proto_job_name_ok(m->job))
 		return false;
 	/* The launcher may give a rank, a size, both or neither (-1). */
 	if (m->rank != -1 && !rank_ok(m->rank, PROTO_MAX_RANKS))
@@ -214,7 +177,7 @@ proto_decode_hello(const uint8_t *buf, size_t len, struct proto_hello *m)
 	t.timeout_ms = pr_u32(&r);
 	t.pid = pr_u32(&r);
 	t.arena_bytes = pr_u64(&r);
-	if (msg_close(&r) != 0 || !hello_ok(&t))
+	if (pr_done(&r) != 0 || !hello_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;
@@ -234,7 +197,7 @@ welcome_ok(const struct proto_welcome *m)
 	/* libring divides operations by piece_bytes; job 0 is reserved for links. */
 	if (m->job_id == 0 || m->piece_bytes == 0 || (m->flags & ~PROTO_WELCOME_RS_INPLACE))
 		return false;
-	return str_printable(m->version, sizeof(m->version));
+	return proto_str_printable(m->version, sizeof(m->version));
 }
 
 int
@@ -279,7 +242,7 @@ proto_decode_welcome(const uint8_t *buf, size_t len, struct proto_welcome *m)
 	t.piece_bytes = pr_u64(&r);
 	t.flags = pr_u32(&r);
 	pr_str(&r, t.version, sizeof(t.version), VERSION_MAX);
-	if (msg_close(&r) != 0 || !welcome_ok(&t))
+	if (pr_done(&r) != 0 || !welcome_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;
@@ -290,7 +253,7 @@ proto_decode_welcome(const uint8_t *buf, size_t len, struct proto_welcome *m)
 static bool
 error_ok(const struct proto_error *m)
 {
-	return code_is_error(m->code) && str_ok(m->text, sizeof(m->text));
+	return proto_code_is_error(m->code) && proto_str_ok(m->text, sizeof(m->text));
 }
 
 int
@@ -317,7 +280,7 @@ proto_decode_error(const uint8_t *buf, size_t len, struct proto_error *m)
 	memset(&t, 0, sizeof(t));
 	t.code = pr_i32(&r);
 	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
-	if (msg_close(&r) != 0 || !error_ok(&t))
+	if (pr_done(&r) != 0 || !error_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;
@@ -356,7 +319,6 @@ int
 proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
 {
 	struct pw w;
-	int i;
 
 	if (!op_ok(m))
 		return RING_EINVAL;
@@ -377,9 +339,7 @@ proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
 	pw_u32(&w, m->recv_arena);
 	pw_u64(&w, m->send_off);
 	pw_u64(&w, m->recv_off);
-	/* Only the dimensions in use travel. */
-	for (i = 0; i < m->ndim; i++)
-		pw_u64(&w, m->shape[i]);
+	pw_u64s(&w, m->shape, m->ndim);	/* only the dimensions in use travel */
 	return msg_finish(&w);
 }
 
@@ -388,7 +348,6 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 {
 	struct proto_op t;
 	struct pr r;
-	int i;
 
 	if (msg_open(&r, buf, len, PROTO_M_OP) != 0)
 		return RING_EPROTO;
@@ -409,12 +368,8 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 	t.recv_arena = pr_u32(&r);
 	t.send_off = pr_u64(&r);
 	t.recv_off = pr_u64(&r);
-	/* ndim bounds the loop below, so it is checked before it is used. */
-	if (r.err || !op_ok(&t))
-		return RING_EPROTO;
-	for (i = 0; i < t.ndim; i++)
-		t.shape[i] = pr_u64(&r);
-	if (msg_close(&r) != 0)
+	pr_u64s(&r, t.shape, t.ndim, PROTO_MAX_NDIM);
+	if (pr_done(&r) != 0 || !op_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;
@@ -425,7 +380,7 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 static bool
 done_ok(const struct proto_done *m)
 {
-	return code_is_status(m->status) && str_ok(m->text, sizeof(m->text));
+	return proto_code_is_status(m->status) && proto_str_ok(m->text, sizeof(m->text));
 }
 
 int
@@ -454,7 +409,7 @@ proto_decode_done(const uint8_t *buf, size_t len, struct proto_done *m)
 	t.reqid = pr_u64(&r);
 	t.status = pr_i32(&r);
 	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
-	if (msg_close(&r) != 0 || !done_ok(&t))
+	if (pr_done(&r) != 0 || !done_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;

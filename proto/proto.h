@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "../libring/ring.h"
+#include "ring_types.h"
 
 #define PROTO_VERSION		3	/* 2: OP carries flags; 3: job frames carry
 					 * the formation generation, LEAVE the
@@ -55,6 +55,8 @@ void pw_u16(struct pw *w, uint16_t v);
 void pw_u32(struct pw *w, uint32_t v);
 void pw_u64(struct pw *w, uint64_t v);
 void pw_i32(struct pw *w, int32_t v);
+void pw_u32s(struct pw *w, const uint32_t *v, size_t n);	/* arrays: n elements */
+void pw_u64s(struct pw *w, const uint64_t *v, size_t n);
 void pw_bytes(struct pw *w, const void *b, size_t n);
 void pw_str(struct pw *w, const char *s, size_t max);	/* u16 length + bytes */
 void pr_init(struct pr *r, const void *buf, size_t len);
@@ -63,10 +65,25 @@ uint16_t pr_u16(struct pr *r);
 uint32_t pr_u32(struct pr *r);
 uint64_t pr_u64(struct pr *r);
 int32_t pr_i32(struct pr *r);
+/* n elements into v; fails when n > cap (n came off the wire). */
+void pr_u32s(struct pr *r, uint32_t *v, size_t n, size_t cap);
+void pr_u64s(struct pr *r, uint64_t *v, size_t n, size_t cap);
 void pr_bytes(struct pr *r, void *b, size_t n);
 /* Reads a u16-length string into out (cap bytes incl. NUL); fails when it is longer
  * than max, does not fit, or holds a NUL byte. */
 void pr_str(struct pr *r, char *out, size_t cap, size_t max);
+/* Finish an encoder: the length written, or RING_EINVAL when it did not fit. */
+int pw_done(const struct pw *w);
+/* Finish a decoder: 0 when every byte was consumed and no read or check failed,
+ * else RING_EPROTO. */
+int pr_done(const struct pr *r);
+
+/* Field checks that encoders (refusing with RING_EINVAL) and decoders (refusing
+ * with RING_EPROTO) share, so both sides of a boundary refuse alike. */
+bool proto_str_ok(const char *s, size_t size);	/* NUL within size bytes */
+bool proto_str_printable(const char *s, size_t size);	/* and printable ASCII: it is logged */
+bool proto_code_is_error(int32_t code);		/* one of the RING_E* codes */
+bool proto_code_is_status(int32_t code);	/* 0 or a RING_E* code */
 
 /* =================================================================== */
 /* Collectives and their fingerprint                                   */

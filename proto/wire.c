@@ -4,7 +4,9 @@
  * code is independent of the host's byte order and alignment.  Errors are sticky:
  * the first write that does not fit or read that runs past the end sets err, and
  * every later call does nothing (reads return 0), so an encoder or decoder checks
- * err once at the end instead of after every field.
+ * err once at the end instead of after every field.  The checks that the peer
+ * frames (frame.c) and the client messages (msg.c) both make of their fields,
+ * and the way each encoder and decoder finishes, are here too, once.
  */
 #include <string.h>
 
@@ -79,6 +81,24 @@ void
 pw_i32(struct pw *w, int32_t v)
 {
 	pw_le(w, (uint32_t)v, 4);
+}
+
+void
+pw_u32s(struct pw *w, const uint32_t *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		pw_u32(w, v[i]);
+}
+
+void
+pw_u64s(struct pw *w, const uint64_t *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		pw_u64(w, v[i]);
 }
 
 /* b == NULL writes n zero bytes: reserved fields and padding. */
@@ -190,6 +210,36 @@ pr_i32(struct pr *r)
 	return u <= INT32_MAX ? (int32_t)u : -(int32_t)(UINT32_MAX - u) - 1;
 }
 
+/*
+ * An array whose length n came off the wire: more than cap is an error, so a
+ * decoder may read a count and then its elements and check once at the end.
+ */
+void
+pr_u32s(struct pr *r, uint32_t *v, size_t n, size_t cap)
+{
+	size_t i;
+
+	if (n > cap) {
+		r->err = 1;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		v[i] = pr_u32(r);
+}
+
+void
+pr_u64s(struct pr *r, uint64_t *v, size_t n, size_t cap)
+{
+	size_t i;
+
+	if (n > cap) {
+		r->err = 1;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		v[i] = pr_u64(r);
+}
+
 /* b == NULL skips n bytes.  On error b is zeroed, so nothing stale is used. */
 void
 pr_bytes(struct pr *r, void *b, size_t n)
@@ -229,4 +279,53 @@ pr_str(struct pr *r, char *out, size_t cap, size_t max)
 	}
 	memcpy(out, q, n);
 	out[n] = '\0';
+}
+
+/* The length written, or RING_EINVAL when something did not fit. */
+int
+pw_done(const struct pw *w)
+{
+	if (w->err || w->off > INT32_MAX)
+		return RING_EINVAL;
+	return (int)w->off;
+}
+
+/* 0 when every byte was consumed and nothing overran or failed a check. */
+int
+pr_done(const struct pr *r)
+{
+	if (r->err || r->off != r->len)
+		return RING_EPROTO;
+	return 0;
+}
+
+/* ---- field checks shared by encoders and decoders ---- */
+
+bool
+proto_str_ok(const char *s, size_t size)
+{
+	return strnlen(s, size) < size;
+}
+
+bool
+proto_str_printable(const char *s, size_t size)
+{
+	if (!proto_str_ok(s, size))
+		return false;
+	for (; *s != '\0'; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	return true;
+}
+
+bool
+proto_code_is_error(int32_t code)
+{
+	return code < 0 && code >= RING_ERR_MIN;
+}
+
+bool
+proto_code_is_status(int32_t code)
+{
+	return code == 0 || proto_code_is_error(code);
 }

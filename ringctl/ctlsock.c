@@ -5,8 +5,6 @@
  * backlog, a control thread that never answers), and an operator's tool or a
  * health check must come back with an answer in bounded time.
  */
-#include "ctlsock.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,31 +15,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Milliseconds left until deadline (at least 1 while any is left), or 0. */
-static int left_ms(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-
-	if (left <= 0)
-		return 0;
-	return left > INT32_MAX ? INT32_MAX : (int)left;
-}
+#include "ctlsock.h"
+#include "../proto/clock.h"
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+static int
+fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -52,11 +35,12 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 }
 
 /* Waits until fd is ready for `events` or the deadline passes: 0, or -1 on timeout. */
-static int wait_fd(int fd, short events, int64_t deadline)
+static int
+wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
-		int ms = left_ms(deadline);
+		int ms = proto_ms_left(deadline);
 		int n;
 
 		if (ms == 0)
@@ -69,7 +53,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
-static int ctl_connect(int fd, const char *path, int64_t deadline, char *err, size_t errlen)
+static int
+ctl_connect(int fd, const char *path, int64_t deadline, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int soerr = 0;
@@ -87,10 +72,10 @@ static int ctl_connect(int fd, const char *path, int64_t deadline, char *err, si
 				    errno == ENOENT || errno == ECONNREFUSED ?
 				    " (is ringd running? see --control)" : "");
 		/* A full listen backlog: the daemon is busy, try again shortly. */
-		if (left_ms(deadline) == 0)
+		if (proto_ms_left(deadline) == 0)
 			return fail(err, errlen, CTLSOCK_ETIMEDOUT,
 				    "timed out connecting to %s (listen queue full)", path);
-		poll(NULL, 0, left_ms(deadline) < 10 ? left_ms(deadline) : 10);
+		poll(NULL, 0, proto_ms_left(deadline) < 10 ? proto_ms_left(deadline) : 10);
 	}
 	if (wait_fd(fd, POLLOUT, deadline) < 0)
 		return fail(err, errlen, CTLSOCK_ETIMEDOUT, "timed out connecting to %s", path);
@@ -102,8 +87,9 @@ static int ctl_connect(int fd, const char *path, int64_t deadline, char *err, si
 	return 0;
 }
 
-static int ctl_write(int fd, const char *path, const char *line, int64_t deadline,
-		     char *err, size_t errlen)
+static int
+ctl_write(int fd, const char *path, const char *line, int64_t deadline,
+	  char *err, size_t errlen)
 {
 	size_t len = strlen(line), off = 0;
 
@@ -126,8 +112,9 @@ static int ctl_write(int fd, const char *path, const char *line, int64_t deadlin
 	return 0;
 }
 
-static int ctl_read(int fd, const char *path, size_t max_bytes, int64_t deadline,
-		    char **answer, size_t *len, char *err, size_t errlen)
+static int
+ctl_read(int fd, const char *path, size_t max_bytes, int64_t deadline,
+	 char **answer, size_t *len, char *err, size_t errlen)
 {
 	size_t cap = 0, off = 0;
 	char *buf = NULL;
@@ -195,10 +182,11 @@ fail:
 	return rc;
 }
 
-int ctlsock_request(const char *path, const char *line, int timeout_ms, size_t max_bytes,
-		    char **answer, size_t *len, char *err, size_t errlen)
+int
+ctlsock_request(const char *path, const char *line, int timeout_ms, size_t max_bytes,
+		char **answer, size_t *len, char *err, size_t errlen)
 {
-	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = proto_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int fd, rc;
 
 	*answer = NULL;

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,13 +21,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <poll.h>
 
 #include <jansson.h>
 
 #include "../libring/ring.h"
 #include "ctlsock.h"
 #include "show.h"
+#include "../proto/clock.h"
 
 #ifndef RING_VERSION_STRING
 #define RING_VERSION_STRING "unknown"
@@ -74,7 +75,8 @@ struct ctl_opts {
 	int count;		/* ping: pings per probe */
 };
 
-static void usage(FILE *out)
+static void
+usage(FILE *out)
 {
 	fprintf(out,
 		"usage: ringctl [--control PATH] [--json] [--timeout MS] [--watch[=SECONDS]]\n"
@@ -114,7 +116,8 @@ static void usage(FILE *out)
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static int usage_error(const char *fmt, ...)
+static int
+usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -127,7 +130,8 @@ static int usage_error(const char *fmt, ...)
 	return CTL_EXIT_USAGE;
 }
 
-static const struct ctl_command *ctl_find(const char *name)
+static const struct ctl_command *
+ctl_find(const char *name)
 {
 	for (size_t i = 0; i < CTL_NCOMMANDS; i++)
 		if (strcmp(ctl_commands[i].name, name) == 0)
@@ -135,7 +139,8 @@ static const struct ctl_command *ctl_find(const char *name)
 	return NULL;
 }
 
-static int parse_long(const char *s, long min, long max, int *out)
+static int
+parse_long(const char *s, long min, long max, int *out)
 {
 	char *end;
 	long v;
@@ -148,7 +153,8 @@ static int parse_long(const char *s, long min, long max, int *out)
 	return 0;
 }
 
-static int parse_seconds(const char *s, double *out)
+static int
+parse_seconds(const char *s, double *out)
 {
 	char *end;
 	double v;
@@ -168,18 +174,12 @@ static int parse_seconds(const char *s, double *out)
  * own options: for ping, -c is the count).  Returns -1 when parsing went fine,
  * else the exit status.
  */
-static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o)
+static int
+parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o)
 {
-	static const struct option global[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "watch", optional_argument, NULL, 'w' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const struct option with_count[] = {
+	/* ping takes -c for its count, so --control is 'C' (never -c's letter);
+	 * --count, the last entry, is cut off for the other commands. */
+	static const struct option longopts[] = {
 		{ "control", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -189,16 +189,20 @@ static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct 
 		{ "count", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	enum { COUNT_OPT = sizeof(longopts) / sizeof(longopts[0]) - 2 };
+	struct option opts[sizeof(longopts) / sizeof(longopts[0])];
 	int c;
 
+	memcpy(opts, longopts, sizeof(opts));
+	if (!ping)
+		memset(&opts[COUNT_OPT], 0, sizeof(opts[COUNT_OPT]));
 	opterr = 0;
 	optind = 0;	/* glibc: start over, as for a new argv */
 	while ((c = getopt_long(argc, argv, before_cmd ? "+:c:jt:w::hV" : ":c:jt:w::hV",
-				ping ? with_count : global, NULL)) != -1) {
-		if (c == 'c' && ping)
-			c = 'n';
+				opts, NULL)) != -1) {
+		if (c == 'c')
+			c = ping ? 'n' : 'C';
 		switch (c) {
-		case 'c':
 		case 'C':
 			o->path = optarg;
 			break;
@@ -239,8 +243,9 @@ static int parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct 
 }
 
 /* The request line for a command. */
-static void request_line(const struct ctl_command *cmd, const struct ctl_opts *o, char *line,
-			 size_t cap)
+static void
+request_line(const struct ctl_command *cmd, const struct ctl_opts *o, char *line,
+	     size_t cap)
 {
 	if (strcmp(cmd->name, "ping") == 0) {
 		/* the daemon's own bound on the pings leaves time for the answer to
@@ -258,8 +263,17 @@ static void request_line(const struct ctl_command *cmd, const struct ctl_opts *o
 	}
 }
 
+/* --json: one compact document a line with --watch, else indented. */
+static void
+print_json(json_t *doc, const struct ctl_opts *o)
+{
+	json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
+		   JSON_PRESERVE_ORDER);
+}
+
 /* Runs one command and returns the exit status. */
-static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
+static int
+ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
 {
 	char err[512], *answer = NULL;
 	size_t len = 0;
@@ -295,8 +309,7 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 			json_is_string(error) ? json_string_value(error) : "(error without text)");
 		rc = CTL_EXIT_UNREACHABLE;
 		if (o->json)
-			json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
-				   JSON_PRESERVE_ORDER);
+			print_json(doc, o);
 	} else {
 		rc = cmd->verdict(doc);
 		if (rc == CTL_EXIT_UNREACHABLE) {
@@ -306,8 +319,7 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 			/* metrics: the model; its text form is for the text output */
 			if (cmd->show == show_metrics)
 				json_object_del(doc, "text");
-			json_dumpf(doc, stdout, (o->watch_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
-				   JSON_PRESERVE_ORDER);
+			print_json(doc, o);
 		} else {
 			cmd->show(doc, stdout);
 		}
@@ -327,17 +339,10 @@ static int ctl_run(const struct ctl_command *cmd, const struct ctl_opts *o, cons
 
 static volatile sig_atomic_t watch_signal;
 
-static void watch_signal_cb(int sig)
+static void
+watch_signal_cb(int sig)
 {
 	watch_signal = sig;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /*
@@ -347,7 +352,8 @@ static double mono_s(void)
  * by --timeout) and let in only while waiting, so a round is never cut in the
  * middle of its output and a signal is never missed.
  */
-static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
+static int
+ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *line)
 {
 	struct sigaction sa;
 	sigset_t block, waitmask;
@@ -367,7 +373,7 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 	sigaction(SIGTERM, &sa, NULL);
 
 	while (!watch_signal) {
-		double start = mono_s(), left;
+		double start = proto_now_us() / 1e6, left;
 
 		if (!o->json) {
 			char when[64];
@@ -384,7 +390,7 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 			fputc('\n', stdout);
 		if (fflush(stdout) != 0 || ferror(stdout))
 			break;	/* nobody reads us any more */
-		while (!watch_signal && (left = start + o->watch_s - mono_s()) > 0) {
+		while (!watch_signal && (left = start + o->watch_s - proto_now_us() / 1e6) > 0) {
 			struct timespec ts = { (time_t)left,
 					       (long)((left - floor(left)) * 1e9) };
 
@@ -394,7 +400,8 @@ static int ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, co
 	return rc;
 }
 
-int main(int argc, char **argv)
+int
+main(int argc, char **argv)
 {
 	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .count = CTL_PING_DEFAULT };
 	char defpath[sizeof(RING_DEFAULT_SOCKET) + 4];

@@ -5,20 +5,20 @@
  * Strings from the daemon are printed with control characters replaced, so a
  * peer's address or an error text cannot drive the operator's terminal.
  */
-#include "show.h"
-
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "show.h"
 #include "table.h"
 
 #define CELL 128	/* bytes of one table cell; longer text is cut */
 
 /* ---- reading fields ---- */
 
-static const char *jstr(json_t *o, const char *key)
+static const char *
+jstr(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -26,7 +26,8 @@ static const char *jstr(json_t *o, const char *key)
 }
 
 /* An integer field (a whole real is accepted too: some encoders write 1.0). */
-static bool jint(json_t *o, const char *key, int64_t *out)
+static bool
+jint(json_t *o, const char *key, int64_t *out)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -43,7 +44,8 @@ static bool jint(json_t *o, const char *key, int64_t *out)
 
 /* ---- making cells ---- */
 
-static char *cell_text(char *buf, size_t cap, const char *s)
+static char *
+cell_text(char *buf, size_t cap, const char *s)
 {
 	size_t i;
 
@@ -57,7 +59,8 @@ static char *cell_text(char *buf, size_t cap, const char *s)
 	return buf;
 }
 
-static char *cell_int(char *buf, size_t cap, json_t *o, const char *key)
+static char *
+cell_int(char *buf, size_t cap, json_t *o, const char *key)
 {
 	int64_t v;
 
@@ -68,37 +71,21 @@ static char *cell_int(char *buf, size_t cap, json_t *o, const char *key)
 	return buf;
 }
 
-static char *cell_bytes(char *buf, size_t cap, json_t *o, const char *key)
+/* A non-negative field in the human form of fmt (fmt_bytes, fmt_ms, fmt_us). */
+static char *
+cell_fmt(char *buf, size_t cap, json_t *o, const char *key,
+	 char *(*fmt)(uint64_t, char *, size_t))
 {
 	int64_t v;
 
 	if (jint(o, key, &v) && v >= 0)
-		return fmt_bytes((uint64_t)v, buf, cap);
+		return fmt((uint64_t)v, buf, cap);
 	snprintf(buf, cap, "-");
 	return buf;
 }
 
-static char *cell_ms(char *buf, size_t cap, json_t *o, const char *key)
-{
-	int64_t v;
-
-	if (jint(o, key, &v) && v >= 0)
-		return fmt_ms((uint64_t)v, buf, cap);
-	snprintf(buf, cap, "-");
-	return buf;
-}
-
-static char *cell_us(char *buf, size_t cap, json_t *o, const char *key)
-{
-	int64_t v;
-
-	if (jint(o, key, &v) && v >= 0)
-		return fmt_us((uint64_t)v, buf, cap);
-	snprintf(buf, cap, "-");
-	return buf;
-}
-
-static void print_table(struct table *t, FILE *out, const char *empty)
+static void
+print_table(struct table *t, FILE *out, const char *empty)
 {
 	if (t == NULL) {
 		fprintf(out, "(out of memory)\n");
@@ -113,7 +100,8 @@ static void print_table(struct table *t, FILE *out, const char *empty)
 
 /* ---- peers and links ---- */
 
-static void add_link_row(struct table *t, const char *rank, const char *address, json_t *link)
+static void
+add_link_row(struct table *t, const char *rank, const char *address, json_t *link)
 {
 	char dir[CELL], state[CELL], tr[CELL], tx[CELL], rx[CELL], hb[CELL], rtt[CELL];
 	const char *cells[9] = {
@@ -121,10 +109,10 @@ static void add_link_row(struct table *t, const char *rank, const char *address,
 		cell_text(dir, sizeof(dir), jstr(link, "dir")),
 		cell_text(state, sizeof(state), jstr(link, "state")),
 		cell_text(tr, sizeof(tr), jstr(link, "transport")),
-		cell_bytes(tx, sizeof(tx), link, "bytes_tx"),
-		cell_bytes(rx, sizeof(rx), link, "bytes_rx"),
-		cell_ms(hb, sizeof(hb), link, "heartbeat_age_ms"),
-		cell_us(rtt, sizeof(rtt), link, "rtt_us"),
+		cell_fmt(tx, sizeof(tx), link, "bytes_tx", fmt_bytes),
+		cell_fmt(rx, sizeof(rx), link, "bytes_rx", fmt_bytes),
+		cell_fmt(hb, sizeof(hb), link, "heartbeat_age_ms", fmt_ms),
+		cell_fmt(rtt, sizeof(rtt), link, "rtt_us", fmt_us),
 	};
 
 	table_add(t, cells);
@@ -132,7 +120,8 @@ static void add_link_row(struct table *t, const char *rank, const char *address,
 
 /* Peer connections this daemon refused in the handshake (they never became a
  * link, so no row shows them), and how peers are authenticated. */
-static void show_refused(json_t *doc, FILE *out)
+static void
+show_refused(json_t *doc, FILE *out)
 {
 	char mode[CELL], text[512];
 	const char *last = jstr(doc, "last_refused");
@@ -146,7 +135,8 @@ static void show_refused(json_t *doc, FILE *out)
 		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 }
 
-void show_peers(json_t *doc, FILE *out)
+void
+show_peers(json_t *doc, FILE *out)
 {
 	static const char *const head[9] = {
 		"RANK", "ADDRESS", "LINK", "STATE", "TRANSPORT", "TX", "RX", "HB-AGE", "RTT"
@@ -226,7 +216,8 @@ void show_peers(json_t *doc, FILE *out)
 
 /* ---- jobs ---- */
 
-static char *cell_ranks(char *buf, size_t cap, json_t *job)
+static char *
+cell_ranks(char *buf, size_t cap, json_t *job)
 {
 	json_t *ranks = json_object_get(job, "ranks"), *v;
 	int64_t list[256];
@@ -249,7 +240,8 @@ static char *cell_ranks(char *buf, size_t cap, json_t *job)
 	return buf;
 }
 
-static char *cell_inflight(char *buf, size_t cap, json_t *job)
+static char *
+cell_inflight(char *buf, size_t cap, json_t *job)
 {
 	json_t *op = json_object_get(job, "inflight");
 	const char *fp, *coll;
@@ -275,7 +267,8 @@ static char *cell_inflight(char *buf, size_t cap, json_t *job)
 	return buf;
 }
 
-void show_jobs(json_t *doc, FILE *out)
+void
+show_jobs(json_t *doc, FILE *out)
 {
 	static const char *const head[6] = { "JOB", "ID", "CLIENTS", "RANKS", "SEQ", "IN-FLIGHT" };
 	json_t *jobs = json_object_get(doc, "jobs"), *job;
@@ -304,7 +297,8 @@ void show_jobs(json_t *doc, FILE *out)
 
 /* ---- status ---- */
 
-void show_status(json_t *doc, FILE *out)
+void
+show_status(json_t *doc, FILE *out)
 {
 	char version[CELL], cluster[CELL], state[CELL], listen[CELL], sock[2 * CELL];
 	char rank[CELL], world[CELL], epoch[CELL], up[CELL], pid[CELL], auth[CELL];
@@ -317,7 +311,7 @@ void show_status(json_t *doc, FILE *out)
 		cell_int(world, sizeof(world), doc, "world"),
 		cell_text(state, sizeof(state), jstr(doc, "state")),
 		cell_int(epoch, sizeof(epoch), doc, "epoch"),
-		cell_ms(up, sizeof(up), doc, "uptime_ms"));
+		cell_fmt(up, sizeof(up), doc, "uptime_ms", fmt_ms));
 	fprintf(out, "listen %s  socket %s  pid %s  peers authenticated by %s\n",
 		cell_text(listen, sizeof(listen), jstr(doc, "listen")),
 		cell_text(sock, sizeof(sock), jstr(doc, "socket")),
@@ -329,7 +323,7 @@ void show_status(json_t *doc, FILE *out)
 		fprintf(out, "ops %s completed, %s failed  reduced %s  clients %s served\n",
 			cell_int(done, sizeof(done), counters, "ops_completed"),
 			cell_int(failed, sizeof(failed), counters, "ops_failed"),
-			cell_bytes(reduced, sizeof(reduced), counters, "bytes_reduced"),
+			cell_fmt(reduced, sizeof(reduced), counters, "bytes_reduced", fmt_bytes),
 			cell_int(clients, sizeof(clients), counters, "clients_total"));
 	}
 	fputc('\n', out);
@@ -338,7 +332,8 @@ void show_status(json_t *doc, FILE *out)
 	show_jobs(doc, out);
 }
 
-int verdict_status(json_t *doc)
+int
+verdict_status(json_t *doc)
 {
 	const char *state = jstr(doc, "state");
 
@@ -349,7 +344,8 @@ int verdict_status(json_t *doc)
 
 /* ---- ops: who waits for whom, and the flight recorder ---- */
 
-void show_ops(json_t *doc, FILE *out)
+void
+show_ops(json_t *doc, FILE *out)
 {
 	static const char *const rhead[4] = { "RANK", "PID", "CALLED", "ANSWERED" };
 	static const char *const ohead[5] = { "SEQ", "OPERATION", "AGE", "TOOK", "RESULT" };
@@ -418,7 +414,8 @@ void show_ops(json_t *doc, FILE *out)
 /* ---- ping ---- */
 
 /* What became of a probe's pings, in words. */
-static void ping_result(json_t *p, int64_t count, char *buf, size_t cap)
+static void
+ping_result(json_t *p, int64_t count, char *buf, size_t cap)
 {
 	int64_t sent = 0, answered = 0;
 	const char *name = jstr(p, "probe");
@@ -436,7 +433,8 @@ static void ping_result(json_t *p, int64_t count, char *buf, size_t cap)
 		snprintf(buf, cap, "ok");
 }
 
-void show_ping(json_t *doc, FILE *out)
+void
+show_ping(json_t *doc, FILE *out)
 {
 	static const char *const head[9] = {
 		"PROBE", "PEER", "ADDRESS", "SENT", "ANSWERED", "MIN-US", "AVG-US", "MAX-US",
@@ -492,7 +490,8 @@ void show_ping(json_t *doc, FILE *out)
 	print_table(t, out, NULL);
 }
 
-int verdict_ping(json_t *doc)
+int
+verdict_ping(json_t *doc)
 {
 	json_t *probes = json_object_get(doc, "probes"), *p;
 	int64_t count, answered;
@@ -510,7 +509,8 @@ int verdict_ping(json_t *doc)
 
 /* ---- metrics ---- */
 
-void show_metrics(json_t *doc, FILE *out)
+void
+show_metrics(json_t *doc, FILE *out)
 {
 	const char *text = jstr(doc, "text");
 

@@ -4,11 +4,11 @@
  * once every row is in; the tables ringctl prints have one row per peer or job,
  * so memory is never an issue and simplicity wins.
  */
-#include "table.h"
-
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "table.h"
 
 struct table {
 	int ncols;		/* cells per row, header included */
@@ -17,7 +17,8 @@ struct table {
 	char **cells;		/* (1 + cap) * ncols strings; row 0 is the header */
 };
 
-static int table_grow(struct table *t)
+static int
+table_grow(struct table *t)
 {
 	int cap = t->cap ? t->cap * 2 : 8;
 	char **cells = realloc(t->cells, (size_t)(1 + cap) * (size_t)t->ncols * sizeof(*cells));
@@ -29,7 +30,8 @@ static int table_grow(struct table *t)
 	return 0;
 }
 
-static int table_put_row(struct table *t, int row, const char *const *cells)
+static int
+table_put_row(struct table *t, int row, const char *const *cells)
 {
 	for (int c = 0; c < t->ncols; c++) {
 		char *s = strdup(cells[c] != NULL ? cells[c] : "-");
@@ -44,7 +46,8 @@ static int table_put_row(struct table *t, int row, const char *const *cells)
 	return 0;
 }
 
-struct table *table_new(int ncols, const char *const *headers)
+struct table *
+table_new(int ncols, const char *const *headers)
 {
 	struct table *t;
 
@@ -62,7 +65,8 @@ struct table *table_new(int ncols, const char *const *headers)
 	return t;
 }
 
-int table_add(struct table *t, const char *const *cells)
+int
+table_add(struct table *t, const char *const *cells)
 {
 	if (t->nrows == t->cap && table_grow(t) < 0)
 		return -1;
@@ -72,12 +76,14 @@ int table_add(struct table *t, const char *const *cells)
 	return 0;
 }
 
-int table_rows(const struct table *t)
+int
+table_rows(const struct table *t)
 {
 	return t->nrows;
 }
 
-void table_print(const struct table *t, FILE *out)
+void
+table_print(const struct table *t, FILE *out)
 {
 	size_t width[TABLE_MAX_COLS] = { 0 };
 
@@ -101,7 +107,8 @@ void table_print(const struct table *t, FILE *out)
 	}
 }
 
-void table_free(struct table *t)
+void
+table_free(struct table *t)
 {
 	if (t == NULL)
 		return;
@@ -111,7 +118,8 @@ void table_free(struct table *t)
 	free(t);
 }
 
-char *fmt_bytes(uint64_t bytes, char *buf, size_t cap)
+char *
+fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 {
 	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 	double v = (double)bytes;
@@ -134,7 +142,8 @@ char *fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 	return buf;
 }
 
-char *fmt_ms(uint64_t ms, char *buf, size_t cap)
+char *
+fmt_ms(uint64_t ms, char *buf, size_t cap)
 {
 	uint64_t s = ms / 1000;
 
@@ -151,7 +160,8 @@ char *fmt_ms(uint64_t ms, char *buf, size_t cap)
 	return buf;
 }
 
-char *fmt_us(uint64_t us, char *buf, size_t cap)
+char *
+fmt_us(uint64_t us, char *buf, size_t cap)
 {
 	if (us < 1000)
 		snprintf(buf, cap, "%" PRIu64 "us", us);
@@ -162,7 +172,8 @@ char *fmt_us(uint64_t us, char *buf, size_t cap)
 	return buf;
 }
 
-char *fmt_ranks(const int64_t *ranks, size_t n, char *buf, size_t cap)
+char *
+fmt_ranks(const int64_t *ranks, size_t n, char *buf, size_t cap)
 {
 	size_t len = 0;
 

@@ -59,7 +59,8 @@ struct gs_tensor {
 	bool in_arena;		/* ring_alloc'd (zero-copy) or plain memory (staged) */
 };
 
-static int gs_init(struct grad_sync *gs, const struct ring_options *opts)
+static int
+gs_init(struct grad_sync *gs, const struct ring_options *opts)
 {
 	int rc;
 
@@ -83,7 +84,8 @@ static int gs_init(struct grad_sync *gs, const struct ring_options *opts)
 	return 0;
 }
 
-static void gs_finish(struct grad_sync *gs)
+static void
+gs_finish(struct grad_sync *gs)
 {
 	if (gs->bucket_in_arena)
 		ring_free(gs->comm, gs->bucket);
@@ -92,22 +94,26 @@ static void gs_finish(struct grad_sync *gs)
 	ring_close(gs->comm);
 }
 
-static int gs_rank(const struct grad_sync *gs)
+static int
+gs_rank(const struct grad_sync *gs)
 {
 	return gs->rank;
 }
 
-static int gs_world_size(const struct grad_sync *gs)
+static int
+gs_world_size(const struct grad_sync *gs)
 {
 	return gs->world;
 }
 
-static bool gs_is_primary(const struct grad_sync *gs)
+static bool
+gs_is_primary(const struct grad_sync *gs)
 {
 	return gs->rank == 0;
 }
 
-static int gs_barrier(struct grad_sync *gs)
+static int
+gs_barrier(struct grad_sync *gs)
 {
 	int rc = ring_barrier(gs->comm);
 
@@ -117,14 +123,16 @@ static int gs_barrier(struct grad_sync *gs)
 	return rc;
 }
 
-static bool gs_dtype_is_float(enum ring_dtype dt)
+static bool
+gs_dtype_is_float(enum ring_dtype dt)
 {
 	return dt == RING_FLOAT16 || dt == RING_BFLOAT16 || dt == RING_FLOAT32 ||
 	       dt == RING_FLOAT64;
 }
 
-static int gs_allreduce_avg(struct grad_sync *gs, void *buf, size_t count,
-			    enum ring_dtype dt, const char *what)
+static int
+gs_allreduce_avg(struct grad_sync *gs, void *buf, size_t count,
+		 enum ring_dtype dt, const char *what)
 {
 	int rc = ring_allreduce(gs->comm, buf, buf, count, dt, RING_AVG);
 
@@ -139,7 +147,8 @@ static int gs_allreduce_avg(struct grad_sync *gs, void *buf, size_t count,
  * list (names, dtypes, sizes, order), as with any data-parallel trainer: the
  * reductions are matched by order, and a rank that differs gets RING_EMISMATCH.
  */
-static int gs_synchronize_gradients(struct grad_sync *gs, struct gs_tensor *t, int n)
+static int
+gs_synchronize_gradients(struct grad_sync *gs, struct gs_tensor *t, int n)
 {
 	static const enum ring_dtype order[] = {
 		RING_FLOAT32, RING_FLOAT16, RING_BFLOAT16, RING_FLOAT64,
@@ -206,7 +215,8 @@ struct layout {
 	bool host;		/* plain malloc instead of the arena */
 };
 
-static int model_layout(struct layout *l)
+static int
+model_layout(struct layout *l)
 {
 	int n = 0;
 
@@ -243,7 +253,8 @@ static int model_layout(struct layout *l)
 	return n;
 }
 
-static uint64_t mix64(uint64_t x)
+static uint64_t
+mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -253,7 +264,8 @@ static uint64_t mix64(uint64_t x)
 
 /* Largest |sum| in quarter units that every partial sum of the dtype holds
  * exactly (the ring adds in any order and bfloat16 rounds after each step). */
-static int64_t exact_quarters(enum ring_dtype dt)
+static int64_t
+exact_quarters(enum ring_dtype dt)
 {
 	switch (dt) {
 	case RING_BFLOAT16: return 256;
@@ -268,8 +280,9 @@ static int64_t exact_quarters(enum ring_dtype dt)
  * gets 0), so the average is exactly base / 4.  Returns the value; *mean gets
  * the expected average.
  */
-static float grad_value(enum ring_dtype dt, int world, int r, int s, int ti, size_t i,
-			float *mean)
+static float
+grad_value(enum ring_dtype dt, int world, int r, int s, int ti, size_t i,
+	   float *mean)
 {
 	int64_t m = exact_quarters(dt) / world - 2, base, d;
 	uint64_t h = mix64(((uint64_t)s << 48) ^ ((uint64_t)ti << 40) ^ i);
@@ -286,7 +299,8 @@ static float grad_value(enum ring_dtype dt, int world, int r, int s, int ti, siz
 	return (float)(base + d) / 4;
 }
 
-static uint16_t f32_to_f16(float f)
+static uint16_t
+f32_to_f16(float f)
 {
 	uint32_t x, sign, mant, r, rest;
 	int32_t exp;
@@ -307,7 +321,8 @@ static uint16_t f32_to_f16(float f)
 	return (uint16_t)(sign | r);
 }
 
-static uint16_t f32_to_bf16(float f)
+static uint16_t
+f32_to_bf16(float f)
 {
 	uint32_t x;
 
@@ -316,7 +331,8 @@ static uint16_t f32_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
-static void store(enum ring_dtype dt, void *data, size_t i, float v)
+static void
+store(enum ring_dtype dt, void *data, size_t i, float v)
 {
 	switch (dt) {
 	case RING_FLOAT32: ((float *)data)[i] = v; break;
@@ -328,7 +344,8 @@ static void store(enum ring_dtype dt, void *data, size_t i, float v)
 }
 
 /* "Backward": this rank's gradients for step s. */
-static void fill_gradients(struct gs_tensor *t, int n, int world, int rank, int s)
+static void
+fill_gradients(struct gs_tensor *t, int n, int world, int rank, int s)
 {
 	for (int ti = 0; ti < n; ti++)
 		for (size_t i = 0; i < t[ti].numel; i++) {
@@ -340,7 +357,8 @@ static void fill_gradients(struct gs_tensor *t, int n, int world, int rank, int 
 }
 
 /* Elements that differ bit for bit from the exact average; reports the first. */
-static int64_t check_gradients(const struct gs_tensor *t, int n, int world, int rank, int s)
+static int64_t
+check_gradients(const struct gs_tensor *t, int n, int world, int rank, int s)
 {
 	int64_t wrong = 0;
 
@@ -364,7 +382,8 @@ static int64_t check_gradients(const struct gs_tensor *t, int n, int world, int 
 	return wrong;
 }
 
-static double now_s(void)
+static double
+now_s(void)
 {
 	struct timespec ts;
 
@@ -372,8 +391,50 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Places each tensor of the layout in the arena or, for those the layout keeps
+ * in host memory, in malloc'd memory that libring stages; counts their bytes
+ * and the host ones.  Returns 0, or 1 with every tensor left freeable. */
+static int
+alloc_tensors(struct grad_sync *gs, const struct layout *lay, struct gs_tensor *t,
+	      int n, size_t *bytes, int *nhost)
+{
+	memset(t, 0, sizeof(*t) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		size_t b = lay[i].numel * ring_dtype_size(lay[i].dtype);
+
+		t[i].name = lay[i].name;
+		t[i].dtype = lay[i].dtype;
+		t[i].numel = lay[i].numel;
+		t[i].in_arena = !lay[i].host;
+		t[i].data = t[i].in_arena ? ring_alloc(gs->comm, b) : malloc(b);
+		if (!t[i].data) {
+			fprintf(stderr, "grad_sync: rank %d: cannot allocate %s (%zu bytes): %s\n",
+				gs_rank(gs), t[i].name, b,
+				t[i].in_arena ? ring_last_error(gs->comm) : strerror(errno));
+			return 1;
+		}
+		*bytes += b;
+		*nhost += !t[i].in_arena;
+	}
+	return 0;
+}
+
+static void
+free_tensors(struct grad_sync *gs, struct gs_tensor *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!t[i].data)
+			continue;
+		if (t[i].in_arena)
+			ring_free(gs->comm, t[i].data);
+		else
+			free(t[i].data);
+	}
+}
+
 /* One rank of the example; returns its exit status. */
-static int run_rank(int steps)
+static int
+run_rank(int steps)
 {
 	struct layout lay[NTENSORS];
 	struct gs_tensor t[NTENSORS];
@@ -385,24 +446,9 @@ static int run_rank(int steps)
 	if (gs_init(&gs, NULL))
 		return 1;
 	n = model_layout(lay);
-	memset(t, 0, sizeof(t));
-	for (int i = 0; i < n; i++) {
-		size_t b = lay[i].numel * ring_dtype_size(lay[i].dtype);
-
-		t[i].name = lay[i].name;
-		t[i].dtype = lay[i].dtype;
-		t[i].numel = lay[i].numel;
-		t[i].in_arena = !lay[i].host;
-		t[i].data = t[i].in_arena ? ring_alloc(gs.comm, b) : malloc(b);
-		if (!t[i].data) {
-			fprintf(stderr, "grad_sync: rank %d: cannot allocate %s (%zu bytes): %s\n",
-				gs_rank(&gs), t[i].name, b,
-				t[i].in_arena ? ring_last_error(gs.comm) : strerror(errno));
-			status = 1;
-			goto out;
-		}
-		bytes += b;
-		nhost += !t[i].in_arena;
+	if (alloc_tensors(&gs, lay, t, n, &bytes, &nhost)) {
+		status = 1;
+		goto out;
 	}
 	/* the step's verdict travels in the arena too */
 	wrong = ring_alloc(gs.comm, sizeof(*wrong));
@@ -451,14 +497,7 @@ static int run_rank(int steps)
 			status = 1;
 	}
 out:
-	for (int i = 0; i < n; i++) {
-		if (!t[i].data)
-			continue;
-		if (t[i].in_arena)
-			ring_free(gs.comm, t[i].data);
-		else
-			free(t[i].data);
-	}
+	free_tensors(&gs, t, n);
 	if (wrong)
 		ring_free(gs.comm, wrong);
 	gs_finish(&gs);
@@ -467,7 +506,8 @@ out:
 
 /* Forks nprocs ranks over the RING_SOCKET_i daemons, local per daemon (0: nprocs
  * / RING_HOSTS); returns the exit status. */
-static int launch(int nprocs, int local, int steps)
+static int
+launch(int nprocs, int local, int steps)
 {
 	const char *hs = getenv("RING_HOSTS");
 	int hosts = hs ? atoi(hs) : nprocs, per_host, status = 0;
@@ -548,7 +588,8 @@ static int launch(int nprocs, int local, int steps)
 	return status;
 }
 
-int main(int argc, char **argv)
+int
+main(int argc, char **argv)
 {
 	static const char use[] = "usage: grad_sync [-p nprocs [-l per_daemon]] [-s steps]\n";
 	int c, nprocs = 0, local = 0, steps = 3;

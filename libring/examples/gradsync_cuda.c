@@ -37,27 +37,32 @@ struct gradsync {
 	float *bucket;			/* device, BUCKET_BYTES */
 };
 
-static int gradsync_rank(const struct gradsync *gs)
+static int
+gradsync_rank(const struct gradsync *gs)
 {
 	return ring_rank(gs->comm);
 }
 
-static int gradsync_world_size(const struct gradsync *gs)
+static int
+gradsync_world_size(const struct gradsync *gs)
 {
 	return ring_size(gs->comm);
 }
 
-static int gradsync_is_primary(const struct gradsync *gs)
+static int
+gradsync_is_primary(const struct gradsync *gs)
 {
 	return gradsync_rank(gs) == 0;
 }
 
-static int gradsync_barrier(struct gradsync *gs)
+static int
+gradsync_barrier(struct gradsync *gs)
 {
 	return ring_barrier(gs->comm);
 }
 
-static int gradsync_open(struct gradsync *gs)
+static int
+gradsync_open(struct gradsync *gs)
 {
 	int ndev = 0, rc;
 
@@ -81,7 +86,8 @@ static int gradsync_open(struct gradsync *gs)
 	return 0;
 }
 
-static void gradsync_close(struct gradsync *gs)
+static void
+gradsync_close(struct gradsync *gs)
 {
 	if (gs->bucket)
 		cudaFree(gs->bucket);
@@ -91,8 +97,9 @@ static void gradsync_close(struct gradsync *gs)
 }
 
 /* Averages the bucket's first n floats and copies them back to their tensors. */
-static int flush_bucket(struct gradsync *gs, struct tensor *t, size_t first, size_t last,
-			size_t n)
+static int
+flush_bucket(struct gradsync *gs, struct tensor *t, size_t first, size_t last,
+	     size_t n)
 {
 	size_t off = 0, i;
 	int rc;
@@ -114,7 +121,8 @@ static int flush_bucket(struct gradsync *gs, struct tensor *t, size_t first, siz
 }
 
 /* Averages every tensor across all ranks; the result is ordered on gs->stream. */
-static int gradsync_synchronize_gradients(struct gradsync *gs, struct tensor *t, size_t n)
+static int
+gradsync_synchronize_gradients(struct gradsync *gs, struct tensor *t, size_t n)
 {
 	size_t cap = BUCKET_BYTES / sizeof(float), used = 0, first = 0, i;
 	int rc;
@@ -141,7 +149,8 @@ static int gradsync_synchronize_gradients(struct gradsync *gs, struct tensor *t,
 	return flush_bucket(gs, t, first, n, used);
 }
 
-int main(void)
+int
+main(void)
 {
 	static const size_t sizes[] = { 1000, 3, 250000, 2u << 20, 77, 1u << 20 };
 	enum { NT = sizeof(sizes) / sizeof(sizes[0]) };
