@@ -99,6 +99,8 @@ IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
 HARNESS_OBJ := $(call obj,tests/harness.c)
+# ASAN=1: LeakSanitizer's suppression of Criterion's own leak (tests/lsan.c).
+TEST_SAN_OBJ := $(if $(filter 1,$(ASAN)),$(call obj,tests/lsan.c))
 EXAMPLES := $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(filter-out %_cuda.c,$(wildcard libring/examples/*.c)))
 ifeq ($(CUDA),1)
 EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/examples/*_cuda.c))
@@ -183,11 +185,11 @@ $(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
 $(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
 # it_install checks the installed programs for the hardening this tree promises.
 $(BUILD)/tests/it_install.o: CFLAGS_ALL += -DRING_HARDEN=$(if $(filter 1,$(HARDEN)),1,0)
-$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o
+$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(TEST_SAN_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
-$(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(LIB_A)
+$(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
