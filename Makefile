@@ -194,10 +194,12 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
 
-# `make test` and `make demo` are the README's commands for a fresh machine, so
-# they install what is missing first and only then run make again for the real
-# work: the pkg-config results above were computed when this file was read,
-# before the packages were there.  `test-run` and `demo-run` skip the check.
+# The README's commands for a fresh machine are scripts/demo and scripts/test
+# (a bare Debian has no make yet); `make demo` and `make test` are the same for
+# those who have make.  They install what is missing first and only then run
+# make again for the real work: the pkg-config results above were computed when
+# this file was read, before the packages were there.  `test-run` and
+# `demo-run` skip the check.
 .PHONY: test-run demo-run
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
@@ -209,7 +211,7 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory demo-run
 
 demo-run: all
-	$(Q)scripts/demo
+	$(Q)scripts/run-demo
 
 deps:
 	$(Q)scripts/install-deps
