@@ -200,12 +200,18 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 # make again for the real work: the pkg-config results above were computed when
 # this file was read, before the packages were there.  `test-run` and
 # `demo-run` skip the check.
-.PHONY: test-run demo-run
+.PHONY: test-run demo-run test-build test-list
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
 
-test-run: all $(TEST_BINS)
+test-run: test-build
 	$(Q)scripts/run-tests $(TEST_BINS)
+
+# What scripts/test uses: it runs the tests itself, so that nothing of make's
+# follows the summary line when a test fails.
+test-build: all $(TEST_BINS)
+test-list:
+	@echo $(TEST_BINS)
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory demo-run
