@@ -1,6 +1,7 @@
 # ringd - build everything: `make`, `make test`, `make demo`, `make install`.
 # Switches: V=1 (show commands), ASAN=1 (AddressSanitizer+UBSan), WERROR=1,
-# CUDA=0|1 (libring's CUDA staging; default: when nvcc is found), DEBUG=1 (-O0).
+# CUDA=0|1 (libring's CUDA staging; default: when nvcc is found), DEBUG=1 (-O0),
+# HARDEN=0 (leave out the hardening flags below).
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -20,13 +21,31 @@ OPT := -O2
 ifeq ($(DEBUG),1)
 OPT := -O0
 endif
+
+# Hardening, as Debian builds its packages (dpkg-buildflags' hardening=+all):
+# stack protector, fortified libc calls, full RELRO with immediate binding, and
+# position-independent executables.  Every object is compiled -fPIC (it may go
+# into libring.so), which a PIE link takes as it is.  _FORTIFY_SOURCE needs the
+# optimiser (not DEBUG=1) and stays out of ASAN=1, whose interceptors check the
+# same calls and do not see the fortified variants.  tests/it_install checks
+# that the installed programs and libring.so carry all of it.
+HARDEN ?= 1
+ifeq ($(HARDEN),1)
+HARDEN_CFLAGS  := -fstack-protector-strong \
+	$(if $(filter -O0,$(OPT))$(filter 1,$(ASAN)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
+HARDEN_LDFLAGS := -Wl,-z,relro,-z,now
+PIE_LDFLAGS    := -pie
+endif
+
 CFLAGS_ALL := -std=gnu11 $(OPT) -g -fPIC -pthread $(WARN) -MMD -MP -D_GNU_SOURCE \
-	-DRING_VERSION_STRING=\"$(VERSION)\" -I. $(CFLAGS)
-LDFLAGS_ALL := -pthread $(LDFLAGS)
+	$(HARDEN_CFLAGS) -DRING_VERSION_STRING=\"$(VERSION)\" -I. $(CFLAGS)
+LDFLAGS_ALL := -pthread $(HARDEN_LDFLAGS) $(LDFLAGS)
 ifeq ($(ASAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS_ALL += -fsanitize=address,undefined
 endif
+# Programs are PIE; libring.so is linked -shared with LDFLAGS_ALL alone.
+EXE_LDFLAGS := $(LDFLAGS_ALL) $(PIE_LDFLAGS)
 
 EVENT_LIBS   := $(shell $(PKG) --libs libevent_core libevent_extra libevent_pthreads libevent_openssl 2>/dev/null)
 SSL_LIBS     := $(shell $(PKG) --libs openssl 2>/dev/null)
@@ -80,6 +99,8 @@ IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
 HARNESS_OBJ := $(call obj,tests/harness.c)
+# ASAN=1: LeakSanitizer's suppression of Criterion's own leak (tests/lsan.c).
+TEST_SAN_OBJ := $(if $(filter 1,$(ASAN)),$(call obj,tests/lsan.c))
 EXAMPLES := $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(filter-out %_cuda.c,$(wildcard libring/examples/*.c)))
 ifeq ($(CUDA),1)
 EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/examples/*_cuda.c))
@@ -95,7 +116,7 @@ all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(BIN_HOP
 # is none, so a `sudo make install` without the build's WERROR=1 or ASAN=1 does
 # not rebuild everything as root.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) CUDA=$(CUDA)
+FLAGS_NOW   := $(CC) $(CFLAGS_ALL) $(EXE_LDFLAGS) CUDA=$(CUDA)
 FLAGS_WRITE := $(if $(MAKECMDGOALS),$(filter-out install uninstall,$(MAKECMDGOALS)),all)
 ifeq ($(FLAGS_KEEP),1)
 FLAGS_WRITE :=
@@ -115,12 +136,12 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 $(BIN_RINGD): $(BUILD)/ringd/main.o $(RINGD_OBJ) $(PROTO_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EVENT_LIBS) $(SSL_LIBS) $(JANSSON_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(SSL_LIBS) $(JANSSON_LIBS) -lm
 
 $(BIN_CTL): $(CTL_OBJ) $(PROTO_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(JANSSON_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) -lm
 
 $(LIB_A): $(LIB_OBJ) $(PROTO_OBJ)
 	$(call msg,AR,$@)
@@ -144,17 +165,17 @@ $(LIB_PC): libring/libring.pc.in
 $(BIN_HOP): $(call obj,bench/hop-latency.c)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
 
 $(BIN_BENCH): $(call obj,bench/ring-bench.c) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CUDA_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
 $(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CUDA_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
 # ---- tests ----
 $(BUILD)/tests/unit_proto: $(BUILD)/tests/unit_proto.o $(PROTO_OBJ)
@@ -163,31 +184,41 @@ $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o
 $(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
 $(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
 $(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
-$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o
+# it_install checks the installed programs for the hardening this tree promises.
+$(BUILD)/tests/it_install.o: CFLAGS_ALL += -DRING_HARDEN=$(if $(filter 1,$(HARDEN)),1,0)
+$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(TEST_SAN_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
-$(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(LIB_A)
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
+$(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
 
-# `make test` and `make demo` are the README's commands for a fresh machine, so
-# they install what is missing first and only then run make again for the real
-# work: the pkg-config results above were computed when this file was read,
-# before the packages were there.  `test-run` and `demo-run` skip the check.
-.PHONY: test-run demo-run
+# The README's commands for a fresh machine are scripts/demo and scripts/test
+# (a bare Debian has no make yet); `make demo` and `make test` are the same for
+# those who have make.  They install what is missing first and only then run
+# make again for the real work: the pkg-config results above were computed when
+# this file was read, before the packages were there.  `test-run` and
+# `demo-run` skip the check.
+.PHONY: test-run demo-run test-build test-list
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
 
-test-run: all $(TEST_BINS)
+test-run: test-build
 	$(Q)scripts/run-tests $(TEST_BINS)
+
+# What scripts/test uses: it runs the tests itself, so that nothing of make's
+# follows the summary line when a test fails.
+test-build: all $(TEST_BINS)
+test-list:
+	@echo $(TEST_BINS)
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory demo-run
 
 demo-run: all
-	$(Q)scripts/demo
+	$(Q)scripts/run-demo
 
 deps:
 	$(Q)scripts/install-deps

@@ -10,7 +10,17 @@
  * all-reduce checked element by element), and finally has `make uninstall`
  * leave no file behind, except an operator's own ringd.conf, which neither
  * install nor uninstall may touch.  The systemd files, man pages and ringrun
- * are checked when the tree has them.
+ * are checked when the tree has them.  The installed ringd, ringctl, ring-bench
+ * and libring.so must carry the hardening the Makefile promises (PIE, full
+ * RELRO, immediate binding, stack protector, fortified libc calls), as readelf
+ * sees them.
+ *
+ * What a user's shell and earlier installs leave behind must not change what is
+ * checked: after `make install PREFIX=/tmp/x` a user exports PKG_CONFIG_PATH,
+ * PATH and the like for it, and `make test` runs in that environment.  So the
+ * make runs here drop every install-directory setting inherited from the
+ * environment or from the make that runs us, and pkg-config and the compiler
+ * see only the install under test (usr_prefix_after_a_user_install checks it).
  *
  * The test never builds: when `make -q all` says the tree is stale it fails
  * and says to run make, so it cannot rebuild a tree with other settings than
@@ -44,6 +54,25 @@
 #else
 #define SANITIZE_FLAGS ""
 #endif
+
+/* Set by the Makefile for this file: 1 when the tree is built with its
+ * hardening flags (HARDEN=1, the default). */
+#ifndef RING_HARDEN
+#define RING_HARDEN 0
+#endif
+
+/* The Makefile's install-directory variables: none of them may come into the
+ * test's make runs from the environment or from the make that runs the test. */
+#define INSTALL_VARS "PREFIX DESTDIR BINDIR SBINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR " \
+	"MANDIR DOCDIR SYSCONFDIR SYSTEMDUNITDIR TMPFILESDIR SYSUSERSDIR GZIP_MAN"
+
+/* Shell words that make pkg-config and the compiler see only LIBDIR/pkgconfig
+ * (a printf format taking LIBDIR): no PKG_CONFIG_PATH or other PKG_CONFIG_*
+ * setting of the user's, no CPATH or LIBRARY_PATH pointing at another ring.h
+ * or libring. */
+#define PKG_ENV "for v in $(env | sed -n 's/^\\(PKG_CONFIG_[A-Za-z0-9_]*\\)=.*/\\1/p'); " \
+	"do unset \"$v\"; done; unset CPATH C_INCLUDE_PATH LIBRARY_PATH; " \
+	"export PKG_CONFIG_LIBDIR='%s/pkgconfig'; "
 
 #define OUT_CAP		(256u << 10)
 #define MAKE_TIMEOUT_S	300	/* a make that has nothing to build takes a second */
@@ -125,11 +154,13 @@ static const char *build_arg(void)
 	return build;
 }
 
-/* Runs make in the tree with the variable settings of a make that runs us (the
+/* Runs make in the tree with the build settings of a make that runs us (the
  * words after " -- " in MAKEFLAGS: CUDA=0, ASAN=1, ...) and ours after them,
- * which win.  Jobserver flags are not passed on: their descriptors are not ours.
- * FLAGS_KEEP=1: the build's flag stamp is left as the build wrote it, so that a
- * setting missing here cannot mark the whole tree stale. */
+ * which win.  Install directories are never passed on, from there or from the
+ * environment: each install here says all of its own.  Jobserver flags are not
+ * passed on: their descriptors are not ours.  FLAGS_KEEP=1: the build's flag
+ * stamp is left as the build wrote it, so that a setting missing here cannot
+ * mark the whole tree stale. */
 static int make(const char *args)
 {
 	char lock[PATH_MAX + 32];
@@ -147,9 +178,11 @@ static int make(const char *args)
 	}
 	rc = sh(MAKE_TIMEOUT_S,
 		"ov=; case \" ${MAKEFLAGS:-} \" in *' -- '*) ov=${MAKEFLAGS#* -- };; esac; "
-		"unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES GNUMAKEFLAGS DESTDIR PREFIX; "
-		"exec make --no-print-directory -C '%s' $ov BUILD='%s' FLAGS_KEEP=1 %s",
-		harness_root(), build_arg(), args);
+		"keep=; for w in $ov; do case \" %s \" in *\" ${w%%%%=*} \"*) ;; "
+		"*) keep=\"$keep $w\";; esac; done; "
+		"unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES GNUMAKEFLAGS %s; "
+		"exec make --no-print-directory -C '%s' $keep BUILD='%s' FLAGS_KEEP=1 %s",
+		INSTALL_VARS, INSTALL_VARS, harness_root(), build_arg(), args);
 	close(fd);	/* releases the lock */
 	return rc;
 }
@@ -422,8 +455,55 @@ static void clients_check(pid_t *pids, int n, char outfiles[][PATH_MAX], const c
 	}
 }
 
-Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown,
-     .timeout = 600)
+/* The hardening of the Makefile (HARDEN=1) in the installed file DIR/REL, as
+ * readelf (binutils, which build-essential brings) sees it: a position-
+ * independent program (ELF type DYN, PIE in DT_FLAGS_1) or a shared library,
+ * full RELRO (a GNU_RELRO segment and immediate binding: BIND_NOW, or NOW in
+ * DT_FLAGS_1), the stack protector (__stack_chk_fail imported) and, in an
+ * optimised build without ASAN, fortified libc calls (some __*_chk imported). */
+/* Whether word appears on the line that starts at line (NULL: no line). */
+static bool line_has(const char *line, const char *word)
+{
+	const char *w = line ? strstr(line, word) : NULL;
+
+	return w && w < strchrnul(line, '\n');
+}
+
+static void expect_hardened(const char *dir, const char *rel, bool program)
+{
+	char path[PATH_MAX * 2];
+	const char *type, *flags1;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	rc = sh(30, "LC_ALL=C readelf -W --file-header --program-headers --dynamic "
+		"--dyn-syms '%s'", path);
+	cr_assert_eq(rc, 0, "readelf (binutils) on %s exited %d:\n%s", rel, rc, tail());
+	type = strstr(out, "Type:");
+	cr_assert(type && strncmp(type + strspn(type + 5, " ") + 5, "DYN ", 4) == 0,
+		  "%s is not position-independent (ELF type is not DYN):\n%.80s", rel,
+		  type ? type : "(no Type: line)");
+	flags1 = strstr(out, "(FLAGS_1)");
+	if (program)
+		cr_assert(line_has(flags1, " PIE"), "%s is not a PIE program (no PIE in "
+			  "DT_FLAGS_1): linked without -pie?", rel);
+	cr_assert(strstr(out, "GNU_RELRO"), "%s has no GNU_RELRO segment: linked without "
+		  "-z relro?", rel);
+	cr_assert(strstr(out, "BIND_NOW") || line_has(flags1, " NOW"), "%s is not bound at "
+		  "load (no BIND_NOW, no NOW in DT_FLAGS_1): linked without -z now?", rel);
+	cr_assert(strstr(out, " __stack_chk_fail"), "%s imports no __stack_chk_fail: "
+		  "compiled without -fstack-protector-strong?", rel);
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
+	/* "__snprintf_chk@GLIBC_2.3.4"; __stack_chk_fail does not match "_chk@" */
+	cr_assert(strstr(out, "_chk@"), "%s imports no fortified libc call (__*_chk): "
+		  "compiled without -D_FORTIFY_SOURCE=2?", rel);
+#endif
+}
+
+/* make install DESTDIR=tmpdir/root PREFIX=/usr of the built tree, checked file by
+ * file and then used: a client built with pkg-config, run alone and on two
+ * installed daemons; make uninstall leaves nothing. */
+static void check_usr_install(void)
 {
 	char dest[512], work[512], usr[600], args[1024], src[PATH_MAX * 2], names[32][128];
 	char outfiles[2][PATH_MAX], client[PATH_MAX], libdir[PATH_MAX], bin[PATH_MAX * 2];
@@ -456,6 +536,12 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	expect_file(usr, "lib/libring.a", 0644);
 	expect_file(usr, "include/ring.h", 0644);
 	expect_file(usr, "lib/pkgconfig/libring.pc", 0644);
+	if (RING_HARDEN) {
+		expect_hardened(usr, "sbin/ringd", true);
+		expect_hardened(usr, "bin/ringctl", true);
+		expect_hardened(usr, "bin/ring-bench", true);
+		expect_hardened(usr, "lib/libring.so.0", false);
+	}
 	{
 		char link[PATH_MAX * 2], target[PATH_MAX];
 		ssize_t len;
@@ -505,19 +591,19 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 
 	/* pkg-config sees only the installed libring; the sysroot maps /usr. */
 	snprintf(libdir, sizeof(libdir), "%s/lib", usr);
-	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --variable=prefix libring",
+	rc = sh(30, PKG_ENV "pkg-config --variable=prefix libring",
 		libdir);
 	cr_assert_eq(rc, 0, "pkg-config does not find the installed libring.pc:\n%s", out);
 	cr_assert_str_eq(out, "/usr\n", "the installed libring.pc says prefix=%s", out);
-	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --modversion libring", libdir);
+	rc = sh(30, PKG_ENV "pkg-config --modversion libring", libdir);
 	cr_assert(rc == 0 && strcmp(out, RING_VERSION_STRING "\n") == 0,
 		  "pkg-config --modversion libring said %s", out);
-	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --variable=cuda libring",
+	rc = sh(30, PKG_ENV "pkg-config --variable=cuda libring",
 		libdir);
 	cr_assert(rc == 0 && (strcmp(out, "0\n") == 0 || strcmp(out, "1\n") == 0),
 		  "pkg-config --variable=cuda libring said %s", out);
 	cuda = out[0] == '1';
-	rc = sh(30, "PKG_CONFIG_LIBDIR='%s/pkgconfig' pkg-config --cflags libring", libdir);
+	rc = sh(30, PKG_ENV "pkg-config --cflags libring", libdir);
 	cr_assert_eq(rc, 0, "pkg-config --cflags libring: %s", out);
 	cr_assert_eq(strstr(out, "-DRING_HAVE_CUDA=1") != NULL, cuda,
 		     "libring.pc says cuda=%d but its Cflags are: %s", cuda, out);
@@ -530,9 +616,9 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 		cr_assert_eq(fputs(client_src, f) >= 0 && fclose(f) == 0, 1);
 	}
 	snprintf(client, sizeof(client), "%s/client", work);
-	rc = sh(120, "cd '%s' && export PKG_CONFIG_LIBDIR='%s/pkgconfig' "
-		"PKG_CONFIG_SYSROOT_DIR='%s' && \"${CC:-cc}\" -std=c11 -Wall -Wextra -Werror "
-		"%s -o client client.c $(pkg-config --cflags --libs libring)", work, libdir, dest,
+	rc = sh(120, PKG_ENV "cd '%s' && export PKG_CONFIG_SYSROOT_DIR='%s' && "
+		"\"${CC:-cc}\" -std=c11 -Wall -Wextra -Werror "
+		"%s -o client client.c $(pkg-config --cflags --libs libring)", libdir, work, dest,
 		SANITIZE_FLAGS);
 	cr_assert_eq(rc, 0, "compiling a client with pkg-config failed:\n%s", out);
 
@@ -566,6 +652,49 @@ Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown
 	rc = make(args);
 	cr_assert_eq(rc, 0, "make %s exited %d:\n%s", args, rc, tail());
 	cr_assert_eq(files_under(dest), 0, "make uninstall left %zu files:\n%s", nleft, leftovers);
+}
+
+Test(install, usr_prefix_client_with_pkg_config, .init = setup, .fini = teardown,
+     .timeout = 600)
+{
+	check_usr_install();
+}
+
+/* Install, then test, as users do: an earlier `make install PREFIX=/tmp/x`
+ * (here into a DESTDIR of its own), with the environment a user sets to use
+ * it (PKG_CONFIG_PATH, PATH, LD_LIBRARY_PATH, CPATH, LIBRARY_PATH) and the
+ * install settings still exported, must not change what the PREFIX=/usr
+ * install says or what its client builds and loads.  It did: pkg-config found
+ * /tmp/x's libring.pc first and the test read "prefix=/tmp/x". */
+Test(install, usr_prefix_after_a_user_install, .init = setup, .fini = teardown,
+     .timeout = 600)
+{
+	char user[512], x[600], args[1024], var[PATH_MAX * 4];
+	int rc;
+
+	need_built_tree();
+	snprintf(user, sizeof(user), "%s/user", tmpdir);
+	snprintf(x, sizeof(x), "%s/tmp/x", user);
+	snprintf(args, sizeof(args), "install DESTDIR='%s' PREFIX=/tmp/x", user);
+	rc = make(args);
+	cr_assert_eq(rc, 0, "make %s exited %d:\n%s", args, rc, tail());
+	snprintf(var, sizeof(var), "%s/lib/pkgconfig", x);
+	setenv("PKG_CONFIG_PATH", var, 1);
+	snprintf(var, sizeof(var), "%s/bin:%s/sbin:%s", x, x, getenv("PATH") ? getenv("PATH") : "");
+	setenv("PATH", var, 1);
+	snprintf(var, sizeof(var), "%s/lib", x);
+	setenv("LD_LIBRARY_PATH", var, 1);
+	setenv("LIBRARY_PATH", var, 1);
+	snprintf(var, sizeof(var), "%s/include", x);
+	setenv("CPATH", var, 1);
+	setenv("PREFIX", "/tmp/x", 1);
+	setenv("DESTDIR", user, 1);
+	setenv("LIBDIR", "/tmp/x/lib", 1);
+	rc = sh(10, "pkg-config --variable=prefix libring");
+	cr_assert(rc == 0 && strcmp(out, "/tmp/x\n") == 0,
+		  "the user's install is not what pkg-config finds first (%d: %s)", rc, out);
+
+	check_usr_install();
 }
 
 Test(install, opt_prefix_keeps_operator_config, .init = setup, .fini = teardown,
