@@ -204,14 +204,13 @@ error_doc(const char *text)
 static json_t *
 link_json(struct ringd *rd, struct link *l)
 {
-	static const char *const st[] = { "down", "connecting", "handshake", "up" };
 	struct host_entry *he = &rd->hf.hosts[l->peer];
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
 	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
 			 "dir", l->dir == LINK_NEXT ? "next" : "prev",
-			 "peer", l->peer, "address", addr, "state", st[l->state],
+			 "peer", l->peer, "address", addr, "state", link_state_name(l->state),
 			 "transport", l->transport != NULL ? l->transport : "-",
 			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
 			 "frames_tx", (json_int_t)l->frames_tx,
@@ -222,12 +221,56 @@ link_json(struct ringd *rd, struct link *l)
 			 "last_error", l->last_error);
 }
 
+/* A job as `ringctl status` shows it; NULL for one only known from the wire. */
+static json_t *
+job_json(struct job *j)
+{
+	json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
+	json_t *waiting = json_array();
+	struct op *op = j->active;
+	char fp[160];
+	int i;
+
+	for (i = 0; i < j->local_size; i++)
+		if (j->loc[i].sess != NULL)
+			json_array_append_new(ranks, json_integer(j->loc[i].rank));
+	for (i = 0; i < j->nhosts; i++)
+		json_array_append_new(hosts, json_integer(j->hosts[i]));
+	if (op != NULL && !op->finished) {
+		for (i = 0; i < op->nc && i < j->local_size; i++)
+			if (!op->c[i].in)
+				json_array_append_new(waiting, json_integer(j->loc[i].rank));
+		inflight = json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}",
+				     "coll", proto_coll_name(op->fp.coll),
+				     "seq", (json_int_t)op->fp.seq,
+				     "age_ms", (json_int_t)(now_ms() - op->started_ms),
+				     "fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),
+				     "waiting_for_local", waiting, "started", op->started);
+	} else {
+		json_decref(waiting);
+	}
+	if (j->nloc == 0 && j->nplaced == 0 && op == NULL) {
+		/* known from the wire only, nothing to show */
+		json_decref(inflight);
+		json_decref(ranks);
+		json_decref(hosts);
+		return NULL;
+	}
+	return json_pack("{s:s, s:I, s:I, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
+		"name", j->name[0] ? j->name : "(not attached here)",
+		"id", (json_int_t)j->id, "generation", (json_int_t)j->fgen,
+		"frames_dropped", (json_int_t)j->stale_frames, "world", j->world, "ready", j->ready,
+		"clients", j->nloc, "ranks", ranks, "hosts", hosts,
+		"seq", (json_int_t)j->last_done_seq, "inflight", inflight,
+		"error", j->error);
+}
+
 char *
 ringd_status_json(struct ringd *rd)
 {
 	json_t *doc, *links, *peers, *jobs;
 	struct job *j;
-	char buf[HOSTFILE_HOST_MAX + 16], fp[160];
+	char buf[HOSTFILE_HOST_MAX + 16];
 	char *out;
 	int i;
 
@@ -244,41 +287,10 @@ ringd_status_json(struct ringd *rd)
 	}
 	jobs = json_array();
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
-		json_t *waiting = json_array();
-		struct op *op = j->active;
+		json_t *one = job_json(j);
 
-		for (i = 0; i < j->local_size; i++)
-			if (j->loc[i].sess != NULL)
-				json_array_append_new(ranks, json_integer(j->loc[i].rank));
-		for (i = 0; i < j->nhosts; i++)
-			json_array_append_new(hosts, json_integer(j->hosts[i]));
-		if (op != NULL && !op->finished) {
-			for (i = 0; i < op->nc && i < j->local_size; i++)
-				if (!op->c[i].in)
-					json_array_append_new(waiting, json_integer(j->loc[i].rank));
-			inflight = json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}",
-					     "coll", proto_coll_name(op->fp.coll),
-					     "seq", (json_int_t)op->fp.seq,
-					     "age_ms", (json_int_t)(now_ms() - op->started_ms),
-					     "fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),
-					     "waiting_for_local", waiting, "started", op->started);
-		} else {
-			json_decref(waiting);
-		}
-		if (j->nloc == 0 && j->nplaced == 0 && op == NULL) {
-			/* known from the wire only, nothing to show */
-			json_decref(inflight);
-			json_decref(ranks);
-			json_decref(hosts);
-			continue;
-		}
-		json_array_append_new(jobs, json_pack("{s:s, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
-			"name", j->name[0] ? j->name : "(not attached here)",
-			"id", (json_int_t)j->id, "world", j->world, "ready", j->ready,
-			"clients", j->nloc, "ranks", ranks, "hosts", hosts,
-			"seq", (json_int_t)j->last_done_seq, "inflight", inflight,
-			"error", j->error));
+		if (one != NULL)
+			json_array_append_new(jobs, one);
 	}
 	snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[rd->rank].host,
 		 rd->hf.hosts[rd->rank].port);
@@ -701,7 +713,7 @@ ctl_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	TAILQ_INSERT_TAIL(&ctl.conns, c, entry);
 	ctl.nconns++;
 	/* a caller that may not ask is told so at once, and holds nothing */
-	if (sess_peer_allowed(fd, &c->uid, why, sizeof(why)) != 0) {
+	if (access_peer_allowed(fd, &c->uid, why, sizeof(why)) != 0) {
 		listener_warn(&ctl_refusals, "control: refused: %s", why);
 		ctl_reply(c, error_doc(why));
 		c->state = CC_LINGER;
@@ -735,7 +747,7 @@ ctl_start(struct ringd *rd)
 	ctl.fd = unix_listen(ctl.path, SOCK_STREAM, 0660);
 	if (ctl.fd < 0)
 		return -1;
-	sess_socket_group(ctl.path);
+	access_socket_group(ctl.path);
 	ctl.rd = rd;
 	rd->ctl_ev = event_new(rd->base, -1, 0, ctl_engine_cb, rd);
 	if (rd->ctl_ev == NULL)

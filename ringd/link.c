@@ -37,8 +37,6 @@
 
 struct transport *link_transport;
 
-static const char *const state_names[] = { "down", "connecting", "handshake", "up" };
-
 static void link_write_cb(evutil_socket_t fd, short what, void *arg);
 static void link_flush_cb(evutil_socket_t fd, short what, void *arg);
 static void link_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -58,7 +56,7 @@ link_change_state(struct link *l, enum link_state st)
 		return;
 	if (!l->handshake_acceptor)
 		log_info("link %s (host %d): %s -> %s", link_dir_name(l), l->peer,
-			 state_names[l->state], state_names[st]);
+			 link_state_name(l->state), link_state_name(st));
 	l->state = st;
 	if (l == l->rd->next || l == l->rd->prev)
 		ringd_update_state(l->rd);

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -35,129 +34,6 @@
 #include "../proto/log.h"
 
 static struct ringd the_ringd;
-
-uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-uint64_t
-now_ms(void)
-{
-	return now_us() / 1000u;
-}
-
-const char *
-ringd_state_name(enum ring_state s)
-{
-	static const char *const names[] = { "forming", "ready", "degraded", "stopped" };
-
-	return (unsigned)s < 4 ? names[s] : "?";
-}
-
-/* systemd's notify protocol, without linking libsystemd: one datagram to the
- * AF_UNIX socket NOTIFY_SOCKET names, a path or "@" for the abstract
- * namespace.  A send that cannot go within a second is dropped (and said
- * once), so a wedged listener never stalls the engine thread. */
-static void
-sd_notify_msg(const char *msg)
-{
-	static bool warned;
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = 1 };
-	size_t len;
-	int fd;
-
-	if (path == NULL || (path[0] != '/' && path[0] != '@') ||
-	    (len = strlen(path)) >= sizeof(sa.sun_path) || len < 2)
-		return;
-	memcpy(sa.sun_path, path, len);
-	if (sa.sun_path[0] == '@')
-		sa.sun_path[0] = '\0';
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
-		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0 && !warned) {
-		warned = true;
-		log_warn("cannot notify systemd through %s: %s", path, strerror(errno));
-	}
-	close(fd);
-}
-
-void
-ringd_notify(const char *fmt, ...)
-{
-	char msg[PROTO_TEXT_MAX + 256];
-	va_list ap;
-
-	if (getenv("NOTIFY_SOCKET") == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	sd_notify_msg(msg);
-}
-
-void
-ringd_status_text(const struct ringd *rd, char *buf, size_t len)
-{
-	bool ready = rd->state == RING_READY;
-
-	snprintf(buf, len, "STATUS=ring %s, host %d of %d, epoch %u%s%.200s",
-		 ringd_state_name(rd->state), rd->rank, rd->world, rd->epoch,
-		 rd->ring_error[0] && !ready ? ": " : "", !ready ? rd->ring_error : "");
-	/* one line: a newline would start another KEY= of the message */
-	for (char *p = buf; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-}
-
-/* The ring is ready when our links are up and a token went all the way round
- * (link_ring_check); a break anywhere (a link here, or a host's report) makes it
- * degraded until a token goes round again. */
-void
-ringd_update_state(struct ringd *rd)
-{
-	enum ring_state old = rd->state, st;
-	bool up = rd->world == 1 || (rd->next != NULL && rd->prev != NULL &&
-				     rd->next->state == LINK_UP && rd->prev->state == LINK_UP);
-	char msg[PROTO_TEXT_MAX + 64];
-
-	if (old == RING_STOPPED)
-		return;
-	if (up && !rd->links_up && rd->world > 1) {
-		rd->links_up = true;
-		link_ring_check(rd);
-	}
-	rd->links_up = up;
-	if (up && (rd->world == 1 || rd->whole))
-		st = RING_READY;
-	else if (old == RING_READY || old == RING_DEGRADED)
-		st = RING_DEGRADED;
-	else
-		st = RING_FORMING;
-	if (st == old)
-		return;
-	rd->state = st;
-	if (rd->world == 1 && st == RING_READY)
-		rd->epoch++;
-	log_info("ring: %s -> %s (epoch %u)", ringd_state_name(old), ringd_state_name(st),
-		 rd->epoch);
-	ringd_status_text(rd, msg, sizeof(msg));
-	/* READY=1 only here: systemd's "started" means a ring clients can use */
-	ringd_notify("%s%s", st == RING_READY ? "READY=1\n" : "", msg);
-	if (st == RING_READY)
-		rd->sd_ready = true;
-	if (st == RING_READY)
-		coll_ring_ready(rd);
-}
 
 static void
 usage(FILE *f)
@@ -313,7 +189,7 @@ main(int argc, char **argv)
 	/* before detaching, so that a refusal reaches the operator's terminal */
 	if (auth_init(rd, err, sizeof(err)) != 0)
 		fatal("%s", err);
-	if (sess_access_init(&rd->cfg, err, sizeof(err)) != 0)
+	if (access_init(&rd->cfg, err, sizeof(err)) != 0)
 		fatal("%s", err);
 	if (!fg)
 		daemonize();

@@ -145,21 +145,13 @@ link_labels(struct ringd *rd, const struct link *l)
 		}								\
 	} while (0)
 
-static json_t *
-metrics_model(struct ringd *rd)
+/* The daemon and its ring. */
+static void
+model_ring(json_t *fams, struct ringd *rd, uint64_t now)
 {
-	static const char *const states[] = { "forming", "ready", "degraded", "stopped" };
-	json_t *fams = json_array(), *s;
-	const struct link *ls[2];
-	struct job *j;
-	char le[32], proto[16];
-	int i, c, nl = 0, jobs = 0, inflight = 0;
-	uint64_t now = now_ms();
-
-	if (rd->next != NULL)
-		ls[nl++] = rd->next;
-	if (rd->prev != NULL && rd->prev != rd->next)
-		ls[nl++] = rd->prev;
+	char proto[16];
+	json_t *s;
+	int i;
 
 	snprintf(proto, sizeof(proto), "%d", PROTO_VERSION);
 	s = family(fams, "ringd_build_info", "gauge",
@@ -172,9 +164,9 @@ metrics_model(struct ringd *rd)
 
 	s = family(fams, "ringd_ring_state", "gauge",
 		   "1 for the ring's current state (forming, ready, degraded, stopped), else 0");
-	for (i = 0; i < 4; i++)
-		sample_u(s, "ringd_ring_state", json_pack("{s:s}", "state", states[i]),
-			 (int)rd->state == i);
+	for (i = RING_FORMING; i <= RING_STOPPED; i++)
+		sample_u(s, "ringd_ring_state", json_pack("{s:s}", "state",
+			 ringd_state_name((enum ring_state)i)), (int)rd->state == i);
 	s = family(fams, "ringd_ring_epoch", "gauge",
 		   "The ring's epoch (grows each time the ring re-forms)");
 	sample_u(s, "ringd_ring_epoch", NULL, rd->epoch);
@@ -182,6 +174,20 @@ metrics_model(struct ringd *rd)
 	sample_u(s, "ringd_ring_hosts", NULL, (uint64_t)rd->world);
 	s = family(fams, "ringd_host_rank", "gauge", "This daemon's host rank");
 	sample_u(s, "ringd_host_rank", NULL, (uint64_t)rd->rank);
+}
+
+/* Each of our two links. */
+static void
+model_links(json_t *fams, struct ringd *rd, uint64_t now)
+{
+	const struct link *ls[2];
+	json_t *s;
+	int i, nl = 0;
+
+	if (rd->next != NULL)
+		ls[nl++] = rd->next;
+	if (rd->prev != NULL && rd->prev != rd->next)
+		ls[nl++] = rd->prev;
 
 	LINK_FAMILY("ringd_link_up", "gauge", "1 when the link to the neighbour is up",
 		    l->state == LINK_UP);
@@ -210,6 +216,14 @@ metrics_model(struct ringd *rd)
 		if (ls[i]->state == LINK_UP)
 			sample(s, "ringd_link_heartbeat_age_seconds", link_labels(rd, ls[i]),
 			       json_real((double)(now - ls[i]->last_rx_ms) / 1000.0));
+}
+
+/* The ports that strangers reach: the peer port, every listener, metrics. */
+static void
+model_ports(json_t *fams, struct ringd *rd)
+{
+	json_t *s;
+
 	s = family(fams, "ringd_peer_connections_refused_total", "counter",
 		   "Peer connections refused in the handshake (cluster, rank, secret, TLS)");
 	sample_u(s, "ringd_peer_connections_refused_total", NULL, rd->peers_refused);
@@ -224,12 +238,23 @@ metrics_model(struct ringd *rd)
 		   "Metrics connections closed before their request came, to make room "
 		   "for a newer one");
 	sample_u(s, "ringd_metrics_connections_evicted_total", NULL, m.evicted);
+}
+
+/* Jobs and clients here. */
+static void
+model_jobs(json_t *fams, struct ringd *rd)
+{
+	int jobs = 0, inflight = 0;
+	uint64_t dropped = 0;
+	struct job *j;
+	json_t *s;
 
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		if (j->nloc > 0)
 			jobs++;
 		if (j->active != NULL && !j->active->finished)
 			inflight++;
+		dropped += j->stale_frames;
 	}
 	s = family(fams, "ringd_jobs", "gauge", "Jobs with processes attached to this daemon");
 	sample_u(s, "ringd_jobs", NULL, (uint64_t)jobs);
@@ -240,6 +265,20 @@ metrics_model(struct ringd *rd)
 	sample_u(s, "ringd_clients_connected_total", NULL, rd->clients_total);
 	s = family(fams, "ringd_ops_in_flight", "gauge", "Jobs with a collective in flight here");
 	sample_u(s, "ringd_ops_in_flight", NULL, (uint64_t)inflight);
+
+	s = family(fams, "ringd_job_frames_dropped_total", "counter",
+		   "Job frames dropped: of a formation that ended here, or beyond what the "
+		   "job may hold (a job's fault: the link stays)");
+	sample_u(s, "ringd_job_frames_dropped_total", NULL, dropped);
+}
+
+/* Operations: counts by collective and code, and their durations. */
+static void
+model_ops(json_t *fams, struct ringd *rd)
+{
+	char le[32];
+	json_t *s;
+	int c;
 
 	s = family(fams, "ringd_ops_completed_total", "counter",
 		   "Operations that succeeded, by collective");
@@ -281,6 +320,19 @@ metrics_model(struct ringd *rd)
 		sample_u(s, "ringd_op_duration_seconds_count",
 			 json_pack("{s:s}", "coll", proto_coll_name(c)), cum);
 	}
+}
+
+static json_t *
+metrics_model(struct ringd *rd)
+{
+	json_t *fams = json_array();
+	uint64_t now = now_ms();
+
+	model_ring(fams, rd, now);
+	model_links(fams, rd, now);
+	model_ports(fams, rd);
+	model_jobs(fams, rd);
+	model_ops(fams, rd);
 	return fams;
 }
 

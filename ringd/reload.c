@@ -155,7 +155,7 @@ ringd_reload(struct ringd *rd)
 	for (i = 0; i < n; i++)
 		if (strncmp(changed[i], "allow_", 6) == 0)
 			access = true;
-	if (access && sess_access_prepare(&nc, err, sizeof(err)) != 0)
+	if (access && access_prepare(&nc, err, sizeof(err)) != 0)
 		goto refused;
 	if (auth_reload_prepare(&nc, err, sizeof(err)) != 0)
 		goto refused;
@@ -204,7 +204,7 @@ ringd_reload(struct ringd *rd)
 		oc->n_allow_users = nc.n_allow_users;
 		memcpy(oc->allow_groups, nc.allow_groups, sizeof(oc->allow_groups));
 		oc->n_allow_groups = nc.n_allow_groups;
-		sess_access_commit(paths, 2);
+		access_commit(paths, 2);
 		list_text(oc->allow_users, oc->n_allow_users, a, sizeof(a));
 		list_text(oc->allow_groups, oc->n_allow_groups, b, sizeof(b));
 		log_info("reload: allow_users = %s, allow_groups = %s (for new clients; those "

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "hostfile.h"
+#include "../proto/clock.h"
 #include "../proto/proto.h"
 
 enum ring_state { RING_FORMING, RING_READY, RING_DEGRADED, RING_STOPPED };
@@ -123,11 +124,23 @@ struct ringd {
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
-/* main.c: the clock and the ring's state */
-uint64_t now_ms(void);
-uint64_t now_us(void);
+/* The daemon's clock: proto's monotonic clock, unsigned for its counters. */
+static inline uint64_t
+now_ms(void)
+{
+	return (uint64_t)proto_now_ms();
+}
+
+static inline uint64_t
+now_us(void)
+{
+	return (uint64_t)proto_now_us();
+}
+
+/* ring.c: the ring's state, systemd's view of it, the states' names */
 void ringd_update_state(struct ringd *rd);
 const char *ringd_state_name(enum ring_state s);
+const char *link_state_name(enum link_state s);
 /* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
  * a no-op otherwise.  Never waits more than a second. */
 void ringd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -244,20 +257,6 @@ int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 
 /* sess.c: client sessions. */
 int sess_start(struct ringd *rd);
-/* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */
-int sess_access_init(const struct config *cfg, char *err, size_t errlen);
-/* A reload's allow_users / allow_groups: prepare resolves them (-1 with the
- * reason in err, nothing changed); commit puts them in force and gives the
- * socket files paths[0..n) to the new first group of allow_groups. */
-int sess_access_prepare(const struct config *cfg, char *err, size_t errlen);
-void sess_access_commit(const char *const paths[], int npaths);
-/* Whether the process at the other end of the Unix socket fd may use the daemon:
- * root, the daemon's own user, a user of allow_users, or a member (primary or
- * supplementary group) of allow_groups.  0, or -1 with who and why in why.  The
- * lists are swapped under a lock by a reload: any thread may call this. */
-int sess_peer_allowed(int fd, uid_t *uid, char *why, size_t len);
-/* Gives a socket file to the first group of allow_groups (when one is set). */
-void sess_socket_group(const char *path);
 int unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
 void sess_reply_done(struct sess *s, uint64_t reqid, int status, const char *text);
@@ -284,6 +283,22 @@ struct listener_warn {
 };
 void listener_warn(struct listener_warn *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* access.c: who may use the daemon (clients and ringctl) */
+/* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */
+int access_init(const struct config *cfg, char *err, size_t errlen);
+/* A reload's allow_users / allow_groups: prepare resolves them (-1 with the
+ * reason in err, nothing changed); commit puts them in force and gives the
+ * socket files paths[0..n) to the new first group of allow_groups. */
+int access_prepare(const struct config *cfg, char *err, size_t errlen);
+void access_commit(const char *const paths[], int npaths);
+/* Whether the process at the other end of the Unix socket fd may use the daemon:
+ * root, the daemon's own user, a user of allow_users, or a member (primary or
+ * supplementary group) of allow_groups.  0, or -1 with who and why in why.  The
+ * lists are swapped under a lock by a reload: any thread may call this. */
+int access_peer_allowed(int fd, uid_t *uid, char *why, size_t len);
+/* Gives a socket file to the first group of allow_groups (when one is set). */
+void access_socket_group(const char *path);
 
 /* auth.c: the cluster secret and the start-up rules on peer authentication. */
 /* Checks the settings (TLS keys all or none; a non-loopback ring authenticated
