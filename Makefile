@@ -13,7 +13,8 @@ VERSION   := 0.1.0
 SOVERSION := 0
 
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes \
-	-Wvla -Wundef -Wpointer-arith -Wno-unused-parameter
+	-Wvla -Wundef -Wpointer-arith -Wredundant-decls -Wcast-qual -Wlogical-op \
+	-Wno-unused-parameter
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
@@ -360,6 +361,21 @@ uninstall:
 	fi
 	rm -f $(DESTDIR)$(DOCDIR)/ringd.conf.example
 	@rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/ringd 2>/dev/null || true
+
+# make lint: the shell scripts through shellcheck, the man pages through groff's
+# warnings, and the code with every warning as an error (WARN above includes
+# -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
+# brings shellcheck and groff.
+LINT_SH := $(wildcard scripts/*) bench/peers bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+.PHONY: lint
+lint:
+	$(Q)shellcheck $(LINT_SH)
+	$(Q)for f in man/*.[0-9]; do \
+		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \
+		[ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
+	done
+	$(Q)$(MAKE) --no-print-directory WERROR=1 all
+	@echo "lint: clean"
 
 clean:
 	rm -rf $(BUILD)

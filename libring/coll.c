@@ -659,7 +659,8 @@ ring_send(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
 	  const size_t *shape, int dst)
 {
 	/* The plan only reads a send buffer (cout is false). */
-	return p2p(c, "ring_send", PROTO_COLL_SEND, (void *)buf, dtype, ndim, shape, dst);
+	return p2p(c, "ring_send", PROTO_COLL_SEND, (void *)(uintptr_t)buf, dtype, ndim, shape,
+		   dst);
 }
 
 int

@@ -182,7 +182,7 @@ sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
 		char b[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
 	struct msghdr mh;
 	struct cmsghdr *cm;
 	struct pollfd pfd;

@@ -255,7 +255,7 @@ link_write(struct link *l)
 		ssize_t n = transport_write(link_transport, l, l->out);
 
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+			if (io_again(errno)) {
 				event_add(l->wev, NULL);
 				goto room;
 			}

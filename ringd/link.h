@@ -7,6 +7,8 @@
 #ifndef RINGD_LINK_H
 #define RINGD_LINK_H
 
+#include <errno.h>
+
 #include "ringd.h"
 
 #define BACKOFF_MIN_MS	50		/* a connector's first retry */
@@ -16,7 +18,16 @@
 #define DIRECT_MIN	4096		/* payloads at least this large may be read
 					 * straight into their place in an arena */
 
-extern struct transport *link_transport;	/* of every link (plain or TLS) */
+extern struct transport *link_transport;
+
+/* A read or write that would block, or was interrupted: try again later.
+ * (EWOULDBLOCK is EAGAIN on Linux, the only system ringd runs on.) */
+_Static_assert(EAGAIN == EWOULDBLOCK, "EWOULDBLOCK differs from EAGAIN");
+static inline bool
+io_again(int err)
+{
+	return err == EAGAIN || err == EINTR;
+}	/* of every link (plain or TLS) */
 
 /* link.c */
 const char *link_dir_name(const struct link *l);

@@ -220,7 +220,7 @@ rx_fill(struct link *l)
 		l->last_rx_ms = now_ms();
 		return 1;
 	}
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+	if (n < 0 && (io_again(errno)))
 		return 0;
 	link_fail(l, link_io_why(l, n));
 	return -1;
@@ -246,7 +246,7 @@ rx_direct(struct link *l)
 			l->last_rx_ms = now_ms();
 			continue;
 		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+		if (n < 0 && (io_again(errno))) {
 			link_set_lowat(l, len - l->direct_got);
 			return 0;
 		}

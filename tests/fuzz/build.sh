@@ -16,6 +16,9 @@ if [ -z "$CC" ]; then
 	echo "build.sh: clang not found (set FUZZ_CC)" >&2
 	exit 1
 fi
+# The escaped quotes are meant: word splitting of $CFLAGS below passes
+# -DRING_VERSION_STRING="fuzz" on, a string literal for the macro.
+# shellcheck disable=SC2089,SC2090
 CFLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -I. \
 	-DRING_VERSION_STRING=\"fuzz\" -Wall -Wextra -Wno-unused-parameter \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
@@ -55,6 +58,6 @@ for src in $targets; do
 		;;
 	esac
 	echo "  FUZZ    $OUT/$name"
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086,SC2090
 	$CC $CFLAGS -o "$OUT/$name" "$src" proto/*.c $extra $libs -lm
 done

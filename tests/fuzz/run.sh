@@ -91,7 +91,7 @@ for bin in "$OUT"/fuzz_*; do
 			status=1
 		fi
 	done
-	echo "  RUN     $name for ${SECS}s ($(ls "$corpus" | wc -l) inputs in corpus)"
+	echo "  RUN     $name for ${SECS}s ($(find "$corpus" -type f | wc -l) inputs in corpus)"
 	if ! "$bin" -max_total_time="$SECS" -print_final_stats=1 \
 	    -artifact_prefix="$OUT/$name-" "$corpus" > "$OUT/$name.log" 2>&1; then
 		echo "  FAIL    $name: see $OUT/$name.log" >&2
