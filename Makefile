@@ -79,7 +79,10 @@ ifeq ($(CUDA),1)
 IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
-HARNESS_OBJ := $(call obj,tests/harness.c)
+# The one reference data pattern (ring.h only): the harness, ring-bench and
+# the examples link it.
+PATTERN_OBJ := $(call obj,tests/pattern.c)
+HARNESS_OBJ := $(call obj,$(wildcard tests/harness*.c)) $(PATTERN_OBJ)
 EXAMPLES := $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(filter-out %_cuda.c,$(wildcard libring/examples/*.c)))
 ifeq ($(CUDA),1)
 EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/examples/*_cuda.c))
