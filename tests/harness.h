@@ -256,4 +256,11 @@ void *it_alloc(ring_comm *comm, enum it_place place, size_t bytes);
 void it_free(ring_comm *comm, enum it_place place, void *p);
 const char *it_place_name(enum it_place place);
 
+/* A checked broadcast of count elements of pattern_fill(dt, RING_SUM, n, root,
+ * seed) from root, into a buffer placed as place with IT_GUARD guard bytes;
+ * with same_everywhere the ranks then compare their results' hashes too.  0, or
+ * 1 after it_fail. */
+int it_broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
+		     int root, enum it_place place, uint64_t seed, bool same_everywhere);
+
 #endif /* TESTS_HARNESS_H */

@@ -3,8 +3,9 @@
  * test: failure messages that name the rank and the place, a result compared
  * bit for bit with its reference (tests/pattern.c) and the guard bytes after it
  * untouched, every rank holding the same bytes, buffers in the arena or in
- * plain memory.  They never call cr_assert (a forked rank is not the
- * Criterion worker): they print and return 1.
+ * plain memory, and the checked collectives several test files share.  They
+ * never call cr_assert (a forked rank is not the Criterion worker): they print
+ * and return 1.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -115,4 +116,38 @@ void it_free(ring_comm *comm, enum it_place place, void *p)
 const char *it_place_name(enum it_place place)
 {
 	return place == IT_ARENA ? "arena" : "host";
+}
+
+int it_broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
+		     int root, enum it_place place, uint64_t seed, bool same_everywhere)
+{
+	size_t bytes = count * ring_dtype_size(dt);
+	void *buf = it_alloc(comm, place, bytes + IT_GUARD), *want = malloc(bytes + 1);
+	char what[160];
+	int rc = 1;
+
+	snprintf(what, sizeof(what), "broadcast(%s, count %zu, root %d, %s)",
+		 ring_dtype_name(dt), count, root, it_place_name(place));
+	if (!buf || !want) {
+		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
+		goto out;
+	}
+	memset(buf, 0xa5, bytes + IT_GUARD);
+	pattern_fill(want, dt, RING_SUM, n, root, count, 0, seed);
+	if (rank == root)
+		memcpy(buf, want, bytes);
+	rc = ring_broadcast(comm, buf, count, dt, root);
+	if (rc) {
+		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
+			ring_last_error(comm));
+		rc = 1;
+		goto out;
+	}
+	rc = it_check_result(buf, want, dt, count, what);
+	if (!rc && same_everywhere && it_same_everywhere(comm, buf, bytes))
+		rc = 1;
+out:
+	it_free(comm, place, buf);
+	free(want);
+	return rc;
 }

@@ -423,40 +423,6 @@ ParameterizedTest(int *world, collectives, reduce_scatter, .fini = teardown, .ti
 /* Broadcast from every root                                               */
 /* ---------------------------------------------------------------------- */
 
-static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
-			 int root, enum it_place place, uint64_t seed)
-{
-	size_t bytes = count * ring_dtype_size(dt);
-	void *buf = it_alloc(comm, place, bytes + GUARD), *want = malloc(bytes + 1);
-	char what[160];
-	int rc = 1;
-
-	snprintf(what, sizeof(what), "broadcast(%s, count %zu, root %d, %s)",
-		 ring_dtype_name(dt), count, root, it_place_name(place));
-	if (!buf || !want) {
-		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
-		goto out;
-	}
-	memset(buf, 0xa5, bytes + GUARD);
-	pattern_fill(want, dt, RING_SUM, n, root, count, 0, seed);
-	if (rank == root)
-		memcpy(buf, want, bytes);
-	rc = ring_broadcast(comm, buf, count, dt, root);
-	if (rc) {
-		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
-			ring_last_error(comm));
-		rc = 1;
-		goto out;
-	}
-	rc = it_check_result(buf, want, dt, count, what);
-	if (!rc && it_same_everywhere(comm, buf, bytes))
-		rc = 1;
-out:
-	it_free(comm, place, buf);
-	free(want);
-	return rc;
-}
-
 static int broadcast_matrix(ring_comm *comm, int rank, int n, void *arg)
 {
 	static const enum ring_dtype dts[] = {
@@ -470,8 +436,9 @@ static int broadcast_matrix(ring_comm *comm, int rank, int n, void *arg)
 		for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 			for (int c = 0; c < ncounts; c++)
 				for (int p = 0; p < 2; p++)
-					if (broadcast_one(comm, rank, n, dts[d], counts[c], root,
-							  p ? IT_HOST : IT_ARENA, seed++))
+					if (it_broadcast_one(comm, rank, n, dts[d], counts[c],
+							     root, p ? IT_HOST : IT_ARENA,
+							     seed++, true))
 						return 1;
 	/* a root outside the world is refused */
 	{
@@ -1026,8 +993,8 @@ static int mixed_small(ring_comm *comm, int rank, int n, void *arg)
 			    allreduce_one(comm, rank, n, dts[d], RING_MAX, counts[c], &variants[4],
 					  seed++) ||
 			    allgather_one(comm, rank, n, dts[d], counts[c], &variants[1], seed++) ||
-			    broadcast_one(comm, rank, n, dts[d], counts[c], n - 1, IT_ARENA,
-					  seed++))
+			    it_broadcast_one(comm, rank, n, dts[d], counts[c], n - 1,
+					     IT_ARENA, seed++, true))
 				return 1;
 		}
 	IT_CALL(ring_barrier(comm));

@@ -217,38 +217,6 @@ out:
 	return rc;
 }
 
-static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
-			 int root, enum it_place place, uint64_t seed)
-{
-	size_t bytes = count * ring_dtype_size(dt);
-	void *buf = it_alloc(comm, place, bytes + GUARD), *want = malloc(bytes + 1);
-	char what[160];
-	int rc = 1;
-
-	snprintf(what, sizeof(what), "broadcast(%s, count %zu, root %d, %s)",
-		 ring_dtype_name(dt), count, root, it_place_name(place));
-	if (!buf || !want) {
-		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
-		goto out;
-	}
-	memset(buf, 0xa5, bytes + GUARD);
-	pattern_fill(want, dt, RING_SUM, n, root, count, 0, seed);
-	if (rank == root)
-		memcpy(buf, want, bytes);
-	rc = ring_broadcast(comm, buf, count, dt, root);
-	if (rc) {
-		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
-			ring_last_error(comm));
-		rc = 1;
-		goto out;
-	}
-	rc = it_check_result(buf, want, dt, count, what);
-out:
-	it_free(comm, place, buf);
-	free(want);
-	return rc;
-}
-
 /* One message from a to b, seen by both (the others skip it). */
 static int p2p_one(ring_comm *comm, int rank, int n, int a, int b, size_t count,
 		   enum it_place place, uint64_t seed)
@@ -338,9 +306,9 @@ static int every_collective(ring_comm *comm, int rank, int n, void *arg)
 		return 1;
 
 	for (int root = 0; root < n; root++)
-		if (broadcast_one(comm, rank, n, root & 1 ? RING_INT16 : RING_FLOAT32,
-				  root == n - 1 ? LARGE : counts[root % 5] + 1, root,
-				  root & 1 ? IT_HOST : IT_ARENA, seed++))
+		if (it_broadcast_one(comm, rank, n, root & 1 ? RING_INT16 : RING_FLOAT32,
+				     root == n - 1 ? LARGE : counts[root % 5] + 1, root,
+				     root & 1 ? IT_HOST : IT_ARENA, seed++, false))
 			return 1;
 
 	for (int i = 0; i < 5; i++)
@@ -570,8 +538,8 @@ static int check_sub(ring_comm *sub, const int *members, int nmembers, int paren
 			  seed) ||
 	    reduce_scatter_one(sub, me, nmembers, RING_INT32, RING_SUM, 333, IT_ARENA, false,
 			       seed + 1) ||
-	    broadcast_one(sub, me, nmembers, RING_UINT16, 500, nmembers - 1, IT_HOST,
-			  seed + 2))
+	    it_broadcast_one(sub, me, nmembers, RING_UINT16, 500, nmembers - 1, IT_HOST,
+			     seed + 2, false))
 		return 1;
 	if (nmembers > 1 && p2p_one(sub, me, nmembers, nmembers - 1, 0, 140, IT_ARENA,
 				    seed + 3))
