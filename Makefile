@@ -149,7 +149,8 @@ $(BIN_HOP): $(call obj,bench/hop-latency.c)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^
 
-$(BIN_BENCH): $(call obj,bench/ring-bench.c) $(LIB_A)
+$(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cuda.c) \
+	$(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CUDA_LIBS) -lm
