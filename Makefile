@@ -155,7 +155,7 @@ $(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cuda.
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CUDA_LIBS) -lm
 
-$(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(LIB_A)
+$(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CUDA_LIBS) -lm
