@@ -514,7 +514,8 @@ static void usage(FILE *f)
 "  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
 "  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
-"      local rank i%%l); default nprocs / RING_HOSTS\n");
+"      local rank i%%l); default nprocs / RING_HOSTS\n"
+"  -h, --help  this text\n");
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -620,6 +621,10 @@ static int parse_coll(const char *s, struct bench_opts *o)
 
 int main(int argc, char **argv)
 {
+	static const struct option long_opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct bench_opts o;
 	int c;
 
@@ -637,7 +642,8 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDh")) != -1) {
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDh", long_opts,
+				NULL)) != -1) {
 		bool bad = false;
 
 		switch (c) {
