@@ -99,7 +99,10 @@ ifeq ($(CUDA),1)
 IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
-HARNESS_OBJ := $(call obj,tests/harness.c)
+# The one reference data pattern (ring.h only): the harness, ring-bench and
+# the examples link it.
+PATTERN_OBJ := $(call obj,tests/pattern.c)
+HARNESS_OBJ := $(call obj,$(wildcard tests/harness*.c)) $(PATTERN_OBJ)
 # ASAN=1: LeakSanitizer's suppression of Criterion's own leak (tests/lsan.c).
 TEST_SAN_OBJ := $(if $(filter 1,$(ASAN)),$(call obj,tests/lsan.c))
 EXAMPLES := $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(filter-out %_cuda.c,$(wildcard libring/examples/*.c)))
@@ -168,12 +171,13 @@ $(BIN_HOP): $(call obj,bench/hop-latency.c)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
 
-$(BIN_BENCH): $(call obj,bench/ring-bench.c) $(LIB_A)
+$(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cuda.c) \
+	$(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
-$(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(LIB_A)
+$(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm

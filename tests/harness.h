@@ -1,10 +1,13 @@
 /*
- * harness.h - what the integration tests (tests/it_*.c) share: a cluster of real
- * ringd daemons on loopback started through scripts/ring-local in a private
- * directory, a runner that forks one client process per rank and bounds how long
- * they may take, checks that say which rank failed and why, and the data
- * patterns whose reductions are exact in every dtype so a result is compared
- * bit for bit with a reference computed locally.
+ * harness.h - what the integration tests (tests/it_*.c) share, the one header
+ * they include: a cluster of real ringd daemons on loopback started through
+ * scripts/ring-local in a private directory, or in network namespaces
+ * (harness_cluster.c, harness_netns.c); a runner that forks one client process
+ * per rank and bounds how long they may take (harness_run.c); checks that say
+ * which rank failed and why (harness_check.c); and, through tests/pattern.h,
+ * the data pattern whose reductions are exact in every dtype, so a result is
+ * compared bit for bit with a reference computed locally.  Each section below
+ * names the file that defines it.
  *
  * Test functions given to cluster_run() run in the forked ranks, never in the
  * Criterion worker: they must not call cr_assert (its failure would be reported
@@ -20,6 +23,7 @@
 #include <sys/types.h>
 
 #include "libring/ring.h"
+#include "tests/pattern.h"
 
 #define CLUSTER_MAX		16
 #define CLUSTER_PATH_MAX	256
@@ -45,6 +49,8 @@ struct ring_cluster {
 	char why[256];				/* why namespaces cannot be made here */
 };
 
+/* ---- the cluster (harness_cluster.c) ---- */
+
 /* Starts n daemons (n <= CLUSTER_MAX) with extra_ringd_args (may be NULL) passed
  * to every ringd.  Returns 0, or -1 with the reason printed to stderr. */
 int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args);
@@ -52,6 +58,8 @@ int cluster_start(struct ring_cluster *c, int n, const char *extra_ringd_args);
 /* Stops the daemons and removes the directory.  Safe on a cluster that never
  * started or was already stopped, so fixture teardown always calls it. */
 void cluster_stop(struct ring_cluster *c);
+
+/* ---- runs: one forked process per rank (harness_run.c) ---- */
 
 /* Runs fn in nprocs forked ranks (a multiple of c->n; several per daemon when
  * larger) and waits at most c->run_timeout_s; ranks still running then are
@@ -99,7 +107,7 @@ void cluster_procs_local(const struct ring_cluster *c, struct cluster_proc *proc
 int cluster_run_procs(struct ring_cluster *c, const struct cluster_proc *procs,
 		      int nprocs, cluster_fn fn, void *arg);
 
-/* ---- runs that go on while the test acts (faults) ---- */
+/* ---- runs that go on while the test acts (faults; harness_run.c) ---- */
 
 /* The processes of one run started by cluster_spawn*, not yet waited for. */
 struct cluster_job {
@@ -126,13 +134,7 @@ bool cluster_job_done(struct cluster_job *job, int i);
 /* Sends process i sig, and expects it to die of it. */
 int cluster_job_kill(struct cluster_job *job, int i, int sig);
 
-/* CLOCK_MONOTONIC in seconds: one clock for every process, so a fault's time
- * in the test and an error's time in a rank compare. */
-double harness_now(void);
-/* Zeroed memory that the test and the ranks it forks later share. */
-void *harness_shared(size_t bytes);
-
-/* ---- the daemons under faults ---- */
+/* ---- the daemons under faults (harness_cluster.c) ---- */
 
 /* Daemon i's pid (DIR/dI.pid, kept current by restarts), or -1. */
 pid_t cluster_daemon_pid(const struct ring_cluster *c, int i);
@@ -159,7 +161,7 @@ struct daemon_res {
 };
 int cluster_daemon_res(const struct ring_cluster *c, int i, struct daemon_res *r);
 
-/* ---- hosts in network namespaces (scripts/netns-cluster) ---- */
+/* ---- hosts in network namespaces, scripts/netns-cluster (harness_netns.c) ---- */
 
 /* As cluster_start, with each daemon in a namespace of its own behind a bridge,
  * netns_args given to `netns-cluster up` (--rate 1gbit ...).  Returns 0, -1, or
@@ -172,6 +174,14 @@ int cluster_start_netns(struct ring_cluster *c, int n, const char *netns_args,
  * partition, heal.  Its exit status (0: done; 77: unavailable, as nft
  * missing). */
 int cluster_netns(struct ring_cluster *c, const char *verb, int host);
+
+/* ---- the clock, shared memory, paths and programs (harness_run.c) ---- */
+
+/* CLOCK_MONOTONIC in seconds: one clock for every process, so a fault's time
+ * in the test and an error's time in a rank compare. */
+double harness_now(void);
+/* Zeroed memory that the test and the ranks it forks later share. */
+void *harness_shared(size_t bytes);
 
 /* The tree's root (where scripts/ring-local lives), found from the test binary. */
 const char *harness_root(void);
@@ -187,7 +197,7 @@ void harness_bin(char *out, size_t cap, const char *name);
 int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
 		 int timeout_s);
 
-/* ---- checks inside the ranks ---- */
+/* ---- checks inside the ranks (harness_check.c) ---- */
 extern int it_rank;		/* this rank, for messages (-1 in the parent) */
 extern ring_comm *it_comm;	/* its communicator, for ring_last_error */
 
@@ -226,32 +236,12 @@ void it_fail(const char *file, int line, const char *fmt, ...)
 		} \
 	} while (0)
 
-/* ---- exact data patterns ---- */
-bool it_dtype_is_float(enum ring_dtype dt);
-
-/* Rank r's input element (first + j), j < count, of a world of n for (dt, op):
- * values chosen so every partial reduction is exact in dt and identical
- * whatever order the ring combines them in (see harness.c).  seed varies it. */
-void it_fill(void *buf, enum ring_dtype dt, enum ring_op op, int n, int r, size_t count,
-	     size_t first, uint64_t seed);
-
-/* The exact reduction over ranks 0..n-1 of it_fill's elements (AVG divided). */
-void it_expect_reduce(void *buf, enum ring_dtype dt, enum ring_op op, int n,
-		      size_t count, size_t first, uint64_t seed);
-
-/* Elements of got that differ bit for bit from want; the first index in *bad. */
-size_t it_compare(const void *got, const void *want, enum ring_dtype dt, size_t count,
-		  size_t *bad);
-
-/* Prints element i of a and b as numbers, for failure messages. */
 /* Bytes after a result buffer that nothing may touch; tests fill them with 0xa5. */
 #define IT_GUARD 64
 /* Checks count elements of got against want and the IT_GUARD bytes after them;
  * 0, or 1 after reporting the first difference through it_fail. */
 int it_check_result(const void *got, const void *want, enum ring_dtype dt, size_t count,
 		    const char *what);
-void it_describe(char *out, size_t cap, const void *a, const void *b, enum ring_dtype dt,
-		 size_t i);
 
 /* 64-bit FNV-1a. */
 uint64_t it_hash(const void *buf, size_t bytes);
@@ -260,16 +250,17 @@ uint64_t it_hash(const void *buf, size_t bytes);
  * 0 when identical, 1 (printed) otherwise or on a failed call. */
 int it_same_everywhere(ring_comm *comm, const void *buf, size_t bytes);
 
-float it_f16_to_f32(uint16_t h);
-float it_bf16_to_f32(uint16_t h);
-uint16_t it_f32_to_f16(float f);
-uint16_t it_f32_to_bf16(float f);
-double it_load(const void *buf, enum ring_dtype dt, size_t i);	/* as a double */
-
 /* Buffer placement for the arena-versus-host matrix. */
 enum it_place { IT_ARENA, IT_HOST };
 void *it_alloc(ring_comm *comm, enum it_place place, size_t bytes);
 void it_free(ring_comm *comm, enum it_place place, void *p);
 const char *it_place_name(enum it_place place);
+
+/* A checked broadcast of count elements of pattern_fill(dt, RING_SUM, n, root,
+ * seed) from root, into a buffer placed as place with IT_GUARD guard bytes;
+ * with same_everywhere the ranks then compare their results' hashes too.  0, or
+ * 1 after it_fail. */
+int it_broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
+		     int root, enum it_place place, uint64_t seed, bool same_everywhere);
 
 #endif /* TESTS_HARNESS_H */

@@ -55,9 +55,9 @@ static int lifetime(int life)
 	all = malloc((size_t)n * sizeof(int));
 	if (x == NULL || want == NULL || all == NULL)
 		goto out;
-	it_fill(x, RING_FLOAT32, RING_SUM, n, r, CHURN_COUNT, 0, (uint64_t)life);
+	pattern_fill(x, RING_FLOAT32, RING_SUM, n, r, CHURN_COUNT, 0, (uint64_t)life);
 	memset((char *)x + CHURN_COUNT * sizeof(float), 0xa5, IT_GUARD);
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, CHURN_COUNT, 0, (uint64_t)life);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, CHURN_COUNT, 0, (uint64_t)life);
 	if (ring_allreduce(comm, x, x, CHURN_COUNT, RING_FLOAT32, RING_SUM) != 0) {
 		it_fail(__FILE__, __LINE__, "lifetime %d: all-reduce: %s", life,
 			ring_last_error(comm));
@@ -128,9 +128,9 @@ static int bystander_rank(ring_comm *comm, int rank, int n, void *arg)
 		IT_CALL(ring_allreduce(comm, &stop, &stop, 1, RING_INT32, RING_MAX));
 		if (stop)
 			break;
-		it_fill(x, RING_FLOAT32, RING_SUM, n, rank, BYSTANDER_COUNT, 0, seed);
+		pattern_fill(x, RING_FLOAT32, RING_SUM, n, rank, BYSTANDER_COUNT, 0, seed);
 		memset(x + BYSTANDER_COUNT, 0xa5, IT_GUARD);
-		it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, BYSTANDER_COUNT, 0, seed);
+		pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, BYSTANDER_COUNT, 0, seed);
 		IT_CALL(ring_allreduce(comm, x, x, BYSTANDER_COUNT, RING_FLOAT32, RING_SUM));
 		if (it_check_result(x, want, RING_FLOAT32, BYSTANDER_COUNT, "bystander") != 0)
 			return 1;
@@ -239,9 +239,9 @@ static int once(ring_comm *comm, int rank, int n, void *arg)
 	float x[1024 + IT_GUARD / sizeof(float)], want[1024];
 
 	(void)arg;
-	it_fill(x, RING_FLOAT32, RING_SUM, n, rank, 1024, 0, 7);
+	pattern_fill(x, RING_FLOAT32, RING_SUM, n, rank, 1024, 0, 7);
 	memset(x + 1024, 0xa5, IT_GUARD);
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, 1024, 0, 7);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, 1024, 0, 7);
 	IT_CALL(ring_allreduce(comm, x, x, 1024, RING_FLOAT32, RING_SUM));
 	return it_check_result(x, want, RING_FLOAT32, 1024, "all-reduce");
 }

@@ -6,7 +6,7 @@
  * between neighbours and non-neighbours, shape and dtype mismatches, a 64 MiB
  * all-reduce, and a thousand small all-reduces back to back.
  *
- * Inputs come from harness.c's patterns, exact in each dtype, so every result
+ * Inputs come from tests/pattern.c, exact in each dtype, so every result
  * is compared bit for bit with a reference computed locally; every result is
  * also hashed and the hashes all-gathered, so a rank that got different bits
  * from the others fails even where the reference could not be exact.  Counts
@@ -113,7 +113,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		goto out;
 	}
 	memset(recv, 0xa5, bytes + GUARD);
-	it_fill(v->inplace ? recv : send, dt, op, n, rank, count, 0, seed);
+	pattern_fill(v->inplace ? recv : send, dt, op, n, rank, count, 0, seed);
 	if (!v->inplace)
 		memcpy(orig, send, bytes);
 	rc = ring_allreduce(comm, v->inplace ? recv : send, recv, count, dt, op);
@@ -123,7 +123,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		rc = 1;
 		goto out;
 	}
-	it_expect_reduce(want, dt, op, n, count, 0, seed);
+	pattern_expect_reduce(want, dt, op, n, count, 0, seed);
 	rc = it_check_result(recv, want, dt, count, what);
 	if (!rc && !v->inplace && memcmp(send, orig, bytes)) {
 		it_fail(__FILE__, __LINE__, "%s: the send buffer was modified", what);
@@ -158,7 +158,7 @@ static int allreduce_matrix(ring_comm *comm, int rank, int n, void *arg)
 		enum ring_dtype dt = a->dtypes[d];
 
 		for (int op = 0; op < RING_OP_COUNT; op++) {
-			if (op == RING_AVG && !it_dtype_is_float(dt)) {
+			if (op == RING_AVG && !pattern_dtype_is_float(dt)) {
 				int64_t x[4] = { 1, 2, 3, 4 };
 
 				/* refused before anything moves, on every rank alike,
@@ -174,7 +174,7 @@ static int allreduce_matrix(ring_comm *comm, int rank, int n, void *arg)
 					 * staged in-place op) keeps the runtime down. */
 					if (counts[c] == BIG_COUNT &&
 					    !(v == 0 && op == RING_SUM) &&
-					    !(v == 4 && op == (it_dtype_is_float(dt) ?
+					    !(v == 4 && op == (pattern_dtype_is_float(dt) ?
 							       RING_AVG : RING_MIN)))
 						continue;
 					if (allreduce_one(comm, rank, n, dt, (enum ring_op)op,
@@ -269,11 +269,11 @@ static int allgather_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
 		goto out;
 	}
-	it_fill(send, dt, RING_SUM, n, rank, count, 0, seed);
+	pattern_fill(send, dt, RING_SUM, n, rank, count, 0, seed);
 	memcpy(orig, send, bytes);
 	memset(recv, 0xa5, total + GUARD);
 	for (int r = 0; r < n; r++)
-		it_fill((char *)want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, seed);
+		pattern_fill((char *)want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, seed);
 	rc = ring_allgather(comm, send, recv, count, dt);
 	if (rc) {
 		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
@@ -354,10 +354,10 @@ static int reduce_scatter_one(ring_comm *comm, int rank, int n, enum ring_dtype 
 		goto out;
 	}
 	/* the whole input is one pattern; our block starts at rank * count */
-	it_fill(send, dt, op, n, rank, count * (size_t)n, 0, seed);
+	pattern_fill(send, dt, op, n, rank, count * (size_t)n, 0, seed);
 	memcpy(orig, send, total);
 	memset(recv, 0xa5, bytes + GUARD);
-	it_expect_reduce(want, dt, op, n, count, (size_t)rank * count, seed);
+	pattern_expect_reduce(want, dt, op, n, count, (size_t)rank * count, seed);
 	rc = ring_reduce_scatter(comm, send, recv, count, dt, op);
 	if (rc) {
 		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
@@ -388,7 +388,7 @@ static int reduce_scatter_matrix(ring_comm *comm, int rank, int n, void *arg)
 		for (int op = 0; op < RING_OP_COUNT; op++) {
 			enum ring_dtype dt = rs_dtypes[d];
 
-			if (op == RING_AVG && !it_dtype_is_float(dt))
+			if (op == RING_AVG && !pattern_dtype_is_float(dt))
 				continue;
 			for (int c = 0; c < ncounts; c++)
 				for (int v = 0; v < 3; v++) {
@@ -423,40 +423,6 @@ ParameterizedTest(int *world, collectives, reduce_scatter, .fini = teardown, .ti
 /* Broadcast from every root                                               */
 /* ---------------------------------------------------------------------- */
 
-static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
-			 int root, enum it_place place, uint64_t seed)
-{
-	size_t bytes = count * ring_dtype_size(dt);
-	void *buf = it_alloc(comm, place, bytes + GUARD), *want = malloc(bytes + 1);
-	char what[160];
-	int rc = 1;
-
-	snprintf(what, sizeof(what), "broadcast(%s, count %zu, root %d, %s)",
-		 ring_dtype_name(dt), count, root, it_place_name(place));
-	if (!buf || !want) {
-		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
-		goto out;
-	}
-	memset(buf, 0xa5, bytes + GUARD);
-	it_fill(want, dt, RING_SUM, n, root, count, 0, seed);
-	if (rank == root)
-		memcpy(buf, want, bytes);
-	rc = ring_broadcast(comm, buf, count, dt, root);
-	if (rc) {
-		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
-			ring_last_error(comm));
-		rc = 1;
-		goto out;
-	}
-	rc = it_check_result(buf, want, dt, count, what);
-	if (!rc && it_same_everywhere(comm, buf, bytes))
-		rc = 1;
-out:
-	it_free(comm, place, buf);
-	free(want);
-	return rc;
-}
-
 static int broadcast_matrix(ring_comm *comm, int rank, int n, void *arg)
 {
 	static const enum ring_dtype dts[] = {
@@ -470,8 +436,9 @@ static int broadcast_matrix(ring_comm *comm, int rank, int n, void *arg)
 		for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 			for (int c = 0; c < ncounts; c++)
 				for (int p = 0; p < 2; p++)
-					if (broadcast_one(comm, rank, n, dts[d], counts[c], root,
-							  p ? IT_HOST : IT_ARENA, seed++))
+					if (it_broadcast_one(comm, rank, n, dts[d], counts[c],
+							     root, p ? IT_HOST : IT_ARENA,
+							     seed++, true))
 						return 1;
 	/* a root outside the world is refused */
 	{
@@ -597,14 +564,14 @@ static int p2p_exchange(ring_comm *comm, int rank, int n, int to, int from,
 	if (to >= 0) {
 		sbuf = it_alloc(comm, place, bytes + 1);
 		IT_CHECK(sbuf, "%s: out of memory", what);
-		it_fill(sbuf, s->dtype, RING_SUM, n, rank, count, 0, seed);
+		pattern_fill(sbuf, s->dtype, RING_SUM, n, rank, count, 0, seed);
 	}
 	if (from >= 0) {
 		rbuf = it_alloc(comm, place, bytes + GUARD);
 		want = malloc(bytes + 1);
 		IT_CHECK(rbuf && want, "%s: out of memory", what);
 		memset(rbuf, 0xa5, bytes + GUARD);
-		it_fill(want, s->dtype, RING_SUM, n, from, count, 0, seed);
+		pattern_fill(want, s->dtype, RING_SUM, n, from, count, 0, seed);
 	}
 	for (int step = 0; step < 2; step++) {
 		bool send_now = (step == 0) == (rank % 2 == 0);
@@ -671,12 +638,12 @@ static int p2p_pattern(ring_comm *comm, int rank, int n, void *arg)
 
 		IT_CHECK(buf && want, "out of memory");
 		if (rank == 0 || rank == 2) {
-			it_fill(buf, s->dtype, RING_SUM, n, rank, count, 0, 4999);
+			pattern_fill(buf, s->dtype, RING_SUM, n, rank, count, 0, 4999);
 			IT_CALL(ring_send(comm, buf, s->dtype, s->ndim, s->shape, 1));
 		} else if (rank == 1) {
 			for (int src = 2; src >= 0; src -= 2) {
 				IT_CALL(ring_recv(comm, buf, s->dtype, s->ndim, s->shape, src));
-				it_fill(want, s->dtype, RING_SUM, n, src, count, 0, 4999);
+				pattern_fill(want, s->dtype, RING_SUM, n, src, count, 0, 4999);
 				IT_CHECK(memcmp(buf, want, bytes) == 0,
 					 "the message from rank %d has the wrong payload", src);
 			}
@@ -699,13 +666,13 @@ static int p2p_large(ring_comm *comm, int rank, int n, void *arg)
 	void *want = malloc(bytes);
 
 	IT_CHECK(want, "out of memory");
-	it_fill(want, big->dtype, RING_SUM, n, prev, count, 0, 4500);
+	pattern_fill(want, big->dtype, RING_SUM, n, prev, count, 0, 4500);
 	for (int p = 0; p < 2; p++) {
 		enum it_place place = p ? IT_HOST : IT_ARENA;
 		void *sbuf = it_alloc(comm, place, bytes), *rbuf = it_alloc(comm, place, bytes);
 
 		IT_CHECK(sbuf && rbuf, "out of memory (%s)", it_place_name(place));
-		it_fill(sbuf, big->dtype, RING_SUM, n, rank, count, 0, 4500);
+		pattern_fill(sbuf, big->dtype, RING_SUM, n, rank, count, 0, 4500);
 		for (int round = 0; round < 8; round++) {
 			memset(rbuf, 0xa5, bytes);
 			if (rank % 2 == 0) {
@@ -780,28 +747,28 @@ static int mismatch_pair(ring_comm *comm, int rank, int n, void *arg)
 	IT_CHECK(buf && want, "out of memory");
 	if (rank == src) {
 		/* 1: a bigger tensor than the receiver expects */
-		it_fill(buf, RING_FLOAT32, RING_SUM, n, rank, 23 * 29, 0, 1);
+		pattern_fill(buf, RING_FLOAT32, RING_SUM, n, rank, 23 * 29, 0, 1);
 		rc = ring_send(comm, buf, RING_FLOAT32, 2, big, dst);
 		IT_CHECK(SENDER_RC_OK(rc), "send of a mismatched shape: %d (%s): %s", rc,
 			 ring_strerror(rc), ring_last_error(comm));
 		/* 2: the pair still works */
-		it_fill(buf, RING_FLOAT32, RING_SUM, n, rank, 35, 0, 2);
+		pattern_fill(buf, RING_FLOAT32, RING_SUM, n, rank, 35, 0, 2);
 		IT_CALL(ring_send(comm, buf, RING_FLOAT32, 2, ok, dst));
 		/* 3: another dtype */
-		it_fill(buf, RING_INT32, RING_SUM, n, rank, 6, 0, 3);
+		pattern_fill(buf, RING_INT32, RING_SUM, n, rank, 6, 0, 3);
 		rc = ring_send(comm, buf, RING_INT32, 1, six, dst);
 		IT_CHECK(SENDER_RC_OK(rc), "send of a mismatched dtype: %d (%s): %s", rc,
 			 ring_strerror(rc), ring_last_error(comm));
 		/* 4: and still works */
-		it_fill(buf, RING_FLOAT64, RING_SUM, n, rank, 6, 0, 4);
+		pattern_fill(buf, RING_FLOAT64, RING_SUM, n, rank, 6, 0, 4);
 		IT_CALL(ring_send(comm, buf, RING_FLOAT64, 1, six, dst));
 		/* 5: another rank (number of dimensions), same element count */
-		it_fill(buf, RING_INT16, RING_SUM, n, rank, 6, 0, 5);
+		pattern_fill(buf, RING_INT16, RING_SUM, n, rank, 6, 0, 5);
 		rc = ring_send(comm, buf, RING_INT16, 1, six, dst);
 		IT_CHECK(SENDER_RC_OK(rc), "send of a mismatched ndim: %d (%s): %s", rc,
 			 ring_strerror(rc), ring_last_error(comm));
 		/* 6: and still works */
-		it_fill(buf, RING_INT16, RING_SUM, n, rank, 6, 0, 6);
+		pattern_fill(buf, RING_INT16, RING_SUM, n, rank, 6, 0, 6);
 		IT_CALL(ring_send(comm, buf, RING_INT16, 2, two_three, dst));
 	} else if (rank == dst) {
 		const char *shape_words[] = { "23", "29", "17", "19", NULL };
@@ -818,7 +785,7 @@ static int mismatch_pair(ring_comm *comm, int rank, int n, void *arg)
 				 "buffer at byte %zu", i);
 
 		IT_CALL(ring_recv(comm, buf, RING_FLOAT32, 2, ok, src));
-		it_fill(want, RING_FLOAT32, RING_SUM, n, src, 35, 0, 2);
+		pattern_fill(want, RING_FLOAT32, RING_SUM, n, src, 35, 0, 2);
 		IT_CHECK(memcmp(buf, want, 35 * 4) == 0, "the message after a mismatch is wrong");
 
 		IT_EXPECT_RC(ring_recv(comm, buf, RING_FLOAT32, 1, six, src), RING_EMISMATCH);
@@ -827,13 +794,13 @@ static int mismatch_pair(ring_comm *comm, int rank, int n, void *arg)
 			 ring_last_error(comm));
 
 		IT_CALL(ring_recv(comm, buf, RING_FLOAT64, 1, six, src));
-		it_fill(want, RING_FLOAT64, RING_SUM, n, src, 6, 0, 4);
+		pattern_fill(want, RING_FLOAT64, RING_SUM, n, src, 6, 0, 4);
 		IT_CHECK(memcmp(buf, want, 6 * 8) == 0, "the message after a mismatch is wrong");
 
 		IT_EXPECT_RC(ring_recv(comm, buf, RING_INT16, 2, two_three, src), RING_EMISMATCH);
 
 		IT_CALL(ring_recv(comm, buf, RING_INT16, 2, two_three, src));
-		it_fill(want, RING_INT16, RING_SUM, n, src, 6, 0, 6);
+		pattern_fill(want, RING_INT16, RING_SUM, n, src, 6, 0, 6);
 		IT_CHECK(memcmp(buf, want, 6 * 2) == 0, "the message after a mismatch is wrong");
 	}
 	/* and the collectives of everyone are still in step */
@@ -881,11 +848,11 @@ static int many_small(ring_comm *comm, int rank, int n, void *arg)
 		size_t bad = 0;
 		char desc[160];
 
-		it_fill(buf, dt, op, n, rank, count, 0, 5000 + (uint64_t)i);
+		pattern_fill(buf, dt, op, n, rank, count, 0, 5000 + (uint64_t)i);
 		IT_CALL(ring_allreduce(comm, buf, buf, count, dt, op));
-		it_expect_reduce(want, dt, op, n, count, 0, 5000 + (uint64_t)i);
-		if (it_compare(buf, want, dt, count, &bad)) {
-			it_describe(desc, sizeof(desc), buf, want, dt, bad);
+		pattern_expect_reduce(want, dt, op, n, count, 0, 5000 + (uint64_t)i);
+		if (pattern_compare(buf, want, dt, count, &bad)) {
+			pattern_describe(desc, sizeof(desc), buf, want, dt, bad);
 			IT_CHECK(0, "all-reduce #%d (%s, %s, count %zu): %s", i,
 				 ring_dtype_name(dt), ring_op_name(op), count, desc);
 		}
@@ -928,8 +895,8 @@ static double random_value(enum ring_dtype dt, int r, size_t i, uint64_t seed)
 	h ^= h >> 33;
 	v = (double)(h >> 11) / (double)(1ull << 53) * 2 - 1;
 	switch (dt) {
-	case RING_FLOAT16: return it_f16_to_f32(it_f32_to_f16((float)v));
-	case RING_BFLOAT16: return it_bf16_to_f32(it_f32_to_bf16((float)v));
+	case RING_FLOAT16: return pattern_f16_to_f32(pattern_f32_to_f16((float)v));
+	case RING_BFLOAT16: return pattern_bf16_to_f32(pattern_f32_to_bf16((float)v));
 	case RING_FLOAT32: return (float)v;
 	default: return v;
 	}
@@ -938,8 +905,8 @@ static double random_value(enum ring_dtype dt, int r, size_t i, uint64_t seed)
 static void store_double(void *buf, enum ring_dtype dt, size_t i, double v)
 {
 	switch (dt) {
-	case RING_FLOAT16: ((uint16_t *)buf)[i] = it_f32_to_f16((float)v); break;
-	case RING_BFLOAT16: ((uint16_t *)buf)[i] = it_f32_to_bf16((float)v); break;
+	case RING_FLOAT16: ((uint16_t *)buf)[i] = pattern_f32_to_f16((float)v); break;
+	case RING_BFLOAT16: ((uint16_t *)buf)[i] = pattern_f32_to_bf16((float)v); break;
 	case RING_FLOAT32: ((float *)buf)[i] = (float)v; break;
 	default: ((double *)buf)[i] = v; break;
 	}
@@ -972,7 +939,7 @@ static int inexact_sums(ring_comm *comm, int rank, int n, void *arg)
 					 "%s %s of %zu random values: ranks differ",
 					 ring_dtype_name(dt), ring_op_name(op), count);
 				for (size_t i = 0; i < count; i++) {
-					double sum = 0, mag = 0, got = it_load(buf, dt, i), tol;
+					double sum = 0, mag = 0, got = pattern_load(buf, dt, i), tol;
 
 					for (int r = 0; r < n; r++) {
 						double x = random_value(dt, r, i, seed);
@@ -1026,8 +993,8 @@ static int mixed_small(ring_comm *comm, int rank, int n, void *arg)
 			    allreduce_one(comm, rank, n, dts[d], RING_MAX, counts[c], &variants[4],
 					  seed++) ||
 			    allgather_one(comm, rank, n, dts[d], counts[c], &variants[1], seed++) ||
-			    broadcast_one(comm, rank, n, dts[d], counts[c], n - 1, IT_ARENA,
-					  seed++))
+			    it_broadcast_one(comm, rank, n, dts[d], counts[c], n - 1,
+					     IT_ARENA, seed++, true))
 				return 1;
 		}
 	IT_CALL(ring_barrier(comm));

@@ -108,14 +108,14 @@ static int allreduce_dev(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 	snprintf(what, sizeof(what), "allreduce_cuda(%s, %s, %zu)", ring_dtype_name(dt),
 		 ring_op_name(op), count);
 	IT_CHECK(h && want && got, "out of memory");
-	it_fill(h, dt, op, n, rank, count, 0, 3);
+	pattern_fill(h, dt, op, n, rank, count, 0, 3);
 	ds = dev_from(h, bytes);
 	dr = dev_from(NULL, bytes);
 	IT_CHECK(ds && dr, "cudaMalloc");
 	IT_CALL(ring_allreduce_cuda(comm, ds, dr, count, dt, op, st));
 	memset(got, 0xa5, bytes + IT_GUARD);
 	IT_CHECK(cudaMemcpy(got, dr, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
-	it_expect_reduce(want, dt, op, n, count, 0, 3);
+	pattern_expect_reduce(want, dt, op, n, count, 0, 3);
 	rc = it_check_result(got, want, dt, count, what);
 	cudaFree(ds);
 	cudaFree(dr);
@@ -177,9 +177,9 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 	IT_CHECK(cudaStreamCreate(&st) == cudaSuccess, "cudaStreamCreate");
 
 	/* all-gather */
-	it_fill(h, RING_FLOAT32, RING_SUM, n, rank, count, 0, 5);
+	pattern_fill(h, RING_FLOAT32, RING_SUM, n, rank, count, 0, 5);
 	for (int r = 0; r < n; r++)
-		it_fill(want + (size_t)r * bytes, RING_FLOAT32, RING_SUM, n, r, count, 0, 5);
+		pattern_fill(want + (size_t)r * bytes, RING_FLOAT32, RING_SUM, n, r, count, 0, 5);
 	ds = dev_from(h, bytes);
 	dr = dev_from(NULL, total);
 	IT_CALL(ring_allgather_cuda(comm, ds, dr, count, RING_FLOAT32, st));
@@ -191,8 +191,8 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 	cudaFree(dr);
 
 	/* reduce-scatter */
-	it_fill(h, RING_FLOAT32, RING_SUM, n, rank, count * (size_t)n, 0, 7);
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, (size_t)rank * count, 7);
+	pattern_fill(h, RING_FLOAT32, RING_SUM, n, rank, count * (size_t)n, 0, 7);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, (size_t)rank * count, 7);
 	ds = dev_from(h, total);
 	dr = dev_from(NULL, bytes);
 	IT_CALL(ring_reduce_scatter_cuda(comm, ds, dr, count, RING_FLOAT32, RING_SUM, st));
@@ -204,7 +204,7 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 	cudaFree(dr);
 
 	/* broadcast from the last rank */
-	it_fill(want, RING_FLOAT32, RING_SUM, n, n - 1, count, 0, 9);
+	pattern_fill(want, RING_FLOAT32, RING_SUM, n, n - 1, count, 0, 9);
 	dr = dev_from(rank == n - 1 ? want : NULL, bytes);
 	IT_CALL(ring_broadcast_cuda(comm, dr, count, RING_FLOAT32, n - 1, st));
 	memset(got, 0xa5, bytes + IT_GUARD);
@@ -215,7 +215,7 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 
 	/* send/recv: 0 -> 1 */
 	if (rank < 2) {
-		it_fill(want, RING_FLOAT32, RING_SUM, n, 0, count, 0, 11);
+		pattern_fill(want, RING_FLOAT32, RING_SUM, n, 0, count, 0, 11);
 		dr = dev_from(rank == 0 ? want : NULL, bytes);
 		if (rank == 0)
 			IT_CALL(ring_send_cuda(comm, dr, RING_FLOAT32, 1, shape, 1, st));
@@ -237,7 +237,7 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 
 		IT_CHECK(cudaMallocHost((void **)&pinned, bytes) == cudaSuccess, "cudaMallocHost");
 		IT_CHECK(cudaStreamCreate(&other) == cudaSuccess, "cudaStreamCreate");
-		it_fill(pinned, RING_FLOAT32, RING_SUM, n, rank, count, 0, 13);
+		pattern_fill(pinned, RING_FLOAT32, RING_SUM, n, rank, count, 0, 13);
 		dr = dev_from(NULL, bytes);
 		cudaMemcpyAsync(dr, pinned, bytes, cudaMemcpyHostToDevice, st);
 		IT_CALL(ring_allreduce_cuda(comm, dr, dr, count, RING_FLOAT32, RING_SUM, st));
@@ -245,7 +245,7 @@ static int others_fn(ring_comm *comm, int rank, int n, void *arg)
 		memset(pinned, 0, bytes);
 		cudaMemcpyAsync(pinned, dr, bytes, cudaMemcpyDeviceToHost, other);
 		cudaStreamSynchronize(other);
-		it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, 13);
+		pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, 13);
 		memcpy(got, pinned, bytes);
 		memset(got + bytes, 0xa5, IT_GUARD);
 		if (it_check_result(got, want, RING_FLOAT32, count, "stream order"))

@@ -125,16 +125,16 @@ static int checked_allreduce(ring_comm *comm, float *buf, float *want, size_t co
 	int n = ring_size(comm), r = ring_rank(comm), rc;
 	size_t bad = 0, wrong;
 
-	it_fill(buf, RING_FLOAT32, RING_SUM, n, r, count, 0, seed);
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, r, count, 0, seed);
 	rc = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
 	if (rc)
 		return rc;
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, seed);
-	wrong = it_compare(buf, want, RING_FLOAT32, count, &bad);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, seed);
+	wrong = pattern_compare(buf, want, RING_FLOAT32, count, &bad);
 	if (wrong) {
 		char d[160];
 
-		it_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
+		pattern_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
 		snprintf(lg->fail, MSG_CAP, "seed %llu: %zu of %zu elements wrong, first %s",
 			 (unsigned long long)seed, wrong, count, d);
 		return 1;

@@ -1,7 +1,7 @@
 /*
  * it_jobs.c - integration tests of jobs with several processes per host, several
  * jobs per ring, jobs on some of the hosts, and ring_split, against real ringd
- * daemons on loopback (scripts/ring-local through tests/harness.c).
+ * daemons on loopback (scripts/ring-local through tests/harness_cluster.c).
  *
  * Layouts: 2 hosts x 2 processes and 3 hosts x 2 processes run every collective
  * (all-reduce over every op, avg for the floating types, all-gather,
@@ -16,8 +16,8 @@
  * ranks refused at ring_open with a message that names the problem; and
  * `ringctl jobs --json` listing the job and its ranks while it runs.
  *
- * Inputs are harness.c's exact patterns, so every result is compared bit for bit
- * with a reference computed locally, and hashed and all-gathered so a rank that
+ * Inputs are tests/pattern.c's exact patterns, so every result is compared bit
+ * for bit with a reference computed locally, and hashed and all-gathered so a rank that
  * got other bits than the rest fails too.  Clusters run with `--segment 64K` so
  * moderate counts cross segment boundaries, and RING_TIMEOUT_MS is 30 s so a
  * hang fails a test instead of outliving it.
@@ -82,7 +82,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		goto out;
 	}
 	memset(recv, 0xa5, bytes + GUARD);
-	it_fill(inplace ? recv : send, dt, op, n, rank, count, 0, seed);
+	pattern_fill(inplace ? recv : send, dt, op, n, rank, count, 0, seed);
 	rc = ring_allreduce(comm, inplace ? recv : send, recv, count, dt, op);
 	if (rc) {
 		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
@@ -90,7 +90,7 @@ static int allreduce_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		rc = 1;
 		goto out;
 	}
-	it_expect_reduce(want, dt, op, n, count, 0, seed);
+	pattern_expect_reduce(want, dt, op, n, count, 0, seed);
 	rc = it_check_result(recv, want, dt, count, what);
 	if (!rc && it_same_everywhere(comm, recv, bytes)) {
 		it_fail(__FILE__, __LINE__, "%s: ranks hold different results", what);
@@ -119,10 +119,10 @@ static int allgather_one(ring_comm *comm, int rank, int n, enum ring_dtype dt,
 		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
 		goto out;
 	}
-	it_fill(send, dt, RING_SUM, n, rank, count, 0, seed);
+	pattern_fill(send, dt, RING_SUM, n, rank, count, 0, seed);
 	memset(recv, 0xa5, total + GUARD);
 	for (int r = 0; r < n; r++)
-		it_fill((char *)want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, seed);
+		pattern_fill((char *)want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, seed);
 	rc = ring_allgather(comm, send, recv, count, dt);
 	if (rc) {
 		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
@@ -161,14 +161,14 @@ static int reduce_scatter_one(ring_comm *comm, int rank, int n, enum ring_dtype 
 		goto out;
 	}
 	memset(send, 0xa5, total + GUARD);
-	it_fill(send, dt, op, n, rank, count * (size_t)n, 0, seed);
+	pattern_fill(send, dt, op, n, rank, count * (size_t)n, 0, seed);
 	memcpy(orig, send, total);
 	if (inplace) {
 		recv = (char *)send + (size_t)rank * bytes;
 	} else {
 		memset(recv, 0xa5, bytes + GUARD);
 	}
-	it_expect_reduce(want, dt, op, n, count, (size_t)rank * count, seed);
+	pattern_expect_reduce(want, dt, op, n, count, (size_t)rank * count, seed);
 	rc = ring_reduce_scatter(comm, send, recv, count, dt, op);
 	if (rc) {
 		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
@@ -177,13 +177,13 @@ static int reduce_scatter_one(ring_comm *comm, int rank, int n, enum ring_dtype 
 		goto out;
 	}
 	if (inplace) {
-		size_t bad = 0, wrong = it_compare(recv, want, dt, count, &bad);
+		size_t bad = 0, wrong = pattern_compare(recv, want, dt, count, &bad);
 		const unsigned char *g = (const unsigned char *)send + total;
 		char desc[160];
 
 		rc = 0;
 		if (wrong) {
-			it_describe(desc, sizeof(desc), recv, want, dt, bad);
+			pattern_describe(desc, sizeof(desc), recv, want, dt, bad);
 			it_fail(__FILE__, __LINE__, "%s: %zu of %zu elements wrong, first %s",
 				what, wrong, count, desc);
 			rc = 1;
@@ -217,38 +217,6 @@ out:
 	return rc;
 }
 
-static int broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
-			 int root, enum it_place place, uint64_t seed)
-{
-	size_t bytes = count * ring_dtype_size(dt);
-	void *buf = it_alloc(comm, place, bytes + GUARD), *want = malloc(bytes + 1);
-	char what[160];
-	int rc = 1;
-
-	snprintf(what, sizeof(what), "broadcast(%s, count %zu, root %d, %s)",
-		 ring_dtype_name(dt), count, root, it_place_name(place));
-	if (!buf || !want) {
-		it_fail(__FILE__, __LINE__, "%s: out of memory: %s", what, ring_last_error(comm));
-		goto out;
-	}
-	memset(buf, 0xa5, bytes + GUARD);
-	it_fill(want, dt, RING_SUM, n, root, count, 0, seed);
-	if (rank == root)
-		memcpy(buf, want, bytes);
-	rc = ring_broadcast(comm, buf, count, dt, root);
-	if (rc) {
-		it_fail(__FILE__, __LINE__, "%s: %s: %s", what, ring_strerror(rc),
-			ring_last_error(comm));
-		rc = 1;
-		goto out;
-	}
-	rc = it_check_result(buf, want, dt, count, what);
-out:
-	it_free(comm, place, buf);
-	free(want);
-	return rc;
-}
-
 /* One message from a to b, seen by both (the others skip it). */
 static int p2p_one(ring_comm *comm, int rank, int n, int a, int b, size_t count,
 		   enum it_place place, uint64_t seed)
@@ -264,7 +232,7 @@ static int p2p_one(ring_comm *comm, int rank, int n, int a, int b, size_t count,
 	buf = it_alloc(comm, place, bytes + GUARD);
 	want = malloc(bytes + 1);
 	IT_CHECK(buf && want, "%s: out of memory", what);
-	it_fill(want, RING_FLOAT32, RING_SUM, n, a, shape[0] * 7, 0, seed);
+	pattern_fill(want, RING_FLOAT32, RING_SUM, n, a, shape[0] * 7, 0, seed);
 	if (rank == a) {
 		memcpy(buf, want, bytes);
 		IT_CALL(ring_send(comm, buf, RING_FLOAT32, 2, shape, b));
@@ -298,7 +266,7 @@ static int every_collective(ring_comm *comm, int rank, int n, void *arg)
 		enum ring_dtype dt = reduce_dtypes[d];
 
 		for (int op = 0; op < RING_OP_COUNT; op++) {
-			if (op == RING_AVG && !it_dtype_is_float(dt))
+			if (op == RING_AVG && !pattern_dtype_is_float(dt))
 				continue;
 			k++;
 			if (allreduce_one(comm, rank, n, dt, (enum ring_op)op,
@@ -338,9 +306,9 @@ static int every_collective(ring_comm *comm, int rank, int n, void *arg)
 		return 1;
 
 	for (int root = 0; root < n; root++)
-		if (broadcast_one(comm, rank, n, root & 1 ? RING_INT16 : RING_FLOAT32,
-				  root == n - 1 ? LARGE : counts[root % 5] + 1, root,
-				  root & 1 ? IT_HOST : IT_ARENA, seed++))
+		if (it_broadcast_one(comm, rank, n, root & 1 ? RING_INT16 : RING_FLOAT32,
+				     root == n - 1 ? LARGE : counts[root % 5] + 1, root,
+				     root & 1 ? IT_HOST : IT_ARENA, seed++, false))
 			return 1;
 
 	for (int i = 0; i < 5; i++)
@@ -570,8 +538,8 @@ static int check_sub(ring_comm *sub, const int *members, int nmembers, int paren
 			  seed) ||
 	    reduce_scatter_one(sub, me, nmembers, RING_INT32, RING_SUM, 333, IT_ARENA, false,
 			       seed + 1) ||
-	    broadcast_one(sub, me, nmembers, RING_UINT16, 500, nmembers - 1, IT_HOST,
-			  seed + 2))
+	    it_broadcast_one(sub, me, nmembers, RING_UINT16, 500, nmembers - 1, IT_HOST,
+			     seed + 2, false))
 		return 1;
 	if (nmembers > 1 && p2p_one(sub, me, nmembers, nmembers - 1, 0, 140, IT_ARENA,
 				    seed + 3))

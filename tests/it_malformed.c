@@ -172,10 +172,10 @@ static int rank_allreduce(ring_comm *comm, int rank, int size, void *arg)
 	size_t bad = 0;
 
 	IT_CHECK(buf && want, "out of memory");
-	it_fill(buf, RING_FLOAT32, RING_SUM, size, rank, COUNT, 0, 42);
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, size, rank, COUNT, 0, 42);
 	IT_CALL(ring_allreduce(comm, buf, buf, COUNT, RING_FLOAT32, RING_SUM));
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, size, COUNT, 0, 42);
-	IT_CHECK(it_compare(buf, want, RING_FLOAT32, COUNT, &bad) == 0,
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, size, COUNT, 0, 42);
+	IT_CHECK(pattern_compare(buf, want, RING_FLOAT32, COUNT, &bad) == 0,
 		 "wrong result at %zu", bad);
 	free(want);
 	return 0;

@@ -400,10 +400,10 @@ static int allreduce_exact(ring_comm *comm, int rank, int size, void *arg)
 		float *want = malloc(n * sizeof(float));
 
 		IT_CHECK(buf != NULL && want != NULL, "out of memory for %zu floats", n);
-		it_fill(buf, RING_FLOAT32, RING_SUM, size, rank, n, 0, k + 1);
+		pattern_fill(buf, RING_FLOAT32, RING_SUM, size, rank, n, 0, k + 1);
 		IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
-		it_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, k + 1);
-		wrong = it_compare(buf, want, RING_FLOAT32, n, &bad);
+		pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, k + 1);
+		wrong = pattern_compare(buf, want, RING_FLOAT32, n, &bad);
 		IT_CHECK(wrong == 0, "count %zu: %zu elements wrong, the first at %zu", n, wrong,
 			 bad);
 		ring_free(comm, buf);

@@ -76,7 +76,7 @@ static int allreduce_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, i
 	if (!send || !recv || !want)
 		goto out;
 	memset(recv, 0xa5, bytes + IT_GUARD);
-	it_fill(inplace ? recv : send, dt, op, n, rank, count, 0, 7);
+	pattern_fill(inplace ? recv : send, dt, op, n, rank, count, 0, 7);
 	if (ring_allreduce(comm, inplace ? recv : send, recv, count, dt, op) != 0) {
 		it_fail(__FILE__, __LINE__, "%s: %s", what, ring_last_error(comm));
 		goto out;
@@ -85,7 +85,7 @@ static int allreduce_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, i
 		it_fail(__FILE__, __LINE__, "%s: copies still queued", what);
 		goto out;
 	}
-	it_expect_reduce(want, dt, op, n, count, 0, 7);
+	pattern_expect_reduce(want, dt, op, n, count, 0, 7);
 	rc = it_check_result(recv, want, dt, count, what);
 out:
 	free(send);
@@ -103,9 +103,9 @@ static int allgather_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, i
 
 	if (!send || !recv || !want)
 		goto out;
-	it_fill(send, dt, RING_SUM, n, rank, count, 0, 11);
+	pattern_fill(send, dt, RING_SUM, n, rank, count, 0, 11);
 	for (r = 0; r < n; r++)
-		it_fill(want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, 11);
+		pattern_fill(want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, 11);
 	memset(recv, 0xa5, total + IT_GUARD);
 	if (ring_allgather(comm, send, recv, count, dt) != 0) {
 		it_fail(__FILE__, __LINE__, "staged allgather(%zu): %s", count,
@@ -133,8 +133,8 @@ static int reduce_scatter_case(ring_comm *comm, struct lr_copier_cpu *cp, int ra
 
 	if (!send || !recv || !want)
 		goto out;
-	it_fill(send, dt, RING_SUM, n, rank, count * (size_t)n, 0, 13);
-	it_expect_reduce(want, dt, RING_SUM, n, count, (size_t)rank * count, 13);
+	pattern_fill(send, dt, RING_SUM, n, rank, count * (size_t)n, 0, 13);
+	pattern_expect_reduce(want, dt, RING_SUM, n, count, (size_t)rank * count, 13);
 	memset(recv, 0xa5, bytes + IT_GUARD);
 	if (ring_reduce_scatter(comm, send, recv, count, dt, RING_SUM) != 0) {
 		it_fail(__FILE__, __LINE__, "staged reduce_scatter(%zu): %s", count,
@@ -162,7 +162,7 @@ static int broadcast_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, i
 
 	if (!buf || !want)
 		goto out;
-	it_fill(want, dt, RING_SUM, n, root, count, 0, 17);
+	pattern_fill(want, dt, RING_SUM, n, root, count, 0, 17);
 	memset(buf, 0xa5, bytes + IT_GUARD);
 	if (rank == root)
 		memcpy(buf, want, bytes);
@@ -191,14 +191,14 @@ static int p2p_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, int n,
 
 	if (!buf || !want)
 		goto out;
-	it_fill(buf, dt, RING_SUM, n, rank, count, 0, 19);
-	it_fill(want, dt, RING_SUM, n, src, count, 0, 19);
+	pattern_fill(buf, dt, RING_SUM, n, rank, count, 0, 19);
+	pattern_fill(want, dt, RING_SUM, n, src, count, 0, 19);
 	/* a ring of sends: even ranks send first, odd ranks receive first */
 	for (int phase = 0; phase < 2; phase++) {
 		bool sending = (phase == 0) == (rank % 2 == 0);
 
 		if (sending) {
-			it_fill(buf, dt, RING_SUM, n, rank, count, 0, 19);
+			pattern_fill(buf, dt, RING_SUM, n, rank, count, 0, 19);
 			IT_CALL(ring_send(comm, buf, dt, 2, shape, dst));
 		} else {
 			memset(buf, 0xa5, bytes + IT_GUARD);
@@ -308,7 +308,7 @@ static int fault_fn(ring_comm *comm, int rank, int n, void *arg)
 		cp.on_copy = kill_cb;
 		cp.arg = f;
 	}
-	it_fill(buf, RING_FLOAT32, RING_SUM, n, rank, FAULT_COUNT, 0, 23);
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, rank, FAULT_COUNT, 0, 23);
 	t0 = harness_now();
 	rc = ring_allreduce(comm, buf, buf, FAULT_COUNT, RING_FLOAT32, RING_SUM);
 	f->t_err[rank] = harness_now() - t0;
@@ -340,9 +340,9 @@ static int fault_fn(ring_comm *comm, int rank, int n, void *arg)
 	/* the sequence is still aligned: the next op is exact everywhere */
 	lr_copier_cpu_reset(&cp);
 	engine_on(comm, &cp);
-	it_fill(buf, RING_FLOAT32, RING_SUM, n, rank, FAULT_COUNT, 0, 29);
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, rank, FAULT_COUNT, 0, 29);
 	IT_CALL(ring_allreduce(comm, buf, buf, FAULT_COUNT, RING_FLOAT32, RING_SUM));
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, n, FAULT_COUNT, 0, 29);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, FAULT_COUNT, 0, 29);
 	if (it_check_result(buf, want, RING_FLOAT32, FAULT_COUNT, "the allreduce after"))
 		return 1;
 done:

@@ -6,8 +6,9 @@
  * gradients (32 tensors from 1 element to 8 MiB, about 50 MB in float32, float16
  * and bfloat16), most in the shared arena (ring_alloc: the daemon reads and
  * writes them in place) and a few in plain malloc memory (libring stages them),
- * fills them with rank-dependent values whose average is exact in each dtype,
- * synchronises for a few steps and checks every element bit for bit.
+ * fills them with rank-dependent values whose average is exact in each dtype
+ * (tests/pattern.c, the data of the tests and ring-bench), synchronises for a
+ * few steps and checks every element bit for bit.
  *
  * Small tensors are packed into one bucket per dtype before they are reduced, as
  * DDP does: a collective costs a round trip through every daemon, so thirty
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "libring/ring.h"
+#include "tests/pattern.h"
 
 /* Tensors below GS_BUCKET_MIN bytes share a bucket of GS_BUCKET_BYTES. */
 #define GS_BUCKET_MIN	(256u << 10)
@@ -253,15 +255,6 @@ model_layout(struct layout *l)
 	return n;
 }
 
-static uint64_t
-mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* Largest |sum| in quarter units that every partial sum of the dtype holds
  * exactly (the ring adds in any order and bfloat16 rounds after each step). */
 static int64_t
@@ -275,72 +268,30 @@ exact_quarters(enum ring_dtype dt)
 }
 
 /*
- * The gradient of element i of tensor ti at step s on rank r, in quarters:
- * base + d where the d of ranks 2k and 2k+1 cancel (the last of an odd world
- * gets 0), so the average is exactly base / 4.  Returns the value; *mean gets
- * the expected average.
+ * The gradient of element i of tensor ti at step s on rank r: tests/pattern.c's
+ * exact average in quarter units, drawn from the step, the tensor and the
+ * element but not the rank, so every rank's base is the same and the average
+ * is exactly base / 4.  Returns the value; *mean gets the expected average.
  */
 static float
 grad_value(enum ring_dtype dt, int world, int r, int s, int ti, size_t i,
 	   float *mean)
 {
-	int64_t m = exact_quarters(dt) / world - 2, base, d;
-	uint64_t h = mix64(((uint64_t)s << 48) ^ ((uint64_t)ti << 40) ^ i);
+	int64_t m = exact_quarters(dt) / world - 2, base, q;
+	uint64_t h = pattern_mix64(((uint64_t)s << 48) ^ ((uint64_t)ti << 40) ^ i);
 
-	if (m < 0)
-		m = 0;
-	base = (int64_t)(h % (uint64_t)(2 * m + 1)) - m;
-	d = (int64_t)((i + (size_t)s + (size_t)r / 2) % 3);
-	if (r % 2 == 1)
-		d = -d;
-	else if (r + 1 >= world)
-		d = 0;
+	q = pattern_avg_quarters(h, m < 0 ? 0 : m, i + (size_t)s, r, world, &base);
 	*mean = (float)base / 4;
-	return (float)(base + d) / 4;
+	return (float)q / 4;
 }
 
-static uint16_t
-f32_to_f16(float f)
-{
-	uint32_t x, sign, mant, r, rest;
-	int32_t exp;
-
-	memcpy(&x, &f, 4);
-	sign = (x >> 16) & 0x8000;
-	exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-	mant = x & 0x7fffff;
-	if ((x & 0x7fffffff) == 0)
-		return (uint16_t)sign;
-	/* the values here are normal in float16 (quarters below 2048) */
-	if (exp <= 0 || exp >= 31)
-		return (uint16_t)(sign | 0x7e00);	/* NaN: sure to be reported */
-	r = ((uint32_t)exp << 10) | (mant >> 13);
-	rest = mant & 0x1fff;
-	if (rest > 0x1000 || (rest == 0x1000 && (r & 1)))
-		r++;
-	return (uint16_t)(sign | r);
-}
-
-static uint16_t
-f32_to_bf16(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, 4);
-	x += 0x7fff + ((x >> 16) & 1);
-	return (uint16_t)(x >> 16);
-}
-
+/* Element i of a float tensor of any width. */
 static void
 store(enum ring_dtype dt, void *data, size_t i, float v)
 {
-	switch (dt) {
-	case RING_FLOAT32: ((float *)data)[i] = v; break;
-	case RING_FLOAT64: ((double *)data)[i] = v; break;
-	case RING_FLOAT16: ((uint16_t *)data)[i] = f32_to_f16(v); break;
-	case RING_BFLOAT16: ((uint16_t *)data)[i] = f32_to_bf16(v); break;
-	default: break;
-	}
+	union pattern_val pv = { .f = v };
+
+	pattern_store(data, dt, i, pv);
 }
 
 /* "Backward": this rank's gradients for step s. */

@@ -1,0 +1,340 @@
+/*
+ * bench_coll.c - one collective of ring-bench, run, timed and checked: the
+ * table of collectives, where each call's operands lie, the timed loop, and
+ * the checked iteration after it.  With -c 1 every rank fills its input with
+ * tests/pattern.c's data, whose reduction is exact in the dtype, and counts the
+ * elements that differ bit for bit from the reference.  The data repeats with
+ * a prime period (BENCH_PERIOD elements) so the fill and the check are
+ * memcpy/memcmp of precomputed tiles, yet a segment or chunk landing at the
+ * wrong offset (offsets are powers of two) is still caught.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+/* A prime, so no power-of-two offset or segment size is a multiple of it. */
+#define BENCH_PERIOD	65521
+/* The pattern's seed: any fixed value, the same on every rank. */
+#define BENCH_SEED	0
+
+const struct coll_desc bench_colls[COLL_COUNT] = {
+	[COLL_ALLREDUCE]	= { "allreduce", true, false, true, false },
+	[COLL_ALLGATHER]	= { "allgather", false, false, true, true },
+	[COLL_REDUCE_SCATTER]	= { "reduce_scatter", true, false, true, true },
+	[COLL_BROADCAST]	= { "broadcast", false, true, false, false },
+	[COLL_SENDRECV]		= { "sendrecv", false, false, false, false },
+};
+
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void bench_report(struct bench *b, const char *what, int rc)
+{
+	fprintf(stderr, "ring-bench: rank %d: %s: %s: %s\n", b->rank, what,
+		ring_strerror(rc), ring_last_error(b->comm));
+	b->failed = true;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The reference data, as tiles                                            */
+/* ---------------------------------------------------------------------- */
+
+static int tile_init(struct bench_tile *t, enum ring_dtype dt)
+{
+	t->dt = dt;
+	t->esize = ring_dtype_size(dt);
+	t->bytes = malloc(BENCH_PERIOD * t->esize);
+	return t->bytes ? 0 : -1;
+}
+
+/* Rank r's input tile. */
+static void tile_input(struct bench_tile *t, enum ring_op op, int n, int r)
+{
+	pattern_fill(t->bytes, t->dt, op, n, r, BENCH_PERIOD, 0, BENCH_SEED);
+}
+
+/* dst[j] = tile[(first + j) % BENCH_PERIOD] for j < count. */
+static void tile_fill(const struct bench_tile *t, void *dst, size_t count, size_t first)
+{
+	unsigned char *d = dst;
+	size_t pos = first % BENCH_PERIOD;
+
+	while (count) {
+		size_t run = BENCH_PERIOD - pos;
+
+		if (run > count)
+			run = count;
+		memcpy(d, t->bytes + pos * t->esize, run * t->esize);
+		d += run * t->esize;
+		count -= run;
+		pos = 0;
+	}
+}
+
+/* The number of elements of buf that differ from the tile (bitwise). */
+static size_t tile_check(const struct bench_tile *t, const void *buf, size_t count,
+			 size_t first)
+{
+	const unsigned char *b = buf;
+	size_t pos = first % BENCH_PERIOD, wrong = 0;
+
+	while (count) {
+		size_t run = BENCH_PERIOD - pos;
+
+		if (run > count)
+			run = count;
+		wrong += pattern_compare(b, t->bytes + pos * t->esize, t->dt, run, NULL);
+		b += run * t->esize;
+		count -= run;
+		pos = 0;
+	}
+	return wrong;
+}
+
+int bench_data_init(struct bench *b, struct bench_data *p, enum ring_dtype dt,
+		    enum ring_op op)
+{
+	int n = b->size, me = b->rank;
+	enum ring_op pop = bench_colls[b->o->coll].reduces ? op : RING_SUM;
+
+	p->dt = dt;
+	p->op = pop;
+	if (tile_init(&p->in, dt) || tile_init(&p->expect, dt) || tile_init(&p->other, dt))
+		return -1;
+	tile_input(&p->in, pop, n, me);
+	if (!b->o->check)
+		return 0;
+	switch (b->o->coll) {
+	case COLL_ALLREDUCE:
+	case COLL_REDUCE_SCATTER:
+		pattern_expect_reduce(p->expect.bytes, dt, pop, n, BENCH_PERIOD, 0, BENCH_SEED);
+		break;
+	case COLL_BROADCAST:
+		tile_input(&p->expect, pop, n, b->o->root);
+		break;
+	case COLL_SENDRECV:
+		tile_input(&p->expect, pop, n, (me + n - 1) % n);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+void bench_data_free(struct bench_data *p)
+{
+	free(p->in.bytes);
+	free(p->expect.bytes);
+	free(p->other.bytes);
+}
+
+/* ---------------------------------------------------------------------- */
+/* One call                                                                */
+/* ---------------------------------------------------------------------- */
+
+void bench_call_operands(const struct bench *b, char *s, char *r, size_t count,
+			 size_t esize, bool inplace, struct bench_call *call)
+{
+	size_t mine = (size_t)b->rank * count * esize;	/* our block's offset */
+
+	call->send = s;
+	call->recv = r;
+	call->next = (b->rank + 1) % b->size;
+	call->prev = (b->rank + b->size - 1) % b->size;
+	if (!inplace)
+		return;
+	switch (b->o->coll) {
+	case COLL_ALLREDUCE:
+		call->send = r;
+		break;
+	case COLL_ALLGATHER:
+		/* in place as in NCCL: our block already sits at our offset */
+		call->send = r + mine;
+		break;
+	case COLL_REDUCE_SCATTER:
+		call->recv = s + mine;
+		break;
+	default:
+		break;
+	}
+}
+
+/* One call on the host buffers. */
+static int host_call(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
+		     bool inplace)
+{
+	size_t shape[1] = { count };
+	struct bench_call c;
+	int rc = 0;
+
+	bench_call_operands(b, b->sendbuf, b->recvbuf, count, ring_dtype_size(dt), inplace, &c);
+	switch (b->o->coll) {
+	case COLL_SENDRECV:
+		/* Even ranks send first, odd ones receive first: whatever the
+		 * daemon's buffering, no cycle of waiting sends can form. */
+		for (int step = 0; step < 2 && rc == 0; step++)
+			rc = (step == 0) == (b->rank % 2 == 0) ?
+			     ring_send(b->comm, c.send, dt, 1, shape, c.next) :
+			     ring_recv(b->comm, c.recv, dt, 1, shape, c.prev);
+		return rc;
+	case COLL_ALLREDUCE:
+		return ring_allreduce(b->comm, c.send, c.recv, count, dt, op);
+	case COLL_ALLGATHER:
+		return ring_allgather(b->comm, c.send, c.recv, count, dt);
+	case COLL_REDUCE_SCATTER:
+		return ring_reduce_scatter(b->comm, c.send, c.recv, count, dt, op);
+	case COLL_BROADCAST:
+		return ring_broadcast(b->comm, c.recv, count, dt, b->o->root);
+	default:
+		return RING_EINVAL;
+	}
+}
+
+/* One call of the collective on count elements per rank (the API's count). */
+static int run_coll(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
+		    bool inplace)
+{
+	int rc;
+
+	if (b->o->device)
+		rc = bench_device_call(b, dt, op, count, inplace);
+	else
+		rc = host_call(b, dt, op, count, inplace);
+	if (rc)
+		bench_report(b, bench_colls[b->o->coll].name, rc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* A checked iteration                                                     */
+/* ---------------------------------------------------------------------- */
+
+/* Puts the input of one checked iteration in place. */
+static void fill_inputs(struct bench *b, struct bench_data *p, size_t count, bool inplace)
+{
+	size_t es = ring_dtype_size(p->dt);
+	char *s = b->sendbuf, *r = b->recvbuf;
+	int n = b->size, me = b->rank;
+
+	switch (b->o->coll) {
+	case COLL_ALLREDUCE:
+		tile_fill(&p->in, inplace ? r : s, count, 0);
+		if (!inplace)
+			memset(r, 0xa5, count * es);
+		break;
+	case COLL_ALLGATHER:
+		memset(r, 0xa5, (size_t)n * count * es);
+		tile_fill(&p->in, inplace ? r + (size_t)me * count * es : s, count, 0);
+		break;
+	case COLL_REDUCE_SCATTER:
+		tile_fill(&p->in, s, (size_t)n * count, 0);
+		if (!inplace)
+			memset(r, 0xa5, count * es);
+		break;
+	case COLL_BROADCAST:
+		if (me == b->o->root)
+			tile_fill(&p->in, r, count, 0);
+		else
+			memset(r, 0xa5, count * es);
+		break;
+	case COLL_SENDRECV:
+		tile_fill(&p->in, s, count, 0);
+		memset(r, 0xa5, count * es);
+		break;
+	default:
+		break;
+	}
+	(void)bench_device_sync(b, true);
+}
+
+static size_t check_result(struct bench *b, struct bench_data *p, size_t count, bool inplace)
+{
+	size_t es = ring_dtype_size(p->dt), wrong = 0;
+	const char *s = b->sendbuf, *r = b->recvbuf;
+	int n = b->size, me = b->rank;
+
+	if (bench_device_sync(b, false))
+		return count;
+	switch (b->o->coll) {
+	case COLL_ALLREDUCE:
+	case COLL_BROADCAST:
+	case COLL_SENDRECV:
+		return tile_check(&p->expect, r, count, 0);
+	case COLL_ALLGATHER:
+		for (int q = 0; q < n; q++) {
+			tile_input(&p->other, p->op, n, q);
+			wrong += tile_check(&p->other, r + (size_t)q * count * es, count, 0);
+		}
+		return wrong;
+	case COLL_REDUCE_SCATTER:
+		/* our block of the reduced whole starts at element me * count */
+		return tile_check(&p->expect, inplace ? s + (size_t)me * count * es : r,
+				  count, (size_t)me * count);
+	default:
+		return 0;
+	}
+}
+
+/* Reduces one value over the ranks (time: MAX; #wrong: SUM) in the scratch
+ * buffer, which lives where the benchmark's buffers live. */
+static int reduce_scalar(struct bench *b, void *v, enum ring_dtype dt, enum ring_op op)
+{
+	int rc;
+
+	memcpy(b->scratch, v, 8);
+	rc = ring_allreduce(b->comm, b->scratch, b->scratch, 1, dt, op);
+	if (rc) {
+		bench_report(b, "result reduction", rc);
+		return rc;
+	}
+	memcpy(v, b->scratch, 8);
+	return 0;
+}
+
+int bench_time_variant(struct bench *b, struct bench_data *p, size_t count, bool inplace,
+		       double *us, int64_t *wrong)
+{
+	const struct bench_opts *o = b->o;
+	double t0, t;
+	int rc;
+
+	/* Real data in the timed loop too: garbage could hold NaNs or denormals,
+	 * which would time the FPU's slow paths instead of the ring. */
+	fill_inputs(b, p, count, inplace);
+	for (int i = 0; i < o->warmup; i++)
+		if ((rc = run_coll(b, p->dt, p->op, count, inplace)))
+			return rc;
+	if ((rc = ring_barrier(b->comm))) {
+		bench_report(b, "barrier", rc);
+		return rc;
+	}
+	t0 = bench_now();
+	for (int i = 0; i < o->iters; i++)
+		if ((rc = run_coll(b, p->dt, p->op, count, inplace)))
+			return rc;
+	t = o->iters ? (bench_now() - t0) / o->iters * 1e6 : 0;
+	if ((rc = reduce_scalar(b, &t, RING_FLOAT64, RING_MAX)))
+		return rc;
+	*us = t;
+	*wrong = -1;
+	if (o->check) {
+		int64_t w;
+
+		fill_inputs(b, p, count, inplace);
+		if ((rc = run_coll(b, p->dt, p->op, count, inplace)))
+			return rc;
+		w = (int64_t)check_result(b, p, count, inplace);
+		if ((rc = reduce_scalar(b, &w, RING_INT64, RING_SUM)))
+			return rc;
+		*wrong = w;
+	}
+	return 0;
+}
