@@ -121,7 +121,7 @@ int harness_exec_capture(char *const argv[], const char *const env[], char *out,
 		if (err_too)
 			dup2(fds[1], 2);
 		for (int i = 0; env && env[i]; i++)
-			putenv((char *)env[i]);
+			putenv((char *)(uintptr_t)env[i]);
 		execv(argv[0], argv);
 		fprintf(stderr, "harness: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
