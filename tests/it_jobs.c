@@ -686,7 +686,7 @@ static int ringctl_jobs(ring_comm *comm, int rank, int n, void *arg)
 	if (rank == 0) {
 		harness_bin(bin, sizeof(bin), "ringctl");
 		for (int d = 0; d < c->n && !bad; d++) {
-			char *argv[] = { bin, "--control", (char *)c->controls[d], "jobs",
+			char *argv[] = { bin, "--control", (char *)(uintptr_t)c->controls[d], "jobs",
 					 "--json", NULL };
 			bool seen[8] = { false };
 			json_error_t jerr;

@@ -464,7 +464,7 @@ static void send_packet(int fd, const void *buf, size_t len, const int *fds, int
 		struct cmsghdr h;
 		char b[CMSG_SPACE(4 * sizeof(int))];
 	} ctl;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 

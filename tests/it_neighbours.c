@@ -128,7 +128,7 @@ static bool peer_closed(int fd)
 		if (n == 0)
 			return true;
 		if (n < 0)
-			return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			return errno != EAGAIN && errno != EINTR &&
 			       errno != EINPROGRESS && errno != ENOTCONN;
 	}
 }
@@ -291,10 +291,10 @@ static int small_allreduce(ring_comm *comm, int rank, int size, void *arg)
 
 	(void)arg;
 	IT_CHECK(buf != NULL && want != NULL, "out of memory");
-	it_fill(buf, RING_FLOAT32, RING_SUM, size, rank, n, 0, 7);
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, size, rank, n, 0, 7);
 	IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, 7);
-	IT_CHECK(it_compare(buf, want, RING_FLOAT32, n, &bad) == 0, "wrong at %zu", bad);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, 7);
+	IT_CHECK(pattern_compare(buf, want, RING_FLOAT32, n, &bad) == 0, "wrong at %zu", bad);
 	ring_free(comm, buf);
 	free(want);
 	return 0;
@@ -568,7 +568,7 @@ Test(neighbours, clients_per_user, .fini = teardown, .timeout = 120)
 
 		for (i = 0, refused = 0; i < N; i++)
 			refused += fds[i] < 0 || recv(fds[i], &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-				   (errno != EAGAIN && errno != EWOULDBLOCK);
+				   (errno != EAGAIN);
 		if (refused >= N - PER_USER)
 			break;
 	}
@@ -611,8 +611,8 @@ static int hostile_rank(ring_comm *comm, int rank, int size, void *arg)
 	int32_t *ph = ring_alloc(comm, sizeof(int32_t));
 
 	IT_CHECK(buf != NULL && in != NULL && want != NULL && ph != NULL, "out of memory");
-	it_fill(in, RING_FLOAT32, RING_SUM, size, rank, n, 0, 3);
-	it_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, 3);
+	pattern_fill(in, RING_FLOAT32, RING_SUM, size, rank, n, 0, 3);
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, size, n, 0, 3);
 	for (;;) {
 		double t0;
 
@@ -633,7 +633,7 @@ static int hostile_rank(ring_comm *comm, int rank, int size, void *arg)
 			h->bytes[*ph] += (double)(n * sizeof(float));
 			h->ops[*ph]++;
 		}
-		IT_CHECK(it_compare(buf, want, RING_FLOAT32, n, &bad) == 0,
+		IT_CHECK(pattern_compare(buf, want, RING_FLOAT32, n, &bad) == 0,
 			 "phase %d: wrong at %zu", (int)*ph, bad);
 	}
 	ring_free(comm, buf);

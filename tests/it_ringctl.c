@@ -46,7 +46,7 @@ static int ringctl(char *out, const char *a1, const char *a2, const char *a3,
 		   const char *a4)
 {
 	char bin[512];
-	char *argv[] = { bin, (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL };
+	char *argv[] = { bin, (char *)(uintptr_t)a1, (char *)(uintptr_t)a2, (char *)(uintptr_t)a3, (char *)(uintptr_t)a4, NULL };
 
 	harness_bin(bin, sizeof(bin), "ringctl");
 	cr_assert(access(bin, X_OK) == 0, "%s is not built", bin);
@@ -781,9 +781,9 @@ static char *expo_names(const struct expo *e)
 	char *s;
 
 	for (int i = 0; i < e->nfam; i++)
-		list[n++] = (char *)e->fam[i];
+		list[n++] = (char *)(uintptr_t)e->fam[i];
 	for (int i = 0; i < e->n; i++)
-		list[n++] = (char *)e->s[i].name;
+		list[n++] = (char *)(uintptr_t)e->s[i].name;
 	qsort(list, n, sizeof(list[0]), cmp_str);
 	s = malloc(n * 130 + 1);
 	cr_assert_not_null(s);

@@ -125,8 +125,8 @@ static void rr_start(struct rr *r, const char *dir, const char *name,
 			sigprocmask(SIG_SETMASK, &none, NULL);
 		}
 		for (int i = 0; env && env[i]; i++)
-			putenv((char *)env[i]);
-		execv(prog, (char *const *)argv);
+			putenv((char *)(uintptr_t)env[i]);
+		execv(prog, (char *const *)(uintptr_t)argv);
 		fprintf(stderr, "exec %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}

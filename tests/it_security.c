@@ -197,7 +197,7 @@ static struct daemon *spawn(const char *name, int rank, const char *listen, cons
 	argv[argc++] = "--foreground";
 	if (listen != NULL) {
 		argv[argc++] = "--listen";
-		argv[argc++] = (char *)listen;
+		argv[argc++] = (char *)(uintptr_t)listen;
 	}
 	for (tok = strtok_r(extra, " ", &save); tok != NULL && argc < 62;
 	     tok = strtok_r(NULL, " ", &save))
@@ -252,7 +252,7 @@ static int status_json(const char *ctl, json_t **doc)
 {
 	static char out[OUT_CAP];
 	char bin[PATH_MAX];
-	char *argv[] = { bin, "--control", (char *)ctl, "--timeout", "3000", "status", "--json",
+	char *argv[] = { bin, "--control", (char *)(uintptr_t)ctl, "--timeout", "3000", "status", "--json",
 			 NULL };
 	int rc;
 
@@ -349,7 +349,7 @@ static void gen_certs(const char *sub, const char *h1, const char *h2, const cha
 		      const char *h4)
 {
 	char script[PATH_MAX], d[CLUSTER_PATH_MAX + 16], out[4096];
-	char *argv[] = { script, "-d", d, (char *)h1, (char *)h2, (char *)h3, (char *)h4, NULL };
+	char *argv[] = { script, "-d", d, (char *)(uintptr_t)h1, (char *)(uintptr_t)h2, (char *)(uintptr_t)h3, (char *)(uintptr_t)h4, NULL };
 	int rc;
 
 	snprintf(script, sizeof(script), "%s/scripts/gen-certs", harness_root());
