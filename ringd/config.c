@@ -8,8 +8,6 @@
  * their field are refused, never truncated, so a typo cannot silently point the
  * daemon at another path or size.
  */
-#include "ringd/config.h"
-
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -24,9 +22,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "libring/ring.h"
-#include "proto/proto.h"
-#include "ringd/hostfile.h"
+#include "config.h"
+#include "hostfile.h"
+#include "../libring/ring.h"
+#include "../proto/proto.h"
 
 #define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
 #define CONFIG_FILE_MAX (1u << 20)	/* bytes of a whole ringd.conf */
@@ -112,7 +111,8 @@ static const struct key_def keys[] = {
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+static void
+set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -123,7 +123,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-void config_defaults(struct config *c)
+void
+config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->rank = -1;
@@ -146,7 +147,8 @@ void config_defaults(struct config *c)
 }
 
 /* "1M" rather than "1048576" in messages, when the value is a whole unit. */
-static void fmt_size(uint64_t v, char *buf, size_t len)
+static void
+fmt_size(uint64_t v, char *buf, size_t len)
 {
 	static const char units[] = "TGMK";
 	int shift = 40;
@@ -160,7 +162,8 @@ static void fmt_size(uint64_t v, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64, v);
 }
 
-int config_parse_size(const char *s, uint64_t *out)
+int
+config_parse_size(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
 	int shift = 0;
@@ -201,7 +204,8 @@ int config_parse_size(const char *s, uint64_t *out)
 }
 
 /* A strict decimal integer: optional '-', digits, nothing else. */
-static int parse_int64(const char *s, int64_t *out)
+static int
+parse_int64(const char *s, int64_t *out)
 {
 	char *end;
 	long long v;
@@ -216,7 +220,8 @@ static int parse_int64(const char *s, int64_t *out)
 	return 0;
 }
 
-static int parse_bool(const char *s, bool *out)
+static int
+parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = { "yes", "true", "1", "on" };
 	static const char *const no[] = { "no", "false", "0", "off" };
@@ -234,7 +239,8 @@ static int parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-static int parse_log_level(const char *s, int *out)
+static int
+parse_log_level(const char *s, int *out)
 {
 	static const struct { const char *name; int level; } names[] = {
 		{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
@@ -256,14 +262,16 @@ static int parse_log_level(const char *s, int *out)
 
 /* Host names and addresses: what DNS, IPv4 and IPv6 (with a %zone) need, and
  * nothing a shell or ssh would read as an option or a metacharacter. */
-static bool host_char_ok(char ch)
+static bool
+host_char_ok(char ch)
 {
 	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_' ||
 	       ch == ':' || ch == '%';
 }
 
 /* An IPv6 address with an optional %zone (an interface name or index). */
-static bool is_ipv6(const char *h, size_t n)
+static bool
+is_ipv6(const char *h, size_t n)
 {
 	char buf[INET6_ADDRSTRLEN];
 	struct in6_addr a;
@@ -277,8 +285,9 @@ static bool is_ipv6(const char *h, size_t n)
 	return inet_pton(AF_INET6, buf, &a) == 1;
 }
 
-int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
-			  char *err, size_t errlen)
+int
+config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
+		      char *err, size_t errlen)
 {
 	const char *h, *colon, *end;
 	size_t n;
@@ -345,8 +354,9 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 
 /* Splits "a, b,c" into the fixed table; the table is replaced, not appended to,
  * so a command-line --allow-users overrides the file's list. */
-static int parse_list(const char *name, const char *s, char (*list)[32], int *count,
-		      char *err, size_t errlen)
+static int
+parse_list(const char *name, const char *s, char (*list)[32], int *count,
+	   char *err, size_t errlen)
 {
 	char tmp[CONFIG_LIST_MAX][32];
 	int n = 0;
@@ -408,7 +418,8 @@ static int parse_list(const char *name, const char *s, char (*list)[32], int *co
 }
 
 /* Keys are written with '_' or '-' ("peer-timeout-ms" on the command line). */
-static const struct key_def *find_key(const char *key)
+static const struct key_def *
+find_key(const char *key)
 {
 	char canon[CONFIG_KEY_MAX + 1];
 	size_t n = strlen(key);
@@ -423,8 +434,8 @@ static const struct key_def *find_key(const char *key)
 	return NULL;
 }
 
-static int set_string(const struct key_def *k, char *field, const char *value,
-		      char *err, size_t errlen)
+static int
+set_string(const struct key_def *k, char *field, const char *value, char *err, size_t errlen)
 {
 	size_t n = strlen(value);
 	size_t max = k->size - 1;
@@ -462,8 +473,8 @@ static int set_string(const struct key_def *k, char *field, const char *value,
 	return 0;
 }
 
-static int set_number(const struct key_def *k, void *field, const char *value,
-		      char *err, size_t errlen)
+static int
+set_number(const struct key_def *k, void *field, const char *value, char *err, size_t errlen)
 {
 	int64_t v;
 
@@ -485,8 +496,8 @@ static int set_number(const struct key_def *k, void *field, const char *value,
 	return 0;
 }
 
-static int set_size(const struct key_def *k, void *field, const char *value,
-		    char *err, size_t errlen)
+static int
+set_size(const struct key_def *k, void *field, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
 	char lo[32], hi[32];
@@ -506,8 +517,8 @@ static int set_size(const struct key_def *k, void *field, const char *value,
 	return 0;
 }
 
-static int apply(struct config *c, const struct key_def *k, const char *value,
-		 char *err, size_t errlen)
+static int
+apply(struct config *c, const struct key_def *k, const char *value, char *err, size_t errlen)
 {
 	char *field = (char *)c + k->off;
 
@@ -553,7 +564,8 @@ static int apply(struct config *c, const struct key_def *k, const char *value,
 	return -1;
 }
 
-int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
+int
+config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
 {
 	const struct key_def *k;
 
@@ -569,14 +581,16 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 	return apply(c, k, value, err, errlen);
 }
 
-static bool is_blank(char ch)
+static bool
+is_blank(char ch)
 {
 	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
 /* The value after '=': either "quoted" (with \" and \\) or bare up to a '#'
  * that follows a blank.  Rewritten in place; returns NULL with a reason. */
-static const char *parse_value(char *v, const char **why)
+static const char *
+parse_value(char *v, const char **why)
 {
 	char *end, *r, *w;
 
@@ -618,8 +632,9 @@ static const char *parse_value(char *v, const char **why)
 	return v;
 }
 
-int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
-		      char *err, size_t errlen)
+int
+config_parse_text(struct config *c, const char *text, size_t len, const char *name,
+		  char *err, size_t errlen)
 {
 	/* Parsed into a copy so that a bad line leaves the caller's config alone. */
 	struct config tmp = *c;
@@ -704,8 +719,9 @@ int config_parse_text(struct config *c, const char *text, size_t len, const char
 	return 0;
 }
 
-int config_read_file(const char *path, size_t max, char **out, size_t *outlen, char *err,
-		     size_t errlen)
+int
+config_read_file(const char *path, size_t max, char **out, size_t *outlen, char *err,
+		 size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -755,7 +771,8 @@ fail:
 	return -1;
 }
 
-int config_load(struct config *c, const char *path, char *err, size_t errlen)
+int
+config_load(struct config *c, const char *path, char *err, size_t errlen)
 {
 	char *buf;
 	size_t len;
@@ -768,8 +785,9 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-int config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
-		     char *err, size_t errlen)
+int
+config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
+		 char *err, size_t errlen)
 {
 	struct config tmp;
 	int i, verbose = 0;
@@ -855,8 +873,8 @@ int config_from_args(struct config *c, int argc, char *const argv[], bool *usage
 }
 
 /* Whether field k differs between a and b. */
-static bool field_differs(const struct key_def *k, const struct config *a,
-			  const struct config *b)
+static bool
+field_differs(const struct key_def *k, const struct config *a, const struct config *b)
 {
 	const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
 
@@ -893,7 +911,8 @@ static bool field_differs(const struct key_def *k, const struct config *a,
 	return true;
 }
 
-int config_diff(const struct config *a, const struct config *b, const char **names, int max)
+int
+config_diff(const struct config *a, const struct config *b, const char **names, int max)
 {
 	int n = 0;
 

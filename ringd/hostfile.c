@@ -8,13 +8,8 @@
  * lets a daemon started without --rank pick its own entry: the first one whose
  * address is local and whose port it can still bind.
  */
-#include "ringd/config.h"
-#include "ringd/hostfile.h"
-
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -26,10 +21,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
+
+#include "config.h"
+#include "hostfile.h"
 
 #define HOSTFILE_LINE_MAX 4096			/* bytes of one line */
 #define HOSTFILE_FILE_MAX (16u << 20)		/* bytes of a whole hostfile */
@@ -48,7 +45,8 @@ struct pstate {
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+static void
+set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -60,19 +58,22 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Where an error is: "line N" for text, "JSON entry N" (its rank) for JSON. */
-static void where(const struct pstate *ps, int at, char *buf, size_t len)
+static void
+where(const struct pstate *ps, int at, char *buf, size_t len)
 {
 	snprintf(buf, len, ps->json ? "JSON entry %d" : "line %d", at);
 }
 
 /* DNS names, IPv4 and IPv6 (inside brackets), and an IPv6 %zone; nothing that
  * ssh or a shell would read as an option or a metacharacter. */
-static bool name_char_ok(char ch)
+static bool
+name_char_ok(char ch)
 {
 	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_';
 }
 
-static bool parse_ipv6(const char *h, size_t n, struct in6_addr *a)
+static bool
+parse_ipv6(const char *h, size_t n, struct in6_addr *a)
 {
 	char buf[INET6_ADDRSTRLEN];
 	const char *pct = memchr(h, '%', n);
@@ -93,7 +94,8 @@ static bool parse_ipv6(const char *h, size_t n, struct in6_addr *a)
 }
 
 /* Printable form of a byte for messages about garbage in a name. */
-static void show_char(char ch, char *buf, size_t len)
+static void
+show_char(char ch, char *buf, size_t len)
 {
 	if (isprint((unsigned char)ch))
 		snprintf(buf, len, "'%c'", ch);
@@ -101,7 +103,8 @@ static void show_char(char ch, char *buf, size_t len)
 		snprintf(buf, len, "0x%02x", (unsigned char)ch);
 }
 
-static int check_name(const char *h, size_t n, char *why, size_t whylen)
+static int
+check_name(const char *h, size_t n, char *why, size_t whylen)
 {
 	char c[8];
 
@@ -129,7 +132,8 @@ static int check_name(const char *h, size_t n, char *why, size_t whylen)
 	return 0;
 }
 
-static int parse_port(const char *p, size_t n, int *port, char *why, size_t whylen)
+static int
+parse_port(const char *p, size_t n, int *port, char *why, size_t whylen)
 {
 	int v = 0;
 
@@ -150,8 +154,9 @@ static int parse_port(const char *p, size_t n, int *port, char *why, size_t whyl
 }
 
 /* "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 address (no port). */
-static int parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
-		      char *why, size_t whylen)
+static int
+parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
+	   char *why, size_t whylen)
 {
 	const char *h = s, *colon = NULL;
 	size_t hn = n;
@@ -213,7 +218,8 @@ static int parse_spec(const char *s, size_t n, int default_port, struct host_ent
 }
 
 /* Two spellings of one IPv6 address ("::1", "0:0::1") are the same host. */
-static bool same_host(const char *a, const char *b)
+static bool
+same_host(const char *a, const char *b)
 {
 	struct in6_addr x, y;
 
@@ -223,8 +229,8 @@ static bool same_host(const char *a, const char *b)
 	       parse_ipv6(b, strlen(b), &y) && memcmp(&x, &y, sizeof(x)) == 0;
 }
 
-static int add_host(struct pstate *ps, const struct host_entry *e, int at,
-		    char *err, size_t errlen)
+static int
+add_host(struct pstate *ps, const struct host_entry *e, int at, char *err, size_t errlen)
 {
 	char w[32];
 	bool v6 = strchr(e->host, ':') != NULL;
@@ -269,8 +275,9 @@ nomem:
 }
 
 /* "slots=N", "max_slots=N" / "max-slots=N": Open MPI's attributes. */
-static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
-		      char *why, size_t whylen)
+static int
+parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
+	   char *why, size_t whylen)
 {
 	const char *eq = memchr(t, '=', n);
 	size_t kn = eq ? (size_t)(eq - t) : n;
@@ -305,13 +312,14 @@ static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_sl
 	return 0;
 }
 
-static bool is_space(char ch)
+static bool
+is_space(char ch)
 {
 	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
-static int parse_line(struct pstate *ps, const char *s, size_t n, int lineno,
-		      char *err, size_t errlen)
+static int
+parse_line(struct pstate *ps, const char *s, size_t n, int lineno, char *err, size_t errlen)
 {
 	const char *p = s, *end, *hash = memchr(s, '#', n);
 	struct host_entry e;
@@ -354,8 +362,8 @@ fail:
 	return -1;
 }
 
-static int parse_lines(struct pstate *ps, const char *text, size_t len, char *err,
-		       size_t errlen)
+static int
+parse_lines(struct pstate *ps, const char *text, size_t len, char *err, size_t errlen)
 {
 	size_t pos = 0;
 	int lineno = 0;
@@ -380,7 +388,8 @@ static int parse_lines(struct pstate *ps, const char *text, size_t len, char *er
 /* One element of MLX's JSON hostfile: {"ssh": host, "ips": [addr, ...]}, a
  * "host:port" string, or (MLX's ring backend) a list of "addr:port" strings
  * of which the first is used. */
-static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen)
+static int
+parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen)
 {
 	struct host_entry e;
 	const char *s = NULL;
@@ -436,8 +445,8 @@ fail:
 	return -1;
 }
 
-static int parse_json(struct pstate *ps, const char *text, size_t len, char *err,
-		      size_t errlen)
+static int
+parse_json(struct pstate *ps, const char *text, size_t len, char *err, size_t errlen)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -471,7 +480,8 @@ fail:
 
 /* JSON if the first thing is '[' followed by '{', '"', '[' or ']'; ringd's own
  * "[v6addr]:port" continues with a hex digit or ':' instead. */
-static bool looks_like_json(const char *text, size_t len)
+static bool
+looks_like_json(const char *text, size_t len)
 {
 	size_t i = 0;
 
@@ -485,8 +495,9 @@ static bool looks_like_json(const char *text, size_t len)
 			   text[i] == ']');
 }
 
-int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_port,
-		   char *err, size_t errlen)
+int
+hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_port,
+	       char *err, size_t errlen)
 {
 	struct pstate ps = { .default_port = default_port };
 	int rc;
@@ -530,8 +541,8 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int defaul
 	return 0;
 }
 
-int hostfile_load(struct hostfile *hf, const char *path, int default_port,
-		  char *err, size_t errlen)
+int
+hostfile_load(struct hostfile *hf, const char *path, int default_port, char *err, size_t errlen)
 {
 	char why[512];
 	char *buf;
@@ -554,7 +565,8 @@ out:
 	return rc;
 }
 
-void hostfile_free(struct hostfile *hf)
+void
+hostfile_free(struct hostfile *hf)
 {
 	if (!hf)
 		return;
@@ -565,7 +577,8 @@ void hostfile_free(struct hostfile *hf)
 
 /* Is a one of this machine's addresses?  Any address of a loopback interface's
  * subnet counts (127.0.0.2 is as local as 127.0.0.1 on Linux). */
-static bool is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
+static bool
+is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
 {
 	for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
 		if (!i->ifa_addr || i->ifa_addr->sa_family != a->sa_family)
@@ -592,7 +605,8 @@ static bool is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
 
 /* SO_REUSEADDR as the daemon will use it, so a port in TIME_WAIT still counts as
  * free while one held by a running daemon does not. */
-static bool can_bind(const struct addrinfo *ai)
+static bool
+can_bind(const struct addrinfo *ai)
 {
 	int one = 1, fd;
 	bool ok;
@@ -606,7 +620,8 @@ static bool can_bind(const struct addrinfo *ai)
 	return ok;
 }
 
-static struct addrinfo *resolve(const struct host_entry *e)
+static struct addrinfo *
+resolve(const struct host_entry *e)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
@@ -623,7 +638,8 @@ static struct addrinfo *resolve(const struct host_entry *e)
 	return NULL;
 }
 
-int hostfile_find_self(const struct hostfile *hf)
+int
+hostfile_find_self(const struct hostfile *hf)
 {
 	struct ifaddrs *ifs = NULL;
 	int rank = -1;
