@@ -108,11 +108,8 @@ static const struct key_def keys[] = {
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
+void
+config_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -297,11 +294,11 @@ config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 		h = s + 1;
 		end = strchr(h, ']');
 		if (!end) {
-			set_err(err, errlen, "missing ']' in '%.64s'", s);
+			config_err(err, errlen, "missing ']' in '%.64s'", s);
 			return -1;
 		}
 		if (end[1] != ':') {
-			set_err(err, errlen, "expected [ADDR]:PORT, got '%.64s'", s);
+			config_err(err, errlen, "expected [ADDR]:PORT, got '%.64s'", s);
 			return -1;
 		}
 		colon = end + 1;
@@ -309,41 +306,41 @@ config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 		h = s;
 		colon = strrchr(s, ':');
 		if (!colon) {
-			set_err(err, errlen, "expected ADDR:PORT, got '%.64s'", s);
+			config_err(err, errlen, "expected ADDR:PORT, got '%.64s'", s);
 			return -1;
 		}
 		end = colon;
 		if (memchr(s, ':', (size_t)(colon - s))) {
-			set_err(err, errlen, "IPv6 address must be written [ADDR]:PORT, got '%.64s'",
-				s);
+			config_err(err, errlen, "IPv6 address must be written [ADDR]:PORT, "
+				   "got '%.64s'", s);
 			return -1;
 		}
 	}
 	n = (size_t)(end - h);
 	if (n == 0) {
-		set_err(err, errlen, "missing address in '%.64s'", s);
+		config_err(err, errlen, "missing address in '%.64s'", s);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!host_char_ok(h[i]) || (h[i] == ':' && s[0] != '[')) {
-			set_err(err, errlen, "bad character in address '%.64s'", s);
+			config_err(err, errlen, "bad character in address '%.64s'", s);
 			return -1;
 		}
 	}
 	if (h[0] == '-' || h[0] == '.') {
-		set_err(err, errlen, "bad address '%.64s'", s);
+		config_err(err, errlen, "bad address '%.64s'", s);
 		return -1;
 	}
 	if (n >= hostlen) {
-		set_err(err, errlen, "address longer than %zu characters", hostlen - 1);
+		config_err(err, errlen, "address longer than %zu characters", hostlen - 1);
 		return -1;
 	}
 	if (s[0] == '[' && !is_ipv6(h, n)) {
-		set_err(err, errlen, "not an IPv6 address in '%.64s'", s);
+		config_err(err, errlen, "not an IPv6 address in '%.64s'", s);
 		return -1;
 	}
 	if (parse_int64(colon + 1, &v) < 0 || v < 1 || v > 65535) {
-		set_err(err, errlen, "bad port '%.16s' (expected 1..65535)", colon + 1);
+		config_err(err, errlen, "bad port '%.16s' (expected 1..65535)", colon + 1);
 		return -1;
 	}
 	memcpy(host, h, n);
@@ -382,16 +379,17 @@ parse_list(const char *name, const char *s, char (*list)[32], int *count,
 			end--;
 		len = (size_t)(end - start);
 		if (len == 0) {
-			set_err(err, errlen, "%s: empty entry in list", name);
+			config_err(err, errlen, "%s: empty entry in list", name);
 			return -1;
 		}
 		if (n == CONFIG_LIST_MAX) {
-			set_err(err, errlen, "%s: more than %d entries", name, CONFIG_LIST_MAX);
+			config_err(err, errlen, "%s: more than %d entries", name,
+				   CONFIG_LIST_MAX);
 			return -1;
 		}
 		if (len > CONFIG_ENTRY_MAX) {
-			set_err(err, errlen, "%s: entry '%.*s' longer than %d characters",
-				name, (int)(len > 64 ? 64 : len), start, CONFIG_ENTRY_MAX);
+			config_err(err, errlen, "%s: entry '%.*s' longer than %d characters",
+				   name, (int)(len > 64 ? 64 : len), start, CONFIG_ENTRY_MAX);
 			return -1;
 		}
 		for (size_t i = 0; i < len; i++) {
@@ -400,8 +398,8 @@ parse_list(const char *name, const char *s, char (*list)[32], int *count,
 			/* User and group names as useradd allows them, or uids. */
 			if (!isalnum((unsigned char)ch) && ch != '_' && ch != '-' && ch != '.' &&
 			    ch != '$') {
-				set_err(err, errlen, "%s: bad character in entry '%.*s'",
-					name, (int)len, start);
+				config_err(err, errlen, "%s: bad character in entry '%.*s'",
+					   name, (int)len, start);
 				return -1;
 			}
 		}
@@ -443,18 +441,18 @@ set_string(const struct key_def *k, char *field, const char *value, char *err, s
 	if (k->type == K_SOCK && max > SOCK_PATH_MAX)
 		max = SOCK_PATH_MAX;
 	if (n > max) {
-		set_err(err, errlen, "%s: value longer than %zu characters", k->name, max);
+		config_err(err, errlen, "%s: value longer than %zu characters", k->name, max);
 		return -1;
 	}
 	if (n == 0 && ((k->type == K_SOCK && k->min) || k->type == K_NAME)) {
-		set_err(err, errlen, "%s: must not be empty", k->name);
+		config_err(err, errlen, "%s: must not be empty", k->name);
 		return -1;
 	}
 	if (k->type == K_NAME) {
 		for (size_t i = 0; i < n; i++) {
 			if (!isgraph((unsigned char)value[i])) {
-				set_err(err, errlen, "%s: blank or non-ASCII character in '%s'",
-					k->name, value);
+				config_err(err, errlen, "%s: blank or non-ASCII character "
+					   "in '%s'", k->name, value);
 				return -1;
 			}
 		}
@@ -465,7 +463,7 @@ set_string(const struct key_def *k, char *field, const char *value, char *err, s
 
 		if (config_split_hostport(value, host, sizeof(host), &port, why,
 					  sizeof(why)) < 0) {
-			set_err(err, errlen, "%s: %s", k->name, why);
+			config_err(err, errlen, "%s: %s", k->name, why);
 			return -1;
 		}
 	}
@@ -483,8 +481,8 @@ set_number(const struct key_def *k, void *field, const char *value, char *err, s
 		return 0;
 	}
 	if (parse_int64(value, &v) < 0 || v < k->min || v > k->max) {
-		set_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
-			", got '%.64s'", k->name, k->min, k->max, value);
+		config_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
+			   ", got '%.64s'", k->name, k->min, k->max, value);
 		return -1;
 	}
 	if (k->type == K_U32)
@@ -506,8 +504,8 @@ set_size(const struct key_def *k, void *field, const char *value, char *err, siz
 	    v > (uint64_t)k->max) {
 		fmt_size((uint64_t)k->min, lo, sizeof(lo));
 		fmt_size((uint64_t)k->max, hi, sizeof(hi));
-		set_err(err, errlen, "%s: expected a size from %s to %s (e.g. 64K, 4M), "
-			"got '%.64s'", k->name, lo, hi, value);
+		config_err(err, errlen, "%s: expected a size from %s to %s (e.g. 64K, 4M), "
+			   "got '%.64s'", k->name, lo, hi, value);
 		return -1;
 	}
 	if (k->type == K_SIZE32)
@@ -524,7 +522,7 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 
 	for (const char *p = value; *p; p++) {
 		if (iscntrl((unsigned char)*p)) {
-			set_err(err, errlen, "%s: control character in value", k->name);
+			config_err(err, errlen, "%s: control character in value", k->name);
 			return -1;
 		}
 	}
@@ -536,8 +534,8 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 		return set_string(k, field, value, err, errlen);
 	case K_BOOL:
 		if (parse_bool(value, (bool *)field) < 0) {
-			set_err(err, errlen, "%s: expected yes or no, got '%.64s'",
-				k->name, value);
+			config_err(err, errlen, "%s: expected yes or no, got '%.64s'",
+				   k->name, value);
 			return -1;
 		}
 		return 0;
@@ -551,8 +549,8 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 		return set_size(k, field, value, err, errlen);
 	case K_LOGLEVEL:
 		if (parse_log_level(value, (int *)field) < 0) {
-			set_err(err, errlen, "%s: expected err, warn, info, debug or 3..7, "
-				"got '%.64s'", k->name, value);
+			config_err(err, errlen, "%s: expected err, warn, info, debug or 3..7, "
+				   "got '%.64s'", k->name, value);
 			return -1;
 		}
 		return 0;
@@ -560,7 +558,7 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 		return parse_list(k->name, value, (char (*)[32])field,
 				  (int *)((char *)c + k->off2), err, errlen);
 	}
-	set_err(err, errlen, "%s: internal error: no parser", k->name);
+	config_err(err, errlen, "%s: internal error: no parser", k->name);
 	return -1;
 }
 
@@ -570,12 +568,12 @@ config_set(struct config *c, const char *key, const char *value, char *err, size
 	const struct key_def *k;
 
 	if (!key || !value) {
-		set_err(err, errlen, "%s: missing value", key ? key : "(null)");
+		config_err(err, errlen, "%s: missing value", key ? key : "(null)");
 		return -1;
 	}
 	k = find_key(key);
 	if (!k) {
-		set_err(err, errlen, "unknown key '%.64s'", key);
+		config_err(err, errlen, "unknown key '%.64s'", key);
 		return -1;
 	}
 	return apply(c, k, value, err, errlen);
@@ -647,7 +645,7 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 	if (!name)
 		name = "(config)";
 	if (len > CONFIG_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %u bytes", name, CONFIG_FILE_MAX);
+		config_err(err, errlen, "%s: larger than %u bytes", name, CONFIG_FILE_MAX);
 		return -1;
 	}
 	while (pos < len) {
@@ -660,12 +658,12 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 
 		lineno++;
 		if (n > CONFIG_LINE_MAX) {
-			set_err(err, errlen, "%s:%d: line longer than %d bytes", name, lineno,
-				CONFIG_LINE_MAX);
+			config_err(err, errlen, "%s:%d: line longer than %d bytes", name, lineno,
+				   CONFIG_LINE_MAX);
 			return -1;
 		}
 		if (memchr(text + pos, '\0', n)) {
-			set_err(err, errlen, "%s:%d: NUL byte in line", name, lineno);
+			config_err(err, errlen, "%s:%d: NUL byte in line", name, lineno);
 			return -1;
 		}
 		memcpy(line, text + pos, n);
@@ -678,7 +676,7 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 			continue;
 		eq = strchr(p, '=');
 		if (!eq) {
-			set_err(err, errlen, "%s:%d: expected 'key = value'", name, lineno);
+			config_err(err, errlen, "%s:%d: expected 'key = value'", name, lineno);
 			return -1;
 		}
 		key = p;
@@ -686,32 +684,32 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 			;
 		*end = '\0';
 		if (*key == '\0') {
-			set_err(err, errlen, "%s:%d: missing key before '='", name, lineno);
+			config_err(err, errlen, "%s:%d: missing key before '='", name, lineno);
 			return -1;
 		}
 		for (p = eq + 1; is_blank(*p); p++)
 			;
 		value = parse_value(p, &reason);
 		if (!value) {
-			set_err(err, errlen, "%s:%d: %s: %s", name, lineno, key, reason);
+			config_err(err, errlen, "%s:%d: %s: %s", name, lineno, key, reason);
 			return -1;
 		}
 		k = find_key(key);
 		if (!k) {
-			set_err(err, errlen, "%s:%d: unknown key '%.64s'", name, lineno, key);
+			config_err(err, errlen, "%s:%d: unknown key '%.64s'", name, lineno, key);
 			return -1;
 		}
 		/* Keys that set the same field (verbose, log_level) count as one. */
 		for (ki = 0; ki < N_KEYS; ki++) {
 			if (keys[ki].off == k->off && seen[ki]) {
-				set_err(err, errlen, "%s:%d: duplicate key '%s' (already set on "
-					"line %d)", name, lineno, key, seen[ki]);
+				config_err(err, errlen, "%s:%d: duplicate key '%s' (already set on "
+					   "line %d)", name, lineno, key, seen[ki]);
 				return -1;
 			}
 		}
 		seen[k - keys] = lineno;
 		if (apply(&tmp, k, value, why, sizeof(why)) < 0) {
-			set_err(err, errlen, "%s:%d: %s", name, lineno, why);
+			config_err(err, errlen, "%s:%d: %s", name, lineno, why);
 			return -1;
 		}
 	}
@@ -730,22 +728,22 @@ config_read_file(const char *path, size_t max, char **out, size_t *outlen, char 
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		config_err(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		config_err(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, "%s: is a directory", path);
+		config_err(err, errlen, "%s: is a directory", path);
 		goto fail;
 	}
 	/* One byte more than the limit, so that an oversized file is noticed even
 	 * when st_size cannot be trusted (a pipe, /proc). */
 	buf = malloc(max + 1);
 	if (!buf) {
-		set_err(err, errlen, "%s: out of memory", path);
+		config_err(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
 	while (len < max + 1) {
@@ -754,7 +752,7 @@ config_read_file(const char *path, size_t max, char **out, size_t *outlen, char 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			set_err(err, errlen, "%s: %s", path, strerror(errno));
+			config_err(err, errlen, "%s: %s", path, strerror(errno));
 			goto fail;
 		}
 		if (r == 0)
@@ -799,7 +797,7 @@ config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 		if (strcmp(argv[i], "--config") != 0)
 			continue;
 		if (i + 1 >= argc) {
-			set_err(err, errlen, "option --config needs a value");
+			config_err(err, errlen, "option --config needs a value");
 			*usage = true;
 			return -1;
 		}
@@ -827,13 +825,13 @@ config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			set_err(err, errlen, "unexpected argument '%.64s'", a);
+			config_err(err, errlen, "unexpected argument '%.64s'", a);
 			*usage = true;
 			return -1;
 		}
 		if ((eq = strchr(a + 2, '=')) != NULL) {
 			if ((size_t)(eq - a - 2) > CONFIG_KEY_MAX) {
-				set_err(err, errlen, "unknown option '%.64s'", a);
+				config_err(err, errlen, "unknown option '%.64s'", a);
 				*usage = true;
 				return -1;
 			}
@@ -841,7 +839,7 @@ config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 			val = eq + 1;
 		} else {
 			if (i + 1 >= argc) {
-				set_err(err, errlen, "option %.64s needs a value", a);
+				config_err(err, errlen, "option %.64s needs a value", a);
 				*usage = true;
 				return -1;
 			}
@@ -849,7 +847,7 @@ config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 			val = argv[++i];
 		}
 		if (config_set(&tmp, key, val, why, sizeof(why)) != 0) {
-			set_err(err, errlen, "--%s: %s", key, why);
+			config_err(err, errlen, "--%s: %s", key, why);
 			return -1;
 		}
 	}
@@ -857,15 +855,15 @@ config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 	if (verbose > 0)
 		tmp.log_level = 7;
 	if (tmp.hosts[0] == '\0') {
-		set_err(err, errlen, "--hosts FILE (or hosts = FILE in the --config file) is "
-			"required");
+		config_err(err, errlen, "--hosts FILE (or hosts = FILE in the --config file) is "
+			   "required");
 		*usage = true;
 		return -1;
 	}
 	/* the credit scheme needs room for two whole segment frames */
 	if (tmp.window_bytes < 2 * (uint64_t)tmp.segment_bytes + 2 * PROTO_FRAME_HDR) {
-		set_err(err, errlen, "window (%u) must hold at least two segments (%u each)",
-			tmp.window_bytes, tmp.segment_bytes);
+		config_err(err, errlen, "window (%u) must hold at least two segments (%u each)",
+			   tmp.window_bytes, tmp.segment_bytes);
 		return -1;
 	}
 	*c = tmp;

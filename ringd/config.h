@@ -48,6 +48,11 @@ struct config {
 	char metrics_listen[CONFIG_PATH_MAX];	/* metrics_listen = ADDR:PORT ("" = off) */
 };
 
+/* Writes a reason into an error buffer of errlen bytes, cut to fit; nothing
+ * when err is NULL or errlen is 0.  The error helper of config.c and
+ * hostfile.c. */
+void config_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Fills c with the defaults. */
 void config_defaults(struct config *c);
 /* Applies one key = value; returns 0 or -1 with a reason in err. */

@@ -14,7 +14,6 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,21 +40,6 @@ struct pstate {
 	bool json;
 	int default_port;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Where an error is: "line N" for text, "JSON entry N" (its rank) for JSON. */
 static void
@@ -109,24 +93,24 @@ check_name(const char *h, size_t n, char *why, size_t whylen)
 	char c[8];
 
 	if (n == 0) {
-		set_err(why, whylen, "empty host name");
+		config_err(why, whylen, "empty host name");
 		return -1;
 	}
 	if (n > HOSTFILE_HOST_MAX) {
-		set_err(why, whylen, "host name longer than %d characters", HOSTFILE_HOST_MAX);
+		config_err(why, whylen, "host name longer than %d characters", HOSTFILE_HOST_MAX);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!name_char_ok(h[i])) {
 			show_char(h[i], c, sizeof(c));
-			set_err(why, whylen, "bad character %s in host name '%.*s'", c,
-				(int)(n > 64 ? 64 : n), h);
+			config_err(why, whylen, "bad character %s in host name '%.*s'", c,
+				   (int)(n > 64 ? 64 : n), h);
 			return -1;
 		}
 	}
 	if (h[0] == '-' || h[0] == '.') {
-		set_err(why, whylen, "host name '%.*s' starts with '%c'",
-			(int)(n > 64 ? 64 : n), h, h[0]);
+		config_err(why, whylen, "host name '%.*s' starts with '%c'",
+			   (int)(n > 64 ? 64 : n), h, h[0]);
 		return -1;
 	}
 	return 0;
@@ -145,8 +129,8 @@ parse_port(const char *p, size_t n, int *port, char *why, size_t whylen)
 		v = v * 10 + (p[i] - '0');
 	}
 	if (n == 0 || v < 1 || v > 65535) {
-		set_err(why, whylen, "bad port '%.*s' (expected 1..65535)",
-			(int)(n > 16 ? 16 : n), p);
+		config_err(why, whylen, "bad port '%.*s' (expected 1..65535)",
+			   (int)(n > 16 ? 16 : n), p);
 		return -1;
 	}
 	*port = v;
@@ -167,26 +151,26 @@ parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
 		const char *close = memchr(s, ']', n);
 
 		if (!close) {
-			set_err(why, whylen, "missing ']' after IPv6 address");
+			config_err(why, whylen, "missing ']' after IPv6 address");
 			return -1;
 		}
 		h = s + 1;
 		hn = (size_t)(close - h);
 		if (close + 1 < s + n) {
 			if (close[1] != ':') {
-				set_err(why, whylen, "expected ':PORT' after ']'");
+				config_err(why, whylen, "expected ':PORT' after ']'");
 				return -1;
 			}
 			colon = close + 1;
 		}
 		if (hn > HOSTFILE_HOST_MAX) {
-			set_err(why, whylen, "host name longer than %d characters",
-				HOSTFILE_HOST_MAX);
+			config_err(why, whylen, "host name longer than %d characters",
+				   HOSTFILE_HOST_MAX);
 			return -1;
 		}
 		if (!parse_ipv6(h, hn, &a6)) {
-			set_err(why, whylen, "'%.*s' is not an IPv6 address",
-				(int)(hn > 64 ? 64 : hn), h);
+			config_err(why, whylen, "'%.*s' is not an IPv6 address",
+				   (int)(hn > 64 ? 64 : hn), h);
 			return -1;
 		}
 	} else {
@@ -195,7 +179,8 @@ parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
 		if (first && memchr(first + 1, ':', (size_t)(s + n - first - 1))) {
 			/* Two colons: only a whole IPv6 address makes sense. */
 			if (n > HOSTFILE_HOST_MAX || !parse_ipv6(s, n, &a6)) {
-				set_err(why, whylen, "IPv6 address must be written [ADDR]:PORT");
+				config_err(why, whylen,
+					   "IPv6 address must be written [ADDR]:PORT");
 				return -1;
 			}
 		} else {
@@ -238,14 +223,14 @@ add_host(struct pstate *ps, const struct host_entry *e, int at, char *err, size_
 	where(ps, at, w, sizeof(w));
 	for (int i = 0; i < ps->n; i++) {
 		if (ps->hosts[i].port == e->port && same_host(ps->hosts[i].host, e->host)) {
-			set_err(err, errlen, "%s: duplicate host:port %s%s%s:%d (also %s %d)",
-				w, v6 ? "[" : "", e->host, v6 ? "]" : "", e->port,
-				ps->json ? "entry" : "on line", ps->origin[i]);
+			config_err(err, errlen, "%s: duplicate host:port %s%s%s:%d (also %s %d)",
+				   w, v6 ? "[" : "", e->host, v6 ? "]" : "", e->port,
+				   ps->json ? "entry" : "on line", ps->origin[i]);
 			return -1;
 		}
 	}
 	if (ps->n == HOSTFILE_MAX_HOSTS) {
-		set_err(err, errlen, "%s: more than %d hosts", w, HOSTFILE_MAX_HOSTS);
+		config_err(err, errlen, "%s: more than %d hosts", w, HOSTFILE_MAX_HOSTS);
 		return -1;
 	}
 	if (ps->n == ps->cap) {
@@ -270,7 +255,7 @@ add_host(struct pstate *ps, const struct host_entry *e, int at, char *err, size_
 	ps->n++;
 	return 0;
 nomem:
-	set_err(err, errlen, "%s: out of memory", w);
+	config_err(err, errlen, "%s: out of memory", w);
 	return -1;
 }
 
@@ -289,8 +274,8 @@ parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
 	long val = 0;
 
 	if (!eq || (!is_slots && !is_max)) {
-		set_err(why, whylen, "unexpected '%.*s' (expected slots=N or max_slots=N)",
-			(int)(n > 64 ? 64 : n), t);
+		config_err(why, whylen, "unexpected '%.*s' (expected slots=N or max_slots=N)",
+			   (int)(n > 64 ? 64 : n), t);
 		return -1;
 	}
 	for (size_t i = 0; i < vn; i++) {
@@ -301,8 +286,8 @@ parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
 		val = val * 10 + (v[i] - '0');
 	}
 	if (vn == 0 || val < 1 || val > HOSTFILE_SLOTS_MAX) {
-		set_err(why, whylen, "bad %.*s '%.*s' (expected 1..%d)", (int)kn, t,
-			(int)(vn > 16 ? 16 : vn), v, HOSTFILE_SLOTS_MAX);
+		config_err(why, whylen, "bad %.*s '%.*s' (expected 1..%d)", (int)kn, t,
+			   (int)(vn > 16 ? 16 : vn), v, HOSTFILE_SLOTS_MAX);
 		return -1;
 	}
 	if (is_slots)
@@ -352,13 +337,13 @@ parse_line(struct pstate *ps, const char *s, size_t n, int lineno, char *err, si
 	if (first)
 		return 0;	/* blank or comment */
 	if (max_slots && e.slots > max_slots) {
-		set_err(why, sizeof(why), "slots=%d is more than max_slots=%d", e.slots,
-			max_slots);
+		config_err(why, sizeof(why), "slots=%d is more than max_slots=%d", e.slots,
+			   max_slots);
 		goto fail;
 	}
 	return add_host(ps, &e, lineno, err, errlen);
 fail:
-	set_err(err, errlen, "line %d: %s", lineno, why);
+	config_err(err, errlen, "line %d: %s", lineno, why);
 	return -1;
 }
 
@@ -374,8 +359,8 @@ parse_lines(struct pstate *ps, const char *text, size_t len, char *err, size_t e
 
 		lineno++;
 		if (n > HOSTFILE_LINE_MAX) {
-			set_err(err, errlen, "line %d: longer than %d bytes", lineno,
-				HOSTFILE_LINE_MAX);
+			config_err(err, errlen, "line %d: longer than %d bytes", lineno,
+				   HOSTFILE_LINE_MAX);
 			return -1;
 		}
 		if (parse_line(ps, text + pos, n, lineno, err, errlen) < 0)
@@ -399,7 +384,7 @@ parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen
 		s = json_string_value(v);
 	} else if (json_is_array(v)) {
 		if (json_array_size(v) == 0 || !json_is_string(json_array_get(v, 0))) {
-			set_err(why, sizeof(why), "expected a list of \"host:port\" strings");
+			config_err(why, sizeof(why), "expected a list of \"host:port\" strings");
 			goto fail;
 		}
 		s = json_string_value(json_array_get(v, 0));
@@ -408,12 +393,12 @@ parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen
 		json_t *ssh = json_object_get(v, "ssh");
 
 		if (ips && !json_is_array(ips)) {
-			set_err(why, sizeof(why), "\"ips\" is not a list");
+			config_err(why, sizeof(why), "\"ips\" is not a list");
 			goto fail;
 		}
 		if (ips && json_array_size(ips) > 0) {
 			if (!json_is_string(json_array_get(ips, 0))) {
-				set_err(why, sizeof(why), "\"ips\"[0] is not a string");
+				config_err(why, sizeof(why), "\"ips\"[0] is not a string");
 				goto fail;
 			}
 			s = json_string_value(json_array_get(ips, 0));
@@ -421,7 +406,7 @@ parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen
 			const char *at;
 
 			if (!json_is_string(ssh)) {
-				set_err(why, sizeof(why), "\"ssh\" is not a string");
+				config_err(why, sizeof(why), "\"ssh\" is not a string");
 				goto fail;
 			}
 			s = json_string_value(ssh);
@@ -430,18 +415,18 @@ parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen
 			if (at)
 				s = at + 1;
 		} else {
-			set_err(why, sizeof(why), "neither \"ips\" nor \"ssh\" given");
+			config_err(why, sizeof(why), "neither \"ips\" nor \"ssh\" given");
 			goto fail;
 		}
 	} else {
-		set_err(why, sizeof(why), "expected an object or a \"host:port\" string");
+		config_err(why, sizeof(why), "expected an object or a \"host:port\" string");
 		goto fail;
 	}
 	if (parse_spec(s, strlen(s), ps->default_port, &e, why, sizeof(why)) < 0)
 		goto fail;
 	return add_host(ps, &e, idx, err, errlen);
 fail:
-	set_err(err, errlen, "JSON entry %d: %s", idx, why);
+	config_err(err, errlen, "JSON entry %d: %s", idx, why);
 	return -1;
 }
 
@@ -456,17 +441,17 @@ parse_json(struct pstate *ps, const char *text, size_t len, char *err, size_t er
 	/* Duplicate object keys would make "which ips?" ambiguous. */
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		set_err(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
-			jerr.text);
+		config_err(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
+			   jerr.text);
 		return -1;
 	}
 	if (!json_is_array(root)) {
-		set_err(err, errlen, "line 1: expected a JSON list of hosts");
+		config_err(err, errlen, "line 1: expected a JSON list of hosts");
 		goto fail;
 	}
 	if (json_array_size(root) > HOSTFILE_MAX_HOSTS) {
-		set_err(err, errlen, "JSON entry %d: more than %d hosts", HOSTFILE_MAX_HOSTS,
-			HOSTFILE_MAX_HOSTS);
+		config_err(err, errlen, "JSON entry %d: more than %d hosts", HOSTFILE_MAX_HOSTS,
+			   HOSTFILE_MAX_HOSTS);
 		goto fail;
 	}
 	for (i = 0; i < json_array_size(root); i++)
@@ -505,7 +490,7 @@ hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_po
 	hf->hosts = NULL;
 	hf->n = 0;
 	if (default_port < 1 || default_port > 65535) {
-		set_err(err, errlen, "bad default port %d", default_port);
+		config_err(err, errlen, "bad default port %d", default_port);
 		return -1;
 	}
 	/* A byte-order mark from an editor is not part of the first host name. */
@@ -519,7 +504,7 @@ hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_po
 
 		for (const char *p = text; p < z; p++)
 			lineno += *p == '\n';
-		set_err(err, errlen, "line %d: NUL byte", lineno);
+		config_err(err, errlen, "line %d: NUL byte", lineno);
 		return -1;
 	}
 	ps.json = looks_like_json(text, len);
@@ -528,7 +513,7 @@ hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_po
 	else
 		rc = parse_lines(&ps, text, len, err, errlen);
 	if (rc == 0 && ps.n == 0) {
-		set_err(err, errlen, "no hosts listed (empty hostfile)");
+		config_err(err, errlen, "no hosts listed (empty hostfile)");
 		rc = -1;
 	}
 	free(ps.origin);
@@ -554,12 +539,12 @@ hostfile_load(struct hostfile *hf, const char *path, int default_port, char *err
 	if (config_read_file(path, HOSTFILE_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	if (len > HOSTFILE_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %u bytes", path, HOSTFILE_FILE_MAX);
+		config_err(err, errlen, "%s: larger than %u bytes", path, HOSTFILE_FILE_MAX);
 		goto out;
 	}
 	rc = hostfile_parse(hf, buf, len, default_port, why, sizeof(why));
 	if (rc < 0)
-		set_err(err, errlen, "%s: %s", path, why);
+		config_err(err, errlen, "%s: %s", path, why);
 out:
 	free(buf);
 	return rc;
