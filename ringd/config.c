@@ -1,12 +1,14 @@
 /*
  * config.c - ringd's settings.  One table lists every key of ringd.conf with its
- * type, field and accepted range; config_set applies one key = value from the
- * file or from its --key twin on the command line, and config_parse_text reads
- * a whole ringd.conf.  Nothing here logs: every error is returned through the
- * caller's buffer with the key (and for a file, FILE:LINE), because the daemon
- * reads its configuration before logging is set up.  Values that do not fit
- * their field are refused, never truncated, so a typo cannot silently point the
- * daemon at another path or size.
+ * type, field, accepted range and what a SIGHUP does with it; config_set
+ * applies one key = value from the file or from its --key twin on the command
+ * line, and config_parse_text reads a whole ringd.conf.  Nothing here logs:
+ * every error is returned through the caller's buffer (config_err, which the
+ * hostfile reader shares) with the key (and for a file, FILE:LINE), because the
+ * daemon reads its configuration before logging is set up.  Values that do not
+ * fit their field are refused, never truncated, so a typo cannot silently point
+ * the daemon at another path or size.  settings.c walks the same table for the
+ * command line and for a reload.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -23,13 +25,12 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_table.h"
 #include "hostfile.h"
 #include "../libring/ring.h"
-#include "../proto/proto.h"
 
 #define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
 #define CONFIG_FILE_MAX (1u << 20)	/* bytes of a whole ringd.conf */
-#define CONFIG_KEY_MAX 63		/* longer keys are unknown anyway */
 #define CONFIG_ENTRY_MAX 31		/* allow_users/allow_groups entry, without NUL */
 
 #define KiB (UINT64_C(1) << 10)
@@ -40,73 +41,71 @@
 /* sun_path of a Unix socket address, without its NUL. */
 #define SOCK_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
-enum key_type {
-	K_PATH,		/* char[size]; "" allowed */
-	K_SOCK,		/* char[size], fits sun_path; "" allowed unless min = 1 */
-	K_NAME,		/* char[size], non-empty, printable, no blanks */
-	K_HOSTPORT,	/* char[size], "" or ADDR:PORT */
-	K_BOOL,		/* bool */
-	K_INT,		/* int in [min, max] */
-	K_U32,		/* uint32_t in [min, max] */
-	K_SIZE32,	/* uint32_t size in [min, max] */
-	K_SIZE64,	/* uint64_t size in [min, max] */
-	K_RANK,		/* int, "auto" = -1 */
-	K_LOGLEVEL,	/* int, name or 3..7 */
-	K_VERBOSE,	/* int log level, info + N */
-	K_LIST,		/* char[CONFIG_LIST_MAX][32] at off, int count at off2 */
-};
-
-struct key_def {
-	const char *name;	/* canonical, with '_' */
-	enum key_type type;
-	size_t off;		/* field in struct config */
-	size_t off2;		/* K_LIST: its count */
-	size_t size;		/* string fields: sizeof the array */
-	int64_t min, max;	/* numbers and sizes; K_SOCK: min 1 = required */
-};
-
 #define F(field) offsetof(struct config, field), 0, sizeof(((struct config *)0)->field)
 #define FL(field, count) offsetof(struct config, field), offsetof(struct config, count), \
 	sizeof(((struct config *)0)->field)
 
+/* The live column (see enum config_live) */
+#define RESTART		CONFIG_RESTART, NULL
+#define LIVE(scope)	CONFIG_LIVE, scope
+#define LIVE_LOG	CONFIG_LIVE_LOG, NULL
+#define LIVE_ACCESS	CONFIG_LIVE_ACCESS, NULL
+#define LIVE_TLS	CONFIG_LIVE_TLS, NULL
+#define LIVE_SECRET	CONFIG_LIVE_SECRET, NULL
+
 /* Ranges: wide enough for any real deployment, narrow enough that a unit slip
- * (ms for s, bytes for MiB) is caught here rather than as a mysterious stall. */
-static const struct key_def keys[] = {
-	{ "hosts",		K_PATH,		F(hosts),		0, 0 },
-	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1 },
-	{ "listen",		K_HOSTPORT,	F(listen),		0, 0 },
-	{ "socket",		K_SOCK,		F(socket),		1, 0 },
-	{ "control",		K_SOCK,		F(control),		0, 0 },
-	{ "cluster",		K_NAME,		F(cluster),		0, 0 },
-	{ "foreground",		K_BOOL,		F(foreground),		0, 0 },
-	{ "log_level",		K_LOGLEVEL,	F(log_level),		3, 7 },
-	{ "verbose",		K_VERBOSE,	F(log_level),		0, 10 },
-	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB },
-	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB },
-	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB },
-	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000 },
-	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000 },
-	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000 },
-	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000 },
-	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB },
-	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB },
-	{ "max_clients",	K_INT,		F(max_clients),		1, 65536 },
-	{ "max_clients_per_user", K_INT,	F(max_clients_per_user), 1, 65536 },
-	{ "hello_timeout_ms",	K_U32,		F(hello_timeout_ms),	100, 600000 },
-	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096 },
-	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB },
-	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0 },
-	{ "tls_key",		K_PATH,		F(tls_key),		0, 0 },
-	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0 },
-	{ "tls_ktls",		K_BOOL,		F(tls_ktls),		0, 0 },
-	{ "secret_file",	K_PATH,		F(secret_file),		0, 0 },
-	{ "insecure",		K_BOOL,		F(insecure),		0, 0 },
-	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0 },
-	{ "allow_groups",	K_LIST,		FL(allow_groups, n_allow_groups), 0, 0 },
-	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0 },
+ * (ms for s, bytes for MiB) is caught here rather than as a mysterious stall.
+ * The last column is what a reload does: a key that the ring, or its agreement
+ * with the peers, is built on takes a restart; a key read only when new work
+ * starts (a client, a job, an operation) is live, its scope saying which work.
+ * man/ringd.conf.5 documents this table, key by key. */
+const struct key_def config_keys[] = {
+	{ "hosts",		K_PATH,		F(hosts),		0, 0,		RESTART },
+	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1,
+	  RESTART },
+	{ "listen",		K_HOSTPORT,	F(listen),		0, 0,		RESTART },
+	{ "socket",		K_SOCK,		F(socket),		1, 0,		RESTART },
+	{ "control",		K_SOCK,		F(control),		0, 0,		RESTART },
+	{ "cluster",		K_NAME,		F(cluster),		0, 0,		RESTART },
+	{ "foreground",		K_BOOL,		F(foreground),		0, 0,		RESTART },
+	{ "log_level",		K_LOGLEVEL,	F(log_level),		3, 7,		LIVE_LOG },
+	{ "verbose",		K_VERBOSE,	F(log_level),		0, 10,		LIVE_LOG },
+	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB, RESTART },
+	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB,	RESTART },
+	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB,	RESTART },
+	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000,	RESTART },
+	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000,	RESTART },
+	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000,
+	  LIVE("operations from now on") },
+	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000,	RESTART },
+	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
+	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },
+	{ "max_clients",	K_INT,		F(max_clients),		1, 65536,
+	  LIVE("new clients") },
+	{ "max_clients_per_user", K_INT,	F(max_clients_per_user), 1, 65536,
+	  LIVE("new clients") },
+	{ "hello_timeout_ms",	K_U32,		F(hello_timeout_ms),	100, 600000,
+	  LIVE("new clients") },
+	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096,
+	  LIVE("new jobs") },
+	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB,
+	  LIVE("new clients") },
+	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0,		LIVE_TLS },
+	{ "tls_key",		K_PATH,		F(tls_key),		0, 0,		LIVE_TLS },
+	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0,		LIVE_TLS },
+	{ "tls_ktls",		K_BOOL,		F(tls_ktls),		0, 0,		LIVE_TLS },
+	{ "secret_file",	K_PATH,		F(secret_file),		0, 0,		LIVE_SECRET },
+	{ "insecure",		K_BOOL,		F(insecure),		0, 0,		RESTART },
+	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0,
+	  LIVE_ACCESS },
+	{ "allow_groups",	K_LIST,		FL(allow_groups, n_allow_groups), 0, 0,
+	  LIVE_ACCESS },
+	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0,		RESTART },
 };
 
-#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+#define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+const size_t config_nkeys = N_KEYS;
 
 void
 config_err(char *err, size_t errlen, const char *fmt, ...)
@@ -236,18 +235,23 @@ parse_bool(const char *s, bool *out)
 	return -1;
 }
 
+/* Syslog levels by name; the first of each level is the one written back. */
+static const struct {
+	const char *name;
+	int level;
+} level_names[] = {
+	{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
+	{ "notice", 5 }, { "info", 6 }, { "debug", 7 },
+};
+
 static int
 parse_log_level(const char *s, int *out)
 {
-	static const struct { const char *name; int level; } names[] = {
-		{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
-		{ "notice", 5 }, { "info", 6 }, { "debug", 7 },
-	};
 	int64_t v;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcasecmp(s, names[i].name) == 0) {
-			*out = names[i].level;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+		if (strcasecmp(s, level_names[i].name) == 0) {
+			*out = level_names[i].level;
 			return 0;
 		}
 	}
@@ -415,9 +419,8 @@ parse_list(const char *name, const char *s, char (*list)[32], int *count,
 	return 0;
 }
 
-/* Keys are written with '_' or '-' ("peer-timeout-ms" on the command line). */
-static const struct key_def *
-find_key(const char *key)
+const struct key_def *
+config_find_key(const char *key)
 {
 	char canon[CONFIG_KEY_MAX + 1];
 	size_t n = strlen(key);
@@ -427,8 +430,8 @@ find_key(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		canon[i] = key[i] == '-' ? '_' : key[i];
 	for (size_t i = 0; i < N_KEYS; i++)
-		if (strcmp(keys[i].name, canon) == 0)
-			return &keys[i];
+		if (strcmp(config_keys[i].name, canon) == 0)
+			return &config_keys[i];
 	return NULL;
 }
 
@@ -571,7 +574,7 @@ config_set(struct config *c, const char *key, const char *value, char *err, size
 		config_err(err, errlen, "%s: missing value", key ? key : "(null)");
 		return -1;
 	}
-	k = find_key(key);
+	k = config_find_key(key);
 	if (!k) {
 		config_err(err, errlen, "unknown key '%.64s'", key);
 		return -1;
@@ -630,6 +633,57 @@ parse_value(char *v, const char **why)
 	return v;
 }
 
+/* One line of a ringd.conf (NUL-terminated, rewritten in place): blank, a
+ * comment, or key = value applied to c; seen[] holds the line that set each
+ * key.  0, or -1 with the reason (without FILE:LINE) in why. */
+static int
+parse_line(struct config *c, char *line, int lineno, int seen[], char *why, size_t whylen)
+{
+	char *p, *eq, *key, *end;
+	const char *value, *reason = NULL;
+	const struct key_def *k;
+
+	for (p = line; is_blank(*p); p++)
+		;
+	if (*p == '\0' || *p == '#')
+		return 0;
+	eq = strchr(p, '=');
+	if (!eq) {
+		config_err(why, whylen, "expected 'key = value'");
+		return -1;
+	}
+	key = p;
+	for (end = eq; end > key && is_blank(end[-1]); end--)
+		;
+	*end = '\0';
+	if (*key == '\0') {
+		config_err(why, whylen, "missing key before '='");
+		return -1;
+	}
+	for (p = eq + 1; is_blank(*p); p++)
+		;
+	value = parse_value(p, &reason);
+	if (!value) {
+		config_err(why, whylen, "%s: %s", key, reason);
+		return -1;
+	}
+	k = config_find_key(key);
+	if (!k) {
+		config_err(why, whylen, "unknown key '%.64s'", key);
+		return -1;
+	}
+	/* Keys that set the same field (verbose, log_level) count as one. */
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (config_keys[i].off == k->off && seen[i]) {
+			config_err(why, whylen, "duplicate key '%s' (already set on line %d)",
+				   key, seen[i]);
+			return -1;
+		}
+	}
+	seen[k - config_keys] = lineno;
+	return apply(c, k, value, why, whylen);
+}
+
 int
 config_parse_text(struct config *c, const char *text, size_t len, const char *name,
 		  char *err, size_t errlen)
@@ -638,7 +692,7 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 	struct config tmp = *c;
 	int seen[N_KEYS] = { 0 };	/* line that set each key, 0 = not yet */
 	char line[CONFIG_LINE_MAX + 1];
-	char why[512];
+	char why[CONFIG_LINE_MAX + 512];	/* a whole line may be quoted in it */
 	size_t pos = 0;
 	int lineno = 0;
 
@@ -651,10 +705,6 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 	while (pos < len) {
 		const char *nl = memchr(text + pos, '\n', len - pos);
 		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
-		char *p, *eq, *key, *end;
-		const char *value, *reason = NULL;
-		const struct key_def *k;
-		size_t ki;
 
 		lineno++;
 		if (n > CONFIG_LINE_MAX) {
@@ -669,46 +719,7 @@ config_parse_text(struct config *c, const char *text, size_t len, const char *na
 		memcpy(line, text + pos, n);
 		line[n] = '\0';
 		pos += n + (nl ? 1 : 0);
-
-		for (p = line; is_blank(*p); p++)
-			;
-		if (*p == '\0' || *p == '#')
-			continue;
-		eq = strchr(p, '=');
-		if (!eq) {
-			config_err(err, errlen, "%s:%d: expected 'key = value'", name, lineno);
-			return -1;
-		}
-		key = p;
-		for (end = eq; end > key && is_blank(end[-1]); end--)
-			;
-		*end = '\0';
-		if (*key == '\0') {
-			config_err(err, errlen, "%s:%d: missing key before '='", name, lineno);
-			return -1;
-		}
-		for (p = eq + 1; is_blank(*p); p++)
-			;
-		value = parse_value(p, &reason);
-		if (!value) {
-			config_err(err, errlen, "%s:%d: %s: %s", name, lineno, key, reason);
-			return -1;
-		}
-		k = find_key(key);
-		if (!k) {
-			config_err(err, errlen, "%s:%d: unknown key '%.64s'", name, lineno, key);
-			return -1;
-		}
-		/* Keys that set the same field (verbose, log_level) count as one. */
-		for (ki = 0; ki < N_KEYS; ki++) {
-			if (keys[ki].off == k->off && seen[ki]) {
-				config_err(err, errlen, "%s:%d: duplicate key '%s' (already set on "
-					   "line %d)", name, lineno, key, seen[ki]);
-				return -1;
-			}
-		}
-		seen[k - keys] = lineno;
-		if (apply(&tmp, k, value, why, sizeof(why)) < 0) {
+		if (parse_line(&tmp, line, lineno, seen, why, sizeof(why)) < 0) {
 			config_err(err, errlen, "%s:%d: %s", name, lineno, why);
 			return -1;
 		}
@@ -783,148 +794,22 @@ config_load(struct config *c, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-int
-config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
-		 char *err, size_t errlen)
+/* "err", "warn", "notice", "info", "debug" for 3..7. */
+const char *
+config_level_name(int level)
 {
-	struct config tmp;
-	int i, verbose = 0;
-
-	*usage = false;
-	config_defaults(&tmp);
-	/* Every file first, so that the command line wins whatever the order. */
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--config") != 0)
-			continue;
-		if (i + 1 >= argc) {
-			config_err(err, errlen, "option --config needs a value");
-			*usage = true;
-			return -1;
-		}
-		if (config_load(&tmp, argv[++i], err, errlen) != 0)
-			return -1;
-	}
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *val, *eq;
-		char key[CONFIG_KEY_MAX + 1], why[512];
-
-		if (strcmp(a, "--config") == 0) {
-			i++;
-			continue;
-		}
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-			return CONFIG_ARGS_HELP;
-		if (strcmp(a, "--version") == 0)
-			return CONFIG_ARGS_VERSION;
-		if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
-			tmp.foreground = true;
-			continue;
-		}
-		if (a[0] == '-' && a[1] == 'v' && strspn(a + 1, "v") == strlen(a + 1)) {
-			verbose += (int)strlen(a + 1);
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			config_err(err, errlen, "unexpected argument '%.64s'", a);
-			*usage = true;
-			return -1;
-		}
-		if ((eq = strchr(a + 2, '=')) != NULL) {
-			if ((size_t)(eq - a - 2) > CONFIG_KEY_MAX) {
-				config_err(err, errlen, "unknown option '%.64s'", a);
-				*usage = true;
-				return -1;
-			}
-			snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
-			val = eq + 1;
-		} else {
-			if (i + 1 >= argc) {
-				config_err(err, errlen, "option %.64s needs a value", a);
-				*usage = true;
-				return -1;
-			}
-			snprintf(key, sizeof(key), "%s", a + 2);
-			val = argv[++i];
-		}
-		if (config_set(&tmp, key, val, why, sizeof(why)) != 0) {
-			config_err(err, errlen, "--%s: %s", key, why);
-			return -1;
-		}
-	}
-	/* -v: debug (info is the default already) */
-	if (verbose > 0)
-		tmp.log_level = 7;
-	if (tmp.hosts[0] == '\0') {
-		config_err(err, errlen, "--hosts FILE (or hosts = FILE in the --config file) is "
-			   "required");
-		*usage = true;
-		return -1;
-	}
-	/* the credit scheme needs room for two whole segment frames */
-	if (tmp.window_bytes < 2 * (uint64_t)tmp.segment_bytes + 2 * PROTO_FRAME_HDR) {
-		config_err(err, errlen, "window (%u) must hold at least two segments (%u each)",
-			   tmp.window_bytes, tmp.segment_bytes);
-		return -1;
-	}
-	*c = tmp;
-	return 0;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (level_names[i].level == level)
+			return level_names[i].name;
+	return "?";
 }
 
-/* Whether field k differs between a and b. */
-static bool
-field_differs(const struct key_def *k, const struct config *a, const struct config *b)
+const char *
+config_key_at(int i, enum config_live *live)
 {
-	const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
-
-	switch (k->type) {
-	case K_PATH:
-	case K_SOCK:
-	case K_NAME:
-	case K_HOSTPORT:
-		return strcmp(fa, fb) != 0;
-	case K_BOOL:
-		return *(const bool *)fa != *(const bool *)fb;
-	case K_INT:
-	case K_RANK:
-	case K_LOGLEVEL:
-	case K_VERBOSE:
-		return *(const int *)fa != *(const int *)fb;
-	case K_U32:
-	case K_SIZE32:
-		return *(const uint32_t *)fa != *(const uint32_t *)fb;
-	case K_SIZE64:
-		return *(const uint64_t *)fa != *(const uint64_t *)fb;
-	case K_LIST: {
-		int na = *(const int *)((const char *)a + k->off2);
-		int nb = *(const int *)((const char *)b + k->off2);
-
-		if (na != nb)
-			return true;
-		for (int i = 0; i < na; i++)
-			if (strcmp(fa + (size_t)i * 32, fb + (size_t)i * 32) != 0)
-				return true;
-		return false;
-	}
-	}
-	return true;
-}
-
-int
-config_diff(const struct config *a, const struct config *b, const char **names, int max)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < N_KEYS; i++) {
-		bool first = true;
-
-		for (size_t j = 0; j < i; j++)
-			if (keys[j].off == keys[i].off)
-				first = false;
-		if (!first || !field_differs(&keys[i], a, b))
-			continue;
-		if (n < max)
-			names[n] = keys[i].name;
-		n++;
-	}
-	return n;
+	if (i < 0 || (size_t)i >= N_KEYS)
+		return NULL;
+	if (live)
+		*live = config_keys[i].live;
+	return config_keys[i].name;
 }
