@@ -59,7 +59,7 @@ held_none(const struct ringd *rd, const struct job *j)
 static bool
 job_idle(const struct ringd *rd, const struct job *j)
 {
-	return j->nloc == 0 && j->world == 0 && j->active == NULL &&
+	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) &&
 	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
 	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
 }
@@ -134,6 +134,7 @@ job_wire(struct ringd *rd, uint32_t id)
 	j->next_host = j->prev_host = -1;
 	TAILQ_INIT(&j->sends);
 	TAILQ_INIT(&j->recvs);
+	TAILQ_INIT(&j->colls);
 	TAILQ_INIT(&j->rts_in);
 	flow_reset(rd, j);
 	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
@@ -370,7 +371,7 @@ job_dissolved(const struct ringd *rd, const struct job *j)
 {
 	int h;
 
-	if (j->joined || j->active != NULL || !TAILQ_EMPTY(&j->sends) ||
+	if (j->joined || !TAILQ_EMPTY(&j->colls) || !TAILQ_EMPTY(&j->sends) ||
 	    !TAILQ_EMPTY(&j->recvs))
 		return false;
 	for (h = 0; h < rd->world; h++)
@@ -606,7 +607,7 @@ job_break(struct ringd *rd, struct job *j)
 	j->rx_consumed += evbuffer_get_length(j->stash);
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 	j->early_bytes = 0;
-	if (!j->joined && j->active == NULL) {
+	if (!j->joined && TAILQ_EMPTY(&j->colls)) {
 		free(j->host_of);
 		j->host_of = NULL;
 		j->world = 0;
@@ -699,7 +700,7 @@ static void
 job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
 		uint32_t gen)
 {
-	struct op *op = j->active;
+	struct op *op;
 
 	if (j->held[origin] != NULL && j->held[origin]->gen == gen) {
 		/* it gave up on a claim that was still waiting here */
@@ -716,10 +717,14 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	/* A host that left may just have finished its part (a broadcast root, the
 	 * first to complete): the others go on with what it called; an op it never
 	 * called fails now. */
-	if (op != NULL && !op->finished && op->fp.coll != PROTO_COLL_SEND &&
-	    (uint32_t)op->fp.seq > m->gen) {
+	for (;;) {	/* finishing one may end it: look again from the first */
 		char fp[160];
 
+		TAILQ_FOREACH(op, &j->colls, entry)
+			if (!op->finished && (uint32_t)op->fp.seq > m->gen)
+				break;
+		if (op == NULL)
+			break;
 		op->from_wire = true;
 		op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this job on "
 			  "host %d left after #%u", proto_fp_format(&op->fp, fp, sizeof(fp)),
