@@ -197,6 +197,10 @@ struct job {
 	int nloc;			/* attached */
 	int nmember;			/* ... of them in the current formation */
 	bool joined;			/* our ranks are claimed in the current formation */
+	bool formed;			/* ... and it became ready here (our processes may
+					 * have run operations in it) */
+	bool broken;			/* the ring broke under it: it takes no new
+					 * member, and dissolves as its processes leave */
 	/* collectives */
 	uint64_t next_seq;		/* sequence number of the next collective */
 	uint64_t last_done_seq;		/* last one completed here */
