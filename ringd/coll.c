@@ -511,17 +511,47 @@ coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op
 	}
 	op->nc = j->local_size;
 	op->fp.seq = j->next_seq++;
-	j->active = op;
-	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+	op->tmo_ms = m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s);
+	op->q = &j->colls;
+	TAILQ_INSERT_TAIL(&j->colls, op, entry);
+	j->ncolls++;
 	if (j->abort_seq == op->fp.seq) {
 		/* another host failed it already: same answer here */
 		op->from_wire = true;
 		op->finished = true;
 		op->status = j->abort_code;
 		snprintf(op->text, sizeof(op->text), "%s", j->abort_text);
-		event_del(op->timer);
 	}
+	coll_advance(rd, j);
 	return op;
+}
+
+struct op *
+coll_find(struct job *j, uint64_t seq)
+{
+	struct op *op;
+
+	TAILQ_FOREACH(op, &j->colls, entry)
+		if (op->fp.seq == seq)
+			return op;
+	return NULL;
+}
+
+/* The first collective runs under its bound from the time it is first (the
+ * others wait their turn unbounded, since their turn is bounded), and starts
+ * once every local process has asked for it. */
+void
+coll_advance(struct ringd *rd, struct job *j)
+{
+	struct op *op = TAILQ_FIRST(&j->colls);
+
+	j->active = op;
+	if (op == NULL || op->started || op->finished)
+		return;
+	if (!op->armed)
+		op_arm_timer(rd, op, op->tmo_ms);
+	if (op->joined == op->nc && j->ready)
+		op_start(rd, op);
 }
 
 /* A later local process's request must be the same collective as the first's;
@@ -572,9 +602,15 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		return rc;
 	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV)
 		return p2p_post(rd, s, j, m, send, recv, err, errlen);
-	if ((op = j->active) == NULL) {
+	/* a process's collectives are the job's in the order it asks for them */
+	if ((op = coll_find(j, j->loc[lr].entered + 1)) == NULL) {
 		if ((rc = job_broken(rd, j, err, errlen)) != 0)
 			return rc;
+		if (j->ncolls >= COLL_QUEUE_MAX) {
+			snprintf(err, errlen, "job %s has %d collectives in flight on this host "
+				 "(at most %d): wait for some", j->name, j->ncolls, COLL_QUEUE_MAX);
+			return RING_EINVAL;
+		}
 		if ((op = coll_open(rd, s, j, m)) == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return RING_ENOMEM;
@@ -598,12 +634,12 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		op_complete(rd, op);
 		return 0;
 	}
-	if (op->joined == op->nc)
-		op_start(rd, op);
+	if (op == j->active)
+		coll_advance(rd, j);
 	return 0;
 }
 
-/* The active collective's part of a process that is going away, if it has one:
+/* A collective's part of a process that is going away, if it has one:
  * its contribution, or the slot of a process of the op's formation that has not
  * asked yet.  A process that came for a later formation has none. */
 static struct contrib *
@@ -626,14 +662,23 @@ void
 coll_sess_gone(struct ringd *rd, struct sess *s)
 {
 	struct job *j = sess_job(s);
+	struct contrib *c = NULL;
 	struct op *op;
-	struct contrib *c;
 
 	if (j == NULL)
 		return;
-	op = j->active;
-	if (op != NULL && (c = op_contrib_of(op, s)) != NULL) {
-		bool was_finished = op->finished;
+	/* every collective it asked for or was still to ask for; each one handled
+	 * is no longer its, and handling one may end or start others: look again
+	 * from the first */
+	for (;;) {
+		bool was_finished;
+
+		TAILQ_FOREACH(op, &j->colls, entry)
+			if ((c = op_contrib_of(op, s)) != NULL)
+				break;
+		if (op == NULL)
+			break;
+		was_finished = op->finished;
 
 		c->sess = NULL;
 		if (!c->in) {	/* it will never ask now */

@@ -114,6 +114,8 @@ struct op {
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */
+	bool armed;			/* its bound runs (from the time it is first) */
+	uint32_t tmo_ms;		/* that bound (0: op_timeout_ms) */
 	bool completing;		/* op_complete is running for it */
 	bool from_wire;			/* the failure came from another host: do not echo it */
 	bool probing;			/* timed out; asking the ring who is missing */
@@ -195,10 +197,18 @@ struct job {
 	int nloc;			/* attached */
 	int nmember;			/* ... of them in the current formation */
 	bool joined;			/* our ranks are claimed in the current formation */
+	bool formed;			/* ... and it became ready here (our processes may
+					 * have run operations in it) */
+	bool broken;			/* the ring broke under it: it takes no new
+					 * member, and dissolves as its processes leave */
 	/* collectives */
 	uint64_t next_seq;		/* sequence number of the next collective */
 	uint64_t last_done_seq;		/* last one completed here */
-	struct op *active;		/* the collective being gathered or run */
+	struct op *active;		/* the first of colls: the one the ring runs */
+	struct opq colls;		/* collectives asked for here, in sequence
+					 * order: the first runs, the others gather
+					 * their local processes and wait their turn */
+	int ncolls;			/* their number (at most COLL_QUEUE_MAX) */
 	uint64_t abort_seq;		/* another host failed this op before it started here */
 	int abort_code;
 	char abort_text[PROTO_TEXT_MAX + 1];
@@ -225,6 +235,13 @@ struct job {
 };
 
 /* coll.c: gathering the local requests and running the plans */
+/* Collectives of one job a daemon holds at once: asked for by its processes
+ * ahead of the ring (non-blocking calls), run one after the other. */
+#define COLL_QUEUE_MAX	256
+/* The first collective became another, or may start now. */
+void coll_advance(struct ringd *rd, struct job *j);
+/* The collective #seq of the job, if this daemon holds it. */
+struct op *coll_find(struct job *j, uint64_t seq);
 int coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
 		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 void coll_sess_gone(struct ringd *rd, struct sess *s);

@@ -1,15 +1,15 @@
 /*
  * config.c - ringd's settings.  One table lists every key of ringd.conf with its
- * type, field and accepted range; config_set applies one key = value from the
- * file or from its --key twin on the command line, and config_parse_text reads
- * a whole ringd.conf.  Nothing here logs: every error is returned through the
- * caller's buffer with the key (and for a file, FILE:LINE), because the daemon
- * reads its configuration before logging is set up.  Values that do not fit
- * their field are refused, never truncated, so a typo cannot silently point the
- * daemon at another path or size.
+ * type, field, accepted range and what a SIGHUP does with it; config_set
+ * applies one key = value from the file or from its --key twin on the command
+ * line, and config_parse_text reads a whole ringd.conf.  Nothing here logs:
+ * every error is returned through the caller's buffer (config_err, which the
+ * hostfile reader shares) with the key (and for a file, FILE:LINE), because the
+ * daemon reads its configuration before logging is set up.  Values that do not
+ * fit their field are refused, never truncated, so a typo cannot silently point
+ * the daemon at another path or size.  settings.c walks the same table for the
+ * command line and for a reload.
  */
-#include "ringd/config.h"
-
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -24,13 +24,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "libring/ring.h"
-#include "proto/proto.h"
-#include "ringd/hostfile.h"
+#include "config.h"
+#include "config_table.h"
+#include "hostfile.h"
+#include "../libring/ring.h"
 
 #define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
 #define CONFIG_FILE_MAX (1u << 20)	/* bytes of a whole ringd.conf */
-#define CONFIG_KEY_MAX 63		/* longer keys are unknown anyway */
 #define CONFIG_ENTRY_MAX 31		/* allow_users/allow_groups entry, without NUL */
 
 #define KiB (UINT64_C(1) << 10)
@@ -41,78 +41,74 @@
 /* sun_path of a Unix socket address, without its NUL. */
 #define SOCK_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
-enum key_type {
-	K_PATH,		/* char[size]; "" allowed */
-	K_SOCK,		/* char[size], fits sun_path; "" allowed unless min = 1 */
-	K_NAME,		/* char[size], non-empty, printable, no blanks */
-	K_HOSTPORT,	/* char[size], "" or ADDR:PORT */
-	K_BOOL,		/* bool */
-	K_INT,		/* int in [min, max] */
-	K_U32,		/* uint32_t in [min, max] */
-	K_SIZE32,	/* uint32_t size in [min, max] */
-	K_SIZE64,	/* uint64_t size in [min, max] */
-	K_RANK,		/* int, "auto" = -1 */
-	K_LOGLEVEL,	/* int, name or 3..7 */
-	K_VERBOSE,	/* int log level, info + N */
-	K_LIST,		/* char[CONFIG_LIST_MAX][32] at off, int count at off2 */
-};
-
-struct key_def {
-	const char *name;	/* canonical, with '_' */
-	enum key_type type;
-	size_t off;		/* field in struct config */
-	size_t off2;		/* K_LIST: its count */
-	size_t size;		/* string fields: sizeof the array */
-	int64_t min, max;	/* numbers and sizes; K_SOCK: min 1 = required */
-};
-
 #define F(field) offsetof(struct config, field), 0, sizeof(((struct config *)0)->field)
 #define FL(field, count) offsetof(struct config, field), offsetof(struct config, count), \
 	sizeof(((struct config *)0)->field)
 
+/* The live column (see enum config_live) */
+#define RESTART		CONFIG_RESTART, NULL
+#define LIVE(scope)	CONFIG_LIVE, scope
+#define LIVE_LOG	CONFIG_LIVE_LOG, NULL
+#define LIVE_ACCESS	CONFIG_LIVE_ACCESS, NULL
+#define LIVE_TLS	CONFIG_LIVE_TLS, NULL
+#define LIVE_SECRET	CONFIG_LIVE_SECRET, NULL
+
 /* Ranges: wide enough for any real deployment, narrow enough that a unit slip
- * (ms for s, bytes for MiB) is caught here rather than as a mysterious stall. */
-static const struct key_def keys[] = {
-	{ "hosts",		K_PATH,		F(hosts),		0, 0 },
-	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1 },
-	{ "listen",		K_HOSTPORT,	F(listen),		0, 0 },
-	{ "socket",		K_SOCK,		F(socket),		1, 0 },
-	{ "control",		K_SOCK,		F(control),		0, 0 },
-	{ "cluster",		K_NAME,		F(cluster),		0, 0 },
-	{ "foreground",		K_BOOL,		F(foreground),		0, 0 },
-	{ "log_level",		K_LOGLEVEL,	F(log_level),		3, 7 },
-	{ "verbose",		K_VERBOSE,	F(log_level),		0, 10 },
-	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB },
-	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB },
-	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB },
-	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000 },
-	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000 },
-	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000 },
-	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000 },
-	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB },
-	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB },
-	{ "max_clients",	K_INT,		F(max_clients),		1, 65536 },
-	{ "max_clients_per_user", K_INT,	F(max_clients_per_user), 1, 65536 },
-	{ "hello_timeout_ms",	K_U32,		F(hello_timeout_ms),	100, 600000 },
-	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096 },
-	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB },
-	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0 },
-	{ "tls_key",		K_PATH,		F(tls_key),		0, 0 },
-	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0 },
-	{ "tls_ktls",		K_BOOL,		F(tls_ktls),		0, 0 },
-	{ "secret_file",	K_PATH,		F(secret_file),		0, 0 },
-	{ "insecure",		K_BOOL,		F(insecure),		0, 0 },
-	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0 },
-	{ "allow_groups",	K_LIST,		FL(allow_groups, n_allow_groups), 0, 0 },
-	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0 },
+ * (ms for s, bytes for MiB) is caught here rather than as a mysterious stall.
+ * The last column is what a reload does: a key that the ring, or its agreement
+ * with the peers, is built on takes a restart; a key read only when new work
+ * starts (a client, a job, an operation) is live, its scope saying which work.
+ * man/ringd.conf.5 documents this table, key by key. */
+const struct key_def config_keys[] = {
+	{ "hosts",		K_PATH,		F(hosts),		0, 0,		RESTART },
+	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1,
+	  RESTART },
+	{ "listen",		K_HOSTPORT,	F(listen),		0, 0,		RESTART },
+	{ "socket",		K_SOCK,		F(socket),		1, 0,		RESTART },
+	{ "control",		K_SOCK,		F(control),		0, 0,		RESTART },
+	{ "cluster",		K_NAME,		F(cluster),		0, 0,		RESTART },
+	{ "foreground",		K_BOOL,		F(foreground),		0, 0,		RESTART },
+	{ "log_level",		K_LOGLEVEL,	F(log_level),		3, 7,		LIVE_LOG },
+	{ "verbose",		K_VERBOSE,	F(log_level),		0, 10,		LIVE_LOG },
+	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB, RESTART },
+	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB,	RESTART },
+	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB,	RESTART },
+	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000,	RESTART },
+	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000,	RESTART },
+	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000,
+	  LIVE("operations from now on") },
+	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000,	RESTART },
+	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
+	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },
+	{ "max_clients",	K_INT,		F(max_clients),		1, 65536,
+	  LIVE("new clients") },
+	{ "max_clients_per_user", K_INT,	F(max_clients_per_user), 1, 65536,
+	  LIVE("new clients") },
+	{ "hello_timeout_ms",	K_U32,		F(hello_timeout_ms),	100, 600000,
+	  LIVE("new clients") },
+	{ "max_jobs",		K_INT,		F(max_jobs),		1, 4096,
+	  LIVE("new jobs") },
+	{ "max_arena",		K_SIZE64,	F(max_arena_bytes),	MiB, 16 * TiB,
+	  LIVE("new clients") },
+	{ "tls_cert",		K_PATH,		F(tls_cert),		0, 0,		LIVE_TLS },
+	{ "tls_key",		K_PATH,		F(tls_key),		0, 0,		LIVE_TLS },
+	{ "tls_ca",		K_PATH,		F(tls_ca),		0, 0,		LIVE_TLS },
+	{ "tls_ktls",		K_BOOL,		F(tls_ktls),		0, 0,		LIVE_TLS },
+	{ "secret_file",	K_PATH,		F(secret_file),		0, 0,		LIVE_SECRET },
+	{ "insecure",		K_BOOL,		F(insecure),		0, 0,		RESTART },
+	{ "allow_users",	K_LIST,		FL(allow_users, n_allow_users),	0, 0,
+	  LIVE_ACCESS },
+	{ "allow_groups",	K_LIST,		FL(allow_groups, n_allow_groups), 0, 0,
+	  LIVE_ACCESS },
+	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0,		RESTART },
 };
 
-#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+#define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+const size_t config_nkeys = N_KEYS;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void
+config_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -123,7 +119,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-void config_defaults(struct config *c)
+void
+config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->rank = -1;
@@ -146,7 +143,8 @@ void config_defaults(struct config *c)
 }
 
 /* "1M" rather than "1048576" in messages, when the value is a whole unit. */
-static void fmt_size(uint64_t v, char *buf, size_t len)
+static void
+fmt_size(uint64_t v, char *buf, size_t len)
 {
 	static const char units[] = "TGMK";
 	int shift = 40;
@@ -160,7 +158,8 @@ static void fmt_size(uint64_t v, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64, v);
 }
 
-int config_parse_size(const char *s, uint64_t *out)
+int
+config_parse_size(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
 	int shift = 0;
@@ -201,7 +200,8 @@ int config_parse_size(const char *s, uint64_t *out)
 }
 
 /* A strict decimal integer: optional '-', digits, nothing else. */
-static int parse_int64(const char *s, int64_t *out)
+static int
+parse_int64(const char *s, int64_t *out)
 {
 	char *end;
 	long long v;
@@ -216,7 +216,8 @@ static int parse_int64(const char *s, int64_t *out)
 	return 0;
 }
 
-static int parse_bool(const char *s, bool *out)
+static int
+parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = { "yes", "true", "1", "on" };
 	static const char *const no[] = { "no", "false", "0", "off" };
@@ -234,17 +235,23 @@ static int parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-static int parse_log_level(const char *s, int *out)
+/* Syslog levels by name; the first of each level is the one written back. */
+static const struct {
+	const char *name;
+	int level;
+} level_names[] = {
+	{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
+	{ "notice", 5 }, { "info", 6 }, { "debug", 7 },
+};
+
+static int
+parse_log_level(const char *s, int *out)
 {
-	static const struct { const char *name; int level; } names[] = {
-		{ "err", 3 }, { "error", 3 }, { "warn", 4 }, { "warning", 4 },
-		{ "notice", 5 }, { "info", 6 }, { "debug", 7 },
-	};
 	int64_t v;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcasecmp(s, names[i].name) == 0) {
-			*out = names[i].level;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+		if (strcasecmp(s, level_names[i].name) == 0) {
+			*out = level_names[i].level;
 			return 0;
 		}
 	}
@@ -256,14 +263,16 @@ static int parse_log_level(const char *s, int *out)
 
 /* Host names and addresses: what DNS, IPv4 and IPv6 (with a %zone) need, and
  * nothing a shell or ssh would read as an option or a metacharacter. */
-static bool host_char_ok(char ch)
+static bool
+host_char_ok(char ch)
 {
 	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_' ||
 	       ch == ':' || ch == '%';
 }
 
 /* An IPv6 address with an optional %zone (an interface name or index). */
-static bool is_ipv6(const char *h, size_t n)
+static bool
+is_ipv6(const char *h, size_t n)
 {
 	char buf[INET6_ADDRSTRLEN];
 	struct in6_addr a;
@@ -277,8 +286,9 @@ static bool is_ipv6(const char *h, size_t n)
 	return inet_pton(AF_INET6, buf, &a) == 1;
 }
 
-int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
-			  char *err, size_t errlen)
+int
+config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
+		      char *err, size_t errlen)
 {
 	const char *h, *colon, *end;
 	size_t n;
@@ -288,11 +298,11 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 		h = s + 1;
 		end = strchr(h, ']');
 		if (!end) {
-			set_err(err, errlen, "missing ']' in '%.64s'", s);
+			config_err(err, errlen, "missing ']' in '%.64s'", s);
 			return -1;
 		}
 		if (end[1] != ':') {
-			set_err(err, errlen, "expected [ADDR]:PORT, got '%.64s'", s);
+			config_err(err, errlen, "expected [ADDR]:PORT, got '%.64s'", s);
 			return -1;
 		}
 		colon = end + 1;
@@ -300,41 +310,41 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 		h = s;
 		colon = strrchr(s, ':');
 		if (!colon) {
-			set_err(err, errlen, "expected ADDR:PORT, got '%.64s'", s);
+			config_err(err, errlen, "expected ADDR:PORT, got '%.64s'", s);
 			return -1;
 		}
 		end = colon;
 		if (memchr(s, ':', (size_t)(colon - s))) {
-			set_err(err, errlen, "IPv6 address must be written [ADDR]:PORT, got '%.64s'",
-				s);
+			config_err(err, errlen, "IPv6 address must be written [ADDR]:PORT, "
+				   "got '%.64s'", s);
 			return -1;
 		}
 	}
 	n = (size_t)(end - h);
 	if (n == 0) {
-		set_err(err, errlen, "missing address in '%.64s'", s);
+		config_err(err, errlen, "missing address in '%.64s'", s);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!host_char_ok(h[i]) || (h[i] == ':' && s[0] != '[')) {
-			set_err(err, errlen, "bad character in address '%.64s'", s);
+			config_err(err, errlen, "bad character in address '%.64s'", s);
 			return -1;
 		}
 	}
 	if (h[0] == '-' || h[0] == '.') {
-		set_err(err, errlen, "bad address '%.64s'", s);
+		config_err(err, errlen, "bad address '%.64s'", s);
 		return -1;
 	}
 	if (n >= hostlen) {
-		set_err(err, errlen, "address longer than %zu characters", hostlen - 1);
+		config_err(err, errlen, "address longer than %zu characters", hostlen - 1);
 		return -1;
 	}
 	if (s[0] == '[' && !is_ipv6(h, n)) {
-		set_err(err, errlen, "not an IPv6 address in '%.64s'", s);
+		config_err(err, errlen, "not an IPv6 address in '%.64s'", s);
 		return -1;
 	}
 	if (parse_int64(colon + 1, &v) < 0 || v < 1 || v > 65535) {
-		set_err(err, errlen, "bad port '%.16s' (expected 1..65535)", colon + 1);
+		config_err(err, errlen, "bad port '%.16s' (expected 1..65535)", colon + 1);
 		return -1;
 	}
 	memcpy(host, h, n);
@@ -345,8 +355,9 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
 
 /* Splits "a, b,c" into the fixed table; the table is replaced, not appended to,
  * so a command-line --allow-users overrides the file's list. */
-static int parse_list(const char *name, const char *s, char (*list)[32], int *count,
-		      char *err, size_t errlen)
+static int
+parse_list(const char *name, const char *s, char (*list)[32], int *count,
+	   char *err, size_t errlen)
 {
 	char tmp[CONFIG_LIST_MAX][32];
 	int n = 0;
@@ -372,16 +383,17 @@ static int parse_list(const char *name, const char *s, char (*list)[32], int *co
 			end--;
 		len = (size_t)(end - start);
 		if (len == 0) {
-			set_err(err, errlen, "%s: empty entry in list", name);
+			config_err(err, errlen, "%s: empty entry in list", name);
 			return -1;
 		}
 		if (n == CONFIG_LIST_MAX) {
-			set_err(err, errlen, "%s: more than %d entries", name, CONFIG_LIST_MAX);
+			config_err(err, errlen, "%s: more than %d entries", name,
+				   CONFIG_LIST_MAX);
 			return -1;
 		}
 		if (len > CONFIG_ENTRY_MAX) {
-			set_err(err, errlen, "%s: entry '%.*s' longer than %d characters",
-				name, (int)(len > 64 ? 64 : len), start, CONFIG_ENTRY_MAX);
+			config_err(err, errlen, "%s: entry '%.*s' longer than %d characters",
+				   name, (int)(len > 64 ? 64 : len), start, CONFIG_ENTRY_MAX);
 			return -1;
 		}
 		for (size_t i = 0; i < len; i++) {
@@ -390,8 +402,8 @@ static int parse_list(const char *name, const char *s, char (*list)[32], int *co
 			/* User and group names as useradd allows them, or uids. */
 			if (!isalnum((unsigned char)ch) && ch != '_' && ch != '-' && ch != '.' &&
 			    ch != '$') {
-				set_err(err, errlen, "%s: bad character in entry '%.*s'",
-					name, (int)len, start);
+				config_err(err, errlen, "%s: bad character in entry '%.*s'",
+					   name, (int)len, start);
 				return -1;
 			}
 		}
@@ -407,8 +419,8 @@ static int parse_list(const char *name, const char *s, char (*list)[32], int *co
 	return 0;
 }
 
-/* Keys are written with '_' or '-' ("peer-timeout-ms" on the command line). */
-static const struct key_def *find_key(const char *key)
+const struct key_def *
+config_find_key(const char *key)
 {
 	char canon[CONFIG_KEY_MAX + 1];
 	size_t n = strlen(key);
@@ -418,13 +430,13 @@ static const struct key_def *find_key(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		canon[i] = key[i] == '-' ? '_' : key[i];
 	for (size_t i = 0; i < N_KEYS; i++)
-		if (strcmp(keys[i].name, canon) == 0)
-			return &keys[i];
+		if (strcmp(config_keys[i].name, canon) == 0)
+			return &config_keys[i];
 	return NULL;
 }
 
-static int set_string(const struct key_def *k, char *field, const char *value,
-		      char *err, size_t errlen)
+static int
+set_string(const struct key_def *k, char *field, const char *value, char *err, size_t errlen)
 {
 	size_t n = strlen(value);
 	size_t max = k->size - 1;
@@ -432,18 +444,18 @@ static int set_string(const struct key_def *k, char *field, const char *value,
 	if (k->type == K_SOCK && max > SOCK_PATH_MAX)
 		max = SOCK_PATH_MAX;
 	if (n > max) {
-		set_err(err, errlen, "%s: value longer than %zu characters", k->name, max);
+		config_err(err, errlen, "%s: value longer than %zu characters", k->name, max);
 		return -1;
 	}
 	if (n == 0 && ((k->type == K_SOCK && k->min) || k->type == K_NAME)) {
-		set_err(err, errlen, "%s: must not be empty", k->name);
+		config_err(err, errlen, "%s: must not be empty", k->name);
 		return -1;
 	}
 	if (k->type == K_NAME) {
 		for (size_t i = 0; i < n; i++) {
 			if (!isgraph((unsigned char)value[i])) {
-				set_err(err, errlen, "%s: blank or non-ASCII character in '%s'",
-					k->name, value);
+				config_err(err, errlen, "%s: blank or non-ASCII character "
+					   "in '%s'", k->name, value);
 				return -1;
 			}
 		}
@@ -454,7 +466,7 @@ static int set_string(const struct key_def *k, char *field, const char *value,
 
 		if (config_split_hostport(value, host, sizeof(host), &port, why,
 					  sizeof(why)) < 0) {
-			set_err(err, errlen, "%s: %s", k->name, why);
+			config_err(err, errlen, "%s: %s", k->name, why);
 			return -1;
 		}
 	}
@@ -462,8 +474,8 @@ static int set_string(const struct key_def *k, char *field, const char *value,
 	return 0;
 }
 
-static int set_number(const struct key_def *k, void *field, const char *value,
-		      char *err, size_t errlen)
+static int
+set_number(const struct key_def *k, void *field, const char *value, char *err, size_t errlen)
 {
 	int64_t v;
 
@@ -472,8 +484,8 @@ static int set_number(const struct key_def *k, void *field, const char *value,
 		return 0;
 	}
 	if (parse_int64(value, &v) < 0 || v < k->min || v > k->max) {
-		set_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
-			", got '%.64s'", k->name, k->min, k->max, value);
+		config_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
+			   ", got '%.64s'", k->name, k->min, k->max, value);
 		return -1;
 	}
 	if (k->type == K_U32)
@@ -485,8 +497,8 @@ static int set_number(const struct key_def *k, void *field, const char *value,
 	return 0;
 }
 
-static int set_size(const struct key_def *k, void *field, const char *value,
-		    char *err, size_t errlen)
+static int
+set_size(const struct key_def *k, void *field, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
 	char lo[32], hi[32];
@@ -495,8 +507,8 @@ static int set_size(const struct key_def *k, void *field, const char *value,
 	    v > (uint64_t)k->max) {
 		fmt_size((uint64_t)k->min, lo, sizeof(lo));
 		fmt_size((uint64_t)k->max, hi, sizeof(hi));
-		set_err(err, errlen, "%s: expected a size from %s to %s (e.g. 64K, 4M), "
-			"got '%.64s'", k->name, lo, hi, value);
+		config_err(err, errlen, "%s: expected a size from %s to %s (e.g. 64K, 4M), "
+			   "got '%.64s'", k->name, lo, hi, value);
 		return -1;
 	}
 	if (k->type == K_SIZE32)
@@ -506,14 +518,14 @@ static int set_size(const struct key_def *k, void *field, const char *value,
 	return 0;
 }
 
-static int apply(struct config *c, const struct key_def *k, const char *value,
-		 char *err, size_t errlen)
+static int
+apply(struct config *c, const struct key_def *k, const char *value, char *err, size_t errlen)
 {
 	char *field = (char *)c + k->off;
 
 	for (const char *p = value; *p; p++) {
 		if (iscntrl((unsigned char)*p)) {
-			set_err(err, errlen, "%s: control character in value", k->name);
+			config_err(err, errlen, "%s: control character in value", k->name);
 			return -1;
 		}
 	}
@@ -525,8 +537,8 @@ static int apply(struct config *c, const struct key_def *k, const char *value,
 		return set_string(k, field, value, err, errlen);
 	case K_BOOL:
 		if (parse_bool(value, (bool *)field) < 0) {
-			set_err(err, errlen, "%s: expected yes or no, got '%.64s'",
-				k->name, value);
+			config_err(err, errlen, "%s: expected yes or no, got '%.64s'",
+				   k->name, value);
 			return -1;
 		}
 		return 0;
@@ -540,8 +552,8 @@ static int apply(struct config *c, const struct key_def *k, const char *value,
 		return set_size(k, field, value, err, errlen);
 	case K_LOGLEVEL:
 		if (parse_log_level(value, (int *)field) < 0) {
-			set_err(err, errlen, "%s: expected err, warn, info, debug or 3..7, "
-				"got '%.64s'", k->name, value);
+			config_err(err, errlen, "%s: expected err, warn, info, debug or 3..7, "
+				   "got '%.64s'", k->name, value);
 			return -1;
 		}
 		return 0;
@@ -549,34 +561,37 @@ static int apply(struct config *c, const struct key_def *k, const char *value,
 		return parse_list(k->name, value, (char (*)[32])field,
 				  (int *)((char *)c + k->off2), err, errlen);
 	}
-	set_err(err, errlen, "%s: internal error: no parser", k->name);
+	config_err(err, errlen, "%s: internal error: no parser", k->name);
 	return -1;
 }
 
-int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
+int
+config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
 {
 	const struct key_def *k;
 
 	if (!key || !value) {
-		set_err(err, errlen, "%s: missing value", key ? key : "(null)");
+		config_err(err, errlen, "%s: missing value", key ? key : "(null)");
 		return -1;
 	}
-	k = find_key(key);
+	k = config_find_key(key);
 	if (!k) {
-		set_err(err, errlen, "unknown key '%.64s'", key);
+		config_err(err, errlen, "unknown key '%.64s'", key);
 		return -1;
 	}
 	return apply(c, k, value, err, errlen);
 }
 
-static bool is_blank(char ch)
+static bool
+is_blank(char ch)
 {
 	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
 /* The value after '=': either "quoted" (with \" and \\) or bare up to a '#'
  * that follows a blank.  Rewritten in place; returns NULL with a reason. */
-static const char *parse_value(char *v, const char **why)
+static const char *
+parse_value(char *v, const char **why)
 {
 	char *end, *r, *w;
 
@@ -618,85 +633,94 @@ static const char *parse_value(char *v, const char **why)
 	return v;
 }
 
-int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
-		      char *err, size_t errlen)
+/* One line of a ringd.conf (NUL-terminated, rewritten in place): blank, a
+ * comment, or key = value applied to c; seen[] holds the line that set each
+ * key.  0, or -1 with the reason (without FILE:LINE) in why. */
+static int
+parse_line(struct config *c, char *line, int lineno, int seen[], char *why, size_t whylen)
+{
+	char *p, *eq, *key, *end;
+	const char *value, *reason = NULL;
+	const struct key_def *k;
+
+	for (p = line; is_blank(*p); p++)
+		;
+	if (*p == '\0' || *p == '#')
+		return 0;
+	eq = strchr(p, '=');
+	if (!eq) {
+		config_err(why, whylen, "expected 'key = value'");
+		return -1;
+	}
+	key = p;
+	for (end = eq; end > key && is_blank(end[-1]); end--)
+		;
+	*end = '\0';
+	if (*key == '\0') {
+		config_err(why, whylen, "missing key before '='");
+		return -1;
+	}
+	for (p = eq + 1; is_blank(*p); p++)
+		;
+	value = parse_value(p, &reason);
+	if (!value) {
+		config_err(why, whylen, "%s: %s", key, reason);
+		return -1;
+	}
+	k = config_find_key(key);
+	if (!k) {
+		config_err(why, whylen, "unknown key '%.64s'", key);
+		return -1;
+	}
+	/* Keys that set the same field (verbose, log_level) count as one. */
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (config_keys[i].off == k->off && seen[i]) {
+			config_err(why, whylen, "duplicate key '%s' (already set on line %d)",
+				   key, seen[i]);
+			return -1;
+		}
+	}
+	seen[k - config_keys] = lineno;
+	return apply(c, k, value, why, whylen);
+}
+
+int
+config_parse_text(struct config *c, const char *text, size_t len, const char *name,
+		  char *err, size_t errlen)
 {
 	/* Parsed into a copy so that a bad line leaves the caller's config alone. */
 	struct config tmp = *c;
 	int seen[N_KEYS] = { 0 };	/* line that set each key, 0 = not yet */
 	char line[CONFIG_LINE_MAX + 1];
-	char why[512];
+	char why[CONFIG_LINE_MAX + 512];	/* a whole line may be quoted in it */
 	size_t pos = 0;
 	int lineno = 0;
 
 	if (!name)
 		name = "(config)";
 	if (len > CONFIG_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %u bytes", name, CONFIG_FILE_MAX);
+		config_err(err, errlen, "%s: larger than %u bytes", name, CONFIG_FILE_MAX);
 		return -1;
 	}
 	while (pos < len) {
 		const char *nl = memchr(text + pos, '\n', len - pos);
 		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
-		char *p, *eq, *key, *end;
-		const char *value, *reason = NULL;
-		const struct key_def *k;
-		size_t ki;
 
 		lineno++;
 		if (n > CONFIG_LINE_MAX) {
-			set_err(err, errlen, "%s:%d: line longer than %d bytes", name, lineno,
-				CONFIG_LINE_MAX);
+			config_err(err, errlen, "%s:%d: line longer than %d bytes", name, lineno,
+				   CONFIG_LINE_MAX);
 			return -1;
 		}
 		if (memchr(text + pos, '\0', n)) {
-			set_err(err, errlen, "%s:%d: NUL byte in line", name, lineno);
+			config_err(err, errlen, "%s:%d: NUL byte in line", name, lineno);
 			return -1;
 		}
 		memcpy(line, text + pos, n);
 		line[n] = '\0';
 		pos += n + (nl ? 1 : 0);
-
-		for (p = line; is_blank(*p); p++)
-			;
-		if (*p == '\0' || *p == '#')
-			continue;
-		eq = strchr(p, '=');
-		if (!eq) {
-			set_err(err, errlen, "%s:%d: expected 'key = value'", name, lineno);
-			return -1;
-		}
-		key = p;
-		for (end = eq; end > key && is_blank(end[-1]); end--)
-			;
-		*end = '\0';
-		if (*key == '\0') {
-			set_err(err, errlen, "%s:%d: missing key before '='", name, lineno);
-			return -1;
-		}
-		for (p = eq + 1; is_blank(*p); p++)
-			;
-		value = parse_value(p, &reason);
-		if (!value) {
-			set_err(err, errlen, "%s:%d: %s: %s", name, lineno, key, reason);
-			return -1;
-		}
-		k = find_key(key);
-		if (!k) {
-			set_err(err, errlen, "%s:%d: unknown key '%.64s'", name, lineno, key);
-			return -1;
-		}
-		/* Keys that set the same field (verbose, log_level) count as one. */
-		for (ki = 0; ki < N_KEYS; ki++) {
-			if (keys[ki].off == k->off && seen[ki]) {
-				set_err(err, errlen, "%s:%d: duplicate key '%s' (already set on "
-					"line %d)", name, lineno, key, seen[ki]);
-				return -1;
-			}
-		}
-		seen[k - keys] = lineno;
-		if (apply(&tmp, k, value, why, sizeof(why)) < 0) {
-			set_err(err, errlen, "%s:%d: %s", name, lineno, why);
+		if (parse_line(&tmp, line, lineno, seen, why, sizeof(why)) < 0) {
+			config_err(err, errlen, "%s:%d: %s", name, lineno, why);
 			return -1;
 		}
 	}
@@ -704,8 +728,9 @@ int config_parse_text(struct config *c, const char *text, size_t len, const char
 	return 0;
 }
 
-int config_read_file(const char *path, size_t max, char **out, size_t *outlen, char *err,
-		     size_t errlen)
+int
+config_read_file(const char *path, size_t max, char **out, size_t *outlen, char *err,
+		 size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -714,22 +739,22 @@ int config_read_file(const char *path, size_t max, char **out, size_t *outlen, c
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		config_err(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		config_err(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, "%s: is a directory", path);
+		config_err(err, errlen, "%s: is a directory", path);
 		goto fail;
 	}
 	/* One byte more than the limit, so that an oversized file is noticed even
 	 * when st_size cannot be trusted (a pipe, /proc). */
 	buf = malloc(max + 1);
 	if (!buf) {
-		set_err(err, errlen, "%s: out of memory", path);
+		config_err(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
 	while (len < max + 1) {
@@ -738,7 +763,7 @@ int config_read_file(const char *path, size_t max, char **out, size_t *outlen, c
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			set_err(err, errlen, "%s: %s", path, strerror(errno));
+			config_err(err, errlen, "%s: %s", path, strerror(errno));
 			goto fail;
 		}
 		if (r == 0)
@@ -755,7 +780,8 @@ fail:
 	return -1;
 }
 
-int config_load(struct config *c, const char *path, char *err, size_t errlen)
+int
+config_load(struct config *c, const char *path, char *err, size_t errlen)
 {
 	char *buf;
 	size_t len;
@@ -768,146 +794,22 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-int config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
-		     char *err, size_t errlen)
+/* "err", "warn", "notice", "info", "debug" for 3..7. */
+const char *
+config_level_name(int level)
 {
-	struct config tmp;
-	int i, verbose = 0;
-
-	*usage = false;
-	config_defaults(&tmp);
-	/* Every file first, so that the command line wins whatever the order. */
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--config") != 0)
-			continue;
-		if (i + 1 >= argc) {
-			set_err(err, errlen, "option --config needs a value");
-			*usage = true;
-			return -1;
-		}
-		if (config_load(&tmp, argv[++i], err, errlen) != 0)
-			return -1;
-	}
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *val, *eq;
-		char key[CONFIG_KEY_MAX + 1], why[512];
-
-		if (strcmp(a, "--config") == 0) {
-			i++;
-			continue;
-		}
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-			return CONFIG_ARGS_HELP;
-		if (strcmp(a, "--version") == 0)
-			return CONFIG_ARGS_VERSION;
-		if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
-			tmp.foreground = true;
-			continue;
-		}
-		if (a[0] == '-' && a[1] == 'v' && strspn(a + 1, "v") == strlen(a + 1)) {
-			verbose += (int)strlen(a + 1);
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			set_err(err, errlen, "unexpected argument '%.64s'", a);
-			*usage = true;
-			return -1;
-		}
-		if ((eq = strchr(a + 2, '=')) != NULL) {
-			if ((size_t)(eq - a - 2) > CONFIG_KEY_MAX) {
-				set_err(err, errlen, "unknown option '%.64s'", a);
-				*usage = true;
-				return -1;
-			}
-			snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
-			val = eq + 1;
-		} else {
-			if (i + 1 >= argc) {
-				set_err(err, errlen, "option %.64s needs a value", a);
-				*usage = true;
-				return -1;
-			}
-			snprintf(key, sizeof(key), "%s", a + 2);
-			val = argv[++i];
-		}
-		if (config_set(&tmp, key, val, why, sizeof(why)) != 0) {
-			set_err(err, errlen, "--%s: %s", key, why);
-			return -1;
-		}
-	}
-	/* -v: debug (info is the default already) */
-	if (verbose > 0)
-		tmp.log_level = 7;
-	if (tmp.hosts[0] == '\0') {
-		set_err(err, errlen, "--hosts FILE (or hosts = FILE in the --config file) is "
-			"required");
-		*usage = true;
-		return -1;
-	}
-	/* the credit scheme needs room for two whole segment frames */
-	if (tmp.window_bytes < 2 * (uint64_t)tmp.segment_bytes + 2 * PROTO_FRAME_HDR) {
-		set_err(err, errlen, "window (%u) must hold at least two segments (%u each)",
-			tmp.window_bytes, tmp.segment_bytes);
-		return -1;
-	}
-	*c = tmp;
-	return 0;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (level_names[i].level == level)
+			return level_names[i].name;
+	return "?";
 }
 
-/* Whether field k differs between a and b. */
-static bool field_differs(const struct key_def *k, const struct config *a,
-			  const struct config *b)
+const char *
+config_key_at(int i, enum config_live *live)
 {
-	const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
-
-	switch (k->type) {
-	case K_PATH:
-	case K_SOCK:
-	case K_NAME:
-	case K_HOSTPORT:
-		return strcmp(fa, fb) != 0;
-	case K_BOOL:
-		return *(const bool *)fa != *(const bool *)fb;
-	case K_INT:
-	case K_RANK:
-	case K_LOGLEVEL:
-	case K_VERBOSE:
-		return *(const int *)fa != *(const int *)fb;
-	case K_U32:
-	case K_SIZE32:
-		return *(const uint32_t *)fa != *(const uint32_t *)fb;
-	case K_SIZE64:
-		return *(const uint64_t *)fa != *(const uint64_t *)fb;
-	case K_LIST: {
-		int na = *(const int *)((const char *)a + k->off2);
-		int nb = *(const int *)((const char *)b + k->off2);
-
-		if (na != nb)
-			return true;
-		for (int i = 0; i < na; i++)
-			if (strcmp(fa + (size_t)i * 32, fb + (size_t)i * 32) != 0)
-				return true;
-		return false;
-	}
-	}
-	return true;
-}
-
-int config_diff(const struct config *a, const struct config *b, const char **names, int max)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < N_KEYS; i++) {
-		bool first = true;
-
-		for (size_t j = 0; j < i; j++)
-			if (keys[j].off == keys[i].off)
-				first = false;
-		if (!first || !field_differs(&keys[i], a, b))
-			continue;
-		if (n < max)
-			names[n] = keys[i].name;
-		n++;
-	}
-	return n;
+	if (i < 0 || (size_t)i >= N_KEYS)
+		return NULL;
+	if (live)
+		*live = config_keys[i].live;
+	return config_keys[i].name;
 }

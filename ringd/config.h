@@ -2,6 +2,8 @@
  * config.h - ringd's settings: defaults, then ringd.conf (key = value lines, '#'
  * comments), then the command line.  Every key of the file has a command-line
  * twin (--key value); the parser reports the file, line and key of any error.
+ * config.c's key table also says what a SIGHUP does with each key (enum
+ * config_live), so reload.c and ringd.conf(5) follow one list.
  */
 #ifndef RINGD_CONFIG_H
 #define RINGD_CONFIG_H
@@ -48,6 +50,34 @@ struct config {
 	char metrics_listen[CONFIG_PATH_MAX];	/* metrics_listen = ADDR:PORT ("" = off) */
 };
 
+/* What a SIGHUP does with a key whose value changed (the live column of
+ * config.c's key table).  All but CONFIG_RESTART are applied to the running
+ * daemon; how, is reload.c's business. */
+enum config_live {
+	CONFIG_RESTART = 0,	/* the ring or the peers' agreement is built on it:
+				 * warned about, the running value stays */
+	CONFIG_LIVE,		/* read when new work starts: the new value is put
+				 * in force for the work its scope names */
+	CONFIG_LIVE_LOG,	/* the log level, at once */
+	CONFIG_LIVE_ACCESS,	/* allow_users, allow_groups: resolved, then swapped */
+	CONFIG_LIVE_TLS,	/* the TLS files, re-read for new links (TLS stays on) */
+	CONFIG_LIVE_SECRET,	/* the secret, re-read for new links (one stays set) */
+};
+
+/* A key whose value differs between two configurations (config_diff). */
+struct config_change {
+	const char *name;	/* canonical, as in ringd.conf */
+	enum config_live live;	/* what a SIGHUP does with it */
+	const char *scope;	/* CONFIG_LIVE: the work a new value is for
+				 * ("new clients"); NULL otherwise */
+};
+
+/* config.c: the keys, their values, ringd.conf */
+/* Writes a reason into an error buffer of errlen bytes, cut to fit; nothing
+ * when err is NULL or errlen is 0.  The error helper of config.c, settings.c
+ * and hostfile.c. */
+void config_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Fills c with the defaults. */
 void config_defaults(struct config *c);
 /* Applies one key = value; returns 0 or -1 with a reason in err. */
@@ -66,27 +96,38 @@ int config_parse_size(const char *s, uint64_t *out);
  * c is changed only when the whole text is valid. */
 int config_parse_text(struct config *c, const char *text, size_t len, const char *name,
 		      char *err, size_t errlen);
+/* Splits "ADDR:PORT" or "[V6ADDR]:PORT" (listen, metrics_listen) into host (no
+ * brackets) and port; returns 0 or -1 with a reason in err. */
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
+			  char *err, size_t errlen);
+/* The i-th key of the table (from 0), its SIGHUP class in *live; NULL past
+ * the last.  For tests and documentation that must list every key. */
+const char *config_key_at(int i, enum config_live *live);
+
+/* settings.c: the daemon's settings as a whole */
 /* The settings of a command line: defaults, then each --config FILE in turn,
  * then every other option in order (--key value, --key=value, -v/-vv,
  * -f/--foreground), so the command line wins over the file; then the checks
  * that span keys (hosts given, window of two segments).  Used at start-up and
  * again on SIGHUP, so a reload sees the same overrides.  Returns 0,
  * CONFIG_ARGS_HELP or CONFIG_ARGS_VERSION (-h/--help, --version met: the
- * caller prints), or -1 with the reason in err (CONFIG_ARGS_USAGE is then set
- * in *usage when the reason is a malformed command line).  c is changed only
- * on success. */
+ * caller prints), or -1 with the reason in err (*usage is then true when the
+ * reason is a malformed command line).  c is changed only on success. */
 #define CONFIG_ARGS_HELP	1
 #define CONFIG_ARGS_VERSION	2
 int config_from_args(struct config *c, int argc, char *const argv[], bool *usage,
 		     char *err, size_t errlen);
-/* The canonical names of the keys whose values differ between a and b, into
- * names[0..max); keys that share a field (verbose and log_level) count once, as
+/* The keys whose values differ between a and b, in the table's order, into
+ * out[0..max); keys that share a field (verbose and log_level) count once, as
  * the first in the table.  Returns how many differ (may exceed max). */
-int config_diff(const struct config *a, const struct config *b, const char **names,
-		int max);
-/* Splits "ADDR:PORT" or "[V6ADDR]:PORT" (listen, metrics_listen) into host (no
- * brackets) and port; returns 0 or -1 with a reason in err. */
-int config_split_hostport(const char *s, char *host, size_t hostlen, int *port,
-			  char *err, size_t errlen);
+int config_diff(const struct config *a, const struct config *b,
+		struct config_change *out, int max);
+/* Copies the value of the key called name (and a list's count) from src to
+ * dst; 0, or -1 for an unknown key. */
+int config_copy_key(struct config *dst, const struct config *src, const char *name);
+/* The value of the key called name in c, as ringd.conf would write it: numbers
+ * and sizes in decimal, yes|no, the log level's name, "auto" for rank, a list
+ * joined with ", " ("" when empty); 0, or -1 for an unknown key. */
+int config_key_text(const struct config *c, const char *name, char *buf, size_t len);
 
 #endif /* RINGD_CONFIG_H */

@@ -100,9 +100,17 @@ ring_broken(struct ringd *rd, const char *why)
 	rd->whole = false;
 	ringd_update_state(rd);
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		struct op *op = j->active;
+		struct op *op;
 
-		if (op != NULL && !op->finished) {
+		j->ready = false;	/* nothing starts on a broken ring */
+		/* failing one may end it and start no other: look again from the
+		 * first each time */
+		for (;;) {
+			TAILQ_FOREACH(op, &j->colls, entry)
+				if (!op->finished)
+					break;
+			if (op == NULL)
+				break;
 			op->from_wire = true;	/* every host hears of it by itself */
 			op_finish(rd, op, RING_EPEER, "%s: %s",
 				  proto_fp_format(&op->fp, fp, sizeof(fp)), why);
@@ -197,7 +205,7 @@ op_abort_ring(struct ringd *rd, struct op *op)
 static void
 missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap)
 {
-	struct op *op = j->active;
+	struct op *op = coll_find(j, seq);
 	size_t off = strlen(buf);
 	int i;
 
@@ -206,7 +214,7 @@ missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t ca
 
 		if (j->loc[i].sess == NULL || !j->loc[i].member)
 			continue;
-		if (op != NULL && op->fp.seq == seq && i < op->nc)
+		if (op != NULL && i < op->nc)
 			missing = !op->c[i].in;
 		else
 			missing = j->next_seq <= seq;
@@ -233,12 +241,12 @@ coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	}
 	if ((j = job_lookup(rd, f->job)) == NULL || f->gen != j->fgen)
 		goto pass;	/* not of the formation this host is in */
-	op = j->active;
+	op = coll_find(j, f->seq);
 	if (f->aux == 1) {
 		/* a timeout probe: add who is missing here, pass it on; back home,
 		 * it completes the message */
 		if (origin == rd->rank) {
-			if (op != NULL && op->fp.seq == f->seq && !op->finished)
+			if (op != NULL && !op->finished)
 				op_timeout_final(rd, op, text);
 			return RX_DONE;
 		}
@@ -257,7 +265,7 @@ coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	}
 	if (origin == rd->rank)
 		return RX_DONE;
-	if (op != NULL && op->fp.seq == f->seq) {
+	if (op != NULL) {
 		if (!op->finished) {
 			op->from_wire = true;
 			op_finish(rd, op, code, "%s", text);

@@ -8,28 +8,24 @@
  * lets a daemon started without --rank pick its own entry: the first one whose
  * address is local and whose port it can still bind.
  */
-#include "ringd/config.h"
-#include "ringd/hostfile.h"
-
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
+
+#include "config.h"
+#include "hostfile.h"
 
 #define HOSTFILE_LINE_MAX 4096			/* bytes of one line */
 #define HOSTFILE_FILE_MAX (16u << 20)		/* bytes of a whole hostfile */
@@ -45,34 +41,23 @@ struct pstate {
 	int default_port;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Where an error is: "line N" for text, "JSON entry N" (its rank) for JSON. */
-static void where(const struct pstate *ps, int at, char *buf, size_t len)
+static void
+where(const struct pstate *ps, int at, char *buf, size_t len)
 {
 	snprintf(buf, len, ps->json ? "JSON entry %d" : "line %d", at);
 }
 
 /* DNS names, IPv4 and IPv6 (inside brackets), and an IPv6 %zone; nothing that
  * ssh or a shell would read as an option or a metacharacter. */
-static bool name_char_ok(char ch)
+static bool
+name_char_ok(char ch)
 {
 	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_';
 }
 
-static bool parse_ipv6(const char *h, size_t n, struct in6_addr *a)
+static bool
+parse_ipv6(const char *h, size_t n, struct in6_addr *a)
 {
 	char buf[INET6_ADDRSTRLEN];
 	const char *pct = memchr(h, '%', n);
@@ -93,7 +78,8 @@ static bool parse_ipv6(const char *h, size_t n, struct in6_addr *a)
 }
 
 /* Printable form of a byte for messages about garbage in a name. */
-static void show_char(char ch, char *buf, size_t len)
+static void
+show_char(char ch, char *buf, size_t len)
 {
 	if (isprint((unsigned char)ch))
 		snprintf(buf, len, "'%c'", ch);
@@ -101,35 +87,37 @@ static void show_char(char ch, char *buf, size_t len)
 		snprintf(buf, len, "0x%02x", (unsigned char)ch);
 }
 
-static int check_name(const char *h, size_t n, char *why, size_t whylen)
+static int
+check_name(const char *h, size_t n, char *why, size_t whylen)
 {
 	char c[8];
 
 	if (n == 0) {
-		set_err(why, whylen, "empty host name");
+		config_err(why, whylen, "empty host name");
 		return -1;
 	}
 	if (n > HOSTFILE_HOST_MAX) {
-		set_err(why, whylen, "host name longer than %d characters", HOSTFILE_HOST_MAX);
+		config_err(why, whylen, "host name longer than %d characters", HOSTFILE_HOST_MAX);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!name_char_ok(h[i])) {
 			show_char(h[i], c, sizeof(c));
-			set_err(why, whylen, "bad character %s in host name '%.*s'", c,
-				(int)(n > 64 ? 64 : n), h);
+			config_err(why, whylen, "bad character %s in host name '%.*s'", c,
+				   (int)(n > 64 ? 64 : n), h);
 			return -1;
 		}
 	}
 	if (h[0] == '-' || h[0] == '.') {
-		set_err(why, whylen, "host name '%.*s' starts with '%c'",
-			(int)(n > 64 ? 64 : n), h, h[0]);
+		config_err(why, whylen, "host name '%.*s' starts with '%c'",
+			   (int)(n > 64 ? 64 : n), h, h[0]);
 		return -1;
 	}
 	return 0;
 }
 
-static int parse_port(const char *p, size_t n, int *port, char *why, size_t whylen)
+static int
+parse_port(const char *p, size_t n, int *port, char *why, size_t whylen)
 {
 	int v = 0;
 
@@ -141,8 +129,8 @@ static int parse_port(const char *p, size_t n, int *port, char *why, size_t whyl
 		v = v * 10 + (p[i] - '0');
 	}
 	if (n == 0 || v < 1 || v > 65535) {
-		set_err(why, whylen, "bad port '%.*s' (expected 1..65535)",
-			(int)(n > 16 ? 16 : n), p);
+		config_err(why, whylen, "bad port '%.*s' (expected 1..65535)",
+			   (int)(n > 16 ? 16 : n), p);
 		return -1;
 	}
 	*port = v;
@@ -150,8 +138,9 @@ static int parse_port(const char *p, size_t n, int *port, char *why, size_t whyl
 }
 
 /* "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 address (no port). */
-static int parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
-		      char *why, size_t whylen)
+static int
+parse_spec(const char *s, size_t n, int default_port, struct host_entry *e,
+	   char *why, size_t whylen)
 {
 	const char *h = s, *colon = NULL;
 	size_t hn = n;
@@ -162,26 +151,26 @@ static int parse_spec(const char *s, size_t n, int default_port, struct host_ent
 		const char *close = memchr(s, ']', n);
 
 		if (!close) {
-			set_err(why, whylen, "missing ']' after IPv6 address");
+			config_err(why, whylen, "missing ']' after IPv6 address");
 			return -1;
 		}
 		h = s + 1;
 		hn = (size_t)(close - h);
 		if (close + 1 < s + n) {
 			if (close[1] != ':') {
-				set_err(why, whylen, "expected ':PORT' after ']'");
+				config_err(why, whylen, "expected ':PORT' after ']'");
 				return -1;
 			}
 			colon = close + 1;
 		}
 		if (hn > HOSTFILE_HOST_MAX) {
-			set_err(why, whylen, "host name longer than %d characters",
-				HOSTFILE_HOST_MAX);
+			config_err(why, whylen, "host name longer than %d characters",
+				   HOSTFILE_HOST_MAX);
 			return -1;
 		}
 		if (!parse_ipv6(h, hn, &a6)) {
-			set_err(why, whylen, "'%.*s' is not an IPv6 address",
-				(int)(hn > 64 ? 64 : hn), h);
+			config_err(why, whylen, "'%.*s' is not an IPv6 address",
+				   (int)(hn > 64 ? 64 : hn), h);
 			return -1;
 		}
 	} else {
@@ -190,7 +179,8 @@ static int parse_spec(const char *s, size_t n, int default_port, struct host_ent
 		if (first && memchr(first + 1, ':', (size_t)(s + n - first - 1))) {
 			/* Two colons: only a whole IPv6 address makes sense. */
 			if (n > HOSTFILE_HOST_MAX || !parse_ipv6(s, n, &a6)) {
-				set_err(why, whylen, "IPv6 address must be written [ADDR]:PORT");
+				config_err(why, whylen,
+					   "IPv6 address must be written [ADDR]:PORT");
 				return -1;
 			}
 		} else {
@@ -213,7 +203,8 @@ static int parse_spec(const char *s, size_t n, int default_port, struct host_ent
 }
 
 /* Two spellings of one IPv6 address ("::1", "0:0::1") are the same host. */
-static bool same_host(const char *a, const char *b)
+static bool
+same_host(const char *a, const char *b)
 {
 	struct in6_addr x, y;
 
@@ -223,8 +214,8 @@ static bool same_host(const char *a, const char *b)
 	       parse_ipv6(b, strlen(b), &y) && memcmp(&x, &y, sizeof(x)) == 0;
 }
 
-static int add_host(struct pstate *ps, const struct host_entry *e, int at,
-		    char *err, size_t errlen)
+static int
+add_host(struct pstate *ps, const struct host_entry *e, int at, char *err, size_t errlen)
 {
 	char w[32];
 	bool v6 = strchr(e->host, ':') != NULL;
@@ -232,14 +223,14 @@ static int add_host(struct pstate *ps, const struct host_entry *e, int at,
 	where(ps, at, w, sizeof(w));
 	for (int i = 0; i < ps->n; i++) {
 		if (ps->hosts[i].port == e->port && same_host(ps->hosts[i].host, e->host)) {
-			set_err(err, errlen, "%s: duplicate host:port %s%s%s:%d (also %s %d)",
-				w, v6 ? "[" : "", e->host, v6 ? "]" : "", e->port,
-				ps->json ? "entry" : "on line", ps->origin[i]);
+			config_err(err, errlen, "%s: duplicate host:port %s%s%s:%d (also %s %d)",
+				   w, v6 ? "[" : "", e->host, v6 ? "]" : "", e->port,
+				   ps->json ? "entry" : "on line", ps->origin[i]);
 			return -1;
 		}
 	}
 	if (ps->n == HOSTFILE_MAX_HOSTS) {
-		set_err(err, errlen, "%s: more than %d hosts", w, HOSTFILE_MAX_HOSTS);
+		config_err(err, errlen, "%s: more than %d hosts", w, HOSTFILE_MAX_HOSTS);
 		return -1;
 	}
 	if (ps->n == ps->cap) {
@@ -264,13 +255,14 @@ static int add_host(struct pstate *ps, const struct host_entry *e, int at,
 	ps->n++;
 	return 0;
 nomem:
-	set_err(err, errlen, "%s: out of memory", w);
+	config_err(err, errlen, "%s: out of memory", w);
 	return -1;
 }
 
 /* "slots=N", "max_slots=N" / "max-slots=N": Open MPI's attributes. */
-static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
-		      char *why, size_t whylen)
+static int
+parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
+	   char *why, size_t whylen)
 {
 	const char *eq = memchr(t, '=', n);
 	size_t kn = eq ? (size_t)(eq - t) : n;
@@ -282,8 +274,8 @@ static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_sl
 	long val = 0;
 
 	if (!eq || (!is_slots && !is_max)) {
-		set_err(why, whylen, "unexpected '%.*s' (expected slots=N or max_slots=N)",
-			(int)(n > 64 ? 64 : n), t);
+		config_err(why, whylen, "unexpected '%.*s' (expected slots=N or max_slots=N)",
+			   (int)(n > 64 ? 64 : n), t);
 		return -1;
 	}
 	for (size_t i = 0; i < vn; i++) {
@@ -294,8 +286,8 @@ static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_sl
 		val = val * 10 + (v[i] - '0');
 	}
 	if (vn == 0 || val < 1 || val > HOSTFILE_SLOTS_MAX) {
-		set_err(why, whylen, "bad %.*s '%.*s' (expected 1..%d)", (int)kn, t,
-			(int)(vn > 16 ? 16 : vn), v, HOSTFILE_SLOTS_MAX);
+		config_err(why, whylen, "bad %.*s '%.*s' (expected 1..%d)", (int)kn, t,
+			   (int)(vn > 16 ? 16 : vn), v, HOSTFILE_SLOTS_MAX);
 		return -1;
 	}
 	if (is_slots)
@@ -305,13 +297,14 @@ static int parse_attr(const char *t, size_t n, struct host_entry *e, int *max_sl
 	return 0;
 }
 
-static bool is_space(char ch)
+static bool
+is_space(char ch)
 {
 	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
-static int parse_line(struct pstate *ps, const char *s, size_t n, int lineno,
-		      char *err, size_t errlen)
+static int
+parse_line(struct pstate *ps, const char *s, size_t n, int lineno, char *err, size_t errlen)
 {
 	const char *p = s, *end, *hash = memchr(s, '#', n);
 	struct host_entry e;
@@ -344,18 +337,18 @@ static int parse_line(struct pstate *ps, const char *s, size_t n, int lineno,
 	if (first)
 		return 0;	/* blank or comment */
 	if (max_slots && e.slots > max_slots) {
-		set_err(why, sizeof(why), "slots=%d is more than max_slots=%d", e.slots,
-			max_slots);
+		config_err(why, sizeof(why), "slots=%d is more than max_slots=%d", e.slots,
+			   max_slots);
 		goto fail;
 	}
 	return add_host(ps, &e, lineno, err, errlen);
 fail:
-	set_err(err, errlen, "line %d: %s", lineno, why);
+	config_err(err, errlen, "line %d: %s", lineno, why);
 	return -1;
 }
 
-static int parse_lines(struct pstate *ps, const char *text, size_t len, char *err,
-		       size_t errlen)
+static int
+parse_lines(struct pstate *ps, const char *text, size_t len, char *err, size_t errlen)
 {
 	size_t pos = 0;
 	int lineno = 0;
@@ -366,8 +359,8 @@ static int parse_lines(struct pstate *ps, const char *text, size_t len, char *er
 
 		lineno++;
 		if (n > HOSTFILE_LINE_MAX) {
-			set_err(err, errlen, "line %d: longer than %d bytes", lineno,
-				HOSTFILE_LINE_MAX);
+			config_err(err, errlen, "line %d: longer than %d bytes", lineno,
+				   HOSTFILE_LINE_MAX);
 			return -1;
 		}
 		if (parse_line(ps, text + pos, n, lineno, err, errlen) < 0)
@@ -380,7 +373,8 @@ static int parse_lines(struct pstate *ps, const char *text, size_t len, char *er
 /* One element of MLX's JSON hostfile: {"ssh": host, "ips": [addr, ...]}, a
  * "host:port" string, or (MLX's ring backend) a list of "addr:port" strings
  * of which the first is used. */
-static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen)
+static int
+parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, size_t errlen)
 {
 	struct host_entry e;
 	const char *s = NULL;
@@ -390,7 +384,7 @@ static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, si
 		s = json_string_value(v);
 	} else if (json_is_array(v)) {
 		if (json_array_size(v) == 0 || !json_is_string(json_array_get(v, 0))) {
-			set_err(why, sizeof(why), "expected a list of \"host:port\" strings");
+			config_err(why, sizeof(why), "expected a list of \"host:port\" strings");
 			goto fail;
 		}
 		s = json_string_value(json_array_get(v, 0));
@@ -399,12 +393,12 @@ static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, si
 		json_t *ssh = json_object_get(v, "ssh");
 
 		if (ips && !json_is_array(ips)) {
-			set_err(why, sizeof(why), "\"ips\" is not a list");
+			config_err(why, sizeof(why), "\"ips\" is not a list");
 			goto fail;
 		}
 		if (ips && json_array_size(ips) > 0) {
 			if (!json_is_string(json_array_get(ips, 0))) {
-				set_err(why, sizeof(why), "\"ips\"[0] is not a string");
+				config_err(why, sizeof(why), "\"ips\"[0] is not a string");
 				goto fail;
 			}
 			s = json_string_value(json_array_get(ips, 0));
@@ -412,7 +406,7 @@ static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, si
 			const char *at;
 
 			if (!json_is_string(ssh)) {
-				set_err(why, sizeof(why), "\"ssh\" is not a string");
+				config_err(why, sizeof(why), "\"ssh\" is not a string");
 				goto fail;
 			}
 			s = json_string_value(ssh);
@@ -421,23 +415,23 @@ static int parse_json_entry(struct pstate *ps, json_t *v, int idx, char *err, si
 			if (at)
 				s = at + 1;
 		} else {
-			set_err(why, sizeof(why), "neither \"ips\" nor \"ssh\" given");
+			config_err(why, sizeof(why), "neither \"ips\" nor \"ssh\" given");
 			goto fail;
 		}
 	} else {
-		set_err(why, sizeof(why), "expected an object or a \"host:port\" string");
+		config_err(why, sizeof(why), "expected an object or a \"host:port\" string");
 		goto fail;
 	}
 	if (parse_spec(s, strlen(s), ps->default_port, &e, why, sizeof(why)) < 0)
 		goto fail;
 	return add_host(ps, &e, idx, err, errlen);
 fail:
-	set_err(err, errlen, "JSON entry %d: %s", idx, why);
+	config_err(err, errlen, "JSON entry %d: %s", idx, why);
 	return -1;
 }
 
-static int parse_json(struct pstate *ps, const char *text, size_t len, char *err,
-		      size_t errlen)
+static int
+parse_json(struct pstate *ps, const char *text, size_t len, char *err, size_t errlen)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -447,17 +441,17 @@ static int parse_json(struct pstate *ps, const char *text, size_t len, char *err
 	/* Duplicate object keys would make "which ips?" ambiguous. */
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		set_err(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
-			jerr.text);
+		config_err(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
+			   jerr.text);
 		return -1;
 	}
 	if (!json_is_array(root)) {
-		set_err(err, errlen, "line 1: expected a JSON list of hosts");
+		config_err(err, errlen, "line 1: expected a JSON list of hosts");
 		goto fail;
 	}
 	if (json_array_size(root) > HOSTFILE_MAX_HOSTS) {
-		set_err(err, errlen, "JSON entry %d: more than %d hosts", HOSTFILE_MAX_HOSTS,
-			HOSTFILE_MAX_HOSTS);
+		config_err(err, errlen, "JSON entry %d: more than %d hosts", HOSTFILE_MAX_HOSTS,
+			   HOSTFILE_MAX_HOSTS);
 		goto fail;
 	}
 	for (i = 0; i < json_array_size(root); i++)
@@ -471,7 +465,8 @@ fail:
 
 /* JSON if the first thing is '[' followed by '{', '"', '[' or ']'; ringd's own
  * "[v6addr]:port" continues with a hex digit or ':' instead. */
-static bool looks_like_json(const char *text, size_t len)
+static bool
+looks_like_json(const char *text, size_t len)
 {
 	size_t i = 0;
 
@@ -485,8 +480,9 @@ static bool looks_like_json(const char *text, size_t len)
 			   text[i] == ']');
 }
 
-int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_port,
-		   char *err, size_t errlen)
+int
+hostfile_parse(struct hostfile *hf, const char *text, size_t len, int default_port,
+	       char *err, size_t errlen)
 {
 	struct pstate ps = { .default_port = default_port };
 	int rc;
@@ -494,7 +490,7 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int defaul
 	hf->hosts = NULL;
 	hf->n = 0;
 	if (default_port < 1 || default_port > 65535) {
-		set_err(err, errlen, "bad default port %d", default_port);
+		config_err(err, errlen, "bad default port %d", default_port);
 		return -1;
 	}
 	/* A byte-order mark from an editor is not part of the first host name. */
@@ -508,7 +504,7 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int defaul
 
 		for (const char *p = text; p < z; p++)
 			lineno += *p == '\n';
-		set_err(err, errlen, "line %d: NUL byte", lineno);
+		config_err(err, errlen, "line %d: NUL byte", lineno);
 		return -1;
 	}
 	ps.json = looks_like_json(text, len);
@@ -517,7 +513,7 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int defaul
 	else
 		rc = parse_lines(&ps, text, len, err, errlen);
 	if (rc == 0 && ps.n == 0) {
-		set_err(err, errlen, "no hosts listed (empty hostfile)");
+		config_err(err, errlen, "no hosts listed (empty hostfile)");
 		rc = -1;
 	}
 	free(ps.origin);
@@ -530,8 +526,8 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len, int defaul
 	return 0;
 }
 
-int hostfile_load(struct hostfile *hf, const char *path, int default_port,
-		  char *err, size_t errlen)
+int
+hostfile_load(struct hostfile *hf, const char *path, int default_port, char *err, size_t errlen)
 {
 	char why[512];
 	char *buf;
@@ -543,18 +539,19 @@ int hostfile_load(struct hostfile *hf, const char *path, int default_port,
 	if (config_read_file(path, HOSTFILE_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	if (len > HOSTFILE_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %u bytes", path, HOSTFILE_FILE_MAX);
+		config_err(err, errlen, "%s: larger than %u bytes", path, HOSTFILE_FILE_MAX);
 		goto out;
 	}
 	rc = hostfile_parse(hf, buf, len, default_port, why, sizeof(why));
 	if (rc < 0)
-		set_err(err, errlen, "%s: %s", path, why);
+		config_err(err, errlen, "%s: %s", path, why);
 out:
 	free(buf);
 	return rc;
 }
 
-void hostfile_free(struct hostfile *hf)
+void
+hostfile_free(struct hostfile *hf)
 {
 	if (!hf)
 		return;
@@ -565,7 +562,8 @@ void hostfile_free(struct hostfile *hf)
 
 /* Is a one of this machine's addresses?  Any address of a loopback interface's
  * subnet counts (127.0.0.2 is as local as 127.0.0.1 on Linux). */
-static bool is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
+static bool
+is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
 {
 	for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
 		if (!i->ifa_addr || i->ifa_addr->sa_family != a->sa_family)
@@ -592,7 +590,8 @@ static bool is_local(const struct ifaddrs *ifs, const struct sockaddr *a)
 
 /* SO_REUSEADDR as the daemon will use it, so a port in TIME_WAIT still counts as
  * free while one held by a running daemon does not. */
-static bool can_bind(const struct addrinfo *ai)
+static bool
+can_bind(const struct addrinfo *ai)
 {
 	int one = 1, fd;
 	bool ok;
@@ -606,7 +605,8 @@ static bool can_bind(const struct addrinfo *ai)
 	return ok;
 }
 
-static struct addrinfo *resolve(const struct host_entry *e)
+static struct addrinfo *
+resolve(const struct host_entry *e)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
@@ -623,7 +623,8 @@ static struct addrinfo *resolve(const struct host_entry *e)
 	return NULL;
 }
 
-int hostfile_find_self(const struct hostfile *hf)
+int
+hostfile_find_self(const struct hostfile *hf)
 {
 	struct ifaddrs *ifs = NULL;
 	int rank = -1;

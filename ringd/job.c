@@ -59,7 +59,7 @@ held_none(const struct ringd *rd, const struct job *j)
 static bool
 job_idle(const struct ringd *rd, const struct job *j)
 {
-	return j->nloc == 0 && j->world == 0 && j->active == NULL &&
+	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) &&
 	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
 	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
 }
@@ -134,6 +134,7 @@ job_wire(struct ringd *rd, uint32_t id)
 	j->next_host = j->prev_host = -1;
 	TAILQ_INIT(&j->sends);
 	TAILQ_INIT(&j->recvs);
+	TAILQ_INIT(&j->colls);
 	TAILQ_INIT(&j->rts_in);
 	flow_reset(rd, j);
 	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
@@ -197,12 +198,15 @@ host_placed(const struct job *j, int h)
 	return false;
 }
 
-/* A host of the current formation has left it: it cannot run another op. */
+/* A host of the current formation has left it, or the ring broke under it: it
+ * cannot run another op. */
 static bool
 job_dead(const struct ringd *rd, const struct job *j)
 {
 	int h;
 
+	if (j->broken)
+		return true;
 	for (h = 0; h < rd->world; h++)
 		if (j->gone[h] != HOST_IN)
 			return true;
@@ -298,6 +302,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
 	j->ready = true;
+	j->formed = true;
 	j->fgen = gen;
 	/* what the stash holds of this formation was sent under its fresh credit */
 	flow_keep(j, gen, gen);
@@ -309,9 +314,12 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->abort_seq = 0;	/* failures of an earlier formation are not ours */
 	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
 		 j->name, gen, j->world, n, n == 1 ? "" : "s", j->local_size, j->loc[0].rank);
-	for (i = 0; i < j->local_size; i++)
+	for (i = 0; i < j->local_size; i++) {
+		/* sequence numbers start again with the formation */
+		j->loc[i].entered = j->loc[i].done = 0;
 		if (j->loc[i].sess != NULL)
 			sess_welcome(j->loc[i].sess);
+	}
 	flow_drain(rd, j);
 }
 
@@ -359,6 +367,7 @@ job_free_held(const struct ringd *rd, struct job *j)
 }
 
 static void job_claim(struct ringd *rd, struct job *j);
+static void job_withdraw(struct ringd *rd, struct job *j);
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
 
@@ -370,7 +379,7 @@ job_dissolved(const struct ringd *rd, const struct job *j)
 {
 	int h;
 
-	if (j->joined || j->active != NULL || !TAILQ_EMPTY(&j->sends) ||
+	if (j->joined || !TAILQ_EMPTY(&j->colls) || !TAILQ_EMPTY(&j->sends) ||
 	    !TAILQ_EMPTY(&j->recvs))
 		return false;
 	for (h = 0; h < rd->world; h++)
@@ -391,6 +400,8 @@ job_settle(struct ringd *rd, struct job *j)
 	j->world = 0;
 	j->nplaced = 0;
 	j->ready = false;
+	j->formed = false;
+	j->broken = false;
 	members_free(j);
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
@@ -567,7 +578,10 @@ job_detach(struct ringd *rd, struct sess *s, struct job *j)
 			j->loc[i] = (struct job_proc){ .sess = NULL };
 			j->nloc--;
 		}
-	if (member && j->joined) {
+	if (member && j->joined && !j->formed) {
+		/* before the job formed: the others here wait for the next one */
+		job_withdraw(rd, j);
+	} else if (member && j->joined) {
 		j->nmember--;
 		j->gone[rd->rank] = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
 		j->gone_seq[rd->rank] = last;
@@ -603,25 +617,25 @@ job_break(struct ringd *rd, struct job *j)
 	memset(j->gone, 0, (size_t)rd->world);
 	j->gone[rd->rank] = mine;
 	j->ready = false;
+	if (j->formed)
+		j->broken = true;
 	j->rx_consumed += evbuffer_get_length(j->stash);
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 	j->early_bytes = 0;
-	if (!j->joined && j->active == NULL) {
-		free(j->host_of);
-		j->host_of = NULL;
-		j->world = 0;
-		j->nplaced = 0;
-	}
+	job_settle(rd, j);	/* nothing of ours in it: it is over here */
 }
 
-/* The ring (re)formed: claim our ranks again, as a new formation. */
+/* The ring is whole again. */
 void
 job_ring_up(struct ringd *rd)
 {
 	struct job *j;
 
+	/* A formation that ran is over with the break: its processes are told to
+	 * reopen, and a new one forms of those that do.  A claim whose formation
+	 * never formed, or processes that were waiting, claim (again) now. */
 	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->joined && j->gone[rd->rank] == HOST_IN) {
+		if (j->joined && !j->formed && j->gone[rd->rank] == HOST_IN) {
 			j->claim_gen[rd->rank] = j->fgen + 1;
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 		} else if (!j->joined && j->nloc > 0) {
@@ -694,12 +708,34 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 	job_check_ready(rd, j);
 }
 
+/* The formation lost a host before it formed here: our processes ran nothing
+ * in it, so rather than fail them, take our claim back (a LEAVE of all our
+ * ranks); they wait for the next formation and claim again once this one has
+ * dissolved (job_settle). */
+static void
+job_withdraw(struct ringd *rd, struct job *j)
+{
+	int i;
+
+	if (!j->joined || j->formed)
+		return;
+	for (i = 0; i < j->local_size; i++)
+		j->loc[i].member = false;
+	j->nmember = 0;
+	send_membership(rd, j, PROTO_F_LEAVE, 0);
+	j->gone[rd->rank] = HOST_GONE;
+	j->gone_seq[rd->rank] = 0;
+	j->joined = false;
+	log_info("job %s: a host left before the job formed here; this host's processes "
+		 "wait for the next formation", j->name);
+}
+
 /* Host `origin`'s processes (some, or all: no ranks stay) left its claim. */
 static void
 job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
 		uint32_t gen)
 {
-	struct op *op = j->active;
+	struct op *op;
 
 	if (j->held[origin] != NULL && j->held[origin]->gen == gen) {
 		/* it gave up on a claim that was still waiting here */
@@ -716,15 +752,20 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	/* A host that left may just have finished its part (a broadcast root, the
 	 * first to complete): the others go on with what it called; an op it never
 	 * called fails now. */
-	if (op != NULL && !op->finished && op->fp.coll != PROTO_COLL_SEND &&
-	    (uint32_t)op->fp.seq > m->gen) {
+	for (;;) {	/* finishing one may end it: look again from the first */
 		char fp[160];
 
+		TAILQ_FOREACH(op, &j->colls, entry)
+			if (!op->finished && (uint32_t)op->fp.seq > m->gen)
+				break;
+		if (op == NULL)
+			break;
 		op->from_wire = true;
 		op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this job on "
 			  "host %d left after #%u", proto_fp_format(&op->fp, fp, sizeof(fp)),
 			  origin, m->gen);
 	}
+	job_withdraw(rd, j);
 	job_settle(rd, j);
 }
 

@@ -53,6 +53,7 @@ op_arm_timer(struct ringd *rd, struct op *op, uint32_t tmo)
 	tv.tv_sec = tmo / 1000;
 	tv.tv_usec = (tmo % 1000) * 1000;
 	evtimer_add(op->timer, &tv);
+	op->armed = true;
 }
 
 void
@@ -109,16 +110,18 @@ op_complete(struct ringd *rd, struct op *op)
 	op->completing = false;
 	if (coll && op->joined < op->nc)
 		return;
-	if (j->active == op) {
-		j->active = NULL;
-		if (op->status == 0)
-			j->last_done_seq = op->fp.seq;
-	}
-	if (op->q != NULL)
+	if (j->active == op && op->status == 0)
+		j->last_done_seq = op->fp.seq;
+	if (op->q != NULL) {
 		TAILQ_REMOVE(op->q, op, entry);
+		if (op->q == &j->colls)
+			j->ncolls--;
+	}
 	op_free(op);
-	/* the next operation's early frames may be waiting, or it was the last
-	 * thing of a formation whose processes have left */
+	/* the next collective may start; its early frames may be waiting; or it
+	 * was the last thing of a formation whose processes have left */
+	if (coll)
+		coll_advance(rd, j);
 	if (j->active == NULL)
 		flow_drain(rd, j);
 	job_settle(rd, j);

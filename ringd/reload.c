@@ -4,17 +4,17 @@
  *
  * The settings are rebuilt exactly as at start-up (config_from_args: defaults,
  * the --config file, then the command line, which still wins), and compared
- * key by key with the running ones.  What only decides new work is applied:
- * the log level, who may attach (allow_users, allow_groups), the TLS files
- * and the cluster secret (for peer connections made from now on; live links
- * keep their session), and the local limits read when a client, job or
- * operation starts (max_clients, max_clients_per_user, hello_timeout_ms,
- * max_jobs, max_arena, op_timeout_ms).  Every
- * other changed key (hosts, rank, listen, socket, cluster, segment, ...) would
- * break the ring or its agreement with the peers: it is named in a warning and
- * keeps its running value until a restart.  The TLS files and the secret are
- * read again on every SIGHUP even when their paths are the same, since
- * renewing a certificate rewrites the file in place.
+ * key by key with the running ones (config_diff).  The live column of
+ * config.c's key table says what becomes of each changed key.  What only
+ * decides new work is applied: the log level, who may attach (allow_users,
+ * allow_groups), the TLS files and the cluster secret (for peer connections
+ * made from now on; live links keep their session), and the local limits read
+ * when a client, job or operation starts.  Every other changed key (hosts,
+ * rank, listen, socket, cluster, segment, ...) would break the ring or its
+ * agreement with the peers: it is named in a warning and keeps its running
+ * value until a restart.  The TLS files and the secret are read again on every
+ * SIGHUP even when their paths are the same, since renewing a certificate
+ * rewrites the file in place.
  *
  * Everything is checked before anything is applied: a file that does not
  * parse, a user that does not exist, a certificate that does not load leaves
@@ -30,47 +30,21 @@
 
 #define RELOAD_KEYS_MAX 64
 
-/* Keys applied as they are; TLS and the secret are decided below. */
-static const char *const live_keys[] = {
-	"log_level", "allow_users", "allow_groups", "op_timeout_ms", "max_clients",
-	"max_clients_per_user", "hello_timeout_ms", "max_jobs", "max_arena",
+/* One reload: the settings read again beside the running ones, the keys that
+ * differ, and what was prepared before anything is applied. */
+struct reload {
+	struct ringd *rd;
+	const char *path;		/* the --config file, or NULL */
+	struct config nc;		/* the settings read again */
+	struct config_change ch[RELOAD_KEYS_MAX];	/* the keys that differ */
+	int n;				/* how many */
+	bool access;			/* allow_users or allow_groups changed */
+	bool tls_old, tls_new;		/* TLS configured before, and now */
+	bool secret_old, secret_new;	/* a secret file before, and now */
+	void *tls_ctx;			/* the TLS context prepared, or NULL */
+	int applied, restart;		/* settings applied, and left for a restart */
+	char err[512];			/* why the reload is refused */
 };
-
-static bool
-is_live_key(const char *key)
-{
-	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
-		if (strcmp(live_keys[i], key) == 0)
-			return true;
-	return false;
-}
-
-static bool
-is_tls_key(const char *key)
-{
-	return strncmp(key, "tls_", 4) == 0;
-}
-
-static const char *
-level_name(int level)
-{
-	static const char *const names[] = { "err", "warn", "notice", "info", "debug" };
-
-	return level >= 3 && level <= 7 ? names[level - 3] : "?";
-}
-
-/* "alice, 1001" or "(none)" */
-static void
-list_text(char (*list)[32], int n, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < n && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", list[i]);
-	if (n == 0)
-		snprintf(buf, len, "(none)");
-}
 
 /* The --config file the command line names (the last one), or NULL. */
 static const char *
@@ -129,144 +103,230 @@ notify_done(struct ringd *rd)
 	ringd_notify("READY=1\n%s", msg);
 }
 
+/* Whether this reload puts a changed key in force; if not, it takes a restart.
+ * TLS and the secret are re-read, but turned on or off only by a restart. */
+static bool
+is_applied(const struct reload *r, const struct config_change *ch)
+{
+	switch (ch->live) {
+	case CONFIG_LIVE:
+	case CONFIG_LIVE_LOG:
+	case CONFIG_LIVE_ACCESS:
+		return true;
+	case CONFIG_LIVE_TLS:
+		return r->tls_old && r->tls_new;
+	case CONFIG_LIVE_SECRET:
+		return r->secret_old && r->secret_new;
+	case CONFIG_RESTART:
+		break;
+	}
+	return false;
+}
+
+/* Copies the changed keys of one class into the running settings; how many. */
+static int
+take(struct reload *r, enum config_live live)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->n; i++) {
+		if (r->ch[i].live == live) {
+			config_copy_key(&r->rd->cfg, &r->nc, r->ch[i].name);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Reads and checks everything a reload would apply, changing nothing: 0, or
+ * -1 with the reason in r->err. */
+static int
+prepare(struct reload *r)
+{
+	const struct config *oc = &r->rd->cfg;
+	bool usage;
+
+	if (config_from_args(&r->nc, r->rd->argc, r->rd->argv, &usage, r->err,
+			     sizeof(r->err)) != 0)
+		return -1;
+	r->n = config_diff(oc, &r->nc, r->ch, RELOAD_KEYS_MAX);
+	if (r->n > RELOAD_KEYS_MAX)
+		r->n = RELOAD_KEYS_MAX;
+	for (int i = 0; i < r->n; i++)
+		if (r->ch[i].live == CONFIG_LIVE_ACCESS)
+			r->access = true;
+	if (r->access && access_prepare(&r->nc, r->err, sizeof(r->err)) != 0)
+		return -1;
+	if (auth_reload_prepare(&r->nc, r->err, sizeof(r->err)) != 0)
+		return -1;
+	r->tls_old = oc->tls_cert[0] != '\0';
+	r->tls_new = r->nc.tls_cert[0] != '\0';
+	r->secret_old = oc->secret_file[0] != '\0';
+	r->secret_new = r->nc.secret_file[0] != '\0';
+	if (r->tls_old && r->tls_new) {
+		r->tls_ctx = tls_reload_prepare(r->rd, &r->nc, r->err, sizeof(r->err));
+		if (r->tls_ctx == NULL) {
+			auth_reload_abort();
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One warning for each changed key that takes a restart. */
+static void
+warn_restart(struct reload *r)
+{
+	for (int i = 0; i < r->n; i++) {
+		const struct config_change *ch = &r->ch[i];
+
+		if (is_applied(r, ch))
+			continue;
+		r->restart++;
+		if (ch->live == CONFIG_LIVE_TLS && r->tls_old != r->tls_new)
+			log_warn("reload: %s: TLS on peer links is turned %s only by a restart; "
+				 "peers stay on %s", ch->name, r->tls_new ? "on" : "off",
+				 r->tls_old ? "TLS" : "plain TCP");
+		else if (ch->live == CONFIG_LIVE_SECRET)
+			log_warn("reload: secret_file: a cluster secret is %s only by a restart; "
+				 "the running daemon goes on %s",
+				 r->secret_new ? "added" : "removed",
+				 r->secret_old ? "with its secret" : "without one");
+		else
+			log_warn("reload: '%s' changed in %s, which takes a restart (systemctl "
+				 "restart ringd); the running value stays", ch->name,
+				 r->path ? r->path : "the command line");
+	}
+}
+
+/* allow_users and allow_groups, which count as one setting: who may attach. */
+static void
+apply_access(struct reload *r)
+{
+	struct config *oc = &r->rd->cfg;
+	char ctl[CONFIG_PATH_MAX + 8], users[600], groups[600];
+	const char *paths[2] = { oc->socket, ctl };
+
+	if (!r->access)
+		return;
+	if (oc->control[0] != '\0')
+		snprintf(ctl, sizeof(ctl), "%s", oc->control);
+	else
+		snprintf(ctl, sizeof(ctl), "%s.ctl", oc->socket);
+	take(r, CONFIG_LIVE_ACCESS);
+	access_commit(paths, 2);
+	config_key_text(oc, "allow_users", users, sizeof(users));
+	config_key_text(oc, "allow_groups", groups, sizeof(groups));
+	log_info("reload: allow_users = %s, allow_groups = %s (for new clients; those "
+		 "attached stay)", users[0] ? users : "(none)", groups[0] ? groups : "(none)");
+	r->applied++;
+}
+
+/* The secret, read again: applied when it or its path is new. */
+static void
+apply_secret(struct reload *r)
+{
+	int secret;
+
+	if (!r->secret_old || !r->secret_new) {
+		auth_reload_abort();
+		return;
+	}
+	secret = auth_reload_commit();
+	log_info("reload: secret_file %s read: %s (new peer connections prove it; live "
+		 "links stay)", r->nc.secret_file,
+		 secret == 1 ? "a new secret" : "the same secret");
+	if (take(r, CONFIG_LIVE_SECRET) > 0 || secret == 1)
+		r->applied++;
+}
+
+/* The TLS files, read again: applied when their paths, tls_ktls or the
+ * certificate are new. */
+static void
+apply_tls(struct reload *r)
+{
+	char what[512];
+	int cert;
+
+	if (r->tls_ctx == NULL)
+		return;
+	cert = tls_reload_commit(r->tls_ctx, what, sizeof(what));
+	if (cert < 0) {
+		log_warn("reload: TLS is not running: the TLS files were not applied");
+		return;
+	}
+	log_info("reload: TLS files %s, %s, %s read: %s; new peer connections use them, "
+		 "live links stay", r->nc.tls_cert, r->nc.tls_key, r->nc.tls_ca, what);
+	if (take(r, CONFIG_LIVE_TLS) > 0 || cert == 1)
+		r->applied++;
+}
+
+/* The limits read when new work starts: each in force for the work its scope
+ * names, in the table's order. */
+static void
+apply_values(struct reload *r)
+{
+	char was[64], now[64];
+
+	for (int i = 0; i < r->n; i++) {
+		const struct config_change *ch = &r->ch[i];
+
+		if (ch->live != CONFIG_LIVE)
+			continue;
+		config_key_text(&r->rd->cfg, ch->name, was, sizeof(was));
+		config_key_text(&r->nc, ch->name, now, sizeof(now));
+		log_info("reload: %s (%s) %s -> %s", ch->name, ch->scope, was, now);
+		config_copy_key(&r->rd->cfg, &r->nc, ch->name);
+		r->applied++;
+	}
+}
+
+/* Puts in force what prepare checked, warns for what takes a restart, and
+ * sums up. */
+static void
+apply(struct reload *r)
+{
+	struct config *oc = &r->rd->cfg;
+	int level = r->nc.log_level;
+	char was[16], now[16];
+
+	/* a more verbose level at once, so that this reload's own lines show */
+	if (level > oc->log_level)
+		log_set_level(level);
+	warn_restart(r);
+	apply_access(r);
+	apply_secret(r);
+	apply_tls(r);
+	apply_values(r);
+	if (strcmp(oc->hosts, r->nc.hosts) == 0)
+		r->restart += check_hostfile(r->rd);
+	/* The level last, its line and the summary said at the more verbose of
+	 * the old and the new level, so that they show either way. */
+	config_key_text(oc, "log_level", was, sizeof(was));
+	if (take(r, CONFIG_LIVE_LOG) > 0) {
+		config_key_text(oc, "log_level", now, sizeof(now));
+		log_info("reload: log_level %s -> %s", was, now);
+		r->applied++;
+	}
+	log_info("reload: done: %d setting%s applied, %d need%s a restart", r->applied,
+		 r->applied == 1 ? "" : "s", r->restart, r->restart == 1 ? "s" : "");
+	log_set_level(level);
+}
+
 void
 ringd_reload(struct ringd *rd)
 {
-	const char *path = config_file(rd), *changed[RELOAD_KEYS_MAX];
-	struct config nc, *oc = &rd->cfg;
-	char err[512], what[512], a[600], b[600];
-	bool usage, tls_old, tls_new, access, secret_old, secret_new;
-	void *tls_ctx = NULL;
-	int n, i, applied = 0, restart = 0, r;
+	struct reload r = { .rd = rd, .path = config_file(rd) };
 
-	log_info("SIGHUP: reloading %s", path ? path : "(no --config file: the TLS and "
+	log_info("SIGHUP: reloading %s", r.path ? r.path : "(no --config file: the TLS and "
 		 "secret files only)");
 	if (rd->sd_ready)
 		ringd_notify("RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading %s",
-			     now_us(), path ? path : "the configuration");
-
-	/* ---- check everything first ---- */
-	if (config_from_args(&nc, rd->argc, rd->argv, &usage, err, sizeof(err)) != 0)
-		goto refused;
-	n = config_diff(oc, &nc, changed, RELOAD_KEYS_MAX);
-	if (n > RELOAD_KEYS_MAX)
-		n = RELOAD_KEYS_MAX;
-	access = false;
-	for (i = 0; i < n; i++)
-		if (strncmp(changed[i], "allow_", 6) == 0)
-			access = true;
-	if (access && access_prepare(&nc, err, sizeof(err)) != 0)
-		goto refused;
-	if (auth_reload_prepare(&nc, err, sizeof(err)) != 0)
-		goto refused;
-	tls_old = oc->tls_cert[0] != '\0';
-	tls_new = nc.tls_cert[0] != '\0';
-	secret_old = oc->secret_file[0] != '\0';
-	secret_new = nc.secret_file[0] != '\0';
-	if (tls_old && tls_new &&
-	    (tls_ctx = tls_reload_prepare(rd, &nc, err, sizeof(err))) == NULL) {
-		auth_reload_abort();
-		goto refused;
-	}
-
-	/* ---- then apply ---- */
-	/* a more verbose level at once, so that this reload's own lines show */
-	if (nc.log_level > oc->log_level)
-		log_set_level(nc.log_level);
-	for (i = 0; i < n; i++) {
-		const char *k = changed[i];
-
-		if (is_live_key(k) || (is_tls_key(k) && tls_old && tls_new) ||
-		    (strcmp(k, "secret_file") == 0 && secret_old && secret_new))
-			continue;
-		restart++;
-		if (is_tls_key(k) && tls_old != tls_new)
-			log_warn("reload: %s: TLS on peer links is turned %s only by a restart; "
-				 "peers stay on %s", k, tls_new ? "on" : "off",
-				 tls_old ? "TLS" : "plain TCP");
-		else if (strcmp(k, "secret_file") == 0)
-			log_warn("reload: secret_file: a cluster secret is %s only by a restart; "
-				 "the running daemon goes on %s", secret_new ? "added" : "removed",
-				 secret_old ? "with its secret" : "without one");
-		else
-			log_warn("reload: '%s' changed in %s, which takes a restart (systemctl "
-				 "restart ringd); the running value stays", k,
-				 path ? path : "the command line");
-	}
-	if (access) {
-		const char *paths[2] = { oc->socket, what };
-
-		if (oc->control[0] != '\0')
-			snprintf(what, sizeof(what), "%s", oc->control);
-		else
-			snprintf(what, sizeof(what), "%s.ctl", oc->socket);
-		memcpy(oc->allow_users, nc.allow_users, sizeof(oc->allow_users));
-		oc->n_allow_users = nc.n_allow_users;
-		memcpy(oc->allow_groups, nc.allow_groups, sizeof(oc->allow_groups));
-		oc->n_allow_groups = nc.n_allow_groups;
-		access_commit(paths, 2);
-		list_text(oc->allow_users, oc->n_allow_users, a, sizeof(a));
-		list_text(oc->allow_groups, oc->n_allow_groups, b, sizeof(b));
-		log_info("reload: allow_users = %s, allow_groups = %s (for new clients; those "
-			 "attached stay)", a, b);
-		applied++;
-	}
-	if (secret_old && secret_new) {
-		r = auth_reload_commit();
-		log_info("reload: secret_file %s read: %s (new peer connections prove it; live "
-			 "links stay)", nc.secret_file, r == 1 ? "a new secret" : "the same secret");
-		applied += r == 1 || strcmp(oc->secret_file, nc.secret_file) != 0;
-		snprintf(oc->secret_file, sizeof(oc->secret_file), "%s", nc.secret_file);
-	} else {
-		auth_reload_abort();
-	}
-	if (tls_ctx != NULL) {
-		bool files = strcmp(oc->tls_cert, nc.tls_cert) || strcmp(oc->tls_key, nc.tls_key) ||
-			     strcmp(oc->tls_ca, nc.tls_ca) || oc->tls_ktls != nc.tls_ktls;
-
-		if (tls_reload_commit(tls_ctx, what, sizeof(what)) == 0) {
-			log_info("reload: TLS files %s, %s, %s read: %s; new peer connections "
-				 "use them, live links stay", nc.tls_cert, nc.tls_key, nc.tls_ca,
-				 what);
-			snprintf(oc->tls_cert, sizeof(oc->tls_cert), "%s", nc.tls_cert);
-			snprintf(oc->tls_key, sizeof(oc->tls_key), "%s", nc.tls_key);
-			snprintf(oc->tls_ca, sizeof(oc->tls_ca), "%s", nc.tls_ca);
-			oc->tls_ktls = nc.tls_ktls;
-			applied += files || strncmp(what, "a new", 5) == 0;
-		} else {
-			log_warn("reload: TLS is not running: the TLS files were not applied");
-		}
-	}
-#define LIVE_NUMBER(field, key, fmt, cast) \
-	if (oc->field != nc.field) { \
-		log_info("reload: " key " " fmt " -> " fmt, (cast)oc->field, (cast)nc.field); \
-		oc->field = nc.field; \
-		applied++; \
-	}
-	LIVE_NUMBER(op_timeout_ms, "op_timeout_ms (operations from now on)", "%u", unsigned)
-	LIVE_NUMBER(max_clients, "max_clients (new clients)", "%d", int)
-	LIVE_NUMBER(max_clients_per_user, "max_clients_per_user (new clients)", "%d", int)
-	LIVE_NUMBER(hello_timeout_ms, "hello_timeout_ms (new clients)", "%u", unsigned)
-	LIVE_NUMBER(max_jobs, "max_jobs (new jobs)", "%d", int)
-	LIVE_NUMBER(max_arena_bytes, "max_arena (new clients)", "%llu", unsigned long long)
-#undef LIVE_NUMBER
-	if (strcmp(oc->hosts, nc.hosts) == 0)
-		restart += check_hostfile(rd);
-	/* The level last, its line and the summary said at the more verbose of
-	 * the old and the new level, so that they show either way. */
-	if (oc->log_level != nc.log_level) {
-		log_info("reload: log_level %s -> %s", level_name(oc->log_level),
-			 level_name(nc.log_level));
-		applied++;
-	}
-	log_info("reload: done: %d setting%s applied, %d need%s a restart", applied,
-		 applied == 1 ? "" : "s", restart, restart == 1 ? "s" : "");
-	log_set_level(nc.log_level);
-	oc->log_level = nc.log_level;
-	notify_done(rd);
-	return;
-
-refused:
-	log_err("reload: %s; nothing was changed, the running configuration stays", err);
+			     now_us(), r.path ? r.path : "the configuration");
+	if (prepare(&r) == 0)
+		apply(&r);
+	else
+		log_err("reload: %s; nothing was changed, the running configuration stays",
+			r.err);
 	notify_done(rd);
 }

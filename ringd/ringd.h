@@ -148,12 +148,10 @@ void ringd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
 
 /* reload.c: SIGHUP.  Reads the command line and its --config file again and
- * applies what can change under a running ring (log_level, allow_users,
- * allow_groups, TLS files, secret_file, op_timeout_ms, max_clients,
- * max_clients_per_user, hello_timeout_ms, max_jobs, max_arena); every other
- * changed key is named in a warning and keeps its running value until a
- * restart.  A configuration that does not parse or check leaves everything as
- * it was, with an error logged. */
+ * applies what can change under a running ring (the keys that the live column
+ * of config.c's table marks); every other changed key is named in a warning
+ * and keeps its running value until a restart.  A configuration that does not
+ * parse or check leaves everything as it was, with an error logged. */
 void ringd_reload(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
@@ -186,9 +184,10 @@ bool transport_rx_ready(struct transport *t, struct link *l);
 void transport_close(struct transport *t, struct link *l);
 /* SIGHUP (tls.c): a TLS context from cfg's tls_cert, tls_key, tls_ca and
  * tls_ktls (NULL with the reason in err); commit makes the running TLS
- * transport use it for new connections, live links keeping theirs, and says
- * in what which certificate it holds (-1, context freed: TLS is not running);
- * abort frees it. */
+ * transport use it for new connections, live links keeping theirs, says in
+ * what which certificate it holds, and returns 1 when that certificate is new,
+ * 0 when it is the same (-1, context freed: TLS is not running); abort frees
+ * it. */
 void *tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char *err,
 			 size_t errlen);
 int tls_reload_commit(void *pending, char *what, size_t len);

@@ -42,6 +42,10 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
+/* Operations one client may have in flight (non-blocking calls): collectives
+ * run in the order asked, sends and receives as they are matched. */
+#define SESS_INFLIGHT_MAX	64
+
 struct sess {
 	struct ringd *rd;		/* the daemon */
 	int fd;				/* SEQPACKET connection */
@@ -386,9 +390,10 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 	}
 	log_debug("client pid %d: %s count %llu dtype %s", (int)s->pid, proto_coll_name(m.coll),
 		  (unsigned long long)m.count, proto_dtype_name(m.dtype));
-	if (s->inflight > 0) {
+	if (s->inflight >= SESS_INFLIGHT_MAX) {
 		rc = RING_EINVAL;
-		snprintf(err, sizeof(err), "an operation of this client is already in flight");
+		snprintf(err, sizeof(err), "this client has %d operations in flight (at most %d): "
+			 "wait for some", s->inflight, SESS_INFLIGHT_MAX);
 	} else if ((rc = sess_check_op(s, &m, &send, &recv, err, sizeof(err))) == 0) {
 		s->inflight++;
 		rc = coll_submit(s->rd, s, s->job, &m, send, recv, err, sizeof(err));

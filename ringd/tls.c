@@ -575,6 +575,7 @@ tls_reload_commit(void *pending, char *what, size_t len)
 	SSL_CTX *ctx = pending, *old;
 	X509 *a, *b;
 	char desc[400];
+	bool same;
 
 	if (tls_running == NULL) {
 		SSL_CTX_free(ctx);
@@ -584,13 +585,13 @@ tls_reload_commit(void *pending, char *what, size_t len)
 	a = SSL_CTX_get0_certificate(old);
 	b = SSL_CTX_get0_certificate(ctx);
 	tls_describe(ctx, desc, sizeof(desc));
-	snprintf(what, len, "%s certificate (%s)",
-		 a != NULL && b != NULL && X509_cmp(a, b) == 0 ? "the same" : "a new", desc);
+	same = a != NULL && b != NULL && X509_cmp(a, b) == 0;
+	snprintf(what, len, "%s certificate (%s)", same ? "the same" : "a new", desc);
 	/* Live sessions hold a reference to the context they were made from
 	 * (SSL_new), so they keep the old one until they close. */
 	tls_running->ctx = ctx;
 	SSL_CTX_free(old);
-	return 0;
+	return same ? 0 : 1;
 }
 
 void

@@ -1,13 +1,16 @@
 /*
  * unit_config.c - Criterion tests of ringd's configuration (config.c) and
  * hostfile (hostfile.c) parsers: defaults, every key and its range, the exact
- * FILE:LINE error texts an operator reads, the three hostfile formats and each
- * of their errors, and hostfile_find_self against a port held busy.  Files go to
- * private temporary paths that every test removes.
+ * FILE:LINE error texts an operator reads, which keys a SIGHUP applies and
+ * that man/ringd.conf.5 documents every key as the table says, the three
+ * hostfile formats and each of their errors, and hostfile_find_self against a
+ * port held busy.  Files go to private temporary paths that every test removes.
  */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <libgen.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -652,6 +655,156 @@ Test(config, small_error_buffer)
 	cr_assert_eq(parse_conf(&c, "bogus = 1\n", err, sizeof(err)), -1);
 	cr_assert_str_eq(err, "t.conf:");
 	cr_assert_eq(parse_conf(&c, "bogus = 1\n", NULL, 0), -1);
+}
+
+Test(config, error_helper)
+{
+	char err[8] = "old";
+
+	config_err(NULL, 0, "%s", "no buffer: nothing written");
+	config_err(err, 0, "%s", "no room: nothing written");
+	cr_assert_str_eq(err, "old");
+	config_err(err, sizeof(err), "%s %d", "cut to", 8);
+	cr_assert_str_eq(err, "cut to ");
+}
+
+/* ---- config: what a SIGHUP applies, and ringd.conf(5) ---- */
+
+/* The keys a reload puts in force; every other key takes a restart.  The key
+ * count checked below fails when a key is added, so that its reload class
+ * is decided here rather than inherited. */
+static const struct {
+	const char *key;
+	enum config_live live;
+} live_keys[] = {
+	{ "log_level", CONFIG_LIVE_LOG },	{ "verbose", CONFIG_LIVE_LOG },
+	{ "allow_users", CONFIG_LIVE_ACCESS },	{ "allow_groups", CONFIG_LIVE_ACCESS },
+	{ "tls_cert", CONFIG_LIVE_TLS },	{ "tls_key", CONFIG_LIVE_TLS },
+	{ "tls_ca", CONFIG_LIVE_TLS },		{ "tls_ktls", CONFIG_LIVE_TLS },
+	{ "secret_file", CONFIG_LIVE_SECRET },	{ "op_timeout_ms", CONFIG_LIVE },
+	{ "max_clients", CONFIG_LIVE },		{ "max_clients_per_user", CONFIG_LIVE },
+	{ "hello_timeout_ms", CONFIG_LIVE },	{ "max_jobs", CONFIG_LIVE },
+	{ "max_arena", CONFIG_LIVE },
+};
+#define N_LIVE_KEYS (sizeof(live_keys) / sizeof(live_keys[0]))
+
+Test(config, reload_classes)
+{
+	enum config_live live;
+	const char *name;
+	size_t found = 0;
+	int i;
+
+	for (i = 0; (name = config_key_at(i, &live)) != NULL; i++) {
+		enum config_live want = CONFIG_RESTART;
+		struct config c;
+		char err[512] = "";
+
+		for (size_t j = 0; j < N_LIVE_KEYS; j++) {
+			if (strcmp(live_keys[j].key, name) == 0) {
+				want = live_keys[j].live;
+				found++;
+			}
+		}
+		cr_expect_eq(live, want, "%s: live class %d, expected %d", name, live, want);
+		/* the table's names are the ones config_set knows */
+		config_defaults(&c);
+		config_set(&c, name, "\x01", err, sizeof(err));
+		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
+	}
+	cr_assert_eq(i, 32, "%d keys in the table", i);
+	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
+	cr_assert_null(config_key_at(-1, &live));
+}
+
+/* The source tree: $RING_SRC_DIR, else two levels above this program
+ * (BUILD/tests/), else the working directory. */
+static void src_path(char *out, size_t len, const char *rel)
+{
+	char exe[PATH_MAX] = "";
+	const char *env = getenv("RING_SRC_DIR");
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s/%s", env, rel);
+		return;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		snprintf(out, len, "%s/../../%s", dirname(exe), rel);
+		if (access(out, R_OK) == 0)
+			return;
+	}
+	snprintf(out, len, "%s", rel);
+}
+
+/* The text of the entry ".BI key ..." up to the next .TP, .SS or .SH; NULL if
+ * the page has no such entry. */
+static char *man_entry(const char *page, const char *key, char *buf, size_t len)
+{
+	static const char *const stops[] = { "\n.TP", "\n.SS", "\n.SH" };
+	char tag[80];
+	const char *p, *end;
+
+	snprintf(tag, sizeof(tag), "\n.BI %s \" = ", key);
+	p = strstr(page, tag);
+	if (!p)
+		return NULL;
+	p += strlen(tag);
+	end = p + strlen(p);
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++) {
+		const char *q = strstr(p, stops[i]);
+
+		if (q && q < end)
+			end = q;
+	}
+	snprintf(buf, len, "%.*s", (int)(end - p), p);
+	return buf;
+}
+
+Test(config, man_page_has_every_key)
+{
+	char path[PATH_MAX + 32], entry[4096];
+	enum config_live live;
+	const char *name, *p;
+	char *page;
+	FILE *f;
+	long n;
+
+	src_path(path, sizeof(path), "man/ringd.conf.5");
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "cannot read %s (set RING_SRC_DIR)", path);
+	page = calloc(1, 1 << 20);
+	cr_assert_not_null(page);
+	n = (long)fread(page, 1, (1 << 20) - 1, f);
+	fclose(f);
+	cr_assert_gt(n, 0);
+	for (int i = 0; (name = config_key_at(i, &live)) != NULL; i++) {
+		cr_expect_not_null(man_entry(page, name, entry, sizeof(entry)),
+				   "ringd.conf(5) has no entry for %s", name);
+		if (live == CONFIG_RESTART)
+			cr_expect(strstr(entry, "\nReload: no."), "%s: not marked "
+				  "\"Reload: no.\" in ringd.conf(5):\n%s", name, entry);
+		else
+			cr_expect(strstr(entry, "\nReload: yes"), "%s: not marked "
+				  "\"Reload: yes\" in ringd.conf(5):\n%s", name, entry);
+	}
+	/* and nothing documented that the table does not know */
+	for (p = strstr(page, "\n.BI "); p; p = strstr(p + 1, "\n.BI ")) {
+		size_t k = strspn(p + 5, "abcdefghijklmnopqrstuvwxyz_");
+		char key[64], err[512] = "";
+		struct config c;
+
+		if (k == 0 || k >= sizeof(key) || strncmp(p + 5 + k, " \" = ", 5) != 0)
+			continue;	/* not a key's entry */
+		snprintf(key, sizeof(key), "%.*s", (int)k, p + 5);
+		config_defaults(&c);
+		config_set(&c, key, "\x01", err, sizeof(err));
+		cr_expect(strncmp(err, "unknown", 7) != 0, "ringd.conf(5) documents %s: %s",
+			  key, err);
+	}
+	free(page);
 }
 
 /* ---- hostfile: the formats ---- */
