@@ -384,6 +384,7 @@ static int each_op(ring_comm *comm, int rank, int n, void *arg)
 		}
 	if (n > 1 && check_request_error(comm, rank, n))
 		return 1;
+	IT_CALL(ring_barrier(comm));
 	return 0;
 }
 
@@ -558,15 +559,17 @@ static int all_in_flight(ring_comm *comm, int rank, int n, void *arg)
 		for (int pl = 0; pl < 2; pl++) {
 			enum it_place place = pl ? IT_HOST : IT_ARENA;
 			int np = 0, order = (c + pl) % 3;
+			uint64_t pair_seed = seed++;	/* a send and its receive alike */
 
 			for (int k = 0; k < K_NKINDS; k++) {
+				bool p2p = k == K_SEND || k == K_RECV;
 				int peer = k == K_SEND ? (rank + 1) % n : k == K_RECV ?
 					   (rank + n - 1) % n : (int)(seed % (uint64_t)n);
 
-				if ((k == K_SEND || k == K_RECV) && n == 1)
+				if (p2p && n == 1)
 					continue;
 				if (issue(comm, rank, n, &p[np], (enum kind)k, counts[c], place,
-					  peer, seed++))
+					  peer, p2p ? pair_seed : seed++))
 					return 1;
 				reqs[np] = p[np].req;
 				np++;
@@ -582,6 +585,7 @@ static int all_in_flight(ring_comm *comm, int rank, int n, void *arg)
 				if (finish(comm, &p[order == 1 ? np - 1 - i : i], i % 2 == 1))
 					return 1;
 		}
+	IT_CALL(ring_barrier(comm));	/* the last receives are in everywhere */
 	return 0;
 }
 
@@ -670,6 +674,8 @@ static int symmetric(ring_comm *comm, int rank, int n, void *arg)
 				if (finish(comm, &p[i], i == 3))
 					return 1;
 		}
+	/* A rank that leaves ends the job: nobody goes before every receive is in. */
+	IT_CALL(ring_barrier(comm));
 	return 0;
 }
 
@@ -739,6 +745,7 @@ static int two_threads(ring_comm *comm, int rank, int n, void *arg)
 	free(sbuf);
 	free(rbuf);
 	free(want);
+	IT_CALL(ring_barrier(comm));
 	return 0;
 }
 
