@@ -1,10 +1,13 @@
 /*
  * coll_cuda.c - the CUDA copy engine and the _cuda operations (built only when
- * libring is built with CUDA).  Each _cuda call runs the ordinary operation of
- * coll.c with this engine installed on the communicator for the call: operands
- * are staged through the communicator's kept arena slots, which this engine
- * page-locks (cudaHostRegister) the first time, with cudaMemcpyAsync on the
- * caller's stream, so the copies start after the work already queued there.  A
+ * libring is built with CUDA).  Each _cuda call runs the ordinary blocking
+ * operation of coll.c (a request issued and waited for) with this engine
+ * installed for the calling thread, so another thread's calls on the same
+ * communicator keep the host engine, and only this thread moves the request
+ * (req.c): operands are staged through the communicator's kept arena slots,
+ * which one request holds at a time and which this engine page-locks
+ * (cudaHostRegister) the first time, with cudaMemcpyAsync on the caller's
+ * stream, so the copies start after the work already queued there.  A
  * fence is a CUDA event recorded on that stream; waiting for one polls it
  * against the operation's timeout, so even a wedged device cannot hold the
  * caller forever.  The pipeline drains the engine before the call returns, so
@@ -211,7 +214,7 @@ cuda_begin(struct cuda_call *k, ring_comm *c, const char *fn, const void *ptr,
 		}
 	}
 	k->nev = 3;
-	lr_comm_set_copier(c, &k->cp.base);
+	lr_thread_set_copier(&k->cp.base);
 	return 0;
 }
 
@@ -222,8 +225,7 @@ cuda_end(struct cuda_call *k, ring_comm *c, int rc)
 	cudaEvent_t evs[3] = { k->cp.ev[0], k->cp.ev[1], k->cp.end };
 	int i;
 
-	if (c)
-		lr_comm_set_copier(c, NULL);
+	lr_thread_set_copier(NULL);
 	for (i = 0; i < k->nev; i++)
 		(void)cudaEventDestroy(evs[i]);
 	if (k->prev_device >= 0)
@@ -233,8 +235,8 @@ cuda_end(struct cuda_call *k, ring_comm *c, int rc)
 
 /*
  * The body of every _cuda call: the ordinary operation CALL, run with the
- * engine for ptr's device and the caller's stream installed on c, and the
- * engine taken down again whatever CALL returned.
+ * engine for ptr's device and the caller's stream installed for this thread,
+ * and the engine taken down again whatever CALL returned.
  */
 #define CUDA_RUN(c, ptr, stream, CALL)					\
 	do {								\

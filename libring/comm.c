@@ -4,11 +4,17 @@
  * and receive of client messages, ring_close, the arena's public face (ring_alloc,
  * ring_free) and the error reporting every other call goes through.  The session
  * is one SOCK_SEQPACKET socket, non-blocking, driven with poll against a deadline
- * so no call can outlive its bound.  Anything that leaves the session in an
- * unknown state (the daemon went away, a malformed message, a reply that never
- * came) marks the communicator broken: its socket is closed at once so the daemon
- * fails the job's operation for the other ranks, and every later call returns
- * RING_EDAEMON with the original reason.
+ * so no call can outlive its bound; the requests (req.c) read its answers as
+ * they come.  Anything that leaves the session in an unknown state (the daemon
+ * went away, a malformed message, a reply that never came) marks the
+ * communicator broken: its socket is shut down at once so the daemon fails the
+ * job's operations for the other ranks (it is closed with the communicator, so
+ * a thread asleep in poll on it never finds its number reused), and every later
+ * call returns RING_EDAEMON with the original reason.
+ *
+ * With no daemon socket at the default path and nothing that says the world is
+ * larger than one process, ring_open gives a size-1 group (MLX's non-strict
+ * init) and says so on stderr; RING_STRICT=1 refuses instead.
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,12 +48,22 @@ lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 	return code;
 }
 
-/* Marks the session unusable and closes it, so the daemon sees the client leave
- * and fails the job's op for the others instead of waiting on us. */
-static int sess_break(struct ring_comm *c, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int
-sess_break(struct ring_comm *c, int code, const char *fmt, ...)
+void
+lr_comm_lock(struct ring_comm *c)
+{
+	pthread_mutex_lock(&c->mu);
+}
+
+void
+lr_comm_unlock(struct ring_comm *c)
+{
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Marks the session unusable and shuts it down, so the daemon sees the client
+ * leave and fails the job's ops for the others instead of waiting on us. */
+int
+lr_sess_break(struct ring_comm *c, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -54,10 +71,9 @@ sess_break(struct ring_comm *c, int code, const char *fmt, ...)
 	vsnprintf(c->err_broken, sizeof(c->err_broken), fmt, ap);
 	va_end(ap);
 	c->broken = true;
-	if (c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-	}
+	c->broken_code = code;
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
 	return lr_fail(c, code, "%s", c->err_broken);
 }
 
@@ -74,9 +90,9 @@ static int
 sess_closed(struct ring_comm *c, int err)
 {
 	if (err)
-		return sess_break(c, RING_EDAEMON, "ringd at %s closed the connection (%s)",
-				  c->sock, strerror(err));
-	return sess_break(c, RING_EDAEMON, "ringd at %s closed the connection", c->sock);
+		return lr_sess_break(c, RING_EDAEMON, "ringd at %s closed the connection (%s)",
+				     c->sock, strerror(err));
+	return lr_sess_break(c, RING_EDAEMON, "ringd at %s closed the connection", c->sock);
 }
 
 /* Closes any descriptor the peer attached; ringd never sends one, and we must
@@ -102,7 +118,8 @@ sess_drop_fds(struct msghdr *mh)
 /* Receives one packet into buf (PROTO_MSG_MAX bytes) before deadline.  Returns 0,
  * RING_ETIMEDOUT (session intact; the caller decides), or a code with the session
  * broken.  With deadline 0 it only takes what is already queued (RING_ETIMEDOUT
- * when nothing is). */
+ * when nothing is).  The caller must not give 0 as a real deadline; no clock
+ * reads 0. */
 static int
 sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 {
@@ -117,19 +134,23 @@ sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 	int r;
 
 	for (;;) {
-		pfd.fd = c->fd;
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		r = poll(&pfd, 1, proto_ms_left(deadline));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
-					  strerror(errno));
-		if (r == 0) {
-			if (proto_ms_left(deadline) > 0)
+		/* With deadline 0, what is queued is read without a poll first:
+		 * the engine checks this after every step. */
+		if (deadline != 0) {
+			pfd.fd = c->fd;
+			pfd.events = POLLIN;
+			pfd.revents = 0;
+			r = poll(&pfd, 1, proto_ms_left(deadline));
+			if (r < 0 && errno == EINTR)
 				continue;
-			return RING_ETIMEDOUT;
+			if (r < 0)
+				return lr_sess_break(c, RING_EDAEMON, "poll on the ringd "
+						     "session: %s", strerror(errno));
+			if (r == 0) {
+				if (proto_ms_left(deadline) > 0)
+					continue;
+				return RING_ETIMEDOUT;
+			}
 		}
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;
@@ -138,6 +159,8 @@ sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 		mh.msg_controllen = sizeof(cbuf.b);
 		/* A queued reply is read before a hangup that follows it. */
 		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EAGAIN && deadline == 0)
+			return RING_ETIMEDOUT;
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n < 0)
@@ -146,9 +169,9 @@ sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 		if (n == 0)
 			return sess_closed(c, 0);
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-			return sess_break(c, RING_EPROTO, "ringd at %s sent a message larger "
-					  "than %d bytes or with descriptors", c->sock,
-					  PROTO_MSG_MAX);
+			return lr_sess_break(c, RING_EPROTO, "ringd at %s sent a message larger "
+					     "than %d bytes or with descriptors", c->sock,
+					     PROTO_MSG_MAX);
 		*len = (size_t)n;
 		return 0;
 	}
@@ -163,11 +186,15 @@ sess_pending_error(struct ring_comm *c, int err)
 	struct proto_error e;
 	uint16_t type;
 	size_t len;
+	int i;
 
-	if (sess_recv(c, buf, &len, 0) == 0 && proto_msg_peek(buf, len, &type) == 0 &&
-	    type == PROTO_M_ERROR && proto_decode_error(buf, len, &e) == 0 &&
-	    e.code < 0 && e.code >= RING_ERR_MIN)
-		return sess_break(c, e.code, "%s", e.text);
+	/* Answers to earlier requests may be queued before it. */
+	for (i = 0; i <= LR_WINDOW && sess_recv(c, buf, &len, 0) == 0; i++) {
+		if (proto_msg_peek(buf, len, &type) == 0 && type == PROTO_M_ERROR &&
+		    proto_decode_error(buf, len, &e) == 0 && e.code < 0 &&
+		    e.code >= RING_ERR_MIN)
+			return lr_sess_break(c, e.code, "%s", e.text);
+	}
 	if (c->broken)
 		return lr_fail(c, RING_EDAEMON, "%s", c->err_broken);
 	return sess_closed(c, err);
@@ -207,8 +234,8 @@ sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
 		if (n >= 0) {
 			/* SEQPACKET sends whole packets; anything else is not ours. */
 			if ((size_t)n != len)
-				return sess_break(c, RING_EDAEMON, "short send to ringd at %s "
-						  "(%zd of %zu bytes)", c->sock, n, len);
+				return lr_sess_break(c, RING_EDAEMON, "short send to ringd at %s "
+						     "(%zd of %zu bytes)", c->sock, n, len);
 			return 0;
 		}
 		if (errno == EINTR)
@@ -220,11 +247,11 @@ sess_send(struct ring_comm *c, const uint8_t *buf, size_t len, int pass_fd,
 		pfd.revents = 0;
 		r = poll(&pfd, 1, proto_ms_left(deadline));
 		if (r < 0 && errno != EINTR)
-			return sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
-					  strerror(errno));
+			return lr_sess_break(c, RING_EDAEMON, "poll on the ringd session: %s",
+					     strerror(errno));
 		if (r == 0 && proto_ms_left(deadline) == 0)
-			return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not accept a "
-					  "request in time (its socket stayed full)", c->sock);
+			return lr_sess_break(c, RING_ETIMEDOUT, "ringd at %s did not accept a "
+					     "request in time (its socket stayed full)", c->sock);
 	}
 }
 
@@ -235,16 +262,15 @@ sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
 	struct proto_error e;
 
 	if (proto_decode_error(buf, len, &e) != 0 || e.code >= 0 || e.code < RING_ERR_MIN)
-		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed ERROR message",
-				  c->sock);
-	return sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
+		return lr_sess_break(c, RING_EPROTO, "ringd at %s sent a malformed ERROR message",
+				     c->sock);
+	return lr_sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
 }
 
 int
 lr_sess_post(struct ring_comm *c, struct proto_op *op)
 {
 	uint8_t buf[PROTO_MSG_MAX];
-	int64_t bound;
 	int n, rc;
 
 	rc = lr_sess_usable(c);
@@ -257,17 +283,15 @@ lr_sess_post(struct ring_comm *c, struct proto_op *op)
 		return lr_fail(c, RING_EINVAL, "cannot encode a %s request (count %llu)",
 			       proto_coll_name(op->coll), (unsigned long long)op->count);
 	/* ringd enforces timeout_ms itself and answers RING_ETIMEDOUT; the grace
-	 * only covers a daemon that cannot answer at all. */
-	bound = (int64_t)c->timeout_ms + LR_GRACE_MS;
-	c->deadline_ms = proto_now_ms() + bound;
-	return sess_send(c, buf, (size_t)n, -1, c->deadline_ms);
+	 * only covers a daemon that cannot take a request at all. */
+	return sess_send(c, buf, (size_t)n, -1,
+			 proto_now_ms() + (int64_t)c->timeout_ms + LR_GRACE_MS);
 }
 
 int
-lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
+lr_sess_take(struct ring_comm *c, struct proto_done *d)
 {
 	uint8_t buf[PROTO_MSG_MAX];
-	struct proto_done d;
 	uint16_t type;
 	size_t len;
 	int rc;
@@ -275,41 +299,31 @@ lr_sess_wait(struct ring_comm *c, const struct proto_op *op)
 	rc = lr_sess_usable(c);
 	if (rc)
 		return rc;
-	rc = sess_recv(c, buf, &len, c->deadline_ms);
+	rc = sess_recv(c, buf, &len, 0);
 	if (rc == RING_ETIMEDOUT)
-		return sess_break(c, RING_ETIMEDOUT, "ringd at %s did not answer %s request "
-				  "%llu within %d ms (the op's timeout plus %d ms grace)",
-				  c->sock, proto_coll_name(op->coll),
-				  (unsigned long long)op->reqid, c->timeout_ms, LR_GRACE_MS);
+		return 0;	/* nothing queued */
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)
-		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed message "
-				  "(%zu bytes)", c->sock, len);
+		return lr_sess_break(c, RING_EPROTO, "ringd at %s sent a malformed message "
+				     "(%zu bytes)", c->sock, len);
 	if (type == PROTO_M_ERROR)
 		return sess_error_msg(c, buf, len);
 	if (type != PROTO_M_DONE)
-		return sess_break(c, RING_EPROTO, "ringd at %s sent message type %u while a "
-				  "%s was running", c->sock, type, proto_coll_name(op->coll));
-	if (proto_decode_done(buf, len, &d) != 0)
-		return sess_break(c, RING_EPROTO, "ringd at %s sent a malformed DONE message",
-				  c->sock);
-	/* One op is in flight at a time: any other id means we lost track. */
-	if (d.reqid != op->reqid)
-		return sess_break(c, RING_EPROTO, "ringd at %s answered request %llu while "
-				  "request %llu was waiting", c->sock,
-				  (unsigned long long)d.reqid, (unsigned long long)op->reqid);
-	if (d.status > 0 || d.status < RING_ERR_MIN)
-		return sess_break(c, RING_EPROTO, "ringd at %s answered status %d, not a "
-				  "RING_E* code", c->sock, (int)d.status);
-	if (d.status)
-		return lr_fail(c, d.status, "%s", d.text[0] ? d.text : ring_strerror(d.status));
-	return 0;
+		return lr_sess_break(c, RING_EPROTO, "ringd at %s sent message type %u while "
+				     "operations were running", c->sock, type);
+	if (proto_decode_done(buf, len, d) != 0)
+		return lr_sess_break(c, RING_EPROTO, "ringd at %s sent a malformed DONE "
+				     "message", c->sock);
+	if (d->status > 0 || d->status < RING_ERR_MIN)
+		return lr_sess_break(c, RING_EPROTO, "ringd at %s answered status %d, not a "
+				     "RING_E* code", c->sock, (int)d->status);
+	return 1;
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
 static int
-sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
+sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline, int *why)
 {
 	struct sockaddr_un sa;
 	struct pollfd pfd;
@@ -347,6 +361,7 @@ sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline)
 		}
 		break;
 	}
+	*why = err;
 	return lr_fail(c, RING_EDAEMON, "cannot connect to ringd at %s: %s%s", c->sock,
 		       strerror(err),
 		       err != ENOENT && err != ECONNREFUSED ? "" : socket_set ?
@@ -455,9 +470,51 @@ comm_free(struct ring_comm *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->wakefd >= 0)
+		close(c->wakefd);
 	lr_stage_release(c);
 	lr_arena_destroy(&c->arena);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	free(c);
+}
+
+/* The mutex, the condition variable (on the monotonic clock, as every bound in
+ * libring) and the eventfd that wakes a thread asleep on the socket. */
+static int
+comm_sync_init(struct ring_comm *c)
+{
+	pthread_condattr_t ca;
+
+	c->wakefd = -1;
+	if (pthread_mutex_init(&c->mu, NULL) != 0)
+		return RING_ENOMEM;
+	if (pthread_condattr_init(&ca) != 0 ||
+	    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&c->cv, &ca) != 0) {
+		pthread_mutex_destroy(&c->mu);
+		return RING_ENOMEM;
+	}
+	pthread_condattr_destroy(&ca);
+	TAILQ_INIT(&c->reqs);
+	TAILQ_INIT(&c->active);
+	c->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wakefd < 0) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		return RING_ENOMEM;
+	}
+	return 0;
+}
+
+/* A size-1 group: no daemon, every collective a copy. */
+static void
+comm_single(struct ring_comm *c)
+{
+	c->single = true;
+	c->rank = c->local_rank = c->host_rank = 0;
+	c->size = c->local_size = c->nhosts = 1;
+	c->piece_bytes = UINT64_MAX;
 }
 
 int
@@ -466,7 +523,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	struct ring_comm *c = NULL;
 	char err[LR_ERR_MAX];
 	int64_t start;
-	int rc, bound;
+	int rc, bound, why = 0;
 
 	*out = NULL;
 	if (!proto_job_name_ok(env->job))
@@ -475,6 +532,11 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return lr_fail(NULL, RING_ENOMEM, "ring_open: out of memory");
+	if (comm_sync_init(c) != 0) {
+		free(c);
+		return lr_fail(NULL, RING_ENOMEM, "ring_open: cannot make the communicator's "
+			       "mutex and eventfd: %s", strerror(errno));
+	}
 	c->fd = -1;
 	c->debug = env->debug;
 	c->timeout_ms = env->timeout_ms;
@@ -489,17 +551,25 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	}
 	if (env->single) {
 		/* Asked for explicitly (RING_SINGLE=1, no socket configured). */
-		c->single = true;
-		c->rank = c->local_rank = c->host_rank = 0;
-		c->size = c->local_size = c->nhosts = 1;
-		c->piece_bytes = UINT64_MAX;
+		comm_single(c);
 		*out = c;
 		return 0;
 	}
 
 	bound = env->timeout_ms < LR_CONNECT_MAX_MS ? env->timeout_ms : LR_CONNECT_MAX_MS;
 	start = proto_now_ms();
-	rc = sess_connect(c, env->socket_set, start + bound);
+	rc = sess_connect(c, env->socket_set, start + bound, &why);
+	if (rc && why == ENOENT && lr_env_single_default(env)) {
+		/* No daemon here and nobody said there are other ranks: a program
+		 * run on its own works as a size-1 group, as under MLX. */
+		fprintf(stderr, "libring: no ringd at %s; running as a size-1 group (set "
+			"RING_STRICT=1 to refuse, RING_SINGLE=1 to ask for it)\n", c->sock);
+		close(c->fd);
+		c->fd = -1;
+		comm_single(c);
+		*out = c;
+		return 0;
+	}
 	if (rc)
 		goto fail;
 	rc = sess_hello(c, env, start + bound);
@@ -567,6 +637,10 @@ ring_close(ring_comm *c)
 
 	if (!c)
 		return 0;
+	/* Requests still running fail; every request stays readable until freed. */
+	lr_comm_lock(c);
+	lr_req_close_all(c);
+	lr_comm_unlock(c);
 	if (c->fd >= 0 && !c->broken) {
 		/* The daemon also cleans up when the socket just closes.  Waiting for
 		 * it to close its end (it does on BYE) makes the close complete: a
@@ -592,6 +666,30 @@ ring_size(const ring_comm *c)
 	return c ? c->size : RING_EINVAL;
 }
 
+int
+ring_local_rank(const ring_comm *c)
+{
+	return c ? c->local_rank : RING_EINVAL;
+}
+
+int
+ring_local_size(const ring_comm *c)
+{
+	return c ? c->local_size : RING_EINVAL;
+}
+
+int
+ring_host_rank(const ring_comm *c)
+{
+	return c ? c->host_rank : RING_EINVAL;
+}
+
+int
+ring_host_count(const ring_comm *c)
+{
+	return c ? c->nhosts : RING_EINVAL;
+}
+
 void *
 ring_alloc(ring_comm *c, size_t bytes)
 {
@@ -601,12 +699,14 @@ ring_alloc(ring_comm *c, size_t bytes)
 		lr_fail(NULL, RING_EINVAL, "ring_alloc: comm is NULL");
 		return NULL;
 	}
+	lr_comm_lock(c);
 	p = lr_arena_alloc(&c->arena, bytes);
 	if (!p)
 		lr_fail(c, RING_ENOMEM, "ring_alloc(%zu): the arena has no free block that "
 			"large (%zu of %zu bytes free, largest block %zu); raise RING_ARENA_MB "
 			"or ring_options.arena_bytes", bytes, c->arena.free_bytes,
 			lr_arena_usable(&c->arena), lr_arena_largest(&c->arena));
+	lr_comm_unlock(c);
 	return p;
 }
 
@@ -619,9 +719,11 @@ ring_free(ring_comm *c, void *p)
 		lr_fail(NULL, RING_EINVAL, "ring_free(%p): comm is NULL (ignored)", p);
 		return;
 	}
+	lr_comm_lock(c);
 	if (lr_arena_free(&c->arena, p) != 0)
 		lr_fail(c, RING_EINVAL, "ring_free(%p): not a live ring_alloc block of this "
 			"communicator (ignored)", p);
+	lr_comm_unlock(c);
 }
 
 const char *

@@ -198,7 +198,7 @@ lr_stage_release(struct ring_comm *c)
 
 int
 lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots,
-	     uint8_t *out[2], const char *fn)
+	     uint8_t *out[2], const char *fn, char *err, size_t cap)
 {
 	size_t want = bytes;
 	int i;
@@ -215,11 +215,11 @@ lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots
 				c->stage.buf[i] = lr_arena_alloc(&c->arena, want = bytes);
 			if (!c->stage.buf[i]) {
 				lr_stage_release(c);
-				return lr_fail(c, RING_ENOMEM, "%s: staging device buffers needs "
-					       "2 arena blocks of %zu bytes, but the largest free "
-					       "one is %zu of %zu bytes (raise RING_ARENA_MB)", fn,
-					       bytes, lr_arena_largest(&c->arena),
-					       lr_arena_usable(&c->arena));
+				snprintf(err, cap, "%s: staging device buffers needs 2 arena "
+					 "blocks of %zu bytes, but the largest free one is %zu of "
+					 "%zu bytes (raise RING_ARENA_MB)", fn, bytes,
+					 lr_arena_largest(&c->arena), lr_arena_usable(&c->arena));
+				return RING_ENOMEM;
 			}
 			if (cp->ops->pin && cp->ops->pin(cp, c->stage.buf[i], want) == 0 &&
 			    cp->ops->unpin)
@@ -233,8 +233,25 @@ lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots
 	return 0;
 }
 
+/* The _cuda calls' engine, for the calls this thread makes inside them. */
+static __thread struct lr_copier *lr_tls_copier;
+
 void
 lr_comm_set_copier(struct ring_comm *c, struct lr_copier *cp)
 {
 	c->copier = cp;
+}
+
+void
+lr_thread_set_copier(struct lr_copier *cp)
+{
+	lr_tls_copier = cp;
+}
+
+struct lr_copier *
+lr_copier_for(const struct ring_comm *c)
+{
+	if (lr_tls_copier)
+		return lr_tls_copier;
+	return c->copier ? c->copier : &lr_copier_host;
 }

@@ -6,8 +6,10 @@
  * and the first one that defines any of its variables supplies all of them, so a
  * job never mixes, say, torchrun's rank with Slurm's local id.  Everything is
  * checked here, once, so a bad setting fails ring_open with a message that names
- * the variables instead of surfacing later as a hang or a wrong group.  This
- * module needs nothing from proto's .c files, so its unit test links it alone.
+ * the variables instead of surfacing later as a hang or a wrong group.  MLX's
+ * launcher gives a rank and a hostfile (a JSON list, one entry per rank) rather
+ * than a world size: the size is the number of entries.  This module needs
+ * nothing from proto's .c files, so its unit test links it alone.
  */
 #include <errno.h>
 #include <limits.h>
@@ -17,22 +19,26 @@
 
 #include "internal.h"
 
-/* One launcher's variable names, in order rank, size, local rank, local size. */
+/* One launcher's variable names, in order rank, size, local rank, local size
+ * (NULL where it has none). */
 struct env_source {
 	const char *name;		/* for messages and RING_DEBUG */
 	const char *var[4];
 	const char *alt_local_size;	/* a fallback for var[3] (Slurm) */
+	bool size_file;			/* var[1] names a JSON hostfile whose entries
+					 * are the ranks (MLX) */
 };
 
 static const struct env_source env_sources[] = {
 	{ "RING_*", { "RING_RANK", "RING_WORLD_SIZE", "RING_LOCAL_RANK", "RING_LOCAL_SIZE" },
-	  NULL },
-	{ "torchrun", { "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE" }, NULL },
+	  NULL, false },
+	{ "torchrun", { "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE" }, NULL, false },
+	{ "MLX", { "MLX_RANK", "MLX_HOSTFILE", NULL, NULL }, NULL, true },
 	{ "Open MPI", { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-			"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" }, NULL },
-	{ "PMI", { "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS" }, NULL },
+			"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" }, NULL, false },
+	{ "PMI", { "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS" }, NULL, false },
 	{ "Slurm", { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE" },
-	  "SLURM_TASKS_PER_NODE" },
+	  "SLURM_TASKS_PER_NODE", false },
 };
 
 /* An unset variable and an empty one mean the same: not given. */
@@ -77,6 +83,119 @@ env_parse_tasks_per_node(const char *s, long *out)
 	return env_parse_int(buf, 1, PROTO_MAX_RANKS, out);
 }
 
+/* Bound on a hostfile we read: a list of 65535 hosts fits many times over. */
+#define ENV_HOSTFILE_MAX	(4u << 20)
+
+/* Counts the entries of the JSON list in text (len bytes): 0 and the number,
+ * or -1 when it is not one list.  Only the nesting is followed (strings,
+ * escapes, brackets); what an entry holds is ringd's business, not ours. */
+static long
+env_json_list_entries(const char *text, size_t len)
+{
+	size_t i = 0;
+	long count = 0;
+	int depth = 0;
+	bool in_str = false, esc = false, any = false, closed = false;
+
+	while (i < len && strchr(" \t\r\n", text[i]))
+		i++;
+	if (i == len || text[i] != '[')
+		return -1;
+	for (; i < len; i++) {
+		char ch = text[i];
+
+		if (closed) {
+			if (!strchr(" \t\r\n", ch))
+				return -1;	/* something after the list */
+			continue;
+		}
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (ch == '\\')
+				esc = true;
+			else if (ch == '"')
+				in_str = false;
+			continue;
+		}
+		switch (ch) {
+		case ' ': case '\t': case '\r': case '\n':
+			break;
+		case '"':
+			in_str = true;
+			any |= depth == 1;
+			break;
+		case '[': case '{':
+			any |= depth == 1;
+			if (++depth > 64)
+				return -1;
+			break;
+		case ']': case '}':
+			if (--depth < 0)
+				return -1;
+			if (depth == 0) {
+				if (ch != ']' || (count > 0 && !any))
+					return -1;
+				count += any;
+				closed = true;
+			}
+			break;
+		case ',':
+			if (depth == 1) {
+				if (!any)
+					return -1;	/* an empty entry */
+				count++;
+				any = false;
+			}
+			break;
+		default:
+			any |= depth == 1;	/* a number or a literal */
+			break;
+		}
+	}
+	return closed && !in_str ? count : -1;
+}
+
+/* The world size an MLX hostfile gives: its number of entries. */
+static bool
+env_hostfile_size(const char *path, long *out, char *why, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	char *text;
+	size_t len;
+	long n;
+
+	if (!f) {
+		snprintf(why, cap, "cannot be read: %s", strerror(errno));
+		return false;
+	}
+	text = malloc(ENV_HOSTFILE_MAX + 1);
+	if (!text) {
+		fclose(f);
+		snprintf(why, cap, "out of memory reading it");
+		return false;
+	}
+	len = fread(text, 1, ENV_HOSTFILE_MAX + 1, f);
+	fclose(f);
+	if (len > ENV_HOSTFILE_MAX) {
+		free(text);
+		snprintf(why, cap, "is larger than %u MiB", ENV_HOSTFILE_MAX >> 20);
+		return false;
+	}
+	n = env_json_list_entries(text, len);
+	free(text);
+	if (n < 0) {
+		snprintf(why, cap, "is not a JSON list of hosts");
+		return false;
+	}
+	if (n < 1 || n > PROTO_MAX_RANKS) {
+		snprintf(why, cap, "lists %ld hosts, not 1..%d", n, PROTO_MAX_RANKS);
+		return false;
+	}
+	*out = n;
+	return true;
+}
+
 /* The first launcher that defines any of its variables, or NULL. */
 static const struct env_source *
 env_find_source(void)
@@ -87,7 +206,7 @@ env_find_source(void)
 		/* The fallback alone does not select a source: Slurm exports it to
 		 * a whole allocation, not only to the tasks of a step. */
 		for (k = 0; k < 4; k++)
-			if (env_get(env_sources[i].var[k]))
+			if (env_sources[i].var[k] && env_get(env_sources[i].var[k]))
 				return &env_sources[i];
 	}
 	return NULL;
@@ -103,7 +222,7 @@ env_launcher_read(const struct env_source *src, const char *val[4], long v[4],
 	size_t k;
 
 	for (k = 0; k < 4; k++)
-		val[k] = env_get(src->var[k]);
+		val[k] = src->var[k] ? env_get(src->var[k]) : NULL;
 	*lsname = src->var[3];
 	if (!val[3] && src->alt_local_size && env_get(src->alt_local_size)) {
 		*lsname = src->alt_local_size;
@@ -127,6 +246,16 @@ env_launcher_read(const struct env_source *src, const char *val[4], long v[4],
 
 		if (!val[k])
 			continue;
+		if (k == 1 && src->size_file) {
+			char why[192];
+
+			if (!env_hostfile_size(val[k], &v[k], why, sizeof(why))) {
+				snprintf(err, cap, "%s=\"%s\" %s (launcher: %s)", name, val[k], why,
+					 src->name);
+				return RING_EINVAL;
+			}
+			continue;
+		}
 		/* Odd k is a size (1..max), even k a rank (0..max-1). */
 		if (k == 3 && *lsname == src->alt_local_size)
 			ok = env_parse_tasks_per_node(val[k], &v[k]);
@@ -160,8 +289,13 @@ env_launcher(struct lr_env *env, bool want_local, char *err, size_t cap)
 		return rc;
 	if (val[0]) {
 		if (v[0] >= v[1]) {
-			snprintf(err, cap, "%s=%ld is not below %s=%ld (launcher: %s)",
-				 src->var[0], v[0], src->var[1], v[1], src->name);
+			if (src->size_file)
+				snprintf(err, cap, "%s=%ld is not below the %ld hosts of %s "
+					 "(launcher: %s)", src->var[0], v[0], v[1], src->var[1],
+					 src->name);
+			else
+				snprintf(err, cap, "%s=%ld is not below %s=%ld (launcher: %s)",
+					 src->var[0], v[0], src->var[1], v[1], src->name);
 			return RING_EINVAL;
 		}
 		env->rank = (int)v[0];
@@ -304,17 +438,32 @@ env_place(const struct ring_options *opts, struct lr_env *env, char *err,
 	return 0;
 }
 
-/* RING_SINGLE: a size-1 group without a daemon, only when asked for. */
+/* A 0/1 switch: unset is 0. */
+static int
+env_flag(const char *name, bool *out, char *err, size_t cap)
+{
+	const char *s = env_get(name);
+
+	if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+		snprintf(err, cap, "%s=\"%s\" must be 0 or 1", name, s);
+		return RING_EINVAL;
+	}
+	*out = s && strcmp(s, "1") == 0;
+	return 0;
+}
+
+/* RING_SINGLE: a size-1 group without a daemon, asked for; RING_STRICT: never
+ * one that was not. */
 static int
 env_single(struct lr_env *env, char *err, size_t cap)
 {
-	const char *s = env_get("RING_SINGLE");
+	bool single;
+	int rc;
 
-	if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
-		snprintf(err, cap, "RING_SINGLE=\"%s\" must be 0 or 1", s);
-		return RING_EINVAL;
-	}
-	env->single = s && strcmp(s, "1") == 0 && !env->socket_set;
+	if ((rc = env_flag("RING_STRICT", &env->strict, err, cap)) != 0 ||
+	    (rc = env_flag("RING_SINGLE", &single, err, cap)) != 0)
+		return rc;
+	env->single = single && !env->socket_set;
 	/* A size-1 group when the launcher started several ranks would let each
 	 * of them train alone, silently. */
 	if (env->single && env->size > 1) {
@@ -324,6 +473,12 @@ env_single(struct lr_env *env, char *err, size_t cap)
 		return RING_EINVAL;
 	}
 	return 0;
+}
+
+bool
+lr_env_single_default(const struct lr_env *env)
+{
+	return !env->socket_set && !env->strict && env->size <= 1 && env->local_size <= 1;
 }
 
 int
@@ -354,9 +509,10 @@ lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
 
 	if (env->debug)
 		fprintf(stderr, "libring: rank/size from %s (rank %d, size %d, local %d/%d), "
-			"job %s, socket %s%s, timeout %d ms, arena %zu bytes%s\n",
+			"job %s, socket %s%s, timeout %d ms, arena %zu bytes%s%s\n",
 			env->source, env->rank, env->size, env->local_rank, env->local_size,
 			env->job, env->socket, env->socket_set ? "" : " (default)",
-			env->timeout_ms, env->arena_bytes, env->single ? ", single (size 1)" : "");
+			env->timeout_ms, env->arena_bytes, env->single ? ", single (size 1)" : "",
+			env->strict ? ", strict" : "");
 	return 0;
 }

@@ -1,18 +1,21 @@
 /*
  * internal.h - what the modules of libring share and nothing else installs: the
- * arena allocator (arena.c), the environment resolution (env.c), the communicator
- * and its session with ringd (comm.c), the operations (coll.c) and the
- * sub-communicators of ring_split (split.c).  Internal names
- * carry the lr_ prefix, never ring_, so the version script (ring_* global) hides
- * them from the shared library and they cannot collide with a caller's symbols
- * through the public prefix.
+ * arena allocator (arena.c), the copy engines (copy.c), the environment
+ * resolution (env.c), the communicator and its session with ringd (comm.c), the
+ * plan of an operation (plan.c), the requests and the engine that runs them
+ * (req.c), the operations' entry points (coll.c) and the sub-communicators of
+ * ring_split (split.c).  Internal names carry the lr_ prefix, never ring_, so
+ * the version script (ring_* global) hides them from the shared library and
+ * they cannot collide with a caller's symbols through the public prefix.
  */
 #ifndef LIBRING_INTERNAL_H
 #define LIBRING_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/un.h>
 
 #include "ring.h"
@@ -30,6 +33,8 @@
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
+#define LR_WINDOW		64	/* OP messages outstanding in ringd per session
+					 * (ringd's queue of a session's operations) */
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
 
@@ -126,22 +131,29 @@ void lr_copier_cpu_reset(struct lr_copier_cpu *cp);	/* frees the queue */
 size_t lr_copier_cpu_pending(const struct lr_copier_cpu *cp);	/* queued, not done */
 
 /* Staging slots kept across calls for the staged engines (pinned once, grown
- * when a call needs more, released by ring_close). */
+ * when a call needs more, released by ring_close).  One request at a time
+ * holds them (holder), so the engine's two fences are that request's alone. */
 struct lr_stage {
 	uint8_t *buf[2];		/* arena blocks; NULL when none */
 	size_t bytes;			/* size of each */
 	void (*unpin)(void *p);		/* how they were pinned; NULL: not pinned */
 	const struct lr_copier_ops *owner;	/* the engine they were made for */
+	struct ring_request *holder;	/* the request using them; NULL: free */
 };
 /* Two slots of at least bytes each (nslots 1 or 2 wanted) for cp; RING_ENOMEM
- * with the reason in c->err when the arena cannot hold them. */
+ * with the reason in err when the arena cannot hold them.  The caller checks
+ * that no request holds them. */
 int lr_stage_get(struct ring_comm *c, struct lr_copier *cp, size_t bytes, int nslots,
-		 uint8_t *out[2], const char *fn);
+		 uint8_t *out[2], const char *fn, char *err, size_t cap);
 void lr_stage_release(struct ring_comm *c);
 
-/* Runs every later operation of c through cp (NULL: the host engine) until set
- * again; the _cuda calls and the tests use it. */
+/* The engine of the operations issued later: the calling thread's (the _cuda
+ * calls set it around their ordinary call), else the communicator's (the tests
+ * set it), else the host engine.  A request keeps the engine it was issued
+ * with. */
 void lr_comm_set_copier(struct ring_comm *c, struct lr_copier *cp);
+void lr_thread_set_copier(struct lr_copier *cp);
+struct lr_copier *lr_copier_for(const struct ring_comm *c);
 
 /* ---- env.c: options and the launcher's environment ---- */
 
@@ -155,6 +167,7 @@ struct lr_env {
 	int local_rank, local_size;	/* from opts or the launcher, else 0 and 1 */
 	const char *source;		/* where rank/size came from ("none", ...) */
 	bool single;			/* RING_SINGLE=1 and no socket configured */
+	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
 };
 
@@ -163,14 +176,29 @@ struct lr_env {
  * that names the offending option or variables. */
 int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
 		   size_t cap);
+/* Whether a missing daemon gives a size-1 group rather than an error: no
+ * socket configured, no RING_STRICT, and no launcher that says the world (or
+ * this host's part of it) is larger than 1. */
+bool lr_env_single_default(const struct lr_env *env);
 
 /* ---- comm.c: the communicator and its session ---- */
+
+/* An OP message ringd has not answered yet. */
+struct lr_out {
+	uint64_t reqid;			/* the message's id, echoed in DONE */
+	struct ring_request *req;	/* whose piece it is */
+	uint8_t coll;			/* enum proto_coll, for messages */
+	int64_t posted_ms;		/* monotonic time it was sent */
+};
+
+TAILQ_HEAD(lr_req_list, ring_request);
 
 struct ring_comm {
 	int fd;				/* SEQPACKET session with ringd; -1 if none */
 	bool single;			/* size-1 group without a daemon */
 	bool debug;			/* RING_DEBUG */
 	bool broken;			/* the session is unusable; see err_broken */
+	int broken_code;		/* the RING_E* code of the break */
 	struct lr_arena arena;		/* the memfd shared with ringd */
 	char sock[LR_SOCK_MAX];		/* for messages */
 	char job[PROTO_JOB_MAX + 1];
@@ -182,13 +210,26 @@ struct ring_comm {
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
 	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
-	struct lr_copier *copier;	/* staging engine of the call; NULL: host */
+	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
 	uint64_t next_reqid;		/* id of the next message we send */
-	int64_t deadline_ms;		/* monotonic bound of the posted op's wait */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
+
+	/* Threads: every call holds mu, except while it sleeps in req.c. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;		/* a request changed state (CLOCK_MONOTONIC) */
+	int wakefd;			/* eventfd: wakes the thread polling fd */
+	bool polling;			/* a thread sleeps in poll on fd, without mu */
+
+	/* Requests (req.c). */
+	struct lr_req_list reqs;	/* every request not yet freed, issue order */
+	struct lr_req_list active;	/* those not complete, issue order */
+	uint64_t next_seq;		/* issue number of the next request */
+	struct lr_out out[LR_WINDOW];	/* OP messages ringd has not answered */
+	int nout;
+	int64_t last_coll_done_ms;	/* when the last collective piece was answered */
 };
 
 /* Opens a communicator for a resolved environment (ring_open after
@@ -199,15 +240,135 @@ int lr_comm_open(const struct lr_env *env, ring_comm **out);
  * returns code, so callers write `return lr_fail(c, RING_EINVAL, ...)`. */
 int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Sends one operation (assigning its reqid and the bound of its wait) without
- * waiting, so the caller can copy the next piece while ringd works. */
+/* Marks the session unusable (the daemon sees the client leave and fails the
+ * job's operations for the others) and records why; returns code. */
+int lr_sess_break(struct ring_comm *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Sends one operation, assigning its reqid, without waiting for its answer. */
 int lr_sess_post(struct ring_comm *c, struct proto_op *op);
-/* Waits for the DONE of the op just posted.  On a transport or protocol failure,
- * or when even the grace period passes, the communicator is marked broken.
- * Returns DONE's status or a RING_E* code. */
-int lr_sess_wait(struct ring_comm *c, const struct proto_op *op);
+/* The next answer ringd has sent, without waiting: 1 with a DONE in *d, 0 when
+ * nothing is queued, or a RING_E* code with the session broken (an ERROR, a
+ * malformed or unexpected message, the daemon gone). */
+int lr_sess_take(struct ring_comm *c, struct proto_done *d);
 /* RING_EDAEMON (with the recorded reason) when the session is unusable, else 0. */
 int lr_sess_usable(struct ring_comm *c);
+void lr_comm_lock(struct ring_comm *c);
+void lr_comm_unlock(struct ring_comm *c);
+
+/* ---- plan.c: one operation as pieces, and the staging of its operands ---- */
+
+enum lr_layout {
+	LR_FLAT,			/* send and recv: count elements */
+	LR_GATHER,			/* recv: size blocks of count (all-gather) */
+	LR_SCATTER,			/* send: size blocks of count (reduce-scatter) */
+};
+
+struct lr_plan {
+	struct ring_comm *c;
+	struct lr_copier *cp;		/* the copy engine of this operation */
+	enum lr_layout layout;
+	struct proto_op tmpl;		/* coll, dtype, redop, peer, ndim, shape */
+	size_t es;			/* element size */
+	size_t count;			/* the user's count per rank (fp_count) */
+	size_t per;			/* elements per piece */
+	size_t npieces;			/* at least 1: count 0 still synchronises */
+	const uint8_t *send;		/* the user's operands */
+	uint8_t *recv;
+	bool sin, rin;			/* operand in the arena ... */
+	uint64_t soff, roff;		/* ... at these offsets */
+	bool cin, cout;			/* this rank copies operands in / results out */
+	bool into_recv;			/* flat: send is copied into recv (in the arena) */
+	bool shared;			/* flat: one staged buffer is both send and recv */
+	bool rs_inplace;		/* scatter: in place in a slot (local_size > 1) */
+	size_t sbytes, rbytes;		/* staging bytes of each side per slot */
+};
+
+/* One staging slot of a plan: an arena block and where its sides lie. */
+struct lr_slot {
+	uint8_t *buf;			/* arena block, NULL when nothing is staged */
+	uint8_t *s, *r;			/* staged send and recv parts */
+	uint64_t soff, roff;		/* their arena offsets */
+};
+
+void lr_plan_init(struct lr_plan *pl, struct ring_comm *c, struct lr_copier *cp,
+		  int coll, int dtype, int redop, int peer, size_t count);
+/* Decides the pieces and what is staged; touches nothing but the plan. */
+void lr_plan_layout(struct lr_plan *pl);
+/* Bytes of one slot; 0 when nothing is staged. */
+size_t lr_plan_slot_bytes(const struct lr_plan *pl);
+/* Points sl's sides into the arena block buf. */
+void lr_plan_slot_set(const struct lr_plan *pl, struct lr_slot *sl, uint8_t *buf);
+/* Queues the copies of piece k's operands into slot s (sl), then its fence. */
+int lr_plan_copy_in(const struct lr_plan *pl, size_t k, const struct lr_slot *sl, int s);
+/* Queues the copies of piece k's result out of slot sl. */
+int lr_plan_copy_out(const struct lr_plan *pl, size_t k, const struct lr_slot *sl);
+/* The OP message of piece k, staged through sl. */
+void lr_plan_op(const struct lr_plan *pl, size_t k, const struct lr_slot *sl,
+		struct proto_op *op);
+
+/* ---- req.c: requests and the engine that runs them ---- */
+
+enum lr_req_state {
+	LR_REQ_QUEUED,			/* issued; waits for its staging slots */
+	LR_REQ_RUNNING,			/* has them: posting pieces, one at a time */
+	LR_REQ_DONE,			/* complete: status and err are final */
+};
+
+/*
+ * A request is one operation on its way: its plan, and the piece loop of the
+ * plan turned inside out so that it can stop wherever it would wait for ringd
+ * and go on from there in whichever call comes next.  At most one piece of a
+ * request is outstanding; around it the copies of its neighbours run in the
+ * other slot, as in a blocking call.
+ */
+struct ring_request {
+	struct ring_comm *c;		/* NULL once ring_close let go of it */
+	const char *fn;			/* the call that issued it, for messages */
+	uint64_t seq;			/* issue number on c */
+	bool coll;			/* a collective (ordered among collectives) */
+	bool p2p;			/* send or recv (ordered among themselves) */
+	bool owned;			/* its engine is not the host's: only the
+					 * issuing thread moves it (a device's copies
+					 * belong to that thread's context) */
+	pthread_t owner;
+	struct lr_plan pl;
+
+	enum lr_req_state state;
+	struct lr_slot slots[2];
+	int nslots;			/* 1 or 2 */
+	size_t held;			/* arena bytes it holds as slots */
+	size_t k;			/* next piece to post */
+	bool posted;			/* a piece of it is outstanding ... */
+	bool answered;			/* ... and ringd has answered it: */
+	int answer;			/* its status (text already in err) */
+	bool aborting;			/* the piece out is our abort (PROTO_OP_F_ABORT) */
+	bool over;			/* nothing more to post: finish once answered */
+	int rc;				/* a failure of the session or of a piece */
+	int cerr;			/* a copy failed (the engine's err says why) */
+
+	int status;			/* LR_REQ_DONE: 0 or RING_E* */
+	bool freed;			/* ring_request_free came first: free at the end */
+	char err[LR_ERR_MAX];		/* why it failed; "" when it did not */
+	TAILQ_ENTRY(ring_request) all;	/* in c->reqs */
+	TAILQ_ENTRY(ring_request) live;	/* in c->active while not complete */
+};
+
+/* Issues a request for plan (filled in by the caller; lr_plan_layout is run
+ * here) on c, which the caller holds locked: it is queued behind the requests
+ * issued before it and every request of c is moved as far as it goes without
+ * waiting.  NULL with ring_last_error set when out of memory. */
+struct ring_request *lr_req_new(struct ring_comm *c, const char *fn,
+				const struct lr_plan *pl);
+/* A request that is complete at once (a size-1 group) with status and, when
+ * status != 0, the message now in c->err. */
+struct ring_request *lr_req_done(struct ring_comm *c, const char *fn, int status);
+/* Waits for req with c locked (and unlocked while asleep); its status. */
+int lr_req_wait_locked(struct ring_request *req);
+/* Unlinks and frees a complete request (c locked). */
+void lr_req_release(struct ring_request *req);
+/* ring_close: fails every request still running with RING_ECLOSED and lets go
+ * of every request (they stay readable until ring_request_free). */
+void lr_req_close_all(struct ring_comm *c);
 
 /* ---- split.c: the pure parts of ring_split, exported for the unit tests ---- */
 

@@ -8,11 +8,27 @@
  * ring_last_error() gives the detailed reason of the last failure.  No call exits,
  * aborts or blocks its caller without a bound.
  *
- * Threads: a communicator is used by one thread at a time (calls on one comm are
- * not serialised by libring); different communicators may be used concurrently.
- * Failures that have no communicator to hold their message (a failed ring_open,
- * a NULL comm) are kept per thread and read with ring_last_error(NULL).  Memory
- * from ring_alloc belongs to the communicator and is gone after ring_close.
+ * Requests: every operation also has a non-blocking form (ring_i*) that starts
+ * it and returns a ring_request; ring_wait, ring_test and ring_wait_all finish
+ * it, and ring_request_free lets go of it.  The blocking call is exactly the
+ * non-blocking one followed by ring_wait.  Many requests may be in flight on a
+ * communicator: collectives complete in the order they were issued (every rank
+ * issues them in the same order), sends and receives as they are matched (a
+ * send and a receive may be in flight together, so two ranks that both send
+ * first, then receive, complete).  Operations progress only inside libring
+ * calls on the communicator (an issue, ring_test, ring_wait): libring starts no
+ * thread.  Their buffers belong to libring until the request is complete.
+ *
+ * Threads: a communicator may be used from several threads at once: libring
+ * serialises the calls on it with a mutex of its own, released while a call
+ * waits, so one thread may issue while another waits.  A request may be waited
+ * for or tested from any thread, also by several at once.  ring_close must not
+ * race with any other call on the communicator, nor ring_request_free with a
+ * wait on the same request.  ring_last_error(comm) is the last failure of any
+ * thread; ring_request_error is a request's own.  Failures that have no
+ * communicator to hold their message (a failed ring_open, a NULL comm) are kept
+ * per thread and read with ring_last_error(NULL).  Memory from ring_alloc
+ * belongs to the communicator and is gone after ring_close.
  */
 #ifndef RING_H
 #define RING_H
@@ -27,9 +43,10 @@ extern "C" {
 #endif
 
 #define RING_VERSION_MAJOR 0
-#define RING_VERSION_MINOR 1
+#define RING_VERSION_MINOR 2
 
 typedef struct ring_comm ring_comm;	/* opaque */
+typedef struct ring_request ring_request;	/* opaque: one operation in flight */
 
 struct ring_options {		/* zeroed fields come from the environment, then defaults */
 	const char *socket;	/* RING_SOCKET, else the system default path */
@@ -47,6 +64,12 @@ int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be
 int ring_close(ring_comm *comm);
 int ring_rank(const ring_comm *comm);
 int ring_size(const ring_comm *comm);
+/* This process's index among the job's processes on its host and their number;
+ * this host's place in the ring and the number of hosts the job spans. */
+int ring_local_rank(const ring_comm *comm);
+int ring_local_size(const ring_comm *comm);
+int ring_host_rank(const ring_comm *comm);
+int ring_host_count(const ring_comm *comm);
 void *ring_alloc(ring_comm *comm, size_t bytes);	/* in the shared arena: zero-copy */
 void ring_free(ring_comm *comm, void *p);
 
@@ -62,6 +85,42 @@ int ring_send(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim,
 	      const size_t *shape, int dst);
 int ring_recv(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
 	      const size_t *shape, int src);
+/*
+ * Non-blocking forms: the arguments of the blocking call, then where the
+ * request goes.  A bad argument fails the call itself (*req = NULL, nothing
+ * started); any later failure is the request's, from ring_wait or ring_test.
+ */
+int ring_iallreduce(ring_comm *comm, const void *send, void *recv, size_t count,
+		    enum ring_dtype dtype, enum ring_op op, ring_request **req);
+int ring_iallgather(ring_comm *comm, const void *send, void *recv, size_t count,
+		    enum ring_dtype dtype, ring_request **req);
+int ring_ireduce_scatter(ring_comm *comm, const void *send, void *recv, size_t recvcount,
+			 enum ring_dtype dtype, enum ring_op op, ring_request **req);
+int ring_ibroadcast(ring_comm *comm, void *buf, size_t count, enum ring_dtype dtype, int root,
+		    ring_request **req);
+int ring_ibarrier(ring_comm *comm, ring_request **req);
+int ring_isend(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim,
+	       const size_t *shape, int dst, ring_request **req);
+int ring_irecv(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
+	       const size_t *shape, int src, ring_request **req);
+
+/*
+ * ring_wait: returns once req is complete (within the bound of its operation),
+ * with its status; the request stays valid (waiting again returns the same)
+ * until ring_request_free.  ring_test: never waits; *done = 1 and the status
+ * once complete, else *done = 0 and 0.  ring_wait_all: waits for every request
+ * of reqs (NULL entries are skipped) and returns the first failure in array
+ * order, 0 when all succeeded.  ring_request_free: NULL is ignored; a request
+ * still in flight runs on and is freed when it completes (its buffers stay
+ * libring's until then).  ring_request_error: why req failed ("" when it did
+ * not), valid until ring_request_free; read it once req is complete.
+ */
+int ring_wait(ring_request *req);
+int ring_test(ring_request *req, int *done);
+int ring_wait_all(int n, ring_request **reqs);
+void ring_request_free(ring_request *req);
+const char *ring_request_error(const ring_request *req);
+
 /*
  * ring_split: MLX's Group.split, MPI_Comm_split.  A collective over comm: every
  * rank of comm calls it (in the same order as its other collectives).  Ranks
@@ -89,7 +148,7 @@ const char *ring_last_error(const ring_comm *comm);	/* detail of the last failur
  * stream, in pieces, the copies of one piece overlapping ringd's work on the
  * next.  Unlike NCCL the call returns only once the result is in the device
  * buffer (every copy it queued has finished), so work queued after it, on any
- * stream, sees the result.  On any failure no copy of the call is left running.
+ * stream, sees the result; there are no non-blocking _cuda forms yet.  On any failure no copy of the call is left running.
  * A CUDA failure on one rank is RING_EDEVICE there (ring_last_error names the
  * CUDA call and error) and RING_EABORTED naming that rank on the others.
  */

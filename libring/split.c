@@ -193,7 +193,9 @@ ring_split(ring_comm *c, int color, int key, ring_comm **out)
 		return lr_fail(c, RING_EINVAL, "ring_split: out is NULL");
 	/* Counted on every rank, also those that join no group, so the sub-job
 	 * names of later splits agree. */
+	lr_comm_lock(c);
 	nsplit = c->nsplits++;
+	lr_comm_unlock(c);
 	if (c->single)
 		return color < 0 ? 0 : split_single(c, out);
 

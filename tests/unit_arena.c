@@ -4,7 +4,8 @@
  * Three layers: the allocator alone (libring/arena.c: placement, alignment, first
  * fit, coalescing, refusal of foreign pointers, a randomised run against a model);
  * the public API of a size-1 group (RING_SINGLE=1: ring_alloc/ring_free, identity
- * collectives, argument checks); and a fake ringd on a private socket that speaks
+ * collectives and their requests, argument checks, the group given by default
+ * when no daemon socket exists, RING_STRICT=1 refusing it); and a fake ringd on a private socket that speaks
  * the client protocol, simulates the other ranks of a job (all-reduce sums size
  * equal contributions, all-gather tags each rank's block, ...) and records every
  * request.  The fake checks that every request stays inside the arena, and the
@@ -13,6 +14,7 @@
  * status, silent daemon, arena too small).
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -37,6 +39,7 @@ static const char *const launcher_vars[] = {
 	"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 	"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT",
 };
 
 static void scrub_env(void)
@@ -409,6 +412,126 @@ Test(single, not_when_a_daemon_is_expected)
 	cr_assert(strstr(ring_last_error(NULL), "/nonexistent/ringd.sock"), "%s",
 		  ring_last_error(NULL));
 	cr_assert(strstr(ring_last_error(NULL), strerror(ENOENT)), "%s", ring_last_error(NULL));
+}
+
+/* Non-blocking calls on a size-1 group: complete at once, results copied. */
+Test(single, requests)
+{
+	ring_comm *c = single_open();
+	float a[100], b[100], *s = ring_alloc(c, sizeof(a));
+	size_t shape[1] = { 100 };
+	ring_request *req[6] = { NULL }, *bad = (ring_request *)1;
+	int done = 0, i;
+
+	cr_assert_eq(ring_local_rank(c), 0);
+	cr_assert_eq(ring_local_size(c), 1);
+	cr_assert_eq(ring_host_rank(c), 0);
+	cr_assert_eq(ring_host_count(c), 1);
+	for (i = 0; i < 100; i++)
+		a[i] = s[i] = (float)i * 0.25f;
+	memset(b, 0, sizeof(b));
+	cr_assert_eq(ring_iallreduce(c, a, b, 100, RING_FLOAT32, RING_SUM, &req[0]), 0);
+	cr_assert_eq(ring_test(req[0], &done), 0);
+	cr_assert_eq(done, 1, "a size-1 request is complete at once");
+	cr_assert_arr_eq(a, b, sizeof(a));
+	memset(b, 0, sizeof(b));
+	cr_assert_eq(ring_iallgather(c, s, b, 100, RING_FLOAT32, &req[1]), 0);
+	cr_assert_arr_eq(a, b, sizeof(a));
+	memset(b, 0, sizeof(b));
+	cr_assert_eq(ring_ireduce_scatter(c, a, b, 100, RING_FLOAT32, RING_MAX, &req[2]), 0);
+	cr_assert_arr_eq(a, b, sizeof(a));
+	cr_assert_eq(ring_ibroadcast(c, b, 100, RING_FLOAT32, 0, &req[3]), 0);
+	cr_assert_eq(ring_ibarrier(c, &req[4]), 0);
+	cr_assert_eq(ring_wait_all(6, req), 0);
+	for (i = 0; i < 5; i++) {
+		cr_assert_eq(ring_wait(req[i]), 0);
+		cr_assert_str_empty(ring_request_error(req[i]));
+		ring_request_free(req[i]);
+	}
+	cr_assert_eq(ring_isend(c, a, RING_FLOAT32, 1, shape, 0, &bad), RING_EINVAL);
+	cr_assert_null(bad, "a refused call leaves *req NULL");
+	cr_assert(strstr(ring_last_error(c), "ring_isend"), "%s", ring_last_error(c));
+	cr_assert_eq(ring_irecv(c, a, RING_FLOAT32, 1, shape, 0, &bad), RING_EINVAL);
+	cr_assert_eq(ring_iallreduce(c, a, b, 100, RING_FLOAT32, RING_SUM, NULL), RING_EINVAL);
+	cr_assert_eq(ring_test(NULL, &done), RING_EINVAL);
+	ring_free(c, s);
+	cr_assert_eq(ring_close(c), 0);
+}
+
+/* Reads what the test wrote to its redirected stderr. */
+static void stderr_text(char *out, size_t cap)
+{
+	FILE *f;
+	size_t n;
+
+	fflush(stderr);
+	f = cr_get_redirected_stderr();
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+}
+
+static bool default_socket_exists(void)
+{
+	struct stat st;
+
+	return stat(RING_DEFAULT_SOCKET, &st) == 0;
+}
+
+/* No daemon socket and nothing that says the world is larger: a size-1 group,
+ * with one line on stderr (MLX's non-strict init). */
+Test(single, default_without_a_daemon, .init = cr_redirect_stderr)
+{
+	ring_comm *c = NULL;
+	struct ring_options o;
+	float a[3] = { 1, 2, 3 }, b[3] = { 0 };
+	char text[1024];
+
+	if (default_socket_exists())
+		cr_skip_test("a ringd socket exists at " RING_DEFAULT_SOCKET);
+	scrub_env();
+	memset(&o, 0, sizeof(o));
+	o.arena_bytes = 1 << 20;
+	cr_assert_eq(ring_open(&c, &o), 0, "%s", ring_last_error(NULL));
+	cr_assert_eq(ring_size(c), 1);
+	cr_assert_eq(ring_rank(c), 0);
+	cr_assert_eq(ring_allreduce(c, a, b, 3, RING_FLOAT32, RING_SUM), 0);
+	cr_assert_arr_eq(a, b, sizeof(a));
+	cr_assert_eq(ring_close(c), 0);
+	stderr_text(text, sizeof(text));
+	cr_assert(strstr(text, RING_DEFAULT_SOCKET) && strstr(text, "size-1") &&
+		  strstr(text, "RING_STRICT=1"), "stderr: \"%s\"", text);
+	cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "more than one line: \"%s\"", text);
+
+	/* RING_SINGLE=1 asks for it: nothing is said */
+	setenv("RING_SINGLE", "1", 1);
+	cr_assert_eq(ring_open(&c, &o), 0, "%s", ring_last_error(NULL));
+	cr_assert_eq(ring_close(c), 0);
+	stderr_text(text, sizeof(text));
+	cr_assert_str_empty(text, "RING_SINGLE=1 said \"%s\"", text);
+}
+
+/* RING_STRICT=1, or a launcher that says there are other ranks: today's error. */
+Test(single, strict_refuses)
+{
+	ring_comm *c = (ring_comm *)1;
+
+	if (default_socket_exists())
+		cr_skip_test("a ringd socket exists at " RING_DEFAULT_SOCKET);
+	scrub_env();
+	setenv("RING_STRICT", "1", 1);
+	cr_assert_eq(ring_open(&c, NULL), RING_EDAEMON);
+	cr_assert_null(c);
+	cr_assert(strstr(ring_last_error(NULL), "is ringd running?") &&
+		  strstr(ring_last_error(NULL), RING_DEFAULT_SOCKET), "%s",
+		  ring_last_error(NULL));
+
+	scrub_env();
+	setenv("RANK", "0", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	cr_assert_eq(ring_open(&c, NULL), RING_EDAEMON, "a size-1 group where the launcher "
+		     "said 2 ranks");
+	cr_assert(strstr(ring_last_error(NULL), "is ringd running?"), "%s",
+		  ring_last_error(NULL));
 }
 
 Test(single, strings)

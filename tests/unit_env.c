@@ -1,13 +1,17 @@
 /*
  * unit_env.c - tests of libring's environment resolution (libring/env.c): the
  * options-over-environment-over-defaults order, the launcher precedence (RING_*,
- * torchrun, Open MPI, PMI, Slurm), and the refusal of inconsistent or malformed
- * settings with a message that names the variables.  Criterion runs every test
+ * torchrun, MLX, Open MPI, PMI, Slurm), MLX's JSON hostfile as the world size,
+ * when a missing daemon gives a size-1 group (RING_SINGLE, RING_STRICT), and the
+ * refusal of inconsistent or malformed settings with a message that names the
+ * variables.  Criterion runs every test
  * in its own process, so each one starts from a scrubbed environment.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libring/internal.h"
 
@@ -18,6 +22,7 @@ static const char *const all_vars[] = {
 	"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 	"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT",
 };
 
 static struct lr_env env;
@@ -380,4 +385,114 @@ Test(env, single)
 	set("RANK", "0");
 	cr_assert_eq(resolve(NULL), 0, "%s", err);
 	cr_assert(env.single);
+}
+
+/* A hostfile with text in it; the path goes to MLX_HOSTFILE. */
+static void hostfile(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/unit_env.%d.json", (int)getpid());
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	set("MLX_HOSTFILE", path);
+}
+
+static void hostfile_done(void)
+{
+	const char *p = getenv("MLX_HOSTFILE");
+
+	if (p && strncmp(p, "/tmp/unit_env.", 14) == 0)
+		unlink(p);
+}
+
+Test(env, mlx, .fini = hostfile_done)
+{
+	/* the ring backend's hostfile: one list of addresses per rank */
+	hostfile("[[\"127.0.0.1:5000\"], [\"127.0.0.1:5001\", \"10.0.0.1:5001\"],\n"
+		 " [\"127.0.0.1:5002\"]]\n");
+	set("MLX_RANK", "2");
+	expect_place(2, 3, 0, 1, "MLX");
+	/* mlx.launch's: objects, with brackets and commas inside strings */
+	hostfile("[{\"ssh\": \"a,b]\", \"ips\": [\"10.0.0.1\", \"10.0.0.2\"]},\n"
+		 " {\"ssh\": \"c\\\"[\", \"ips\": []}]");
+	set("MLX_RANK", "0");
+	expect_place(0, 2, 0, 1, "MLX");
+	hostfile("[\"h0:1\"]");
+	expect_place(0, 1, 0, 1, "MLX");
+}
+
+Test(env, mlx_refused, .fini = hostfile_done)
+{
+	static const char *const bad[] = { "", "{}", "[", "[1,,2]", "[1,]", "[,1]", "[1] x",
+					   "[\"open", "[[1], [2]" };
+	size_t i;
+
+	set("MLX_RANK", "0");
+	expect_refused(NULL, "MLX_RANK", "MLX_HOSTFILE");
+	set("MLX_HOSTFILE", "/nonexistent/hosts.json");
+	expect_refused(NULL, "MLX_HOSTFILE", "/nonexistent/hosts.json");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hostfile(bad[i]);
+		expect_refused(NULL, "MLX_HOSTFILE", "not a JSON list");
+	}
+	hostfile("[ ]");
+	expect_refused(NULL, "MLX_HOSTFILE", "lists 0 hosts");
+	hostfile("[\"a:1\", \"b:1\"]");
+	set("MLX_RANK", "2");
+	expect_refused(NULL, "MLX_RANK=2", "2 hosts");
+	unsetenv("MLX_RANK");
+	expect_refused(NULL, "MLX_RANK", "MLX_HOSTFILE");
+}
+
+Test(env, mlx_precedence, .fini = hostfile_done)
+{
+	hostfile("[\"a:1\", \"b:1\", \"c:1\", \"d:1\"]");
+	set("MLX_RANK", "1");
+	set("OMPI_COMM_WORLD_RANK", "0");
+	set("OMPI_COMM_WORLD_SIZE", "2");
+	expect_place(1, 4, 0, 1, "MLX");
+	set("RANK", "3");
+	set("WORLD_SIZE", "5");
+	expect_place(3, 5, 0, 1, "torchrun");
+}
+
+Test(env, single_by_default)
+{
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(!env.strict);
+	cr_assert(lr_env_single_default(&env), "no daemon expected, no launcher");
+
+	set("RING_STRICT", "1");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(env.strict);
+	cr_assert(!lr_env_single_default(&env), "RING_STRICT=1");
+	set("RING_STRICT", "0");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(lr_env_single_default(&env));
+	set("RING_STRICT", "yes");
+	expect_refused(NULL, "RING_STRICT", "yes");
+
+	scrub();
+	set("RING_SOCKET", "/tmp/z.sock");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(!lr_env_single_default(&env), "a configured socket expects a daemon");
+
+	scrub();
+	set("RANK", "0");
+	set("WORLD_SIZE", "2");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(!lr_env_single_default(&env), "the launcher says 2 ranks");
+	set("WORLD_SIZE", "1");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(lr_env_single_default(&env), "the launcher says 1 rank");
+
+	scrub();
+	set("RING_LOCAL_RANK", "0");
+	set("RING_LOCAL_SIZE", "2");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert(!lr_env_single_default(&env), "two processes on this host");
 }
