@@ -219,6 +219,7 @@ struct job {
 	uint64_t rx_consumed;		/* bytes processed */
 	uint64_t rx_granted;		/* bytes we granted */
 	struct evbuffer *stash;		/* early frames, whole */
+	uint64_t stash_bytes;		/* frame bytes in it (headers and payloads) */
 	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */

@@ -10,7 +10,9 @@
  * (the sender cannot have had more); frames a job cannot take are dropped and
  * counted, never the link.
  */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <event2/buffer.h>
 
@@ -62,12 +64,49 @@ flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 		j->rx_granted = want;
 }
 
+/* A stash entry: the frame's header, its payload, and zeros up to a multiple of
+ * 8, so that payloads stay 8-byte aligned for the reduction kernels that read
+ * them in place. */
+static size_t
+stash_entry(uint32_t len)
+{
+	return PROTO_FRAME_HDR + (((size_t)len + 7) & ~(size_t)7);
+}
+
 /* Frames of what is over here: the stash entry goes, nothing is credited. */
 static void
-stash_drop_front(struct job *j, size_t flen)
+stash_drop_front(struct job *j, const struct proto_frame *f)
 {
-	evbuffer_drain(j->stash, flen);
+	evbuffer_drain(j->stash, stash_entry(f->length));
+	j->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
 	j->stale_frames++;
+}
+
+/* The payload of the stash's first frame, 8-byte aligned (copied aside in the
+ * rare case the evbuffer's layout does not leave it so); NULL when out of
+ * memory. */
+static const uint8_t *
+stash_payload(struct job *j, const struct proto_frame *f)
+{
+	static uint8_t *aside;
+	static size_t aside_cap;
+	const uint8_t *p = evbuffer_pullup(j->stash, (ssize_t)stash_entry(f->length));
+
+	if (p == NULL)
+		return NULL;
+	p += PROTO_FRAME_HDR;
+	if (((uintptr_t)p & 7) == 0 || f->length == 0)
+		return p;
+	if (aside_cap < f->length) {
+		uint8_t *n = realloc(aside, f->length);
+
+		if (n == NULL)
+			return NULL;
+		aside = n;
+		aside_cap = f->length;
+	}
+	memcpy(aside, p, f->length);
+	return aside;
 }
 
 void
@@ -78,16 +117,13 @@ flow_keep(struct job *j, uint32_t lo, uint32_t hi)
 	struct proto_frame f;
 
 	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
-		size_t flen;
-
 		evbuffer_copyout(j->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
-		flen = PROTO_FRAME_HDR + (size_t)f.length;
 		if (keep != NULL && f.gen >= lo && f.gen <= hi)
-			evbuffer_remove_buffer(j->stash, keep, flen);
+			evbuffer_remove_buffer(j->stash, keep, stash_entry(f.length));
 		else
-			stash_drop_front(j, flen);
+			stash_drop_front(j, &f);
 	}
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 	if (keep != NULL) {
@@ -115,13 +151,13 @@ flow_drain(struct ringd *rd, struct job *j)
 		evbuffer_copyout(j->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
-		pl = evbuffer_pullup(j->stash, PROTO_FRAME_HDR + (ssize_t)f.length);
-		if (pl == NULL)
+		if ((pl = stash_payload(j, &f)) == NULL)
 			break;
-		r = coll_rx_frame(rd, j, &f, pl + PROTO_FRAME_HDR);
+		r = coll_rx_frame(rd, j, &f, pl);
 		if (r != RX_DONE)
 			break;
-		evbuffer_drain(j->stash, PROTO_FRAME_HDR + (size_t)f.length);
+		evbuffer_drain(j->stash, stash_entry(f.length));
+		j->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
 	}
 	j->draining = false;
 	if (evbuffer_get_length(j->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
@@ -146,6 +182,7 @@ int
 flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
 		const uint8_t *pl)
 {
+	static const uint8_t pad[8];
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	uint8_t hdr[PROTO_FRAME_HDR];
 
@@ -155,13 +192,14 @@ flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
 			return flow_drop(j, f, "the next formation's frames overran the "
 					"initial credit");
 		j->early_bytes += flen;
-	} else if (j->rx_consumed + evbuffer_get_length(j->stash) - j->early_bytes + flen >
-		   j->rx_granted) {
+	} else if (j->rx_consumed + j->stash_bytes - j->early_bytes + flen > j->rx_granted) {
 		return flow_drop(j, f, "the sender overran its credit");
 	}
 	proto_frame_encode(hdr, f);
 	evbuffer_add(j->stash, hdr, sizeof(hdr));
 	evbuffer_add(j->stash, pl, f->length);
+	evbuffer_add(j->stash, pad, stash_entry(f->length) - flen);
+	j->stash_bytes += flen;
 	/* frames queue behind older ones even while their op runs: let them
 	 * through now rather than on the next output or credit event */
 	if (j->active != NULL && j->active->started)

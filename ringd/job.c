@@ -406,7 +406,7 @@ job_settle(struct ringd *rd, struct job *j)
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen + 1, UINT32_MAX);
-	j->early_bytes = evbuffer_get_length(j->stash);
+	j->early_bytes = j->stash_bytes;
 	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
@@ -619,8 +619,9 @@ job_break(struct ringd *rd, struct job *j)
 	j->ready = false;
 	if (j->formed)
 		j->broken = true;
-	j->rx_consumed += evbuffer_get_length(j->stash);
+	j->rx_consumed += j->stash_bytes;
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	j->stash_bytes = 0;
 	j->early_bytes = 0;
 	job_settle(rd, j);	/* nothing of ours in it: it is over here */
 }
