@@ -32,6 +32,7 @@ struct churn_state {
 	atomic_int churn_done;		/* churning ranks that finished */
 	atomic_int lifetimes;		/* lifetimes completed, all ranks */
 	atomic_int bystander_ops;	/* bystander collectives completed */
+	bool in_flight;			/* lifetimes close with requests in flight */
 };
 
 static void teardown(void)
@@ -96,6 +97,66 @@ out:
 	return rc;
 }
 
+/* One lifetime with requests: four all-reduces in flight at once, waited and
+ * checked, then a barrier and an all-reduce issued and the communicator closed
+ * with them in flight.  Whatever becomes of those two (each rank abandons
+ * them), the next lifetime must form and run. */
+static int lifetime_in_flight(int life)
+{
+	enum { NREQ = 4, N = 64 * 1024 };
+	ring_comm *comm = NULL;
+	ring_request *req[NREQ] = { 0 }, *left[2] = { 0 };
+	float *x[NREQ] = { 0 }, *want = NULL;
+	int n, r, i, rc = 1;
+
+	IT_CALL(ring_open(&comm, NULL));
+	it_comm = comm;
+	n = ring_size(comm);
+	r = ring_rank(comm);
+	if ((want = malloc(N * sizeof(float))) == NULL)
+		goto out;
+	for (i = 0; i < NREQ; i++) {
+		if ((x[i] = malloc(N * sizeof(float) + IT_GUARD)) == NULL)
+			goto out;
+		pattern_fill(x[i], RING_FLOAT32, RING_SUM, n, r, N, 0, (uint64_t)(life * NREQ + i));
+		memset((char *)x[i] + N * sizeof(float), 0xa5, IT_GUARD);
+		if (ring_iallreduce(comm, x[i], x[i], N, RING_FLOAT32, RING_SUM, &req[i]) != 0) {
+			it_fail(__FILE__, __LINE__, "lifetime %d: iallreduce %d: %s", life, i,
+				ring_last_error(comm));
+			goto out;
+		}
+	}
+	if (ring_wait_all(NREQ, req) != 0) {
+		it_fail(__FILE__, __LINE__, "lifetime %d: wait_all: %s", life,
+			ring_last_error(comm));
+		goto out;
+	}
+	for (i = 0; i < NREQ; i++) {
+		pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, N, 0,
+				      (uint64_t)(life * NREQ + i));
+		if (it_check_result(x[i], want, RING_FLOAT32, N, "all-reduce in flight") != 0)
+			goto out;
+	}
+	if (ring_ibarrier(comm, &left[0]) != 0 ||
+	    ring_iallreduce(comm, x[0], x[0], N, RING_FLOAT32, RING_SUM, &left[1]) != 0) {
+		it_fail(__FILE__, __LINE__, "lifetime %d: issuing what is left in flight: %s",
+			life, ring_last_error(comm));
+		goto out;
+	}
+	rc = 0;
+out:
+	ring_close(comm);	/* with left[] in flight */
+	for (i = 0; i < 2; i++)
+		ring_request_free(left[i]);
+	for (i = 0; i < NREQ; i++) {
+		ring_request_free(req[i]);
+		free(x[i]);
+	}
+	free(want);
+	it_comm = NULL;
+	return rc;
+}
+
 static int churn_rank(ring_comm *unused, int idx, int nprocs, void *arg)
 {
 	struct churn_state *st = arg;
@@ -104,7 +165,7 @@ static int churn_rank(ring_comm *unused, int idx, int nprocs, void *arg)
 	(void)idx;
 	(void)nprocs;
 	for (int life = 0; life < LIFETIMES; life++) {
-		if (lifetime(life) != 0) {
+		if ((st->in_flight ? lifetime_in_flight(life) : lifetime(life)) != 0) {
 			atomic_fetch_add(&st->churn_done, 1);
 			return 1;
 		}
@@ -163,13 +224,15 @@ static void assert_links_clean(void)
 	}
 }
 
-Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
+static void
+churn_soak(bool in_flight)
 {
 	struct cluster_proc procs[2 * HOSTS];
 	struct churn_state *st = harness_shared(sizeof(*st));
 	char churn_job[64], by_job[64];
 	int rc;
 
+	st->in_flight = in_flight;
 	cr_assert_eq(cluster_start(&cluster, HOSTS, NULL), 0);
 	cluster.run_timeout_s = 240;
 	snprintf(churn_job, sizeof(churn_job), "churn-%d", (int)getpid());
@@ -193,6 +256,18 @@ Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
 	for (int d = 0; d < HOSTS; d++)
 		cr_assert_gt(cluster_daemon_pid(&cluster, d), 0, "daemon %d is gone", d);
 	assert_links_clean();
+}
+
+Test(churn, reopen_beside_a_bystander, .fini = teardown, .timeout = 300)
+{
+	churn_soak(false);
+}
+
+/* The same with non-blocking operations: each lifetime closes with a barrier
+ * and an all-reduce still in flight. */
+Test(churn, reopen_with_requests_in_flight, .fini = teardown, .timeout = 300)
+{
+	churn_soak(true);
 }
 
 /* ---- a job's leftovers never reach what has gone (use after free, overflow) ---- */
