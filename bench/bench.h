@@ -48,6 +48,11 @@ struct bench_opts {
 	int nprocs;		/* -p; 0 = this process is one rank */
 	int local;		/* -l: processes per daemon; 0 = nprocs / RING_HOSTS */
 	bool all_dtypes, all_ops;
+	bool overlap;		/* -a: non-blocking operations overlapped with compute */
+	double compute_ms;	/* -C: the simulated compute of each -a iteration */
+	/* -g N (N operations issued per ring_group_start/ring_group_end) lands
+	 * with groups: its count belongs here, its issue in bench_coll.c's
+	 * issue_op(), and the table takes it from there. */
 };
 
 /* Everything one rank needs while it runs. */
@@ -64,6 +69,7 @@ struct bench {
 	double bw_sum;		/* for the average bus bandwidth */
 	int bw_n;
 	int64_t wrong_total;
+	double worst_overlap;	/* -a: the largest total / max(compute, operation) */
 };
 
 /* A tile of BENCH_PERIOD elements of tests/pattern.c's data, encoded. */
@@ -106,6 +112,19 @@ void bench_call_operands(const struct bench *b, char *s, char *r, size_t count,
 /* Times one variant; fills *us and *wrong (-1 when unchecked).  0 or a RING_E*. */
 int bench_time_variant(struct bench *b, struct bench_data *p, size_t count, bool inplace,
 		       double *us, int64_t *wrong);
+
+/* What -a measures at one size: means per iteration, the maximum over ranks. */
+struct bench_overlap {
+	double op_us;		/* issue, then wait at once: the operation alone */
+	double compute_us;	/* the simulated compute, as long as it really slept */
+	double total_us;	/* issue, compute, wait */
+	int64_t wrong;		/* of a checked overlapped iteration; -1 unchecked */
+};
+
+/* -a: times the out-of-place variant as ring_i* + compute + ring_wait, and
+ * checks one overlapped iteration.  0 or a RING_E* code (reported). */
+int bench_time_overlap(struct bench *b, struct bench_data *p, size_t count,
+		       struct bench_overlap *ov);
 
 /* ---- bench_cuda.c: -D, device buffers and the _cuda calls ---- */
 

@@ -7,7 +7,14 @@
  * a prime period (BENCH_PERIOD elements) so the fill and the check are
  * memcpy/memcmp of precomputed tiles, yet a segment or chunk landing at the
  * wrong offset (offsets are powers of two) is still caught.
+ *
+ * -a runs each size through the non-blocking calls instead: an iteration issues
+ * the operation (ring_i*), simulates compute by sleeping -C ms (the CPU is free,
+ * as while a GPU computes), then waits.  It times the operation alone (issue,
+ * wait at once) and the overlapped iteration, so the table can say how close
+ * the total comes to max(compute, operation).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +303,149 @@ static int reduce_scalar(struct bench *b, void *v, enum ring_dtype dt, enum ring
 		return rc;
 	}
 	memcpy(v, b->scratch, 8);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* -a: non-blocking, overlapped with simulated compute                     */
+/* ---------------------------------------------------------------------- */
+
+/* A send and a receive (sendrecv); every collective is one request. */
+#define BENCH_MAX_REQS	2
+
+/* Issues one out-of-place operation of b's collective on the host buffers
+ * without waiting; its requests go to reqs, their number to *nreq.  -g N
+ * (groups) issues N of these between ring_group_start and ring_group_end
+ * here, with N x BENCH_MAX_REQS requests. */
+static int issue_op(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
+		    ring_request **reqs, int *nreq)
+{
+	size_t shape[1] = { count };
+	struct bench_call c;
+	int rc;
+
+	bench_call_operands(b, b->sendbuf, b->recvbuf, count, ring_dtype_size(dt), false, &c);
+	*nreq = 1;
+	switch (b->o->coll) {
+	case COLL_SENDRECV:
+		/* Both at once: a symmetric exchange needs no even/odd order. */
+		if ((rc = ring_irecv(b->comm, c.recv, dt, 1, shape, c.prev, &reqs[0])))
+			return rc;
+		if ((rc = ring_isend(b->comm, c.send, dt, 1, shape, c.next, &reqs[1]))) {
+			ring_request_free(reqs[0]);	/* runs on; fails by timeout */
+			return rc;
+		}
+		*nreq = 2;
+		return 0;
+	case COLL_ALLREDUCE:
+		return ring_iallreduce(b->comm, c.send, c.recv, count, dt, op, &reqs[0]);
+	case COLL_ALLGATHER:
+		return ring_iallgather(b->comm, c.send, c.recv, count, dt, &reqs[0]);
+	case COLL_REDUCE_SCATTER:
+		return ring_ireduce_scatter(b->comm, c.send, c.recv, count, dt, op, &reqs[0]);
+	case COLL_BROADCAST:
+		return ring_ibroadcast(b->comm, c.recv, count, dt, b->o->root, &reqs[0]);
+	default:
+		return RING_EINVAL;
+	}
+}
+
+/* The simulated compute: a sleep to an absolute deadline, so a signal does not
+ * cut it short.  Returns the seconds it really took. */
+static double compute(double seconds)
+{
+	double t0 = bench_now();
+	struct timespec ts;
+	long ns;
+
+	if (seconds <= 0)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns = ts.tv_nsec + (long)((seconds - (double)(long)seconds) * 1e9);
+	ts.tv_sec += (time_t)seconds + ns / 1000000000L;
+	ts.tv_nsec = ns % 1000000000L;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	return bench_now() - t0;
+}
+
+/* One -a iteration: issue, compute for compute_s, wait.  Adds the compute
+ * really done to *slept.  Every request is waited for and freed, and the
+ * first failure reported with the request's own message. */
+static int run_overlapped(struct bench *b, struct bench_data *p, size_t count,
+			  double compute_s, double *slept)
+{
+	ring_request *reqs[BENCH_MAX_REQS];
+	int nreq = 0, rc, first = 0;
+
+	if ((rc = issue_op(b, p->dt, p->op, count, reqs, &nreq))) {
+		bench_report(b, bench_colls[b->o->coll].name, rc);
+		return rc;
+	}
+	*slept += compute(compute_s);
+	for (int i = 0; i < nreq; i++) {
+		if ((rc = ring_wait(reqs[i])) && !first) {
+			fprintf(stderr, "ring-bench: rank %d: %s (non-blocking): %s: %s\n",
+				b->rank, bench_colls[b->o->coll].name, ring_strerror(rc),
+				ring_request_error(reqs[i]));
+			b->failed = true;
+			first = rc;
+		}
+		ring_request_free(reqs[i]);
+	}
+	return first;
+}
+
+/* iters -a iterations with compute_s of compute each; the mean time of one
+ * and the mean compute in *us and *compute_us. */
+static int time_overlapped(struct bench *b, struct bench_data *p, size_t count,
+			   double compute_s, double *us, double *compute_us)
+{
+	int iters = b->o->iters, rc;
+	double t0, slept = 0;
+
+	if ((rc = ring_barrier(b->comm))) {
+		bench_report(b, "barrier", rc);
+		return rc;
+	}
+	t0 = bench_now();
+	for (int i = 0; i < iters; i++)
+		if ((rc = run_overlapped(b, p, count, compute_s, &slept)))
+			return rc;
+	*us = iters ? (bench_now() - t0) / iters * 1e6 : 0;
+	*compute_us = iters ? slept / iters * 1e6 : 0;
+	return 0;
+}
+
+int bench_time_overlap(struct bench *b, struct bench_data *p, size_t count,
+		       struct bench_overlap *ov)
+{
+	double compute_s = b->o->compute_ms / 1e3, slept = 0, unused;
+	int rc;
+
+	fill_inputs(b, p, count, false);
+	for (int i = 0; i < b->o->warmup; i++)
+		if ((rc = run_overlapped(b, p, count, 0, &slept)))
+			return rc;
+	if ((rc = time_overlapped(b, p, count, 0, &ov->op_us, &unused)) ||
+	    (rc = time_overlapped(b, p, count, compute_s, &ov->total_us, &ov->compute_us)))
+		return rc;
+	if ((rc = reduce_scalar(b, &ov->op_us, RING_FLOAT64, RING_MAX)) ||
+	    (rc = reduce_scalar(b, &ov->compute_us, RING_FLOAT64, RING_MAX)) ||
+	    (rc = reduce_scalar(b, &ov->total_us, RING_FLOAT64, RING_MAX)))
+		return rc;
+	ov->wrong = -1;
+	if (b->o->check) {
+		int64_t w;
+
+		fill_inputs(b, p, count, false);
+		if ((rc = run_overlapped(b, p, count, compute_s, &slept)))
+			return rc;
+		w = (int64_t)check_result(b, p, count, false);
+		if ((rc = reduce_scalar(b, &w, RING_INT64, RING_SUM)))
+			return rc;
+		ov->wrong = w;
+	}
 	return 0;
 }
 

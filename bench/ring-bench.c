@@ -13,6 +13,13 @@
  * checks one extra iteration bit for bit against tests/pattern.c's reference);
  * device buffers (-D) are bench_cuda.c.
  *
+ * -a (overlap) runs each size through the non-blocking calls (ring_i*): the
+ * operation alone (issue, then ring_wait at once) gives time, algbw, busbw and
+ * #wrong, out of place; then each iteration issues it, sleeps -C ms of
+ * simulated compute and waits, and the row adds that compute, the overlapped
+ * total, and total / max(compute, operation): 1.00 is perfect overlap, 2.00
+ * none at all when compute and operation take as long.
+ *
  * Launch: one process per rank started by anything that sets RING_SOCKET (and
  * RING_JOB), or `-p N`, which forks N ranks on this machine using the daemons
  * that `scripts/ring-local` announced in RING_SOCKET_0..  With `-l L` rank i
@@ -119,6 +126,75 @@ static size_t next_size(const struct bench_opts *o, size_t size)
 	return next > size ? next : size + 1;
 }
 
+/* -a's columns after the operation's: compute, total and how close the total
+ * comes to perfect overlap; keeps the worst ratio for the footer. */
+static void print_overlap(struct bench *b, const struct bench_overlap *ov)
+{
+	double bound = ov->compute_us > ov->op_us ? ov->compute_us : ov->op_us;
+	double ratio = bound > 0 ? ov->total_us / bound : 0;
+
+	printf("  %9.0f  %9.0f  %6.2f", ov->compute_us, ov->total_us, ratio);
+	if (ratio > b->worst_overlap)
+		b->worst_overlap = ratio;
+}
+
+/* The columns every row starts with (rank 0). */
+static void print_row_head(struct bench *b, size_t bytes, size_t count, enum ring_dtype dt,
+			   enum ring_op op)
+{
+	const struct coll_desc *cd = &bench_colls[b->o->coll];
+
+	printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, bench_dtype_name(dt),
+	       cd->reduces ? op_names[op] : "none", cd->rooted ? b->o->root : -1);
+}
+
+/* One row of the blocking calls: out of place, then in place. */
+static int blocking_row(struct bench *b, struct bench_data *p, size_t count, size_t bytes,
+			enum ring_op op)
+{
+	bool inplace = bench_colls[b->o->coll].has_inplace;
+	double us_o = 0, us_i = 0;
+	int64_t w_o = -1, w_i = -1;
+	int rc;
+
+	if ((rc = bench_time_variant(b, p, count, false, &us_o, &w_o)) ||
+	    (inplace && (rc = bench_time_variant(b, p, count, true, &us_i, &w_i))))
+		return rc;
+	if (b->rank == 0) {
+		print_row_head(b, bytes, count, p->dt, op);
+		print_variant(b, bytes, us_o, w_o);
+		if (inplace)
+			print_variant(b, bytes, us_i, w_i);
+		else
+			printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+		printf("\n");
+		fflush(stdout);
+	}
+	b->wrong_total += (w_o > 0 ? w_o : 0) + (w_i > 0 ? w_i : 0);
+	return 0;
+}
+
+/* One -a row: the non-blocking operation alone, then overlapped with compute. */
+static int overlap_row(struct bench *b, struct bench_data *p, size_t count, size_t bytes,
+		       enum ring_op op)
+{
+	struct bench_overlap ov;
+	int rc;
+
+	if ((rc = bench_time_overlap(b, p, count, &ov)))
+		return rc;
+	if (b->rank == 0) {
+		print_row_head(b, bytes, count, p->dt, op);
+		print_variant(b, bytes, ov.op_us, ov.wrong);
+		print_overlap(b, &ov);
+		printf("\n");
+		fflush(stdout);
+	}
+	if (ov.wrong > 0)
+		b->wrong_total += ov.wrong;
+	return 0;
+}
+
 /* Rows for one (dtype, op). */
 static int bench_dtype_op(struct bench *b, enum ring_dtype dt, enum ring_op op)
 {
@@ -137,8 +213,6 @@ static int bench_dtype_op(struct bench *b, enum ring_dtype dt, enum ring_op op)
 	}
 	for (size_t size = o->minbytes; size <= o->maxbytes; size = next_size(o, size)) {
 		size_t count, total;
-		double us_o = 0, us_i = 0;
-		int64_t w_o = -1, w_i = -1;
 
 		/* as nccl-tests: size is the whole buffer of allgather and
 		 * reduce-scatter, count the per-rank block the API is given */
@@ -149,27 +223,10 @@ static int bench_dtype_op(struct bench *b, enum ring_dtype dt, enum ring_op op)
 			count = size / es;
 			total = count;
 		}
-		if ((rc = bench_time_variant(b, &p, count, false, &us_o, &w_o)))
+		rc = o->overlap ? overlap_row(b, &p, count, total * es, op) :
+				  blocking_row(b, &p, count, total * es, op);
+		if (rc)
 			break;
-		if (cd->has_inplace &&
-		    (rc = bench_time_variant(b, &p, count, true, &us_i, &w_i)))
-			break;
-		if (b->rank == 0) {
-			printf("%12zu  %12zu  %8s  %6s  %6d", total * es, count,
-			       bench_dtype_name(dt), cd->reduces ? op_names[op] : "none",
-			       cd->rooted ? o->root : -1);
-			print_variant(b, total * es, us_o, w_o);
-			if (cd->has_inplace)
-				print_variant(b, total * es, us_i, w_i);
-			else
-				printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
-			printf("\n");
-			fflush(stdout);
-		}
-		if (w_o > 0)
-			b->wrong_total += w_o;
-		if (w_i > 0)
-			b->wrong_total += w_i;
 		if (size == o->maxbytes)
 			break;
 	}
@@ -196,6 +253,32 @@ static void bench_free(struct bench *b, void *p)
 		ring_free(b->comm, p);
 	else
 		free(p);
+}
+
+static void print_titles(void)
+{
+	printf("#%61s%-34s%s\n", "", "out-of-place", "in-place");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
+	       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+	       "#wrong", "time", "algbw", "busbw", "#wrong");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
+	       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+	       "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+/* -a: the operation alone (non-blocking, out of place), then overlapped. */
+static void print_overlap_titles(const struct bench_opts *o)
+{
+	char over[64];
+
+	snprintf(over, sizeof(over), "overlapped with %g ms of compute", o->compute_ms);
+	printf("#%61s%-34s%s\n", "", "non-blocking, alone", over);
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %9s  %9s  %6s\n",
+	       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+	       "#wrong", "compute", "total", "total/");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %9s  %9s  %6s\n",
+	       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+	       "(us)", "(us)", "max");
 }
 
 /* Rank 0 prints who takes part: each rank's pid, host and daemon socket. */
@@ -235,21 +318,19 @@ static int print_header(struct bench *b)
 			printf("%zu(bytes)", o->stepbytes);
 		else
 			printf("%g(factor)", o->stepfactor);
-		printf(" warmup iters: %d iters: %d validation: %d buffers: %s\n",
-		       o->warmup, o->iters, o->check, o->arena ? "arena" : o->device ? "device" : "host");
+		printf(" warmup iters: %d iters: %d validation: %d buffers: %s%s\n",
+		       o->warmup, o->iters, o->check, o->arena ? "arena" : o->device ? "device" : "host",
+		       o->overlap ? " non-blocking (-a)" : "");
 		printf("#\n# Using daemons\n");
 		for (int r = 0; r < b->size; r++) {
 			all[r].text[sizeof(all[r].text) - 1] = 0;
 			printf("%s\n", all[r].text);
 		}
 		printf("#\n");
-		printf("#%61s%-34s%s\n", "", "out-of-place", "in-place");
-		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
-		       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-		       "#wrong", "time", "algbw", "busbw", "#wrong");
-		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
-		       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-		       "(us)", "(GB/s)", "(GB/s)", "");
+		if (o->overlap)
+			print_overlap_titles(o);
+		else
+			print_titles();
 		fflush(stdout);
 	}
 	bench_free(b, mine);
@@ -323,6 +404,9 @@ static int bench_rank(const struct bench_opts *o)
 		printf("# Out of bounds values : %" PRId64 " %s\n", b.wrong_total,
 		       b.wrong_total ? "FAILED" : "OK");
 		printf("# Avg bus bandwidth    : %g \n", b.bw_n ? b.bw_sum / b.bw_n : 0.0);
+		if (o->overlap)
+			printf("# Worst overlap        : %.2f x max(compute, operation)\n",
+			       b.worst_overlap);
 		printf("#\n");
 	}
 out:
@@ -499,7 +583,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
 "                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H | -D] [-p nprocs [-l per_daemon]]\n"
+"                  [-A | -H | -D] [-a [-C ms]] [-p nprocs [-l per_daemon]]\n"
 "  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv\n"
 "  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
 "  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
@@ -512,6 +596,10 @@ static void usage(FILE *f)
 "  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
 "  -H  plain host buffers (malloc), staged by libring\n"
 "  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
+"  -a  non-blocking: time each size as ring_i* + ring_wait alone, then as\n"
+"      issue, -C ms of simulated compute (a sleep), wait; prints the compute,\n"
+"      the total and total / max(compute, operation), out of place (-A, -H)\n"
+"  -C  with -a: milliseconds of simulated compute per iteration (0)\n"
 "  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
 "      local rank i%%l); default nprocs / RING_HOSTS\n"
@@ -642,7 +730,7 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDh", long_opts,
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDaC:h", long_opts,
 				NULL)) != -1) {
 		bool bad = false;
 
@@ -670,6 +758,16 @@ int main(int argc, char **argv)
 		case 'A': o.arena = true; break;
 		case 'H': o.arena = false; break;
 		case 'D': o.arena = false; o.device = true; break;
+		case 'a': o.overlap = true; break;
+		case 'C': {
+			char *end;
+
+			o.compute_ms = strtod(optarg, &end);
+			bad = end == optarg || *end || !(o.compute_ms >= 0 && o.compute_ms <= 3.6e6);
+			break;
+		}
+		/* -g N: N operations per group, with ring_group_start/end (issue 14,
+		 * groups); parse it into bench_opts and issue it in issue_op(). */
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -681,6 +779,11 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc || o.minbytes > o.maxbytes || (o.local && !o.nprocs)) {
 		usage(stderr);
+		return 2;
+	}
+	if (o.overlap && o.device) {
+		fprintf(stderr, "ring-bench: -a needs host or arena buffers (-A, -H): "
+			"the _cuda calls have no non-blocking forms yet\n");
 		return 2;
 	}
 	return o.nprocs ? launch(&o) : bench_rank(&o);
