@@ -183,6 +183,8 @@ struct job {
 	int next_host, prev_host;	/* our neighbours in the job's ring */
 	bool ready;			/* every rank placed, formation agreed */
 	uint32_t fgen;			/* generation of the current (or last) formation */
+	uint32_t gen_max;		/* the highest generation claimed or formed that
+					 * this host has seen: ours propose above it */
 	uint32_t *claim_gen;		/* [hosts]: generation each host's JOIN proposed */
 	struct held_join **held;	/* [hosts]: JOINs of the next formation, held
 					 * until the current one dissolves here */

@@ -186,6 +186,15 @@ set_world(struct job *j, int world)
 	return 0;
 }
 
+/* The generation our next claim proposes: above every one seen here, so that a
+ * formation never takes the number of one that may have sent frames. */
+static uint32_t
+job_next_gen(struct job *j)
+{
+	j->gen_max = (j->gen_max > j->fgen ? j->gen_max : j->fgen) + 1;
+	return j->gen_max;
+}
+
 /* Has host h ranks in the current formation? */
 static bool
 host_placed(const struct job *j, int h)
@@ -465,7 +474,7 @@ job_claim(struct ringd *rd, struct job *j)
 		j->loc[i].member = true;
 	}
 	j->nmember = j->nloc;
-	j->claim_gen[rd->rank] = j->fgen + 1;
+	j->claim_gen[rd->rank] = job_next_gen(j);
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
 	job_check_ready(rd, j);
@@ -637,7 +646,7 @@ job_ring_up(struct ringd *rd)
 	 * never formed, or processes that were waiting, claim (again) now. */
 	TAILQ_FOREACH(j, &rd->jobs, entry)
 		if (j->joined && !j->formed && j->gone[rd->rank] == HOST_IN) {
-			j->claim_gen[rd->rank] = j->fgen + 1;
+			j->claim_gen[rd->rank] = job_next_gen(j);
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 		} else if (!j->joined && j->nloc > 0) {
 			job_claim(rd, j);
@@ -682,6 +691,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 			return;
 		hj->m = *m;
 		hj->gen = gen;
+		if (gen > j->gen_max)
+			j->gen_max = gen;
 		j->held[origin] = hj;
 		return;
 	}
@@ -694,6 +705,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;
 	}
 	j->claim_gen[origin] = gen;
+	if (gen > j->gen_max)
+		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {
 		int rank = (int)m->ranks[r];
 
