@@ -256,9 +256,10 @@ job_json(struct job *j)
 		json_decref(hosts);
 		return NULL;
 	}
-	return json_pack("{s:s, s:I, s:I, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
+	return json_pack("{s:s, s:I, s:I, s:i, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
 		"name", j->name[0] ? j->name : "(not attached here)",
 		"id", (json_int_t)j->id, "generation", (json_int_t)j->fgen,
+		"queued", j->ncolls,
 		"frames_dropped", (json_int_t)j->stale_frames, "world", j->world, "ready", j->ready,
 		"clients", j->nloc, "ranks", ranks, "hosts", hosts,
 		"seq", (json_int_t)j->last_done_seq, "inflight", inflight,
