@@ -130,7 +130,9 @@ const char *ring_request_error(const ring_request *req);
  * after the group starts (waiting on it before the end is RING_EINVAL).  At
  * the outermost end the group starts in call order, as a whole: its sends and
  * receives are all in flight together, so they never deadlock whatever their
- * order (all-to-all as sends and receives works), and its all-reduces of at
+ * order (all-to-all as sends and receives works; at most 64 operations of a
+ * process are in flight in ringd, so a group whose first 64 sends all wait for
+ * receives later in every rank's group still waits), and its all-reduces of at
  * most 64 KiB that share a dtype and an op run as one all-reduce (one ring
  * pass: one fixed cost).  Every rank must group the same collectives in the
  * same order; ranks that grouped different ones get RING_EMISMATCH naming both
