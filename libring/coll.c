@@ -122,6 +122,17 @@ check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb)
 
 /* ---- issue and wait ---- */
 
+/* A call that failed its checks in an open group poisons the group (group.c):
+ * its place is filled and the group fails on every rank at ring_group_end. */
+static int
+group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
+	   size_t count)
+{
+	if (c && c->group.depth > 0)
+		lr_group_poison(c, rc, coll, dtype, redop, root, count);
+	return rc;
+}
+
 /* Runs the plan as a request: returned in *req (non-blocking), or waited for
  * and freed, its status returned and its message in ring_last_error. */
 static int
@@ -132,9 +143,15 @@ coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
 	int rc;
 
 	if (!r)
-		return RING_ENOMEM;
+		return group_fail(c, RING_ENOMEM, pl->tmpl.coll, pl->tmpl.dtype,
+				  pl->tmpl.redop, pl->tmpl.peer, pl->count);
 	if (req) {
 		*req = r;
+		return 0;
+	}
+	if (r->state == LR_REQ_GROUPED) {
+		/* In a group: recorded; ring_group_end waits for it. */
+		r->group_blocking = true;
 		return 0;
 	}
 	rc = lr_req_wait_locked(r);
@@ -192,7 +209,7 @@ do_allreduce(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
 	    (rc = check_buf(c, fn, "send", send, count)) ||
 	    (rc = check_buf(c, fn, "recv", recv, count)))
-		return rc;
+		return group_fail(c, rc, PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
 	if (c->single)
 		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
@@ -213,7 +230,7 @@ do_allgather(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), (size_t)c->size, &bytes)) ||
 	    (rc = check_buf(c, fn, "send", send, count)) ||
 	    (rc = check_buf(c, fn, "recv", recv, count)))
-		return rc;
+		return group_fail(c, rc, PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
 	if (c->single)
 		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
@@ -237,7 +254,7 @@ do_reduce_scatter(ring_comm *c, const char *fn, const void *send, void *recv,
 			      &bytes)) ||
 	    (rc = check_buf(c, fn, "send", send, recvcount)) ||
 	    (rc = check_buf(c, fn, "recv", recv, recvcount)))
-		return rc;
+		return group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, op, -1, recvcount);
 	if (c->single)
 		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_REDUCE_SCATTER, dtype, op, -1,
@@ -260,7 +277,7 @@ do_broadcast(ring_comm *c, const char *fn, void *buf, size_t count, enum ring_dt
 	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
 	    (rc = check_buf(c, fn, "buf", buf, count)) ||
 	    (rc = check_peer(c, fn, "root", root, false)))
-		return rc;
+		return group_fail(c, rc, PROTO_COLL_BROADCAST, dtype, 0, root, count);
 	if (c->single)
 		return coll_single_done(c, fn, 0, req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_BROADCAST, dtype, 0, root, count);
@@ -295,12 +312,12 @@ do_p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
 	    (rc = check_shape(c, fn, ndim, shape, &count)) ||
 	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
 	    (rc = check_buf(c, fn, "buf", buf, count)))
-		return rc;
+		return group_fail(c, rc, coll, dtype, 0, peer, count);
 	if (c->single)
 		return lr_fail(c, RING_EINVAL, "%s: a size-1 group (RING_SINGLE) has no peer "
 			       "to %s", fn, coll == PROTO_COLL_SEND ? "send to" : "receive from");
 	if ((rc = check_peer(c, fn, coll == PROTO_COLL_SEND ? "dst" : "src", peer, true)))
-		return rc;
+		return group_fail(c, rc, coll, dtype, 0, peer, count);
 	lr_plan_init(&pl, c, lr_copier_for(c), coll, dtype, 0, peer, count);
 	pl.tmpl.ndim = (uint8_t)ndim;
 	for (i = 0; i < ndim; i++)

@@ -3,7 +3,7 @@
  * arena allocator (arena.c), the copy engines (copy.c), the environment
  * resolution (env.c), the communicator and its session with ringd (comm.c), the
  * plan of an operation (plan.c), the requests and the engine that runs them
- * (req.c), the operations' entry points (coll.c) and the sub-communicators of
+ * (req.c), groups (group.c), the operations' entry points (coll.c) and the sub-communicators of
  * ring_split (split.c).  Internal names carry the lr_ prefix, never ring_, so
  * the version script (ring_* global) hides them from the shared library and
  * they cannot collide with a caller's symbols through the public prefix.
@@ -183,6 +183,16 @@ bool lr_env_single_default(const struct lr_env *env);
 
 /* ---- comm.c: the communicator and its session ---- */
 
+/* The operations recorded between ring_group_start and the outermost
+ * ring_group_end (group.c), in call order. */
+struct lr_group {
+	int depth;			/* open ring_group_start calls */
+	struct ring_request **ent;	/* recorded requests, call order */
+	size_t n, cap;
+	int rc;				/* first failed call in the group; 0: none */
+	char err[LR_ERR_MAX];		/* its message, given to the group's requests */
+};
+
 /* An OP message ringd has not answered yet. */
 struct lr_out {
 	uint64_t reqid;			/* the message's id, echoed in DONE */
@@ -230,6 +240,9 @@ struct ring_comm {
 	struct lr_out out[LR_WINDOW];	/* OP messages ringd has not answered */
 	int nout;
 	int64_t last_coll_done_ms;	/* when the last collective piece was answered */
+
+	/* Groups (group.c). */
+	struct lr_group group;		/* what is recorded between start and end */
 };
 
 /* Opens a communicator for a resolved environment (ring_open after
@@ -270,6 +283,8 @@ struct lr_plan {
 	struct proto_op tmpl;		/* coll, dtype, redop, peer, ndim, shape */
 	size_t es;			/* element size */
 	size_t count;			/* the user's count per rank (fp_count) */
+	uint64_t fp_count;		/* fingerprint count when not count (a packed
+					 * group's composition); 0: count */
 	size_t per;			/* elements per piece */
 	size_t npieces;			/* at least 1: count 0 still synchronises */
 	const uint8_t *send;		/* the user's operands */
@@ -312,6 +327,9 @@ enum lr_req_state {
 	LR_REQ_QUEUED,			/* issued; waits for its staging slots */
 	LR_REQ_RUNNING,			/* has them: posting pieces, one at a time */
 	LR_REQ_DONE,			/* complete: status and err are final */
+	LR_REQ_GROUPED,			/* recorded in an open group, not issued */
+	LR_REQ_PACKED,			/* issued as part of a packed all-reduce: done
+					 * when that is (group.c) */
 };
 
 /*
@@ -346,6 +364,15 @@ struct ring_request {
 	int rc;				/* a failure of the session or of a piece */
 	int cerr;			/* a copy failed (the engine's err says why) */
 
+	/* Groups. */
+	bool group_blocking;		/* recorded by a blocking call: ring_group_end
+					 * waits for it and frees it */
+	struct ring_request *pack;	/* PACKED: the all-reduce carrying it */
+	size_t pack_off;		/* its bytes' offset in the pack's buffer */
+	struct ring_request **members;	/* a pack: the requests it carries */
+	size_t nmembers;
+	uint8_t *pack_buf;		/* a pack: its arena buffer */
+
 	int status;			/* LR_REQ_DONE: 0 or RING_E* */
 	bool freed;			/* ring_request_free came first: free at the end */
 	char err[LR_ERR_MAX];		/* why it failed; "" when it did not */
@@ -369,6 +396,38 @@ void lr_req_release(struct ring_request *req);
 /* ring_close: fails every request still running with RING_ECLOSED and lets go
  * of every request (they stay readable until ring_request_free). */
 void lr_req_close_all(struct ring_comm *c);
+
+/* As lr_req_new, but held back (LR_REQ_GROUPED, not recorded in any group)
+ * until lr_req_activate. */
+struct ring_request *lr_req_new_held(struct ring_comm *c, const char *fn,
+				     const struct lr_plan *pl);
+/* Issues a held (LR_REQ_GROUPED) request: it joins c's active requests
+ * behind those issued before it.  rc != 0: it fails with rc and msg instead
+ * (a collective still fills its place in the sequence: its first piece goes
+ * out with PROTO_OP_F_ABORT, so the other ranks fail it too). */
+void lr_req_activate(struct ring_request *r, int rc, const char *msg);
+/* Completes a PACKED request, or a GROUPED one never issued, with status
+ * (msg when status != 0); frees it when ring_request_free came first. */
+void lr_req_complete_member(struct ring_request *r, int status, const char *msg);
+/* Moves every request of c as far as it goes without waiting. */
+void lr_req_progress(struct ring_comm *c);
+
+/* ---- group.c: ring_group_start/end ---- */
+
+#define LR_PACK_MAX_BYTES	65536	/* an all-reduce this small may be packed */
+#define LR_PACK_MAX_OPS		4096	/* members of one packed all-reduce */
+
+/* Records r (just made by lr_req_new in an open group); RING_ENOMEM when the
+ * group cannot grow. */
+int lr_group_record(struct ring_comm *c, struct ring_request *r);
+/* A call in an open group failed its checks (its message is in c->err): the
+ * group fails on every rank at ring_group_end, with this cause. */
+void lr_group_poison(struct ring_comm *c, int rc, int coll, int dtype, int redop,
+		     int root, size_t count);
+/* A pack completed (status, r->err): its members get their results. */
+void lr_group_unpack(struct ring_request *pack);
+/* ring_close: lets go of an open group's records. */
+void lr_group_free(struct ring_comm *c);
 
 /* ---- split.c: the pure parts of ring_split, exported for the unit tests ---- */
 

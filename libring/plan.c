@@ -209,7 +209,7 @@ lr_plan_op(const struct lr_plan *pl, size_t k, const struct lr_slot *sl,
 	plan_piece(pl, k, &off, &n);
 	*op = pl->tmpl;
 	op->count = n;
-	op->fp_count = pl->count;
+	op->fp_count = pl->fp_count ? pl->fp_count : pl->count;
 	if (pl->count == 0) {
 		/* Nothing is read or written; point at the first usable byte so an
 		 * offset check on the daemon's side holds. */

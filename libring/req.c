@@ -8,7 +8,10 @@
  * Vocabulary.  A request is "issued" by a ring_i* call (or a blocking call, which
  * is an issue and a wait), "queued" while it waits for its staging slots,
  * "running" while it posts its pieces, and "complete" once its last piece has
- * been answered and its last copy has finished.  A piece is "outstanding" from
+ * been answered and its last copy has finished.  In an open group (group.c) a
+ * request is "recorded" instead of issued (LR_REQ_GROUPED) until the group's
+ * end issues it; a small all-reduce there may be "packed" (LR_REQ_PACKED): it
+ * completes when the all-reduce that carries it does.  A piece is "outstanding" from
  * the OP message that carries it until ringd's DONE for it; the table c->out
  * maps the message ids of the outstanding pieces to their requests, so DONEs
  * may come in any order (point-to-point completes when matched).
@@ -149,6 +152,8 @@ req_complete(struct ring_request *r, int status)
 		r->err[0] = '\0';
 	r->state = LR_REQ_DONE;
 	TAILQ_REMOVE(&r->c->active, r, live);
+	if (r->members)
+		lr_group_unpack(r);
 }
 
 /* Unlinks and frees a complete request. */
@@ -324,7 +329,7 @@ req_post(struct ring_request *r)
 	struct proto_op op;
 	size_t k = r->k, n = pl->npieces;
 	int s = (int)(k % (size_t)r->nslots), rc;
-	bool abort = r->cerr != 0;
+	bool abort = r->cerr != 0 || r->rc != 0;	/* rc: its group failed here */
 
 	if (!abort) {
 		if (k == 0)
@@ -441,7 +446,7 @@ req_dispatch(struct ring_comm *c)
 		out_del(c, i);
 		r->answered = true;
 		r->answer = d.status;
-		if (d.status)
+		if (d.status && !r->aborting)	/* an abort's reason is our own */
 			req_err(r, "%s", d.text[0] ? d.text : ring_strerror(d.status));
 		moved = true;
 	}
@@ -563,7 +568,7 @@ lr_req_wait_locked(struct ring_request *r)
 		/* Nothing outstanding and nothing moving for a whole op bound: a
 		 * request that can never complete fails rather than hang its
 		 * caller. */
-		if (c->nout == 0 && req_is_owner(r) &&
+		if (c->nout == 0 && req_is_owner(r) && r->state != LR_REQ_PACKED &&
 		    proto_now_ms() - idle_since > c->timeout_ms + LR_GRACE_MS) {
 			r->rc = RING_ETIMEDOUT;
 			req_err(r, "%s: made no progress within %d ms (the op's timeout "
@@ -582,8 +587,9 @@ lr_req_wait_locked(struct ring_request *r)
 
 /* ---- requests ---- */
 
-struct ring_request *
-lr_req_new(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+/* A request for plan, in c's list but not issued (not active). */
+static struct ring_request *
+req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 {
 	struct ring_request *r = calloc(1, sizeof(*r));
 
@@ -599,12 +605,68 @@ lr_req_new(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 	r->coll = !r->p2p;
 	r->owned = pl->cp != &lr_copier_host;
 	r->owner = pthread_self();
-	r->state = LR_REQ_QUEUED;
+	r->state = LR_REQ_GROUPED;
 	lr_plan_layout(&r->pl);
 	TAILQ_INSERT_TAIL(&c->reqs, r, all);
+	return r;
+}
+
+struct ring_request *
+lr_req_new_held(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+{
+	return req_make(c, fn, pl);
+}
+
+struct ring_request *
+lr_req_new(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+{
+	struct ring_request *r = req_make(c, fn, pl);
+
+	if (!r)
+		return NULL;
+	if (c->group.depth > 0) {
+		r->state = LR_REQ_GROUPED;
+		if (lr_group_record(c, r) != 0) {
+			req_destroy(r);
+			return NULL;
+		}
+		return r;
+	}
+	r->state = LR_REQ_QUEUED;
 	TAILQ_INSERT_TAIL(&c->active, r, live);
 	req_progress(c);
 	return r;
+}
+
+void
+lr_req_activate(struct ring_request *r, int rc, const char *msg)
+{
+	if (rc) {
+		r->rc = rc;
+		req_err(r, "%s", msg);
+	}
+	r->state = LR_REQ_QUEUED;
+	TAILQ_INSERT_TAIL(&r->c->active, r, live);
+}
+
+void
+lr_req_complete_member(struct ring_request *r, int status, const char *msg)
+{
+	r->status = status;
+	if (status)
+		req_err(r, "%s", msg);
+	else
+		r->err[0] = '\0';
+	r->state = LR_REQ_DONE;
+	r->pack = NULL;
+	if (r->freed)
+		req_destroy(r);
+}
+
+void
+lr_req_progress(struct ring_comm *c)
+{
+	req_progress(c);
 }
 
 struct ring_request *
@@ -646,11 +708,18 @@ lr_req_close_all(struct ring_comm *c)
 		req_finish(r);
 	}
 	c->nout = 0;
+	lr_group_free(c);
 	for (r = TAILQ_FIRST(&c->reqs); r; r = next) {
 		next = TAILQ_NEXT(r, all);
 		TAILQ_REMOVE(&c->reqs, r, all);
 		r->c = NULL;
-		if (r->freed)
+		if (r->state != LR_REQ_DONE) {	/* recorded in a group never ended */
+			r->state = LR_REQ_DONE;
+			r->status = RING_ECLOSED;
+			req_err(r, "%s: the communicator was closed before the group it was "
+				"recorded in was issued (ring_group_end)", r->fn);
+		}
+		if (r->freed || r->group_blocking)
 			free(r);
 	}
 }
@@ -669,6 +738,12 @@ ring_wait(ring_request *r)
 	if (!c)
 		return r->status;	/* complete before its communicator closed */
 	lr_comm_lock(c);
+	if (r->state == LR_REQ_GROUPED) {
+		rc = lr_fail(c, RING_EINVAL, "ring_wait: the request of %s is recorded in a "
+			     "group that is still open; it starts at ring_group_end", r->fn);
+		lr_comm_unlock(c);
+		return rc;
+	}
 	rc = lr_req_wait_locked(r);
 	if (rc)
 		lr_fail(c, rc, "%s", r->err);
@@ -692,6 +767,12 @@ ring_test(ring_request *r, int *done)
 		return r->status;
 	}
 	lr_comm_lock(c);
+	if (r->state == LR_REQ_GROUPED) {
+		rc = lr_fail(c, RING_EINVAL, "ring_test: the request of %s is recorded in a "
+			     "group that is still open; it starts at ring_group_end", r->fn);
+		lr_comm_unlock(c);
+		return rc;
+	}
 	if (r->state != LR_REQ_DONE)
 		req_progress(c);
 	if (r->state == LR_REQ_DONE) {

@@ -122,6 +122,33 @@ void ring_request_free(ring_request *req);
 const char *ring_request_error(const ring_request *req);
 
 /*
+ * Groups, as NCCL's ncclGroupStart/End.  Between ring_group_start and the
+ * matching ring_group_end (they nest; only the outermost end acts), every
+ * operation on comm is recorded, not started: a blocking call returns 0 at
+ * once (argument errors still return at once) and its result is in place when
+ * ring_group_end returns; a non-blocking call returns a request that completes
+ * after the group starts (waiting on it before the end is RING_EINVAL).  At
+ * the outermost end the group starts in call order, as a whole: its sends and
+ * receives are all in flight together, so they never deadlock whatever their
+ * order (all-to-all as sends and receives works; at most 64 operations of a
+ * process are in flight in ringd, so a group whose first 64 sends all wait for
+ * receives later in every rank's group still waits), and its all-reduces of at
+ * most 64 KiB that share a dtype and an op run as one all-reduce (one ring
+ * pass: one fixed cost).  Every rank must group the same collectives in the
+ * same order; ranks that grouped different ones get RING_EMISMATCH naming both
+ * ("allreduce group of 3 (float32, sum, hash ...)").  ring_group_end waits for
+ * the operations of the blocking calls and returns the first failure (its
+ * message in ring_last_error); requests of ring_i* calls are the caller's to
+ * wait for.  A call in the group that fails its checks fails the whole group:
+ * the group's collectives fail on every rank (RING_EABORTED or RING_EMISMATCH
+ * naming this rank) and its sends and receives are not started, so their
+ * peers' fail by the timeout.  A group belongs to the communicator, not to a
+ * thread: open and end it from one thread while no other issues on comm.
+ */
+int ring_group_start(ring_comm *comm);
+int ring_group_end(ring_comm *comm);
+
+/*
  * ring_split: MLX's Group.split, MPI_Comm_split.  A collective over comm: every
  * rank of comm calls it (in the same order as its other collectives).  Ranks
  * that pass the same color >= 0 form a new communicator, ordered by key and then

@@ -302,6 +302,15 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 	size_t n = 0;
 
 	args[0] = '\0';
+	if (fp->count & PROTO_FP_GROUP) {
+		if (cap > 0)
+			snprintf(buf, cap, "%s group of %u (%s, %s, hash %012llx) #%llu",
+			    proto_coll_name(fp->coll), PROTO_FP_GROUP_N(fp->count),
+			    proto_dtype_name(fp->dtype), proto_op_name(fp->redop),
+			    (unsigned long long)PROTO_FP_GROUP_HASH(fp->count),
+			    (unsigned long long)fp->seq);
+		return buf;
+	}
 	if (fp->coll != PROTO_COLL_BARRIER)
 		n += snprintf(args + n, sizeof(args) - n, "%s, count=%llu",
 		    proto_dtype_name(fp->dtype), (unsigned long long)fp->count);

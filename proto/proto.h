@@ -110,6 +110,14 @@ struct proto_fp {
 	uint64_t seq;		/* the job's collective sequence number */
 };
 #define PROTO_FP_LEN 24
+/* A fingerprint count with this bit set is no element count (those stay below
+ * 2^63): libring packed the small all-reduces of a group (ring_group_end) into
+ * one, and the count names the group instead, so ranks that grouped different
+ * all-reduces that happen to pack to the same total still disagree: bits 48-62
+ * the number of all-reduces, bits 0-47 a hash of their counts in call order. */
+#define PROTO_FP_GROUP		(1ull << 63)
+#define PROTO_FP_GROUP_N(c)	((unsigned)(((c) >> 48) & 0x7fffu))
+#define PROTO_FP_GROUP_HASH(c)	((c) & 0xffffffffffffull)
 bool proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b);
 /* "allreduce(float32, count=1024, sum) #7" into buf; returns buf. */
 char *proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap);

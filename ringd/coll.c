@@ -515,12 +515,15 @@ coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op
 	op->q = &j->colls;
 	TAILQ_INSERT_TAIL(&j->colls, op, entry);
 	j->ncolls++;
-	if (j->abort_seq == op->fp.seq) {
+	if (j->aborts[op->fp.seq % JOB_ABORTS].seq == op->fp.seq) {
 		/* another host failed it already: same answer here */
+		struct job_abort *a = &j->aborts[op->fp.seq % JOB_ABORTS];
+
 		op->from_wire = true;
 		op->finished = true;
-		op->status = j->abort_code;
-		snprintf(op->text, sizeof(op->text), "%s", j->abort_text);
+		op->status = a->code;
+		snprintf(op->text, sizeof(op->text), "%s", a->text);
+		a->seq = 0;
 	}
 	coll_advance(rd, j);
 	return op;

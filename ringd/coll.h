@@ -168,6 +168,8 @@ enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
  * the job's stash, bounded by the credit this daemon granted (the next
  * formation's by the initial credit).
  */
+#define JOB_ABORTS	8	/* pending aborts of ops not started here */
+
 struct job {
 	uint32_t id;			/* proto_job_id(name) */
 	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
@@ -211,9 +213,13 @@ struct job {
 					 * order: the first runs, the others gather
 					 * their local processes and wait their turn */
 	int ncolls;			/* their number (at most COLL_QUEUE_MAX) */
-	uint64_t abort_seq;		/* another host failed this op before it started here */
-	int abort_code;
-	char abort_text[PROTO_TEXT_MAX + 1];
+	/* Ops another host failed before they started here, by seq modulo
+	 * JOB_ABORTS: a rank may abort several in a row (a failed group). */
+	struct job_abort {
+		uint64_t seq;		/* 0: none */
+		int code;
+		char text[PROTO_TEXT_MAX + 1];
+	} aborts[JOB_ABORTS];
 	/* flow control towards our next member host (we send) */
 	uint64_t tx_used;		/* bytes sent */
 	uint64_t tx_limit;		/* bytes it has granted */

@@ -272,9 +272,11 @@ coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		}
 	} else if (f->seq >= j->next_seq) {
 		/* not started here yet: it fails the moment it does */
-		j->abort_seq = f->seq;
-		j->abort_code = code;
-		snprintf(j->abort_text, sizeof(j->abort_text), "%s", text);
+		struct job_abort *a = &j->aborts[f->seq % JOB_ABORTS];
+
+		a->seq = f->seq;
+		a->code = code;
+		snprintf(a->text, sizeof(a->text), "%s", text);
 	}
 pass:
 	if (origin != rd->rank && (rd->rank + 1) % rd->world != origin && rd->next != NULL)

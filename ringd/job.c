@@ -320,7 +320,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	flow_reset(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	j->abort_seq = 0;	/* failures of an earlier formation are not ours */
+	memset(j->aborts, 0, sizeof(j->aborts));	/* an earlier formation's */
 	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
 		 j->name, gen, j->world, n, n == 1 ? "" : "s", j->local_size, j->loc[0].rank);
 	for (i = 0; i < j->local_size; i++) {
@@ -419,7 +419,7 @@ job_settle(struct ringd *rd, struct job *j)
 	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	j->abort_seq = 0;
+	memset(j->aborts, 0, sizeof(j->aborts));
 	log_debug("job %s: formation %u dissolved", j->name, j->fgen);
 	/* the next formation: our processes that waited, then the other hosts' */
 	if (j->nloc > 0 && j->nloc == j->local_size)
