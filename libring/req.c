@@ -587,9 +587,9 @@ lr_req_wait_locked(struct ring_request *r)
 
 /* ---- requests ---- */
 
-/* A request for plan, in c's list but not issued (not active). */
+/* A new request of c's, numbered, on c's list of requests. */
 static struct ring_request *
-req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+req_alloc(struct ring_comm *c, const char *fn)
 {
 	struct ring_request *r = calloc(1, sizeof(*r));
 
@@ -600,6 +600,18 @@ req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 	r->c = c;
 	r->fn = fn;
 	r->seq = c->next_seq++;
+	TAILQ_INSERT_TAIL(&c->reqs, r, all);
+	return r;
+}
+
+/* A request for plan, in c's list but not issued (not active). */
+static struct ring_request *
+req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+{
+	struct ring_request *r = req_alloc(c, fn);
+
+	if (!r)
+		return NULL;
 	r->pl = *pl;
 	r->p2p = pl->tmpl.coll == PROTO_COLL_SEND || pl->tmpl.coll == PROTO_COLL_RECV;
 	r->coll = !r->p2p;
@@ -607,7 +619,6 @@ req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 	r->owner = pthread_self();
 	r->state = LR_REQ_GROUPED;
 	lr_plan_layout(&r->pl);
-	TAILQ_INSERT_TAIL(&c->reqs, r, all);
 	return r;
 }
 
@@ -672,20 +683,14 @@ lr_req_progress(struct ring_comm *c)
 struct ring_request *
 lr_req_done(struct ring_comm *c, const char *fn, int status)
 {
-	struct ring_request *r = calloc(1, sizeof(*r));
+	struct ring_request *r = req_alloc(c, fn);
 
-	if (!r) {
-		lr_fail(c, RING_ENOMEM, "%s: out of memory for a request", fn);
+	if (!r)
 		return NULL;
-	}
-	r->c = c;
-	r->fn = fn;
-	r->seq = c->next_seq++;
 	r->state = LR_REQ_DONE;
 	r->status = status;
 	if (status)
 		req_err(r, "%s", c->err);
-	TAILQ_INSERT_TAIL(&c->reqs, r, all);
 	return r;
 }
 
