@@ -80,6 +80,9 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg);
  * nprocs, as ringd cannot number them from host ranks then. */
 int cluster_run_local(struct ring_cluster *c, int nprocs, int local, cluster_fn fn,
 		      void *arg);
+/* fn on n daemons with one process each, then with two each: 0, or the number
+ * of processes per daemon of the run that failed (1 or 2). */
+int cluster_run_both(struct ring_cluster *c, int n, cluster_fn fn, void *arg);
 
 /* One forked process of cluster_run_procs: where it attaches and what its
  * environment says.  Launcher variables not given here are unset. */

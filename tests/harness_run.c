@@ -469,3 +469,10 @@ int cluster_run(struct ring_cluster *c, int nprocs, cluster_fn fn, void *arg)
 		return -1;
 	return cluster_wait(&job);
 }
+
+int cluster_run_both(struct ring_cluster *c, int n, cluster_fn fn, void *arg)
+{
+	if (cluster_run(c, n, fn, arg) != 0)
+		return 1;
+	return cluster_run_local(c, 2 * n, 2, fn, arg) != 0 ? 2 : 0;
+}

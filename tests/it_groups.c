@@ -42,10 +42,10 @@ static void start(int n)
 
 static void run_both(int n, cluster_fn fn, const char *what)
 {
-	cr_assert_eq(cluster_run(&cluster, n, fn, NULL), 0,
-		     "%s failed on %d daemons x 1 process (see above)", what, n);
-	cr_assert_eq(cluster_run_local(&cluster, 2 * n, 2, fn, NULL), 0,
-		     "%s failed on %d daemons x 2 processes (see above)", what, n);
+	int failed = cluster_run_both(&cluster, n, fn, NULL);
+
+	cr_assert_eq(failed, 0, "%s failed on %d daemons x %d process(es) (see above)", what,
+		     n, failed);
 }
 
 /* One all-reduce of a group: its buffers and reference. */
