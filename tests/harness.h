@@ -186,6 +186,9 @@ double harness_now(void);
 /* Zeroed memory that the test and the ranks it forks later share. */
 void *harness_shared(size_t bytes);
 
+/* A free TCP port on 127.0.0.1 (bound to port 0 and released), or -1. */
+int harness_free_port(void);
+
 /* The tree's root (where scripts/ring-local lives), found from the test binary. */
 const char *harness_root(void);
 

@@ -23,6 +23,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "tests/harness_priv.h"
 
@@ -475,4 +478,19 @@ int cluster_run_both(struct ring_cluster *c, int n, cluster_fn fn, void *arg)
 	if (cluster_run(c, n, fn, arg) != 0)
 		return 1;
 	return cluster_run_local(c, 2 * n, 2, fn, arg) != 0 ? 2 : 0;
+}
+
+int harness_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
 }

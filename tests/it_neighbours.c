@@ -65,20 +65,6 @@ static void teardown(void)
 /* sockets                                                            */
 /* ------------------------------------------------------------------ */
 
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* A TCP connection to 127.0.0.1:port, under way (non-blocking); -1 when the
  * socket cannot even be made. */
 static int tcp_connect(int port)
@@ -310,8 +296,9 @@ static void clients_work(const char *when)
 static int start_with_metrics(int n, const char *extra)
 {
 	char args[128];
-	int port = free_port();
+	int port = harness_free_port();
 
+	cr_assert_gt(port, 0, "no free port on 127.0.0.1");
 	snprintf(args, sizeof(args), "--metrics-listen 127.0.0.1:%d", port);
 	setenv("RING_LOCAL_ARGS_0", args, 1);
 	cr_assert_eq(cluster_start(&cluster, n, extra), 0, "could not start %d daemon(s)", n);

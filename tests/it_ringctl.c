@@ -726,21 +726,6 @@ Test(ringctl, metrics_text_and_counters, .fini = teardown, .timeout = 180)
 	free(out);
 }
 
-/* A free TCP port on 127.0.0.1 (bound to port 0 and released). */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* One HTTP/1.0 request to 127.0.0.1:port with a plain socket, 10 s at most;
  * the whole response (status line, headers, body) into out. */
 static void http_request(int port, const char *method, const char *path, char *out, size_t cap)
@@ -799,8 +784,9 @@ Test(ringctl, metrics_over_http, .fini = teardown, .timeout = 120)
 	char *out = malloc(OUT_CAP), *body, *cli_names, *http_names;
 	char args[64];
 	static struct expo cli, http;
-	int port = free_port(), rc;
+	int port = harness_free_port(), rc;
 
+	cr_assert_gt(port, 0, "no free port on 127.0.0.1");
 	cr_assert_not_null(out);
 	snprintf(args, sizeof(args), "--metrics-listen 127.0.0.1:%d", port);
 	cr_assert_eq(cluster_start(&cluster, 1, args), 0, "could not start a daemon with %s",
