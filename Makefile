@@ -99,6 +99,16 @@ ifeq ($(CUDA),1)
 IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
+# The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
+# suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to
+# BINDING_TESTS.  They load libring.so from $(BUILD)/lib, so they stay out of
+# the sanitizer build (ASAN=1), whose runtime an interpreter does not preload.
+BINDING_BUILD :=
+BINDING_TESTS :=
+-include $(sort $(wildcard bindings/*/*.mk))
+ifneq ($(ASAN),1)
+TEST_BINS += $(BINDING_TESTS)
+endif
 # The one reference data pattern (ring.h only): the harness, ring-bench and
 # the examples link it.
 PATTERN_OBJ := $(call obj,tests/pattern.c)
@@ -215,7 +225,7 @@ test-run: test-build
 
 # What scripts/test uses: it runs the tests itself, so that nothing of make's
 # follows the summary line when a test fails.
-test-build: all $(TEST_BINS)
+test-build: all $(TEST_BINS) $(if $(filter 1,$(ASAN)),,$(BINDING_BUILD))
 test-list:
 	@echo $(TEST_BINS)
 
