@@ -1,0 +1,51 @@
+/*
+ * ring_module.cpp - ringd._torch, the Python face of the backend: the
+ * ProcessGroupRing class, registered as a subclass of torch's ProcessGroup
+ * (so torch.distributed takes it wherever it takes gloo's), built by
+ * ringd.torch's creator with (store, rank, size, timeout).  This extension is
+ * compiled with the pybind11 ABI torch was built with (torch.mk passes
+ * torch's own PYBIND11_* values), else torch's Store and ProcessGroup types
+ * would not be recognised here.
+ */
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "bindings/torch/ring_pg.hpp"
+
+namespace py = pybind11;
+using ringd_torch::ProcessGroupRing;
+
+PYBIND11_MODULE(_torch, m)
+{
+	m.doc() = "torch.distributed's \"ring\" backend on ringd (see ringd.torch)";
+	/* The base classes must be registered before ours derives from them. */
+	py::module::import("torch.distributed");
+
+	py::class_<ProcessGroupRing, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupRing>>(
+		m, "ProcessGroupRing",
+		"A torch.distributed process group whose operations run on ringd.")
+		.def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+				 std::chrono::milliseconds timeout) {
+			     return c10::make_intrusive<ProcessGroupRing>(store, rank, size, timeout);
+		     }),
+		     py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+		     py::call_guard<py::gil_scoped_release>())
+		.def_property_readonly("job", [](const ProcessGroupRing &pg) {
+			return pg.placement().job;
+		}, "The ringd job this group runs as (ringctl jobs shows it).")
+		.def_property_readonly("local_rank", [](const ProcessGroupRing &pg) {
+			return ring_local_rank(pg.comm());
+		})
+		.def_property_readonly("local_size", [](const ProcessGroupRing &pg) {
+			return ring_local_size(pg.comm());
+		})
+		.def_property_readonly("host_rank", [](const ProcessGroupRing &pg) {
+			return ring_host_rank(pg.comm());
+		})
+		.def_property_readonly("host_count", [](const ProcessGroupRing &pg) {
+			return ring_host_count(pg.comm());
+		})
+		.def_property_readonly("placement_source", [](const ProcessGroupRing &pg) {
+			return pg.placement().source;
+		}, "Where the local rank and size came from (a launcher, or the store).");
+}

@@ -1,0 +1,321 @@
+/*
+ * ring_pg.cpp - the process group's life (join the job, run the progress
+ * thread, drain and close) and the Work objects that stand for libring
+ * requests.  The operations themselves are in ring_ops.cpp.
+ *
+ * Why a progress thread: libring moves a request forward only inside a libring
+ * call, and DDP never waits on its buckets' works, it chains callbacks on their
+ * futures; someone must wait for the requests and complete the futures while
+ * the backward pass goes on.  One thread per group waits for them in the order
+ * they were issued, which is the order collectives complete in.
+ */
+#include <Python.h>
+
+#include <climits>
+#include <stdexcept>
+
+#include "bindings/torch/ring_pg.hpp"
+
+namespace ringd_torch {
+
+/* ---- WorkRing ---- */
+
+WorkRing::WorkRing(int rank, c10d::OpType type, const char *name,
+		   std::vector<at::Tensor> outputs)
+	: c10d::Work(rank, type), name_(name), outputs_(std::move(outputs)),
+	  future_(c10::make_intrusive<c10::ivalue::Future>(
+		  c10::ListType::create(c10::TensorType::get())))
+{
+}
+
+WorkRing::~WorkRing()
+{
+	/* Submitted works are complete before their group closes (the progress
+	 * thread drains the queue), so every request here is finished or, after
+	 * ring_close, detached from its communicator; either way this frees it. */
+	for (ring_request *r : reqs_)
+		ring_request_free(r);
+}
+
+bool
+WorkRing::isCompleted()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return completed_;
+}
+
+bool
+WorkRing::isSuccess() const
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return completed_ && !exception_;
+}
+
+std::exception_ptr
+WorkRing::exception() const
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return exception_;
+}
+
+int
+WorkRing::sourceRank() const
+{
+	if (src_rank_ < 0)
+		throw std::runtime_error(std::string("ring: ") + name_ +
+					 " has no source rank (only recv has one)");
+	return src_rank_;
+}
+
+std::vector<at::Tensor>
+WorkRing::result()
+{
+	return outputs_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future>
+WorkRing::getFuture()
+{
+	return future_;
+}
+
+/* No timeout: wait for our own requests (not for older works).  A timeout:
+ * the progress thread completes the work; wait for that, within the bound. */
+bool
+WorkRing::wait(std::chrono::milliseconds timeout)
+{
+	if (timeout == kNoTimeout) {
+		complete();
+	} else {
+		std::unique_lock<std::mutex> lock(mutex_);
+		if (!cv_.wait_for(lock, timeout, [this] { return completed_; }))
+			throw std::runtime_error(std::string("ring: ") + name_ +
+						 " did not complete within " +
+						 std::to_string(timeout.count()) + " ms");
+	}
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (exception_)
+		std::rethrow_exception(exception_);
+	return true;
+}
+
+at::Tensor
+WorkRing::input(const at::Tensor &t)
+{
+	at::Tensor c = t.contiguous();
+
+	keep_.push_back(c);
+	return c;
+}
+
+at::Tensor
+WorkRing::inout(at::Tensor &t)
+{
+	if (t.is_contiguous()) {
+		keep_.push_back(t);
+		return t;
+	}
+	at::Tensor c = t.contiguous();
+	keep_.push_back(c);
+	at::Tensor dst = t;
+	steps_.push_back([dst, c]() mutable { dst.copy_(c); });
+	return c;
+}
+
+at::Tensor
+WorkRing::scratch(int64_t numel, const at::TensorOptions &opts)
+{
+	at::Tensor s = at::empty({numel}, opts);
+
+	keep_.push_back(s);
+	return s;
+}
+
+void
+WorkRing::set_issue_error(const std::string &msg)
+{
+	if (issue_err_.empty())
+		issue_err_ = msg;
+}
+
+void
+WorkRing::complete()
+{
+	std::string msg;
+	int first = 0;
+
+	for (ring_request *r : reqs_) {
+		int rc = ring_wait(r);
+
+		if (rc && !first) {
+			first = rc;
+			msg = std::string("ring: ") + name_ + ": " + ring_request_error(r);
+		}
+	}
+	if (!issue_err_.empty()) {
+		first = first ? first : RING_EABORTED;
+		msg = issue_err_;
+	}
+	finalize(first, msg);
+}
+
+/* Copies the results out, completes the Work, then the future (its callbacks
+ * run here, outside our lock: a callback may wait on this very work). */
+void
+WorkRing::finalize(int rc, const std::string &msg)
+{
+	std::exception_ptr err;
+
+	{
+		std::lock_guard<std::mutex> lock(finish_mu_);
+		if (finished_)
+			return;
+		finished_ = true;
+		if (rc)
+			err = std::make_exception_ptr(std::runtime_error(msg));
+		try {
+			for (auto &step : steps_)
+				if (!err)
+					step();
+		} catch (const std::exception &e) {
+			err = std::make_exception_ptr(std::runtime_error(
+				std::string("ring: ") + name_ + ": copying the result: " + e.what()));
+		}
+		steps_.clear();
+		keep_.clear();	/* the requests are done with them */
+		finish(err);
+	}
+	if (err)
+		future_->setError(err);
+	else
+		future_->markCompleted(c10::IValue(outputs_));
+}
+
+/* ---- ProcessGroupRing: life ---- */
+
+static int
+timeout_ms_of(std::chrono::milliseconds t)
+{
+	long long ms = t.count();
+
+	if (ms <= 0)
+		return 0;	/* libring's default (RING_TIMEOUT_MS, else 60 s) */
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+				   int size, std::chrono::milliseconds timeout)
+	: c10d::ProcessGroup(rank, size)
+{
+	/* RING_TIMEOUT_MS, the operator's bound, wins over torch's timeout
+	 * argument, whose 30-minute default nobody chose. */
+	const char *env_tmo = getenv("RING_TIMEOUT_MS");
+	int tmo = env_tmo && *env_tmo ? 0 : timeout_ms_of(timeout);
+
+	place_ = place(*store, rank, size);
+	comm_ = open_comm(place_, rank, size, tmo);
+	progress_ = std::thread([this] { progress_loop(); });
+	init();
+}
+
+/* Drains every work still in flight (each is bounded by libring's timeout),
+ * then leaves the job.  A thread holding the GIL lets go of it while it waits:
+ * the works' futures may run Python callbacks. */
+ProcessGroupRing::~ProcessGroupRing()
+{
+	{
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		stopping_ = true;
+	}
+	queue_cv_.notify_all();
+	if (progress_.joinable()) {
+		if (progress_.get_id() == std::this_thread::get_id()) {
+			progress_.detach();	/* a callback dropped the last reference */
+		} else if (Py_IsInitialized() && PyGILState_Check()) {
+			PyThreadState *st = PyEval_SaveThread();
+			progress_.join();
+			PyEval_RestoreThread(st);
+		} else {
+			progress_.join();
+		}
+	}
+	ring_close(comm_);
+}
+
+void
+ProcessGroupRing::progress_loop()
+{
+	for (;;) {
+		WorkPtr w;
+		{
+			std::unique_lock<std::mutex> lock(queue_mu_);
+			queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+			if (queue_.empty())
+				return;
+			w = queue_.front();
+			queue_.pop_front();
+		}
+		try {
+			w->complete();
+		} catch (...) {
+			/* complete() catches its own failures; a future callback's
+			 * exception must not end the process. */
+		}
+	}
+}
+
+/* ---- ProcessGroupRing: issuing ---- */
+
+ProcessGroupRing::WorkPtr
+ProcessGroupRing::make_work(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
+{
+	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs));
+}
+
+void
+ProcessGroupRing::issue(WorkRing &w, const Starter &start)
+{
+	ring_request *r = nullptr;
+	int rc;
+
+	if (!w.issue_error().empty())
+		return;	/* the rest of a failed operation is not started */
+	rc = start(&r);
+	if (rc) {
+		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
+		return;
+	}
+	w.add_request(r);
+}
+
+void
+ProcessGroupRing::issue_group(WorkRing &w, const std::vector<Starter> &starts)
+{
+	if (ring_group_start(comm_) != 0) {
+		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
+		return;
+	}
+	for (const Starter &s : starts)
+		issue(w, s);
+	/* Only blocking calls' failures come back from the end; ours are the
+	 * requests', which their waits report. */
+	if (ring_group_end(comm_) != 0)
+		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRing::submit(const WorkPtr &w)
+{
+	{
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		queue_.push_back(w);
+	}
+	queue_cv_.notify_one();
+	/* A work that failed to issue is still queued: requests it did start
+	 * hold its buffers until they complete. */
+	if (!w->issue_error().empty())
+		throw std::runtime_error(w->issue_error());
+	return w;
+}
+
+}  // namespace ringd_torch

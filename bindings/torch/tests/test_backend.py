@@ -1,0 +1,142 @@
+"""The "ring" backend against real daemons: torch.distributed's whole collective
+API on 3 ranks over 2 daemons (2 + 1, the local rank and size worked out
+through the store), the same with nothing but init_process_group's arguments
+and a daemon at the default socket path, a peer killed mid-collective, 20
+init/destroy cycles, and DDP on 2 daemons x 2 processes against gloo.
+"""
+import ast
+import re
+import subprocess
+
+import pytest
+
+from helpers import (BUILD, PY, REPO, WORKER, clean_env, free_port, report, run_ranks,
+                     worker_cmd)
+
+# The walk's sections, in the worker's order.
+_tree = ast.parse(WORKER.read_text())
+SECTIONS = [e.id[2:] for node in _tree.body if isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", "") == "SECTIONS" for e in node.value.elts]
+WALK_TIMEOUT = 150
+
+
+def sections(out):
+    """name -> (ok, detail) from a walk's output."""
+    got = {}
+    for m in re.finditer(r"^SECTION (\S+) (ok|FAIL)(.*)$", out, re.M):
+        got[m.group(1)] = (m.group(2) == "ok", m.group(3).strip())
+    return got
+
+
+def check_section(result, name):
+    rcs, outs, timed_out = result
+    for r, out in enumerate(outs):
+        status = sections(out).get(name)
+        if status is None:
+            pytest.fail(f"rank {r} never finished section {name}"
+                        f"{' (the walk timed out)' if timed_out else ''}\n{report(rcs, outs)}")
+        assert status[0], f"rank {r}: {status[1]}\n{report(rcs, outs)}"
+
+
+@pytest.fixture(scope="module")
+def walk_2daemons(ring2, tmp_path_factory):
+    """The walk on 3 ranks: ranks 0 and 1 on daemon 0, rank 2 on daemon 1."""
+    d = tmp_path_factory.mktemp("walk")
+    socks = [ring2.sockets[0], ring2.sockets[0], ring2.sockets[1]]
+    cmds = [worker_cmd("walk", r, 3, f"file://{d}/store") for r in range(3)]
+    envs = [clean_env(RING_SOCKET=socks[r], RING_TIMEOUT_MS=30000) for r in range(3)]
+    return run_ranks(cmds, envs, WALK_TIMEOUT)
+
+
+@pytest.mark.parametrize("name", SECTIONS)
+def test_walk(walk_2daemons, name):
+    check_section(walk_2daemons, name)
+
+
+def test_walk_exits_cleanly(walk_2daemons):
+    rcs, outs, timed_out = walk_2daemons
+    assert not timed_out and rcs == [0, 0, 0], report(rcs, outs)
+
+
+def have_mount_namespace():
+    try:
+        return subprocess.run(["unshare", "-m", "true"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not have_mount_namespace(), reason="needs unshare -m (root)")
+def test_no_variables(ring2, tmp_path):
+    """3 processes given only init_process_group's arguments: no RING_* and no
+    launcher variable.  Each runs in a mount namespace of its own whose
+    /run/ringd/ringd.sock (the default path) leads to daemon 0, so nothing
+    outside the test is touched."""
+    wrap = ["unshare", "-m", "--", "sh", "-c",
+            'mount -t tmpfs ringtest /run && mkdir /run/ringd && '
+            'ln -s "$0" /run/ringd/ringd.sock && exec "$@"', ring2.sockets[0]]
+    cmds = [wrap + worker_cmd("walk", r, 3, f"file://{tmp_path}/store", "--timeout", "60")
+            for r in range(3)]
+    rcs, outs, timed_out = run_ranks(cmds, [clean_env()] * 3, WALK_TIMEOUT)
+    for name in SECTIONS:
+        check_section((rcs, outs, timed_out), name)
+    assert not timed_out and rcs == [0, 0, 0], report(rcs, outs)
+    assert "placement: the store" in outs[0], report(rcs, outs)
+
+
+def test_peer_killed(ring2, tmp_path):
+    """Rank 2 (alone on daemon 1) is killed with an all-reduce in flight: the
+    others get a RuntimeError well within the operation bound, not a hang."""
+    socks = [ring2.sockets[0], ring2.sockets[0], ring2.sockets[1]]
+    cmds = [worker_cmd("killed", r, 3, f"file://{tmp_path}/store") for r in range(3)]
+    envs = [clean_env(RING_SOCKET=socks[r], RING_TIMEOUT_MS=20000) for r in range(3)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 60)
+    assert not timed_out, report(rcs, outs)
+    assert rcs[:2] == [0, 0], report(rcs, outs)
+    for out in outs[:2]:
+        m = re.search(r"KILLED raised after ([0-9.]+)s", out)
+        assert m and float(m.group(1)) < 20, report(rcs, outs)
+
+
+def test_churn(ring2, tmp_path):
+    """20 init_process_group / destroy_process_group cycles, an all-reduce in
+    each, one rank on each daemon."""
+    cmds = [worker_cmd("churn", r, 2, f"file://{tmp_path}/store", "--cycles", "20")
+            for r in range(2)]
+    envs = [clean_env(RING_SOCKET=ring2.sockets[r], RING_TIMEOUT_MS=30000) for r in range(2)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 120)
+    assert not timed_out and rcs == [0, 0], report(rcs, outs)
+    assert all("CHURN ok" in o for o in outs), report(rcs, outs)
+
+
+def ddp_losses(backend, ring2, tmp_path):
+    """examples/ddp_train.py (a small model) on 2 daemons x 2 processes, as
+    torchrun would start it; rank 0's loss at every step."""
+    port = free_port()
+    cmds, envs = [], []
+    for r in range(4):
+        cmds.append([PY, str(REPO / "examples/ddp_train.py"), "--backend", backend,
+                     "--steps", "6", "--inputs", "64", "--width", "256", "--depth", "2",
+                     "--batch", "8", "--bucket-mb", "0.1"])
+        envs.append(clean_env(RANK=r, WORLD_SIZE=4, LOCAL_RANK=r % 2, LOCAL_WORLD_SIZE=2,
+                              MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                              RING_SOCKET=ring2.sockets[r // 2], RING_TIMEOUT_MS=30000))
+    rcs, outs, timed_out = run_ranks(cmds, envs, 120)
+    assert not timed_out and rcs == [0] * 4, report(rcs, outs)
+    return [float(x) for x in re.findall(r"^step \d+ loss (\S+)", outs[0], re.M)]
+
+
+def test_ddp_matches_gloo(ring2, tmp_path):
+    ring = ddp_losses("ring", ring2, tmp_path)
+    gloo = ddp_losses("gloo", ring2, tmp_path)
+    assert len(ring) == len(gloo) == 6, (ring, gloo)
+    for step, (a, b) in enumerate(zip(ring, gloo)):
+        assert abs(a - b) <= 1e-5 * abs(b), f"step {step}: ring {a} gloo {b}"
+
+
+def test_build_is_the_tested_one():
+    """The suite imports the ringd package of the build tree it was given."""
+    out = subprocess.run([PY, "-c", "import ringd.torch, sys; print(ringd.torch.__file__)"],
+                         env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(BUILD / "python")), out.stdout

@@ -1,0 +1,446 @@
+#!/usr/bin/python3
+"""One rank of a test of the "ring" backend; the tests start several.
+
+usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
+
+Scenarios: walk (every section below, in order), churn, killed.  Each section
+prints "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes
+on to the next, so one run reports on every part of the API.  The values are
+chosen so that every rank can compute every other rank's contribution, and
+every check compares exact results.
+"""
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import ringd.torch  # noqa: F401  (registers "ring")
+
+R = N = 0
+
+
+def init(args):
+    kw = {"timeout": timedelta(seconds=args.timeout)} if args.timeout else {}
+    dist.init_process_group("ring", init_method=args.init, rank=R, world_size=N, **kw)
+    pg = dist.distributed_c10d._get_default_group()
+    print(f"placement: {pg.placement_source}: local rank {pg.local_rank} of "
+          f"{pg.local_size}, job {pg.job}", flush=True)
+
+
+def contrib(r, shape=(6,), dtype=torch.float32):
+    """What rank r puts in: small integers, exact in every dtype."""
+    return (torch.arange(int(torch.tensor(shape).prod())).reshape(shape) % 5 + r + 1).to(dtype)
+
+
+def same(a, b, what):
+    if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+        raise AssertionError(f"{what}: got {a.tolist()} want {b.tolist()}")
+
+
+# ---- sections ----
+
+def s_broadcast():
+    for root in range(N):
+        t = contrib(R)
+        dist.broadcast(t, src=root)
+        same(t, contrib(root), f"broadcast from {root}")
+
+
+def s_all_reduce():
+    ops = {dist.ReduceOp.SUM: lambda xs: sum(xs),
+           dist.ReduceOp.PRODUCT: lambda xs: xs[0] * xs[1] * xs[2] if N == 3 else None,
+           dist.ReduceOp.MIN: lambda xs: torch.stack(xs).min(0).values,
+           dist.ReduceOp.MAX: lambda xs: torch.stack(xs).max(0).values,
+           dist.ReduceOp.AVG: lambda xs: sum(xs) / N}
+    for op, f in ops.items():
+        t = contrib(R, dtype=torch.float64)
+        dist.all_reduce(t, op=op)
+        same(t, f([contrib(r, dtype=torch.float64) for r in range(N)]), f"all_reduce {op}")
+
+
+def s_all_reduce_coalesced():
+    ts = [contrib(R, (3,)), contrib(R, (2, 4)), contrib(R, (5,))]
+    dist.all_reduce_coalesced(ts)
+    for t, shape in zip(ts, [(3,), (2, 4), (5,)]):
+        same(t, sum(contrib(r, shape) for r in range(N)), "all_reduce_coalesced")
+
+
+def s_reduce():
+    for dst in range(N):
+        t = contrib(R)
+        dist.reduce(t, dst=dst)
+        same(t, sum(contrib(r) for r in range(N)) if R == dst else contrib(R),
+             f"reduce to {dst}")
+
+
+def s_all_gather():
+    outs = [torch.zeros(2, 3) for _ in range(N)]
+    dist.all_gather(outs, contrib(R, (2, 3)))
+    for r in range(N):
+        same(outs[r], contrib(r, (2, 3)), f"all_gather block {r}")
+    out = torch.zeros(N * 4)
+    dist.all_gather_into_tensor(out, contrib(R, (4,)))
+    same(out, torch.cat([contrib(r, (4,)) for r in range(N)]), "all_gather_into_tensor")
+    out = torch.zeros(N * 4)
+    dist._all_gather_base(out, contrib(R, (4,)))
+    same(out, torch.cat([contrib(r, (4,)) for r in range(N)]), "_all_gather_base")
+
+
+def s_all_gather_coalesced():
+    ins = [contrib(R, (3,)), contrib(R, (2, 2))]
+    outs = [[torch.zeros(3), torch.zeros(2, 2)] for _ in range(N)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(N):
+        same(outs[r][0], contrib(r, (3,)), "all_gather_coalesced 0")
+        same(outs[r][1], contrib(r, (2, 2)), "all_gather_coalesced 1")
+
+
+def s_gather_scatter():
+    for root in range(N):
+        outs = [torch.zeros(5) for _ in range(N)] if R == root else None
+        dist.gather(contrib(R, (5,)), gather_list=outs, dst=root)
+        if R == root:
+            for r in range(N):
+                same(outs[r], contrib(r, (5,)), f"gather to {root}")
+        out = torch.zeros(5)
+        ins = [contrib(10 * root + r, (5,)) for r in range(N)] if R == root else None
+        dist.scatter(out, scatter_list=ins, src=root)
+        same(out, contrib(10 * root + R, (5,)), f"scatter from {root}")
+
+
+def s_reduce_scatter():
+    out = torch.zeros(4)
+    dist.reduce_scatter(out, [contrib(R + 10 * b, (4,)) for b in range(N)])
+    same(out, sum(contrib(r + 10 * R, (4,)) for r in range(N)), "reduce_scatter")
+    out = torch.zeros(4)
+    dist.reduce_scatter_tensor(out, contrib(R, (N * 4,)))
+    same(out, sum(contrib(r, (N * 4,)) for r in range(N))[R * 4:(R + 1) * 4],
+         "reduce_scatter_tensor")
+    out = torch.zeros(4)
+    dist._reduce_scatter_base(out, contrib(R, (N * 4,)), op=dist.ReduceOp.MAX)
+    same(out, contrib(N - 1, (N * 4,))[R * 4:(R + 1) * 4], "_reduce_scatter_base max")
+
+
+def s_all_to_all():
+    # Block from rank s to rank d: contrib(10 s + d) with d + 1 elements.
+    ins = [contrib(10 * R + d, (d + 1,)) for d in range(N)]
+    outs = [torch.zeros(R + 1) for _ in range(N)]
+    dist.all_to_all(outs, ins)
+    for s in range(N):
+        same(outs[s], contrib(10 * s + R, (R + 1,)), f"all_to_all from {s}")
+    # Equal blocks of 2 rows of 3.
+    inp = torch.cat([contrib(10 * R + d, (2, 3)) for d in range(N)])
+    out = torch.zeros(2 * N, 3)
+    dist.all_to_all_single(out, inp)
+    same(out, torch.cat([contrib(10 * s + R, (2, 3)) for s in range(N)]),
+         "all_to_all_single")
+    # Uneven: rank s sends s + d + 1 rows to rank d.
+    inp = torch.cat([contrib(10 * R + d, (R + d + 1, 2)) for d in range(N)])
+    out = torch.zeros(sum(s + R + 1 for s in range(N)), 2)
+    dist.all_to_all_single(out, inp, output_split_sizes=[s + R + 1 for s in range(N)],
+                           input_split_sizes=[R + d + 1 for d in range(N)])
+    same(out, torch.cat([contrib(10 * s + R, (s + R + 1, 2)) for s in range(N)]),
+         "all_to_all_single uneven")
+
+
+def s_send_recv():
+    nxt, prv = (R + 1) % N, (R - 1) % N
+    got = torch.zeros(7)
+    reqs = [dist.isend(contrib(R, (7,)), nxt), dist.irecv(got, prv)]
+    for q in reqs:
+        q.wait()
+    same(got, contrib(prv, (7,)), "isend/irecv ring")
+    if R == 0:
+        dist.send(contrib(0, (3,)), dst=N - 1)
+    elif R == N - 1:
+        t = torch.zeros(3)
+        dist.recv(t, src=0)
+        same(t, contrib(0, (3,)), "send/recv")
+    got = torch.zeros(2)
+    ops = [dist.P2POp(dist.irecv, got, prv), dist.P2POp(dist.isend, contrib(R, (2,)), nxt)]
+    for q in dist.batch_isend_irecv(ops):
+        q.wait()
+    same(got, contrib(prv, (2,)), "batch_isend_irecv")
+
+
+def s_recv_anysource():
+    try:
+        dist.recv(torch.zeros(1))
+    except RuntimeError as e:
+        if "any source" not in str(e):
+            raise AssertionError(f"unexpected message: {e}")
+    else:
+        raise AssertionError("recv from any source did not raise")
+
+
+def s_barrier():
+    dist.barrier()
+    w = dist.barrier(async_op=True)
+    w.wait()
+
+
+def s_async_future():
+    t = contrib(R, (1000,))
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future().then(lambda f: f.value()[0] * 2)
+    want = sum(contrib(r, (1000,)) for r in range(N))
+    same(fut.wait(), want * 2, "future then")
+    work.wait()
+    if not work.is_completed() or not work.is_success():
+        raise AssertionError("work not completed/successful after wait")
+    same(t, want, "async all_reduce")
+    # Many in flight at once, waited in reverse.
+    ts = [contrib(R + i, (100,)) for i in range(10)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for w in reversed(works):
+        w.wait()
+    for i, x in enumerate(ts):
+        same(x, sum(contrib(r + i, (100,)) for r in range(N)), f"in-flight {i}")
+
+
+def s_objects():
+    objs = [{"rank": R, "s": "x" * R}, [R] * (R + 1)] if R == 1 else [None, None]
+    dist.broadcast_object_list(objs, src=1)
+    if objs != [{"rank": 1, "s": "x"}, [1, 1]]:
+        raise AssertionError(f"broadcast_object_list: {objs}")
+    got = [None] * N
+    dist.all_gather_object(got, ("r", R, "y" * (3 * R)))
+    if got != [("r", r, "y" * (3 * r)) for r in range(N)]:
+        raise AssertionError(f"all_gather_object: {got}")
+    got = [None] * N if R == 0 else None
+    dist.gather_object({"g": R}, got, dst=0)
+    if R == 0 and got != [{"g": r} for r in range(N)]:
+        raise AssertionError(f"gather_object: {got}")
+    out = [None]
+    dist.scatter_object_list(out, [f"to{r}" for r in range(N)] if R == 2 else None, src=2)
+    if out != [f"to{R}"]:
+        raise AssertionError(f"scatter_object_list: {out}")
+
+
+DTYPES = [torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64,
+          torch.complex64, torch.complex128]
+
+
+def s_dtypes():
+    for dt in DTYPES:
+        if dt == torch.bool:
+            t = torch.tensor([R == 0, False, True, R == N - 1])
+            dist.all_reduce(t)
+            same(t, torch.tensor([True, False, True, True]), "all_reduce bool (or)")
+        else:
+            t = contrib(R, (9,), dt)
+            dist.all_reduce(t)
+            same(t, sum(contrib(r, (9,), torch.float64) for r in range(N)).to(dt),
+                 f"all_reduce {dt}")
+            if not dt.is_complex:
+                t = contrib(R, (9,), dt)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                same(t, contrib(N - 1, (9,), dt), f"all_reduce max {dt}")
+        t = contrib(R, (5,), dt)
+        dist.broadcast(t, src=N - 1)
+        same(t, contrib(N - 1, (5,), dt), f"broadcast {dt}")
+        outs = [torch.zeros(3, dtype=dt) for _ in range(N)]
+        dist.all_gather(outs, contrib(R, (3,), dt))
+        for r in range(N):
+            same(outs[r], contrib(r, (3,), dt), f"all_gather {dt}")
+
+
+def s_noncontiguous():
+    base = torch.full((4, 6), -1.0)
+    view = base[:, ::2]                      # every other column
+    view.copy_(contrib(R, (4, 3)))
+    dist.all_reduce(view)
+    same(view, sum(contrib(r, (4, 3)) for r in range(N)), "all_reduce on a strided view")
+    same(base[:, 1::2], torch.full((4, 3), -1.0), "elements beside the view")
+    t = contrib(R, (3, 5)).t()               # transposed
+    dist.broadcast(t, src=1)
+    same(t, contrib(1, (3, 5)).t(), "broadcast transposed")
+    outs = [torch.zeros(5, 2).t() for _ in range(N)]
+    dist.all_gather(outs, contrib(R, (2, 5)))
+    for r in range(N):
+        same(outs[r], contrib(r, (2, 5)), "all_gather into transposed outputs")
+    big = torch.zeros(N * 4, 2)
+    dist.all_gather_into_tensor(big[:, 0], contrib(R, (4,))[::1])
+    same(big[:, 0], torch.cat([contrib(r, (4,)) for r in range(N)]),
+         "all_gather_into_tensor into a column")
+    out = torch.zeros(4, 2)
+    dist.reduce_scatter_tensor(out[:, 1], contrib(R, (N * 8,))[::2])
+    same(out[:, 1], sum(contrib(r, (N * 8,))[::2] for r in range(N))[R * 4:(R + 1) * 4],
+         "reduce_scatter_tensor strided")
+    nxt, prv = (R + 1) % N, (R - 1) % N
+    got = torch.zeros(6, 2)
+    reqs = [dist.isend(contrib(R, (6, 2))[:, 1], nxt), dist.irecv(got[:, 0], prv)]
+    for q in reqs:
+        q.wait()
+    same(got[:, 0], contrib(prv, (6, 2))[:, 1], "isend of a column, irecv into one")
+
+
+def ddp_grads(hook=None, state=None):
+    """One DDP step; returns the gradients and what they must be: the mean of
+    every rank's gradient, computed here for each rank's own batch."""
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ref = [p.detach().clone() for p in model.parameters()]
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0005)
+    if hook is not None:
+        ddp.register_comm_hook(state, hook)
+
+    def data(r):
+        g = torch.Generator().manual_seed(100 + r)
+        return torch.randn(5, 8, generator=g), torch.randn(5, 4, generator=g)
+    x, y = data(R)
+    nn.functional.mse_loss(ddp(x), y).backward()
+    want = [torch.zeros_like(p) for p in ref]
+    for r in range(N):
+        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        with torch.no_grad():
+            for p, q in zip(m.parameters(), ref):
+                p.copy_(q)
+        xr, yr = data(r)
+        nn.functional.mse_loss(m(xr), yr).backward()
+        for w, p in zip(want, m.parameters()):
+            w += p.grad / N
+    return [p.grad for p in model.parameters()], want
+
+
+def s_ddp():
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks as hooks
+
+    def custom(state, bucket):
+        t = bucket.buffer()
+        fut = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0])
+    for name, hook, tol in [("default", None, 1e-6), ("allreduce_hook", hooks.allreduce_hook, 1e-6),
+                            ("fp16_compress_hook", hooks.fp16_compress_hook, 2e-3),
+                            ("custom AVG hook", custom, 1e-6)]:
+        got, want = ddp_grads(hook)
+        for g, w in zip(got, want):
+            if not torch.allclose(g, w, rtol=tol, atol=tol):
+                raise AssertionError(f"DDP {name}: gradient differs by "
+                                     f"{(g - w).abs().max().item()}")
+
+
+def s_subgroup():
+    g = dist.new_group([0, 2], backend="ring")
+    t = contrib(R)
+    if R in (0, 2):
+        dist.all_reduce(t, group=g)
+        same(t, contrib(0) + contrib(2), "all_reduce in new_group([0, 2])")
+        t = contrib(R)
+        dist.broadcast(t, src=2, group=g)
+        same(t, contrib(2), "broadcast in new_group([0, 2])")
+        outs = [torch.zeros(6) for _ in range(2)]
+        dist.all_gather(outs, contrib(R), group=g)
+        same(outs[1], contrib(2), "all_gather in new_group([0, 2])")
+    dist.barrier()
+    if R in (0, 2):
+        dist.destroy_process_group(g)
+
+
+def s_group_while_inflight():
+    big = [contrib(R + i, (1 << 18,)) for i in range(4)]
+    works = [dist.all_reduce(b, async_op=True) for b in big]
+    g = dist.new_group(list(range(N)), backend="ring")
+    t = contrib(R)
+    dist.all_reduce(t, group=g)
+    same(t, sum(contrib(r) for r in range(N)), "all_reduce in the new group")
+    for w in works:
+        w.wait()
+    for i, b in enumerate(big):
+        same(b, sum(contrib(r + i, (1 << 18,)) for r in range(N)), "the in-flight ones")
+    dist.destroy_process_group(g)
+
+
+def s_mismatch():
+    t = torch.zeros(4 if R == 0 else 5)
+    try:
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        print(f"mismatch raised: {e}", flush=True)
+    else:
+        raise AssertionError("all_reduce of 4 and 5 elements did not raise")
+
+
+SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_gather,
+            s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
+            s_send_recv, s_recv_anysource, s_barrier, s_async_future, s_objects, s_dtypes,
+            s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_mismatch]
+
+
+def walk(args):
+    init(args)
+    for s in SECTIONS:
+        name = s.__name__[2:]
+        t0 = time.monotonic()
+        try:
+            s()
+            print(f"SECTION {name} ok {time.monotonic() - t0:.2f}s", flush=True)
+        except Exception as e:  # noqa: BLE001 (reported, the walk goes on)
+            traceback.print_exc()
+            print(f"SECTION {name} FAIL {type(e).__name__}: {e}".replace("\n", " | "),
+                  flush=True)
+    dist.destroy_process_group()
+
+
+def churn(args):
+    for i in range(args.cycles):
+        t0 = time.monotonic()
+        dist.init_process_group("ring", init_method=f"{args.init}.{i}", rank=R, world_size=N)
+        t = contrib(R)
+        dist.all_reduce(t)
+        same(t, sum(contrib(r) for r in range(N)), f"cycle {i}")
+        dist.destroy_process_group()
+        print(f"cycle {i} ok {time.monotonic() - t0:.2f}s", flush=True)
+    print("CHURN ok", flush=True)
+
+
+def killed(args):
+    """Every rank all-reduces 16 MiB over and over; the last one kills itself
+    0.3 s in, with its own all-reduce in flight.  The others must raise: time
+    from the start of the call that raised."""
+    init(args)
+    big = torch.ones(4 << 20)
+    start = time.monotonic()
+    for i in range(100000):
+        t0 = time.monotonic()
+        if R == N - 1 and t0 - start > 0.3:
+            dist.all_reduce(big, async_op=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            dist.all_reduce(big)
+        except RuntimeError as e:
+            print(f"KILLED raised after {time.monotonic() - t0:.2f}s (call {i}): {e}",
+                  flush=True)
+            return
+        if time.monotonic() - start > 60:
+            break
+    print("KILLED did not raise", flush=True)
+    sys.exit(1)
+
+
+def main():
+    global R, N
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", choices=["walk", "churn", "killed"])
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--init", required=True)
+    p.add_argument("--cycles", type=int, default=20)
+    p.add_argument("--timeout", type=float, default=0,
+                   help="init_process_group's timeout in seconds (0: its default)")
+    args = p.parse_args()
+    R, N = args.rank, args.world
+    torch.set_num_threads(1)
+    {"walk": walk, "churn": churn, "killed": killed}[args.scenario](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""ddp_train.py - data-parallel training of an MLP with PyTorch DDP over ringd
+("ring") or gloo, for comparing the two and for copying from.
+
+The model is an MLP of about 25M parameters (--width 2048, --depth 5 hidden
+layers of width x width, between --inputs 1024 inputs and outputs) learning a
+fixed random linear map from synthetic data by mean squared error.  Every seed
+is fixed: the model is the same on every rank, each rank draws its own batches
+(seeded by step and rank), so two runs on the same world size, one per
+backend, see the same data and their losses agree up to the rounding of the
+gradient sums.  Rank 0 prints the loss of every step ("step N loss L") and at
+the end the mean step time ("mean_step_ms T", steps after --warmup).
+
+The process's place comes from the launcher, as for init_process_group's
+env:// method: torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
+under ringrun, RING_RANK and RING_WORLD_SIZE are read too (pass MASTER_ADDR
+and MASTER_PORT with -x).  Or give --init-method, --rank and --world-size.
+
+    torchrun --nproc-per-node 2 examples/ddp_train.py --backend ring
+    ringrun -f hosts -N 2 -x MASTER_ADDR=node0 -x MASTER_PORT=29500 \\
+        /usr/bin/python3 examples/ddp_train.py --backend ring
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", default="ring", choices=["ring", "gloo"])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=2,
+                   help="steps left out of the mean step time (2)")
+    p.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    p.add_argument("--inputs", type=int, default=1024)
+    p.add_argument("--width", type=int, default=2048)
+    p.add_argument("--depth", type=int, default=5, help="hidden width x width layers")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch's intra-op threads per rank (1)")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    p.add_argument("--init-method", default=None,
+                   help="init_process_group's init_method (default: env://)")
+    p.add_argument("--rank", type=int, default=None)
+    p.add_argument("--world-size", type=int, default=None)
+    return p.parse_args()
+
+
+def place(args):
+    """Rank and world size: the options, else torchrun's, else ringrun's."""
+    def env(*names):
+        for n in names:
+            if os.environ.get(n):
+                return int(os.environ[n])
+        return None
+    rank = args.rank if args.rank is not None else env("RANK", "RING_RANK")
+    size = args.world_size if args.world_size is not None else \
+        env("WORLD_SIZE", "RING_WORLD_SIZE")
+    if rank is None or size is None:
+        sys.exit("ddp_train.py: no rank and world size (run it under torchrun or "
+                 "ringrun, or give --rank and --world-size)")
+    return rank, size
+
+
+def make_model(args):
+    layers = [nn.Linear(args.inputs, args.width), nn.ReLU()]
+    for _ in range(args.depth):
+        layers += [nn.Linear(args.width, args.width), nn.ReLU()]
+    layers.append(nn.Linear(args.width, args.inputs))
+    return nn.Sequential(*layers)
+
+
+def batch(args, teacher, step, rank):
+    g = torch.Generator().manual_seed(args.seed * 1_000_003 + step * 1009 + rank)
+    x = torch.randn(args.batch, args.inputs, generator=g)
+    return x, x @ teacher
+
+
+def main():
+    args = parse_args()
+    rank, size = place(args)
+    torch.set_num_threads(args.threads)
+    if args.backend == "ring":
+        import ringd.torch  # noqa: F401  (registers the "ring" backend)
+    dist.init_process_group(args.backend, init_method=args.init_method or "env://",
+                            rank=rank, world_size=size)
+
+    torch.manual_seed(args.seed)
+    model = make_model(args)
+    teacher = torch.randn(args.inputs, args.inputs,
+                          generator=torch.Generator().manual_seed(args.seed + 1))
+    teacher /= args.inputs ** 0.5
+    ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    nparams = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        print(f"backend {args.backend} world {size} params {nparams} "
+              f"batch {args.batch}/rank", flush=True)
+
+    times = []
+    for step in range(args.steps):
+        x, y = batch(args, teacher, step, rank)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        if rank == 0:
+            print(f"step {step} loss {loss.item():.9g} ms {times[-1] * 1e3:.1f}", flush=True)
+
+    kept = times[args.warmup:] or times
+    if rank == 0:
+        print(f"mean_step_ms {sum(kept) / len(kept) * 1e3:.2f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
