@@ -21,8 +21,9 @@ namespace ringd_torch {
 /* ---- WorkRing ---- */
 
 WorkRing::WorkRing(int rank, c10d::OpType type, const char *name,
-		   std::vector<at::Tensor> outputs)
-	: c10d::Work(rank, type), name_(name), outputs_(std::move(outputs)),
+		   std::vector<at::Tensor> outputs, std::shared_ptr<Arena> arena)
+	: c10d::Work(rank, type), name_(name), arena_(std::move(arena)),
+	  outputs_(std::move(outputs)),
 	  future_(c10::make_intrusive<c10::ivalue::Future>(
 		  c10::ListType::create(c10::TensorType::get())))
 {
@@ -99,24 +100,40 @@ WorkRing::wait(std::chrono::milliseconds timeout)
 	return true;
 }
 
-at::Tensor
-WorkRing::input(const at::Tensor &t)
+/* Holds t for libring: alive until the work finishes, and its storage kept
+ * where it is meanwhile. */
+void
+WorkRing::keep(const at::Tensor &t)
 {
-	at::Tensor c = t.contiguous();
+	keep_.push_back(t);
+	held_.push_back(arena_->hold(t));
+}
 
-	keep_.push_back(c);
+at::Tensor
+WorkRing::input(const at::Tensor &t, bool reused)
+{
+	if (t.is_contiguous()) {
+		if (reused)
+			arena_->consider(t);
+		keep(t);
+		return t;
+	}
+	at::Tensor c = t.contiguous();
+	keep(c);
 	return c;
 }
 
 at::Tensor
-WorkRing::inout(at::Tensor &t)
+WorkRing::inout(at::Tensor &t, bool reused)
 {
 	if (t.is_contiguous()) {
-		keep_.push_back(t);
+		if (reused)
+			arena_->consider(t);
+		keep(t);
 		return t;
 	}
 	at::Tensor c = t.contiguous();
-	keep_.push_back(c);
+	keep(c);
 	at::Tensor dst = t;
 	steps_.push_back([dst, c]() mutable { dst.copy_(c); });
 	return c;
@@ -127,7 +144,7 @@ WorkRing::scratch(int64_t numel, const at::TensorOptions &opts)
 {
 	at::Tensor s = at::empty({numel}, opts);
 
-	keep_.push_back(s);
+	keep(s);
 	return s;
 }
 
@@ -183,6 +200,9 @@ WorkRing::finalize(int rc, const std::string &msg)
 		}
 		steps_.clear();
 		keep_.clear();	/* the requests are done with them */
+		for (const void *key : held_)
+			arena_->unhold(key);
+		held_.clear();
 		finish(err);
 	}
 	if (err)
@@ -214,6 +234,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 
 	place_ = place(*store, rank, size);
 	comm_ = open_comm(place_, rank, size, tmo);
+	arena_ = std::make_shared<Arena>(comm_);
 	progress_ = std::thread([this] { progress_loop(); });
 	init();
 }
@@ -239,6 +260,7 @@ ProcessGroupRing::~ProcessGroupRing()
 			progress_.join();
 		}
 	}
+	arena_->release();	/* storages still alive leave the arena first */
 	ring_close(comm_);
 }
 
@@ -269,7 +291,7 @@ ProcessGroupRing::progress_loop()
 ProcessGroupRing::WorkPtr
 ProcessGroupRing::make_work(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
 {
-	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs));
+	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs), arena_);
 }
 
 void

@@ -24,6 +24,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "bindings/torch/ring_arena.hpp"
 #include "libring/ring.h"
 
 namespace ringd_torch {
@@ -55,7 +56,7 @@ ring_comm *open_comm(const Placement &pl, int rank, int size, int timeout_ms);
 class WorkRing : public c10d::Work {
  public:
 	WorkRing(int rank, c10d::OpType type, const char *name,
-		 std::vector<at::Tensor> outputs);
+		 std::vector<at::Tensor> outputs, std::shared_ptr<Arena> arena);
 	~WorkRing() override;
 
 	bool isCompleted() override;
@@ -67,13 +68,14 @@ class WorkRing : public c10d::Work {
 	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
 	/* ---- for the operations, before the work is submitted ---- */
-	/* A contiguous tensor with t's contents (t itself when it is one). */
-	at::Tensor input(const at::Tensor &t);
+	/* A contiguous tensor with t's contents (t itself when it is one).
+	 * reused: t is one an application passes again and again (a DDP
+	 * bucket), whose storage may move into the arena (ring_arena.hpp). */
+	at::Tensor input(const at::Tensor &t, bool reused = false);
 	/* A contiguous tensor the result goes into; copied back into t at the end
 	 * when t is not contiguous itself. */
-	at::Tensor inout(at::Tensor &t);
+	at::Tensor inout(at::Tensor &t, bool reused = false);
 	at::Tensor scratch(int64_t numel, const at::TensorOptions &opts);
-	void keep(const at::Tensor &t) { keep_.push_back(t); }
 	void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
 	void add_request(ring_request *r) { reqs_.push_back(r); }
 	void set_issue_error(const std::string &msg);
@@ -86,10 +88,13 @@ class WorkRing : public c10d::Work {
 
  private:
 	void finalize(int rc, const std::string &msg);
+	void keep(const at::Tensor &t);
 
 	const char *name_;			/* the torch.distributed call, for messages */
 	std::vector<ring_request *> reqs_;
 	std::vector<at::Tensor> keep_;		/* buffers libring holds */
+	std::shared_ptr<Arena> arena_;
+	std::vector<const void *> held_;	/* keep_'s storages, held in arena_ */
 	std::vector<std::function<void()>> steps_;	/* result copies, in order */
 	std::vector<at::Tensor> outputs_;	/* the future's value */
 	std::string issue_err_;			/* a failure while issuing */
@@ -108,6 +113,7 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	const std::string getBackendName() const override { return "ring"; }
 	const Placement &placement() const { return place_; }
 	ring_comm *comm() const { return comm_; }
+	size_t arena_bytes() const { return arena_->adopted_bytes(); }
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
 						 const c10d::BroadcastOptions &opts) override;
@@ -172,6 +178,7 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 
 	Placement place_;
 	ring_comm *comm_ = nullptr;
+	std::shared_ptr<Arena> arena_;
 	std::mutex issue_mu_;			/* issue order = queue order */
 	std::mutex queue_mu_;
 	std::condition_variable queue_cv_;

@@ -359,6 +359,29 @@ def s_group_while_inflight():
     dist.destroy_process_group(g)
 
 
+def s_zero_copy():
+    """A storage all-reduced again and again moves into the arena (views
+    follow it); memory torch's allocator did not make (numpy's) never does."""
+    pg = dist.distributed_c10d._get_default_group()
+    before = pg.arena_bytes
+    t = torch.zeros(1 << 18)
+    view = t[5:9]
+    for i in range(3):
+        t.fill_(R + i)
+        dist.all_reduce(t)
+        same(view, torch.full((4,), float(sum(r + i for r in range(N)))), f"view, pass {i}")
+    if pg.arena_bytes < before + t.numel() * 4:
+        raise AssertionError(f"arena_bytes {pg.arena_bytes}: the tensor was not moved")
+    import numpy as np
+    a = np.ones(1 << 18, dtype=np.float32)
+    tn = torch.from_numpy(a)
+    before = pg.arena_bytes
+    for i in range(3):
+        dist.all_reduce(tn)
+    if a[0] != N ** 3 or pg.arena_bytes != before:
+        raise AssertionError(f"numpy's array lost its tensor: {a[0]}, {pg.arena_bytes}")
+
+
 def s_mismatch():
     t = torch.zeros(4 if R == 0 else 5)
     try:
@@ -372,7 +395,8 @@ def s_mismatch():
 SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_gather,
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
             s_send_recv, s_recv_anysource, s_barrier, s_async_future, s_objects, s_dtypes,
-            s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_mismatch]
+            s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
+            s_mismatch]
 
 
 def walk(args):
@@ -391,13 +415,24 @@ def walk(args):
 
 
 def churn(args):
+    """Cycles of init / all-reduce / destroy.  A large tensor all-reduced in
+    every cycle moves into each group's arena and must leave it intact when
+    the group goes (read after destroy, and used by the next group)."""
+    big = torch.zeros(1 << 18)
     for i in range(args.cycles):
         t0 = time.monotonic()
         dist.init_process_group("ring", init_method=f"{args.init}.{i}", rank=R, world_size=N)
         t = contrib(R)
         dist.all_reduce(t)
         same(t, sum(contrib(r) for r in range(N)), f"cycle {i}")
+        for _ in range(2):
+            big.fill_(R + i)
+            dist.all_reduce(big)
+        in_arena = big.data_ptr()
         dist.destroy_process_group()
+        if big.data_ptr() == in_arena:
+            raise AssertionError("the tensor did not leave the arena at destroy")
+        same(big[:3], torch.full((3,), float(sum(r + i for r in range(N)))), "after destroy")
         print(f"cycle {i} ok {time.monotonic() - t0:.2f}s", flush=True)
     print("CHURN ok", flush=True)
 
