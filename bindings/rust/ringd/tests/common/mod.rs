@@ -20,6 +20,7 @@ fn tree_root() -> PathBuf {
 pub struct Ring {
     dir: String,
     sockets: Vec<PathBuf>,
+    vars: Vec<(String, String)>,
 }
 
 impl Ring {
@@ -45,7 +46,18 @@ impl Ring {
         };
         let dir = var("RING_LOCAL_DIR");
         let sockets = (0..n).map(|i| PathBuf::from(var(&format!("RING_SOCKET_{}", i)))).collect();
-        Ring { dir, sockets }
+        let vars = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect();
+        Ring { dir, sockets, vars }
+    }
+
+    /// The environment ring-local printed (RING_LOCAL_DIR, RING_HOSTS,
+    /// RING_SOCKET_I, ...), for child processes.
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.vars
     }
 
     /// The client socket of daemon `i`.
