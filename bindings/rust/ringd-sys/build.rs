@@ -7,6 +7,7 @@
 //!      RINGD_LIB_DIR/../include);
 //!   2. the ringd source tree this crate sits in, once built (build/lib);
 //!   3. `pkg-config --libs libring` (an installed libring).
+//!
 //! The tree comes before pkg-config so that the tree's own tests never link a
 //! stale installed libring; a crate fetched as a git dependency has no built
 //! tree beside it and takes pkg-config's.

@@ -4,7 +4,8 @@
 //! with [`Options`] or from the environment, run collectives over slices of any
 //! [`Element`] type (`f32`, `f64`, `i8`..`u64`, `bool`, [`F16`], [`BF16`]), and
 //! drop it to leave the job.  Non-blocking forms run inside a
-//! [`Communicator::scope`] and return [`Request`]s; buffers in the shared arena
+//! [`Communicator::scope`] and return [`Request`]s; [`Communicator::group`]
+//! starts several operations together (NCCL's groups); buffers in the shared arena
 //! ([`ArenaBuf`], from [`Communicator::alloc`]) move no data between the process
 //! and the daemon.  Every failure is an [`Error`]: libring's RING_E* code
 //! ([`ErrorCode`]) and its detailed message.
@@ -33,6 +34,6 @@ pub mod sync;
 pub use comm::{ArenaBuf, Communicator, Options};
 pub use dtype::{Dtype, Element, ReduceOp, BF16, F16};
 pub use error::{Error, ErrorCode, Result};
-pub use request::{Request, Scope};
+pub use request::{GroupScope, Request, Scope};
 /// The raw declarations, for what this crate does not wrap.
 pub use ringd_sys as sys;

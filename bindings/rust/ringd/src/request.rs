@@ -264,7 +264,7 @@ impl Settle {
         if T::ANY_BITS {
             return None;
         }
-        Some(Settle { ptr: buf.as_mut_ptr().cast(), len: buf.len() * std::mem::size_of::<T>() })
+        Some(Settle { ptr: buf.as_mut_ptr().cast(), len: std::mem::size_of_val(buf) })
     }
 }
 
@@ -328,5 +328,128 @@ impl<'scope> Request<'scope> {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+/// Issues the operations of a group (see [`Communicator::group`]): they are
+/// recorded, start together when the group ends, and are waited for then.
+pub struct GroupScope<'scope, 'env: 'scope> {
+    inner: Scope<'scope, 'env>,
+}
+
+/// Records one operation of a group: its request stays in the scope's list.
+fn record(issued: Result<Request<'_>>) -> Result<()> {
+    issued.map(std::mem::forget)
+}
+
+impl<'scope, 'env> GroupScope<'scope, 'env> {
+    /// [`Communicator::allreduce`], in the group.
+    pub fn allreduce<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
+                                 op: ReduceOp) -> Result<()> {
+        record(self.inner.iallreduce(send, recv, op))
+    }
+
+    /// [`Communicator::allreduce_in_place`], in the group.
+    pub fn allreduce_in_place<T: Element>(&'scope self, buf: &'scope mut [T], op: ReduceOp)
+        -> Result<()> {
+        record(self.inner.iallreduce_in_place(buf, op))
+    }
+
+    /// [`Communicator::allgather`], in the group.
+    pub fn allgather<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T])
+        -> Result<()> {
+        record(self.inner.iallgather(send, recv))
+    }
+
+    /// [`Communicator::reduce_scatter`], in the group.
+    pub fn reduce_scatter<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
+                                      op: ReduceOp) -> Result<()> {
+        record(self.inner.ireduce_scatter(send, recv, op))
+    }
+
+    /// [`Communicator::broadcast`], in the group.
+    pub fn broadcast<T: Element>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<()> {
+        record(self.inner.ibroadcast(buf, root))
+    }
+
+    /// [`Communicator::send`], in the group.
+    pub fn send<T: Element>(&'scope self, buf: &'scope [T], shape: &[usize], dst: usize)
+        -> Result<()> {
+        record(self.inner.isend(buf, shape, dst))
+    }
+
+    /// [`Communicator::recv`], in the group.
+    pub fn recv<T: Element>(&'scope self, buf: &'scope mut [T], shape: &[usize], src: usize)
+        -> Result<()> {
+        record(self.inner.irecv(buf, shape, src))
+    }
+}
+
+impl Live {
+    /// Completes every request left and returns the first failure in issue
+    /// order.
+    fn finish_all_checked(&self) -> Result<()> {
+        let rest: Vec<Slot> = self.lock().iter_mut().filter_map(Option::take).collect();
+        let mut first = Ok(());
+        for slot in rest {
+            let outcome = slot.complete();
+            if first.is_ok() {
+                first = outcome;
+            }
+        }
+        first
+    }
+}
+
+/// Ends a group that a panic left open, then finishes its requests.
+struct GroupGuard<'a> {
+    comm: *mut sys::ring_comm,
+    live: &'a Live,
+    open: bool,
+}
+
+impl Drop for GroupGuard<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // SAFETY: the group this guard opened on a live communicator.
+            unsafe { sys::ring_group_end(self.comm) };
+        }
+        self.live.finish_all();
+    }
+}
+
+impl Communicator {
+    /// A group, as NCCL's ncclGroupStart/End: the operations issued on the
+    /// [`GroupScope`] are recorded and start together when `f` returns, as a
+    /// whole (sends and receives never deadlock, whatever their order; small
+    /// all-reduces of one dtype and op share one ring pass); `group` returns
+    /// once all of them completed, with `f`'s result or the first failure.
+    /// Every rank must group the same collectives in the same order.  It takes
+    /// the communicator exclusively: nothing else may issue on it meanwhile.
+    pub fn group<'env, F, R>(&'env mut self, f: F) -> Result<R>
+    where
+        F: for<'scope> FnOnce(&'scope GroupScope<'scope, 'env>) -> Result<R>,
+    {
+        let comm: &'env Communicator = self;
+        // SAFETY: a live communicator, which we hold exclusively.
+        comm.check(unsafe { sys::ring_group_start(comm.as_raw()) })?;
+        let group = GroupScope {
+            inner: Scope {
+                comm,
+                live: Live { slots: Mutex::new(Vec::new()) },
+                scope: PhantomData,
+                env: PhantomData,
+            },
+        };
+        let mut guard = GroupGuard { comm: comm.as_raw(), live: &group.inner.live, open: true };
+        let out = f(&group);
+        guard.open = false;
+        // SAFETY: the group opened above.
+        let end = comm.check(unsafe { sys::ring_group_end(comm.as_raw()) });
+        let waited = group.inner.live.finish_all_checked();
+        let out = out?;
+        end?;
+        waited?;
+        Ok(out)
     }
 }

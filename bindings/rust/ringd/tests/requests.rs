@@ -140,3 +140,39 @@ fn opening_without_a_daemon_says_where_it_looked() {
     assert_eq!(e.code(), ErrorCode::Daemon, "{}", e);
     assert!(e.detail().contains("/nonexistent/ringd.sock"), "{}", e);
 }
+
+#[test]
+fn a_group_starts_its_operations_together() {
+    let ring = Ring::start(2);
+    ring.run(1, |mut comm| {
+        let (r, peer) = (comm.rank(), 1 - comm.rank());
+        let (mut a, mut b) = (vec![r as f32 + 1.0; 8], vec![r as i64; 3]);
+        let out = vec![r as u8 + 10; 1 << 20];
+        let mut got = vec![0u8; 1 << 20];
+        // Both ranks send their megabyte first, then receive: grouped, it
+        // cannot deadlock.
+        let n = comm
+            .group(|g| {
+                g.allreduce_in_place(&mut a, ReduceOp::Sum)?;
+                g.allreduce_in_place(&mut b, ReduceOp::Max)?;
+                g.send(&out, &[1 << 20], peer)?;
+                g.recv(&mut got, &[1 << 20], peer)?;
+                Ok(4)
+            })
+            .unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(a, vec![3.0; 8]);
+        assert_eq!(b, vec![1; 3]);
+        assert!(got.iter().all(|&v| v == peer as u8 + 10));
+        // A failure inside the group is the group's result.
+        let mut wrong = vec![0u16; 1 << 20];
+        let e = comm
+            .group(|g| {
+                g.send(&out, &[1 << 20], peer)?;
+                g.recv(&mut wrong, &[1 << 20], peer)
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Mismatch, "{}", e);
+        comm.barrier().unwrap();
+    });
+}
