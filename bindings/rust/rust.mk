@@ -12,6 +12,10 @@ RUST_DIR    := bindings/rust
 export RINGD_RUST_BUILD := $(abspath $(BUILD))
 RUST_ENV    := CARGO_TARGET_DIR=$(abspath $(BUILD))/rust RINGD_LIB_DIR=$(abspath $(BUILD))/lib
 
+# The Makefile includes this file before its `all` rule: keep the default goal
+# as it would be without this file (an empty .DEFAULT_GOAL lets the next rule
+# parsed become it).
+RUST_GOAL := $(.DEFAULT_GOAL)
 .PHONY: rust-build
 rust-build: $(LIB_A) $(LIB_PC) $(BIN_RINGD) $(BIN_CTL)
 	@if ! command -v $(CARGO) >/dev/null 2>&1; then \
@@ -21,6 +25,8 @@ rust-build: $(LIB_A) $(LIB_PC) $(BIN_RINGD) $(BIN_CTL)
 		cd $(RUST_DIR) && $(RUST_ENV) $(CARGO) build --offline --workspace $(if $(filter 1,$(V)),,-q) && \
 		$(RUST_ENV) $(CARGO) test --offline --workspace --no-run $(if $(filter 1,$(V)),,-q); \
 	fi
+
+.DEFAULT_GOAL := $(RUST_GOAL)
 
 BINDING_BUILD += rust-build
 BINDING_TESTS += $(RUST_DIR)/run-tests

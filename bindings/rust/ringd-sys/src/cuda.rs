@@ -64,4 +64,72 @@ extern "C" {
         src: c_int,
         stream: *mut CUstream_st,
     ) -> c_int;
+    pub fn ring_reduce_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        op: ring_op,
+        root: c_int,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_gather_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_scatter_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_allgatherv_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcount: usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        displs: *const usize,
+        dtype: ring_dtype,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_alltoall_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_alltoallv_cuda(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcounts: *const usize,
+        sdispls: *const usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        rdispls: *const usize,
+        dtype: ring_dtype,
+        stream: *mut CUstream_st,
+    ) -> c_int;
+    pub fn ring_sendrecv_cuda(
+        comm: *mut ring_comm,
+        sendbuf: *const c_void,
+        sendcount: usize,
+        dst: c_int,
+        recvbuf: *mut c_void,
+        recvcount: usize,
+        src: c_int,
+        dtype: ring_dtype,
+        stream: *mut CUstream_st,
+    ) -> c_int;
 }

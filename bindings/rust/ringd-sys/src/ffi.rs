@@ -49,7 +49,7 @@ pub const RING_ERR_MIN: ring_err = -12;
 
 pub const RING_MAX_NDIM: c_int = 8;
 pub const RING_VERSION_MAJOR: c_int = 0;
-pub const RING_VERSION_MINOR: c_int = 2;
+pub const RING_VERSION_MINOR: c_int = 3;
 /// `RING_DEFAULT_SOCKET`, NUL-terminated.
 pub const RING_DEFAULT_SOCKET: &[u8] = b"/run/ringd/ringd.sock\0";
 
@@ -202,6 +202,137 @@ extern "C" {
         ndim: c_int,
         shape: *const usize,
         src: c_int,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+
+    // The rest of the collective set (ring.h 0.3), blocking, then non-blocking.
+    pub fn ring_reduce(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        op: ring_op,
+        root: c_int,
+    ) -> c_int;
+    pub fn ring_gather(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+    ) -> c_int;
+    pub fn ring_scatter(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+    ) -> c_int;
+    pub fn ring_allgatherv(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcount: usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        displs: *const usize,
+        dtype: ring_dtype,
+    ) -> c_int;
+    pub fn ring_alltoall(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+    ) -> c_int;
+    pub fn ring_alltoallv(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcounts: *const usize,
+        sdispls: *const usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        rdispls: *const usize,
+        dtype: ring_dtype,
+    ) -> c_int;
+    pub fn ring_sendrecv(
+        comm: *mut ring_comm,
+        sendbuf: *const c_void,
+        sendcount: usize,
+        dst: c_int,
+        recvbuf: *mut c_void,
+        recvcount: usize,
+        src: c_int,
+        dtype: ring_dtype,
+    ) -> c_int;
+    pub fn ring_ireduce(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        op: ring_op,
+        root: c_int,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_igather(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_iscatter(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        root: c_int,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_iallgatherv(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcount: usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        displs: *const usize,
+        dtype: ring_dtype,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_ialltoall(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: ring_dtype,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_ialltoallv(
+        comm: *mut ring_comm,
+        send: *const c_void,
+        sendcounts: *const usize,
+        sdispls: *const usize,
+        recv: *mut c_void,
+        recvcounts: *const usize,
+        rdispls: *const usize,
+        dtype: ring_dtype,
+        req: *mut *mut ring_request,
+    ) -> c_int;
+    pub fn ring_isendrecv(
+        comm: *mut ring_comm,
+        sendbuf: *const c_void,
+        sendcount: usize,
+        dst: c_int,
+        recvbuf: *mut c_void,
+        recvcount: usize,
+        src: c_int,
+        dtype: ring_dtype,
         req: *mut *mut ring_request,
     ) -> c_int;
 
