@@ -29,6 +29,7 @@ mod dtype;
 mod error;
 pub mod mlx;
 mod request;
+mod rooted;
 pub mod sync;
 
 pub use comm::{ArenaBuf, Communicator, Options};

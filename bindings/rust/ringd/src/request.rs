@@ -141,7 +141,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Registers a request just issued (rc is the issuing call's result).
-    fn issued(&'scope self, rc: c_int, req: *mut sys::ring_request, settle: Option<Settle>)
+    pub(crate) fn issued(&'scope self, rc: c_int, req: *mut sys::ring_request, settle: Option<Settle>)
         -> Result<Request<'scope>> {
         self.comm.check(rc)?;
         if req.is_null() {
@@ -149,6 +149,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let index = self.live.push(Slot { req, settle });
         Ok(Request { live: &self.live, index, raw: req })
+    }
+
+    /// What to normalise in buf once the request completes (bool only).
+    pub(crate) fn settle_of<T: Element>(&self, buf: &mut [T]) -> Option<Settle> {
+        Settle::of(buf)
     }
 
     /// Non-blocking [`Communicator::allreduce`].
@@ -254,7 +259,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 }
 
 /// A buffer to normalise once its request completes (bool only).
-struct Settle {
+pub(crate) struct Settle {
     ptr: *mut u8,
     len: usize,
 }
