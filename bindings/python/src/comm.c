@@ -24,7 +24,7 @@ pyr_comm_usable(pyr_comm *c, const char *fn)
 		char msg[128];
 
 		snprintf(msg, sizeof(msg), "%s: the communicator is %s", fn,
-			 c->comm || c->closing ? "closed" : "not open");
+			 c->closed ? "closed" : "not open");
 		pyr_raise(RING_ECLOSED, msg);
 		return -1;
 	}
