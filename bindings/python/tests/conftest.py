@@ -38,6 +38,11 @@ LAUNCHER_VARS = (
     "SLURM_TASKS_PER_NODE",
 )
 
+# This process opens communicators too (the comm1 fixture): the shell's
+# launcher variables must not place it in some other job.
+for _k in [k for k in os.environ if k.startswith("RING_") or k in LAUNCHER_VARS]:
+    del os.environ[_k]
+
 _jobs = itertools.count()
 
 
