@@ -599,3 +599,21 @@ def lonely_allreduce(comm):
     if comm.rank != 0:
         return None
     return big_allreduce(comm, 4)
+
+
+def torch_tensors(comm):
+    """torch CPU tensors through .numpy(): the tensor itself gets the result;
+    bfloat16 through an int16 view and dtype=ringd.BFLOAT16."""
+    import torch
+    r, s = comm.rank, comm.size
+    t = torch.full((2, 3), float(r + 1))
+    comm.allreduce(t.numpy())
+    assert torch.equal(t, torch.full((2, 3), float(sum(range(1, s + 1))))), t
+    b = torch.full((5,), float(r + 1), dtype=torch.bfloat16)
+    comm.allreduce(b.view(torch.int16).numpy(), op=ringd.MAX, dtype=ringd.BFLOAT16)
+    assert torch.equal(b, torch.full((5,), float(s), dtype=torch.bfloat16)), b
+    h = torch.ones(4, dtype=torch.float16)
+    out = torch.zeros(4, dtype=torch.float16)
+    comm.allreduce(h.numpy(), out.numpy(), ringd.AVG)
+    assert torch.equal(out, h), out
+    return True
