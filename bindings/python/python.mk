@@ -51,13 +51,16 @@ BINDING_TESTS += bindings/python/run-tests
 
 # Python's headers are the system's: their warnings are not ours.
 $(PY_OBJ): CFLAGS_ALL += -isystem $(PY_INC) -Ilibring -fvisibility=hidden $(PY_DEFS)
-$(PY_OBJ): libring/ring.h
+$(PY_OBJ): libring/ring.h | python-headers
 
-$(PY_SO): $(PY_OBJ) $(LIB_A)
+.PHONY: python-headers
+python-headers:
 ifeq ($(PY_OK),)
 	@echo "make python: no Python.h for $(PY) (install python3-dev:" \
 		"scripts/install-deps)" >&2; exit 1
 endif
+
+$(PY_SO): $(PY_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -shared -Wl,--exclude-libs,ALL -o $@ $(PY_OBJ) $(LIB_A) \
