@@ -29,9 +29,6 @@ PY_SO     := $(PY_PKG)/_ringd$(PY_EXT)
 PY_PYSRC  := $(wildcard bindings/python/ringd/*.py)
 PY_FILES  := $(patsubst bindings/python/ringd/%,$(PY_PKG)/%,$(PY_PYSRC))
 PY_OBJ    := $(call obj,$(wildcard bindings/python/src/*.c))
-# The issue-14 collectives (reduce, gather, scatter, all-gather-v, all-to-all,
-# sendrecv) are bound when this tree's libring has them.
-PY_DEFS   := $(if $(shell grep -l ring_alltoallv libring/ring.h 2>/dev/null),-DPYR_HAVE_ALLTOALL)
 
 # Debian's python3 looks in /usr/lib/python3/dist-packages (packages) and in
 # /usr/local/lib/python3.X/dist-packages (local installs); other prefixes get
@@ -50,7 +47,7 @@ endif
 BINDING_TESTS += bindings/python/run-tests
 
 # Python's headers are the system's: their warnings are not ours.
-$(PY_OBJ): CFLAGS_ALL += -isystem $(PY_INC) -Ilibring -fvisibility=hidden $(PY_DEFS)
+$(PY_OBJ): CFLAGS_ALL += -isystem $(PY_INC) -Ilibring -fvisibility=hidden
 $(PY_OBJ): libring/ring.h | python-headers
 
 .PHONY: python-headers

@@ -255,7 +255,6 @@ parse_p2p(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t narg
 	return 0;
 }
 
-#ifdef PYR_HAVE_ALLTOALL
 static int
 parse_reduce(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
 	     PyObject *kwnames)
@@ -576,7 +575,7 @@ parse_sendrecv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t
 	return 0;
 }
 
-/* libring's call for the operations of issue 14. */
+/* libring's call for the rooted and exchange collectives. */
 static int
 issue_v(ring_comm *c, const struct pyr_op *op, ring_request **req)
 {
@@ -615,7 +614,6 @@ issue_v(ring_comm *c, const struct pyr_op *op, ring_request **req)
 		return RING_EINVAL;
 	}
 }
-#endif
 
 /* ---- running them ---- */
 
@@ -657,11 +655,7 @@ pyr_op_issue(ring_comm *c, const struct pyr_op *op, ring_request **req)
 			: ring_recv(c, op->recv, (enum ring_dtype)op->dtype, op->ndim, op->shape,
 				    op->peer);
 	default:
-#ifdef PYR_HAVE_ALLTOALL
 		return issue_v(c, op, req);
-#else
-		return RING_ENOTSUP;
-#endif
 	}
 }
 
@@ -741,7 +735,6 @@ COLL_METHODS(broadcast, PYR_BROADCAST, parse_broadcast)
 COLL_METHODS(barrier, PYR_BARRIER, parse_barrier)
 COLL_METHODS(send, PYR_SEND, parse_p2p)
 COLL_METHODS(recv, PYR_RECV, parse_p2p)
-#ifdef PYR_HAVE_ALLTOALL
 COLL_METHODS(reduce, PYR_REDUCE, parse_reduce)
 COLL_METHODS(gather, PYR_GATHER, parse_gather)
 COLL_METHODS(scatter, PYR_SCATTER, parse_scatter)
@@ -749,7 +742,6 @@ COLL_METHODS(allgatherv, PYR_ALLGATHERV, parse_allgatherv)
 COLL_METHODS(alltoall, PYR_ALLTOALL, parse_alltoall)
 COLL_METHODS(alltoallv, PYR_ALLTOALLV, parse_alltoallv)
 COLL_METHODS(sendrecv, PYR_SENDRECV, parse_sendrecv)
-#endif
 
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 #define METHOD(name, sig, doc)								\
@@ -777,7 +769,6 @@ PyMethodDef pyr_coll_methods[] = {
 	METHOD(recv, "($self, buf, src, *, dtype=None)",
 	       "Receives into buf from rank src; a message of another dtype or shape "
 	       "raises MismatchError; returns buf."),
-#ifdef PYR_HAVE_ALLTOALL
 	METHOD(reduce, "($self, send, recv=None, op=SUM, root=0, *, dtype=None)",
 	       "Reduces send over every rank into root's recv (None: in place); recv is "
 	       "not written off the root."),
@@ -802,6 +793,5 @@ PyMethodDef pyr_coll_methods[] = {
 	METHOD(sendrecv, "($self, send, dst, recv=None, src=None, *, dtype=None)",
 	       "Sends send to dst and receives recv from src (default dst) at once; "
 	       "never deadlocks.  recv None: send's buffer is replaced."),
-#endif
 	{ NULL, NULL, 0, NULL }
 };
