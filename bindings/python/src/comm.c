@@ -351,18 +351,18 @@ comm_repr(PyObject *self)
 
 /* ---- the type ---- */
 
-#define PLACE(field, doc)								\
+#define PLACE(field)									\
 static PyObject *									\
 get_##field(PyObject *self, void *closure)						\
 {											\
 	return PyLong_FromLong(((pyr_comm *)self)->field);				\
 }
-PLACE(rank, "")
-PLACE(size, "")
-PLACE(local_rank, "")
-PLACE(local_size, "")
-PLACE(host_rank, "")
-PLACE(host_count, "")
+PLACE(rank)
+PLACE(size)
+PLACE(local_rank)
+PLACE(local_size)
+PLACE(host_rank)
+PLACE(host_count)
 
 static PyObject *
 get_closed(PyObject *self, void *closure)

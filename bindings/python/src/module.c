@@ -248,13 +248,14 @@ pyr_dtype_arg(const char *fn, PyObject *obj)
 		if (v >= 0 && v < RING_DTYPE_COUNT)
 			return (int)v;
 	} else {
-		if (PyUnicode_Check(obj))
-			d = dtype_by_name(PyUnicode_AsUTF8(obj) ? PyUnicode_AsUTF8(obj) : "");
+		const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
+
+		if (s)
+			d = dtype_by_name(s);
 		PyErr_Clear();
 		/* numpy's names and types: "f4", numpy.float32, numpy.dtype("int8") */
 		if (d < 0 && (name = numpy_dtype_name(obj)) != NULL) {
-			const char *s = PyUnicode_AsUTF8(name);
-
+			s = PyUnicode_AsUTF8(name);
 			d = s ? dtype_by_name(s) : -1;
 			Py_DECREF(name);
 			PyErr_Clear();

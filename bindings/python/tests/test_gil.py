@@ -8,9 +8,9 @@ import pytest
 def test_gil_released_while_waiting(pool2, how):
     out = pool2.check("gil_released", how)[0]
     assert out["waited"] > 0.5, out          # it did wait for the peer
-    # The other thread ran all along: it counts millions of times a second;
-    # with the GIL held it could not have counted once.
-    assert out["ticks"] > 10000, out
+    # The other thread ran all along (a note every 10 ms: ~80 in the wait);
+    # with the GIL held it could not have run at all inside the wait.
+    assert out["stamps_inside"] >= 10, out
 
 
 def test_close_refused_while_another_thread_waits(pool2):
