@@ -22,7 +22,7 @@ import contextlib as _contextlib
 import enum as _enum
 
 from ringd import _ringd
-from ringd._ringd import (  # noqa: F401  (the public names)
+from ringd._ringd import (
     AbortedError,
     ClosedError,
     Communicator,
@@ -44,6 +44,7 @@ from ringd._ringd import (  # noqa: F401  (the public names)
 
 __all__ = [
     "Communicator", "Request", "DType", "Op", "open", "group", "wait_all",
+    "strerror", "dtype_size",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "DaemonError",
     "PeerError", "TimedOutError", "MismatchError", "AbortedError",
     "ProtocolError", "NotPermittedError", "NotSupportedError", "ClosedError",

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import ringd
-from scenarios import DTYPES
 
 
 def test_many_in_flight(pool4):
