@@ -163,15 +163,18 @@ def broadcast(comm, dt, nb, n=9):
 
 
 def barrier(comm, dt, nb):
-    """Nobody leaves the barrier before the last rank has entered it."""
+    """Nobody leaves the barrier before the last rank has entered it (rank 0,
+    a while late): the ranks compare their clocks (one machine) afterwards."""
     if comm.rank == 0:
-        time.sleep(0.3)
-    t0 = time.monotonic()
+        time.sleep(0.2)
+    enter = time.time()
     res = call(comm, nb, "barrier")
-    waited = time.monotonic() - t0
+    leave = time.time()
     assert nb or res is None
-    if comm.rank != 0:
-        assert waited > 0.2, "left the barrier after %.3f s, before rank 0 came" % waited
+    times = np.zeros(2 * comm.size)
+    comm.allgather(np.array([enter, leave]), times)
+    assert times[1::2].min() >= times[0::2].max(), \
+        "a rank left the barrier before the last one entered: %r" % times
     return True
 
 
@@ -485,13 +488,16 @@ def gil_released(comm, how):
     blocking call that rank 1 satisfies only after a second.  The thread
     notes the time every 10 ms it runs; the notes that fall inside the wait
     (away from its ends, where a thread held off by the GIL runs too) count."""
+    go = np.zeros(1, np.int32)
     if comm.rank == 1:
+        comm.recv(go, 0)        # the second starts when rank 0 is there
         time.sleep(1.0)
         if how == "recv":
             comm.send(np.arange(4, dtype=np.int32), 0)
         else:
             comm.allreduce(np.ones(4, np.float32))
         return None
+    comm.send(go, 1)
     stamps = []
     stop = threading.Event()
 
@@ -522,10 +528,13 @@ def gil_released(comm, how):
 
 def close_while_busy(comm):
     """close() refuses while another thread waits in a call; works after."""
+    go = np.zeros(1, np.int32)
     if comm.rank == 1:
+        comm.recv(go, 0)
         time.sleep(0.8)
         comm.send(np.arange(4, dtype=np.int32), 0)
         return "sent"
+    comm.send(go, 1)
     err = []
     t = threading.Thread(target=lambda: comm.recv(np.zeros(4, np.int32), 1))
     t.start()

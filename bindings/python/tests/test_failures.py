@@ -54,7 +54,6 @@ def test_peer_process_killed_mid_collective(ring2, fresh_pool):
     res = out["result"]
     assert res["raised"] in ("AbortedError", "PeerError", "TimedOutError",
                              "DaemonError"), res
-    assert res["calls"] > 0, res     # the kill came while they were running
     assert res["at"] - killed < TIMEOUT_MS / 1000 + 1, res
 
 
