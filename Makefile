@@ -105,6 +105,8 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
 # the sanitizer build (ASAN=1), whose runtime an interpreter does not preload.
 BINDING_BUILD :=
 BINDING_TESTS :=
+# `make` alone builds all, whatever rule a binding's file defines first.
+.DEFAULT_GOAL := all
 -include $(sort $(wildcard bindings/*/*.mk))
 ifneq ($(ASAN),1)
 TEST_BINS += $(BINDING_TESTS)
@@ -380,7 +382,7 @@ uninstall:
 # warnings, and the code with every warning as an error (WARN above includes
 # -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
 # brings shellcheck and groff.
-LINT_SH := $(wildcard scripts/*) bench/peers bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+LINT_SH := $(wildcard scripts/*) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)

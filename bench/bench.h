@@ -20,7 +20,8 @@
 
 enum coll {
 	COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_BROADCAST,
-	COLL_SENDRECV, COLL_COUNT
+	COLL_SENDRECV, COLL_REDUCE, COLL_GATHER, COLL_SCATTER, COLL_ALLGATHERV,
+	COLL_ALLTOALL, COLL_COUNT
 };
 
 struct coll_desc {
@@ -29,6 +30,7 @@ struct coll_desc {
 	bool rooted;		/* prints its root */
 	bool has_inplace;	/* the API has an in-place form */
 	bool per_rank;		/* size counts every rank's block (allgather, rs) */
+	bool flat;		/* count elements on each side: -g may split it */
 };
 
 struct bench_opts {
@@ -50,9 +52,8 @@ struct bench_opts {
 	bool all_dtypes, all_ops;
 	bool overlap;		/* -a: non-blocking operations overlapped with compute */
 	double compute_ms;	/* -C: the simulated compute of each -a iteration */
-	/* -g N (N operations issued per ring_group_start/ring_group_end) lands
-	 * with groups: its count belongs here, its issue in bench_coll.c's
-	 * issue_op(), and the table takes it from there. */
+	int group;		/* -g: each size as this many operations on equal
+				 * parts of the buffers, in one group; 0: none */
 };
 
 /* Everything one rank needs while it runs. */
@@ -64,6 +65,7 @@ struct bench {
 	size_t buf_bytes;
 	void *scratch;		/* the small buffer for the time and #wrong reductions */
 	void *dsend, *drecv;	/* -D: device copies of sendbuf and recvbuf */
+	size_t *vcounts;	/* allgatherv's counts, one per rank */
 	void *stream;		/* -D: the cudaStream_t the calls run on */
 	bool failed;
 	double bw_sum;		/* for the average bus bandwidth */

@@ -27,12 +27,18 @@
 /* The pattern's seed: any fixed value, the same on every rank. */
 #define BENCH_SEED	0
 
+/* name, reduces, rooted, has_inplace, per_rank, flat */
 const struct coll_desc bench_colls[COLL_COUNT] = {
-	[COLL_ALLREDUCE]	= { "allreduce", true, false, true, false },
-	[COLL_ALLGATHER]	= { "allgather", false, false, true, true },
-	[COLL_REDUCE_SCATTER]	= { "reduce_scatter", true, false, true, true },
-	[COLL_BROADCAST]	= { "broadcast", false, true, false, false },
-	[COLL_SENDRECV]		= { "sendrecv", false, false, false, false },
+	[COLL_ALLREDUCE]	= { "allreduce", true, false, true, false, true },
+	[COLL_ALLGATHER]	= { "allgather", false, false, true, true, false },
+	[COLL_REDUCE_SCATTER]	= { "reduce_scatter", true, false, true, true, false },
+	[COLL_BROADCAST]	= { "broadcast", false, true, false, false, true },
+	[COLL_SENDRECV]		= { "sendrecv", false, false, false, false, true },
+	[COLL_REDUCE]		= { "reduce", true, true, false, false, true },
+	[COLL_GATHER]		= { "gather", false, true, false, true, false },
+	[COLL_SCATTER]		= { "scatter", false, true, false, true, false },
+	[COLL_ALLGATHERV]	= { "allgatherv", false, false, false, true, false },
+	[COLL_ALLTOALL]		= { "alltoall", false, false, false, true, false },
 };
 
 double bench_now(void)
@@ -122,9 +128,11 @@ int bench_data_init(struct bench *b, struct bench_data *p, enum ring_dtype dt,
 	switch (b->o->coll) {
 	case COLL_ALLREDUCE:
 	case COLL_REDUCE_SCATTER:
+	case COLL_REDUCE:
 		pattern_expect_reduce(p->expect.bytes, dt, pop, n, BENCH_PERIOD, 0, BENCH_SEED);
 		break;
 	case COLL_BROADCAST:
+	case COLL_SCATTER:
 		tile_input(&p->expect, pop, n, b->o->root);
 		break;
 	case COLL_SENDRECV:
@@ -174,15 +182,40 @@ void bench_call_operands(const struct bench *b, char *s, char *r, size_t count,
 	}
 }
 
-/* One call on the host buffers. */
+/* The collectives beyond the first five, on the operands of c. */
+static int host_call_more(struct bench *b, const struct bench_call *c, enum ring_dtype dt,
+			  enum ring_op op, size_t count)
+{
+	int root = b->o->root;
+
+	switch (b->o->coll) {
+	case COLL_REDUCE:
+		return ring_reduce(b->comm, c->send, c->recv, count, dt, op, root);
+	case COLL_GATHER:
+		return ring_gather(b->comm, c->send, c->recv, count, dt, root);
+	case COLL_SCATTER:
+		return ring_scatter(b->comm, c->send, c->recv, count, dt, root);
+	case COLL_ALLGATHERV:
+		for (int q = 0; q < b->size; q++)
+			b->vcounts[q] = count;
+		return ring_allgatherv(b->comm, c->send, count, c->recv, b->vcounts, NULL, dt);
+	case COLL_ALLTOALL:
+		return ring_alltoall(b->comm, c->send, c->recv, count, dt);
+	default:
+		return RING_EINVAL;
+	}
+}
+
+/* One call on the host buffers, whose operands start off bytes in (-g). */
 static int host_call(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
-		     bool inplace)
+		     bool inplace, size_t off)
 {
 	size_t shape[1] = { count };
 	struct bench_call c;
 	int rc = 0;
 
-	bench_call_operands(b, b->sendbuf, b->recvbuf, count, ring_dtype_size(dt), inplace, &c);
+	bench_call_operands(b, (char *)b->sendbuf + off, (char *)b->recvbuf + off, count,
+			    ring_dtype_size(dt), inplace, &c);
 	switch (b->o->coll) {
 	case COLL_SENDRECV:
 		/* Even ranks send first, odd ones receive first: whatever the
@@ -201,8 +234,23 @@ static int host_call(struct bench *b, enum ring_dtype dt, enum ring_op op, size_
 	case COLL_BROADCAST:
 		return ring_broadcast(b->comm, c.recv, count, dt, b->o->root);
 	default:
-		return RING_EINVAL;
+		return host_call_more(b, &c, dt, op, count);
 	}
+}
+
+/* -g N: the count as N operations on equal parts of the buffers (the last
+ * takes what is left), between ring_group_start and ring_group_end. */
+static int grouped_call(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t count,
+			bool inplace)
+{
+	size_t g = (size_t)b->o->group, part = count / g, es = ring_dtype_size(dt);
+	int rc = ring_group_start(b->comm), rc2;
+
+	for (size_t i = 0; i < g && rc == 0; i++)
+		rc = host_call(b, dt, op, i + 1 < g ? part : count - part * (g - 1), inplace,
+			       i * part * es);
+	rc2 = ring_group_end(b->comm);
+	return rc ? rc : rc2;
 }
 
 /* One call of the collective on count elements per rank (the API's count). */
@@ -213,8 +261,10 @@ static int run_coll(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t
 
 	if (b->o->device)
 		rc = bench_device_call(b, dt, op, count, inplace);
+	else if (b->o->group)
+		rc = grouped_call(b, dt, op, count, inplace);
 	else
-		rc = host_call(b, dt, op, count, inplace);
+		rc = host_call(b, dt, op, count, inplace, 0);
 	if (rc)
 		bench_report(b, bench_colls[b->o->coll].name, rc);
 	return rc;
@@ -253,8 +303,20 @@ static void fill_inputs(struct bench *b, struct bench_data *p, size_t count, boo
 			memset(r, 0xa5, count * es);
 		break;
 	case COLL_SENDRECV:
+	case COLL_REDUCE:
 		tile_fill(&p->in, s, count, 0);
 		memset(r, 0xa5, count * es);
+		break;
+	case COLL_GATHER:
+	case COLL_ALLGATHERV:
+		tile_fill(&p->in, s, count, 0);
+		memset(r, 0xa5, (size_t)n * count * es);
+		break;
+	case COLL_SCATTER:
+	case COLL_ALLTOALL:
+		/* block q of our input goes to rank q (scatter: the root's) */
+		tile_fill(&p->in, s, (size_t)n * count, 0);
+		memset(r, 0xa5, (size_t)n * count * es);
 		break;
 	default:
 		break;
@@ -271,10 +333,29 @@ static size_t check_result(struct bench *b, struct bench_data *p, size_t count, 
 	if (bench_device_sync(b, false))
 		return count;
 	switch (b->o->coll) {
+	case COLL_REDUCE:
+		if (me != b->o->root)
+			return 0;
+		/* fall through */
 	case COLL_ALLREDUCE:
 	case COLL_BROADCAST:
 	case COLL_SENDRECV:
 		return tile_check(&p->expect, r, count, 0);
+	case COLL_SCATTER:
+		return tile_check(&p->expect, r, count, (size_t)me * count);
+	case COLL_ALLTOALL:
+		/* block q came from rank q: its input's block `me` */
+		for (int q = 0; q < n; q++) {
+			tile_input(&p->other, p->op, n, q);
+			wrong += tile_check(&p->other, r + (size_t)q * count * es, count,
+					    (size_t)me * count);
+		}
+		return wrong;
+	case COLL_GATHER:
+		if (me != b->o->root)
+			return 0;
+		/* fall through */
+	case COLL_ALLGATHERV:
 	case COLL_ALLGATHER:
 		for (int q = 0; q < n; q++) {
 			tile_input(&p->other, p->op, n, q);
@@ -345,6 +426,19 @@ static int issue_op(struct bench *b, enum ring_dtype dt, enum ring_op op, size_t
 		return ring_ireduce_scatter(b->comm, c.send, c.recv, count, dt, op, &reqs[0]);
 	case COLL_BROADCAST:
 		return ring_ibroadcast(b->comm, c.recv, count, dt, b->o->root, &reqs[0]);
+	case COLL_REDUCE:
+		return ring_ireduce(b->comm, c.send, c.recv, count, dt, op, b->o->root, &reqs[0]);
+	case COLL_GATHER:
+		return ring_igather(b->comm, c.send, c.recv, count, dt, b->o->root, &reqs[0]);
+	case COLL_SCATTER:
+		return ring_iscatter(b->comm, c.send, c.recv, count, dt, b->o->root, &reqs[0]);
+	case COLL_ALLGATHERV:
+		for (int q = 0; q < b->size; q++)
+			b->vcounts[q] = count;
+		return ring_iallgatherv(b->comm, c.send, count, c.recv, b->vcounts, NULL, dt,
+					&reqs[0]);
+	case COLL_ALLTOALL:
+		return ring_ialltoall(b->comm, c.send, c.recv, count, dt, &reqs[0]);
 	default:
 		return RING_EINVAL;
 	}

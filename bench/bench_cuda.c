@@ -40,6 +40,19 @@ int bench_device_call(struct bench *b, enum ring_dtype dt, enum ring_op op, size
 			     ring_send_cuda(b->comm, c.send, dt, 1, shape, c.next, st) :
 			     ring_recv_cuda(b->comm, c.recv, dt, 1, shape, c.prev, st);
 		return rc;
+	case COLL_REDUCE:
+		return ring_reduce_cuda(b->comm, c.send, c.recv, count, dt, op, b->o->root, st);
+	case COLL_GATHER:
+		return ring_gather_cuda(b->comm, c.send, c.recv, count, dt, b->o->root, st);
+	case COLL_SCATTER:
+		return ring_scatter_cuda(b->comm, c.send, c.recv, count, dt, b->o->root, st);
+	case COLL_ALLGATHERV:
+		for (int q = 0; q < b->size; q++)
+			b->vcounts[q] = count;
+		return ring_allgatherv_cuda(b->comm, c.send, count, c.recv, b->vcounts, NULL, dt,
+					    st);
+	case COLL_ALLTOALL:
+		return ring_alltoall_cuda(b->comm, c.send, c.recv, count, dt, st);
 	default:
 		return RING_EINVAL;
 	}

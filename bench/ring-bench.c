@@ -90,7 +90,11 @@ static double bus_factor(enum coll c, int n)
 	switch (c) {
 	case COLL_ALLREDUCE: return n > 1 ? 2.0 * (n - 1) / n : 0;
 	case COLL_ALLGATHER:
-	case COLL_REDUCE_SCATTER: return (double)(n - 1) / n;
+	case COLL_REDUCE_SCATTER:
+	case COLL_GATHER:
+	case COLL_SCATTER:
+	case COLL_ALLGATHERV:
+	case COLL_ALLTOALL: return (double)(n - 1) / n;
 	default: return 1;
 	}
 }
@@ -376,7 +380,8 @@ static int bench_rank(const struct bench_opts *o)
 	b.sendbuf = bench_alloc(&b, b.buf_bytes);
 	b.recvbuf = bench_alloc(&b, b.buf_bytes);
 	b.scratch = bench_alloc(&b, 64);
-	if (!b.sendbuf || !b.recvbuf || !b.scratch) {
+	b.vcounts = calloc((size_t)b.size, sizeof(*b.vcounts));
+	if (!b.sendbuf || !b.recvbuf || !b.scratch || !b.vcounts) {
 		fprintf(stderr, "ring-bench: rank %d: cannot allocate 2 x %zu bytes%s%s\n",
 			b.rank, b.buf_bytes, o->arena ? " in the arena: " : "",
 			o->arena ? ring_last_error(b.comm) : "");
@@ -415,6 +420,7 @@ out:
 	bench_free(&b, b.sendbuf);
 	bench_free(&b, b.recvbuf);
 	bench_free(&b, b.scratch);
+	free(b.vcounts);
 	ring_close(b.comm);
 	return b.failed || b.wrong_total ? 1 : 0;
 }
@@ -583,8 +589,9 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
 "                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H | -D] [-a [-C ms]] [-p nprocs [-l per_daemon]]\n"
-"  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv\n"
+"                  [-A | -H | -D] [-a [-C ms]] [-g N] [-p nprocs [-l per_daemon]]\n"
+"  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv,\n"
+"      reduce, gather, scatter, allgatherv (equal counts), alltoall\n"
 "  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
 "  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
 "  -n  timed iterations (20); -w warm-up iterations (5)\n"
@@ -592,7 +599,7 @@ static void usage(FILE *f)
 "  -d  float, half, bfloat16, double, int8, uint8, int16, uint16, int32,\n"
 "      uint32, int64, uint64, bool, or all (float)\n"
 "  -o  sum, prod, max, min, avg, or all (sum)\n"
-"  -r  root rank of broadcast (0)\n"
+"  -r  root rank of broadcast, reduce, gather and scatter (0)\n"
 "  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
 "  -H  plain host buffers (malloc), staged by libring\n"
 "  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
@@ -600,6 +607,8 @@ static void usage(FILE *f)
 "      issue, -C ms of simulated compute (a sleep), wait; prints the compute,\n"
 "      the total and total / max(compute, operation), out of place (-A, -H)\n"
 "  -C  with -a: milliseconds of simulated compute per iteration (0)\n"
+"  -g  each size as N operations on equal parts of the buffers, issued in one\n"
+"      group (ring_group_start/end): allreduce, broadcast, reduce, sendrecv\n"
 "  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
 "      local rank i%%l); default nprocs / RING_HOSTS\n"
@@ -730,7 +739,7 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDaC:h", long_opts,
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDaC:g:h", long_opts,
 				NULL)) != -1) {
 		bool bad = false;
 
@@ -766,8 +775,7 @@ int main(int argc, char **argv)
 			bad = end == optarg || *end || !(o.compute_ms >= 0 && o.compute_ms <= 3.6e6);
 			break;
 		}
-		/* -g N: N operations per group, with ring_group_start/end (issue 14,
-		 * groups); parse it into bench_opts and issue it in issue_op(). */
+		case 'g': bad = parse_int(optarg, 1, &o.group) != 0; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -779,6 +787,12 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc || o.minbytes > o.maxbytes || (o.local && !o.nprocs)) {
 		usage(stderr);
+		return 2;
+	}
+	if (o.group && (o.overlap || o.device || !bench_colls[o.coll].flat)) {
+		fprintf(stderr, "ring-bench: -g splits one buffer of count elements: it goes "
+			"with allreduce, broadcast, reduce and sendrecv, blocking, host or "
+			"arena buffers\n");
 		return 2;
 	}
 	if (o.overlap && o.device) {

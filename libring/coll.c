@@ -12,6 +12,7 @@
  * bad argument); everything after that (arena space, ringd's answer, a copy)
  * is the request's own, returned by ring_wait or ring_test.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -19,24 +20,24 @@
 
 /* ---- argument checks: every one says what was wrong ---- */
 
-static int
-check_comm(struct ring_comm *c, const char *fn)
+int
+lr_check_comm(struct ring_comm *c, const char *fn)
 {
 	if (!c)
 		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
 	return 0;
 }
 
-static int
-check_dtype(struct ring_comm *c, const char *fn, int dtype)
+int
+lr_check_dtype(struct ring_comm *c, const char *fn, int dtype)
 {
 	if (dtype < 0 || dtype >= RING_DTYPE_COUNT || proto_dtype_size(dtype) == 0)
 		return lr_fail(c, RING_EINVAL, "%s: dtype %d is not a ring_dtype", fn, dtype);
 	return 0;
 }
 
-static int
-check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
+int
+lr_check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 {
 	if (op < 0 || op >= RING_OP_COUNT)
 		return lr_fail(c, RING_EINVAL, "%s: op %d is not a ring_op", fn, op);
@@ -48,8 +49,8 @@ check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 }
 
 /* bytes = count * es * blocks, refusing what does not fit in a pointer range. */
-static int
-check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
+int
+lr_check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
 	    size_t blocks, size_t *bytes)
 {
 	size_t limit = PTRDIFF_MAX;
@@ -61,8 +62,8 @@ check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
 	return 0;
 }
 
-static int
-check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
+int
+lr_check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
 	  size_t count)
 {
 	if (!p && count)
@@ -70,8 +71,8 @@ check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
 	return 0;
 }
 
-static int
-check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
+int
+lr_check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
 	   bool not_self)
 {
 	if (peer < 0 || peer >= c->size)
@@ -109,8 +110,8 @@ check_shape(struct ring_comm *c, const char *fn, int ndim, const size_t *shape,
 
 
 /* A non-blocking call needs somewhere to put its request. */
-static int
-check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb)
+int
+lr_check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb)
 {
 	if (!nb)
 		return 0;
@@ -124,8 +125,8 @@ check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb)
 
 /* A call that failed its checks in an open group poisons the group (group.c):
  * its place is filled and the group fails on every rank at ring_group_end. */
-static int
-group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
+int
+lr_group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
 	   size_t count)
 {
 	if (c && c->group.depth > 0)
@@ -135,16 +136,19 @@ group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root
 
 /* Runs the plan as a request: returned in *req (non-blocking), or waited for
  * and freed, its status returned and its message in ring_last_error. */
-static int
-coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
+int
+lr_coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
 	 ring_request **req)
 {
 	struct ring_request *r = lr_req_new(c, fn, pl);
 	int rc;
 
-	if (!r)
-		return group_fail(c, RING_ENOMEM, pl->tmpl.coll, pl->tmpl.dtype,
-				  pl->tmpl.redop, pl->tmpl.peer, pl->count);
+	if (!r) {
+		free(pl->vec);	/* the request would have owned it */
+		return lr_group_fail(c, RING_ENOMEM, pl->tmpl.api ? pl->tmpl.api : pl->tmpl.coll,
+				     pl->tmpl.dtype,
+				     pl->tmpl.redop, pl->tmpl.peer, pl->count);
+	}
 	if (req) {
 		*req = r;
 		return 0;
@@ -163,8 +167,8 @@ coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
 
 /* The end of a call on a size-1 group, whose work is already done (rc): a
  * non-blocking call gets a complete request carrying rc. */
-static int
-coll_single_done(struct ring_comm *c, const char *fn, int rc, ring_request **req)
+int
+lr_single_done(struct ring_comm *c, const char *fn, int rc, ring_request **req)
 {
 	if (!req)
 		return rc;
@@ -173,8 +177,8 @@ coll_single_done(struct ring_comm *c, const char *fn, int rc, ring_request **req
 }
 
 /* A size-1 group without a daemon: every collective copies send to recv. */
-static int
-single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
+int
+lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
 	    size_t bytes)
 {
 	struct lr_copier *cp = lr_copier_for(c);
@@ -204,18 +208,18 @@ do_allreduce(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 	size_t bytes = 0;
 	int rc;
 
-	if ((rc = check_comm(c, fn)) || (rc = check_dtype(c, fn, dtype)) ||
-	    (rc = check_redop(c, fn, dtype, op)) ||
-	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
-	    (rc = check_buf(c, fn, "send", send, count)) ||
-	    (rc = check_buf(c, fn, "recv", recv, count)))
-		return group_fail(c, rc, PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
+	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
+	    (rc = lr_check_redop(c, fn, dtype, op)) ||
+	    (rc = lr_check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
+	    (rc = lr_check_buf(c, fn, "send", send, count)) ||
+	    (rc = lr_check_buf(c, fn, "recv", recv, count)))
+		return lr_group_fail(c, rc, PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
 	if (c->single)
-		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
+		return lr_single_done(c, fn, lr_single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
 	pl.send = send;
 	pl.recv = recv;
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
 static int
@@ -226,18 +230,18 @@ do_allgather(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 	size_t bytes = 0;
 	int rc;
 
-	if ((rc = check_comm(c, fn)) || (rc = check_dtype(c, fn, dtype)) ||
-	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), (size_t)c->size, &bytes)) ||
-	    (rc = check_buf(c, fn, "send", send, count)) ||
-	    (rc = check_buf(c, fn, "recv", recv, count)))
-		return group_fail(c, rc, PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
+	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
+	    (rc = lr_check_bytes(c, fn, count, proto_dtype_size(dtype), (size_t)c->size, &bytes)) ||
+	    (rc = lr_check_buf(c, fn, "send", send, count)) ||
+	    (rc = lr_check_buf(c, fn, "recv", recv, count)))
+		return lr_group_fail(c, rc, PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
 	if (c->single)
-		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
+		return lr_single_done(c, fn, lr_single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLGATHER, dtype, 0, -1, count);
 	pl.layout = LR_GATHER;
 	pl.send = send;
 	pl.recv = recv;
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
 static int
@@ -248,21 +252,21 @@ do_reduce_scatter(ring_comm *c, const char *fn, const void *send, void *recv,
 	size_t bytes = 0;
 	int rc;
 
-	if ((rc = check_comm(c, fn)) || (rc = check_dtype(c, fn, dtype)) ||
-	    (rc = check_redop(c, fn, dtype, op)) ||
-	    (rc = check_bytes(c, fn, recvcount, proto_dtype_size(dtype), (size_t)c->size,
+	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
+	    (rc = lr_check_redop(c, fn, dtype, op)) ||
+	    (rc = lr_check_bytes(c, fn, recvcount, proto_dtype_size(dtype), (size_t)c->size,
 			      &bytes)) ||
-	    (rc = check_buf(c, fn, "send", send, recvcount)) ||
-	    (rc = check_buf(c, fn, "recv", recv, recvcount)))
-		return group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, op, -1, recvcount);
+	    (rc = lr_check_buf(c, fn, "send", send, recvcount)) ||
+	    (rc = lr_check_buf(c, fn, "recv", recv, recvcount)))
+		return lr_group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, op, -1, recvcount);
 	if (c->single)
-		return coll_single_done(c, fn, single_copy(c, fn, recv, send, bytes), req);
+		return lr_single_done(c, fn, lr_single_copy(c, fn, recv, send, bytes), req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_REDUCE_SCATTER, dtype, op, -1,
 		     recvcount);
 	pl.layout = LR_SCATTER;
 	pl.send = send;
 	pl.recv = recv;
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
 static int
@@ -273,20 +277,20 @@ do_broadcast(ring_comm *c, const char *fn, void *buf, size_t count, enum ring_dt
 	size_t bytes = 0;
 	int rc;
 
-	if ((rc = check_comm(c, fn)) || (rc = check_dtype(c, fn, dtype)) ||
-	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
-	    (rc = check_buf(c, fn, "buf", buf, count)) ||
-	    (rc = check_peer(c, fn, "root", root, false)))
-		return group_fail(c, rc, PROTO_COLL_BROADCAST, dtype, 0, root, count);
+	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
+	    (rc = lr_check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
+	    (rc = lr_check_buf(c, fn, "buf", buf, count)) ||
+	    (rc = lr_check_peer(c, fn, "root", root, false)))
+		return lr_group_fail(c, rc, PROTO_COLL_BROADCAST, dtype, 0, root, count);
 	if (c->single)
-		return coll_single_done(c, fn, 0, req);
+		return lr_single_done(c, fn, 0, req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_BROADCAST, dtype, 0, root, count);
 	pl.send = buf;
 	pl.recv = buf;
 	/* Only the root's data matters going in, only the others' coming out. */
 	pl.cin = root == c->rank;
 	pl.cout = root != c->rank;
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
 static int
@@ -295,9 +299,9 @@ do_barrier(ring_comm *c, const char *fn, ring_request **req)
 	struct lr_plan pl;
 
 	if (c->single)
-		return coll_single_done(c, fn, 0, req);
+		return lr_single_done(c, fn, 0, req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_BARRIER, RING_UINT8, 0, -1, 0);
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
 static int
@@ -308,16 +312,16 @@ do_p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
 	size_t count = 0, bytes = 0;
 	int rc, i;
 
-	if ((rc = check_comm(c, fn)) || (rc = check_dtype(c, fn, dtype)) ||
+	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
 	    (rc = check_shape(c, fn, ndim, shape, &count)) ||
-	    (rc = check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
-	    (rc = check_buf(c, fn, "buf", buf, count)))
-		return group_fail(c, rc, coll, dtype, 0, peer, count);
+	    (rc = lr_check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
+	    (rc = lr_check_buf(c, fn, "buf", buf, count)))
+		return lr_group_fail(c, rc, coll, dtype, 0, peer, count);
 	if (c->single)
 		return lr_fail(c, RING_EINVAL, "%s: a size-1 group (RING_SINGLE) has no peer "
 			       "to %s", fn, coll == PROTO_COLL_SEND ? "send to" : "receive from");
-	if ((rc = check_peer(c, fn, coll == PROTO_COLL_SEND ? "dst" : "src", peer, true)))
-		return group_fail(c, rc, coll, dtype, 0, peer, count);
+	if ((rc = lr_check_peer(c, fn, coll == PROTO_COLL_SEND ? "dst" : "src", peer, true)))
+		return lr_group_fail(c, rc, coll, dtype, 0, peer, count);
 	lr_plan_init(&pl, c, lr_copier_for(c), coll, dtype, 0, peer, count);
 	pl.tmpl.ndim = (uint8_t)ndim;
 	for (i = 0; i < ndim; i++)
@@ -326,26 +330,9 @@ do_p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
 	pl.recv = buf;
 	pl.cin = coll == PROTO_COLL_SEND;
 	pl.cout = coll == PROTO_COLL_RECV;
-	return coll_run(c, fn, &pl, req);
+	return lr_coll_run(c, fn, &pl, req);
 }
 
-/*
- * The public calls: the comm is checked before its mutex is taken, the rest
- * under it.  nb: the non-blocking form (req is where its request goes).
- */
-#define COLL_CALL(c, fn, req, nb, CALL)					\
-	do {								\
-		int rc_ = check_comm((c), (fn));			\
-									\
-		if (rc_)						\
-			return rc_;					\
-		lr_comm_lock(c);					\
-		rc_ = check_req((c), (fn), (req), (nb));		\
-		if (rc_ == 0)						\
-			rc_ = (CALL);					\
-		lr_comm_unlock(c);					\
-		return rc_;						\
-	} while (0)
 
 int
 ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
@@ -353,7 +340,7 @@ ring_allreduce(ring_comm *c, const void *send, void *recv, size_t count,
 {
 	static const char fn[] = "ring_allreduce";
 
-	COLL_CALL(c, fn, NULL, false, do_allreduce(c, fn, send, recv, count, dtype, op, NULL));
+	LR_CALL(c, fn, NULL, false, do_allreduce(c, fn, send, recv, count, dtype, op, NULL));
 }
 
 int
@@ -362,7 +349,7 @@ ring_iallreduce(ring_comm *c, const void *send, void *recv, size_t count,
 {
 	static const char fn[] = "ring_iallreduce";
 
-	COLL_CALL(c, fn, req, true, do_allreduce(c, fn, send, recv, count, dtype, op, req));
+	LR_CALL(c, fn, req, true, do_allreduce(c, fn, send, recv, count, dtype, op, req));
 }
 
 int
@@ -371,7 +358,7 @@ ring_allgather(ring_comm *c, const void *send, void *recv, size_t count,
 {
 	static const char fn[] = "ring_allgather";
 
-	COLL_CALL(c, fn, NULL, false, do_allgather(c, fn, send, recv, count, dtype, NULL));
+	LR_CALL(c, fn, NULL, false, do_allgather(c, fn, send, recv, count, dtype, NULL));
 }
 
 int
@@ -380,7 +367,7 @@ ring_iallgather(ring_comm *c, const void *send, void *recv, size_t count,
 {
 	static const char fn[] = "ring_iallgather";
 
-	COLL_CALL(c, fn, req, true, do_allgather(c, fn, send, recv, count, dtype, req));
+	LR_CALL(c, fn, req, true, do_allgather(c, fn, send, recv, count, dtype, req));
 }
 
 int
@@ -389,7 +376,7 @@ ring_reduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvcount
 {
 	static const char fn[] = "ring_reduce_scatter";
 
-	COLL_CALL(c, fn, NULL, false,
+	LR_CALL(c, fn, NULL, false,
 		  do_reduce_scatter(c, fn, send, recv, recvcount, dtype, op, NULL));
 }
 
@@ -399,7 +386,7 @@ ring_ireduce_scatter(ring_comm *c, const void *send, void *recv, size_t recvcoun
 {
 	static const char fn[] = "ring_ireduce_scatter";
 
-	COLL_CALL(c, fn, req, true,
+	LR_CALL(c, fn, req, true,
 		  do_reduce_scatter(c, fn, send, recv, recvcount, dtype, op, req));
 }
 
@@ -408,7 +395,7 @@ ring_broadcast(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype, int
 {
 	static const char fn[] = "ring_broadcast";
 
-	COLL_CALL(c, fn, NULL, false, do_broadcast(c, fn, buf, count, dtype, root, NULL));
+	LR_CALL(c, fn, NULL, false, do_broadcast(c, fn, buf, count, dtype, root, NULL));
 }
 
 int
@@ -417,7 +404,7 @@ ring_ibroadcast(ring_comm *c, void *buf, size_t count, enum ring_dtype dtype, in
 {
 	static const char fn[] = "ring_ibroadcast";
 
-	COLL_CALL(c, fn, req, true, do_broadcast(c, fn, buf, count, dtype, root, req));
+	LR_CALL(c, fn, req, true, do_broadcast(c, fn, buf, count, dtype, root, req));
 }
 
 int
@@ -425,7 +412,7 @@ ring_barrier(ring_comm *c)
 {
 	static const char fn[] = "ring_barrier";
 
-	COLL_CALL(c, fn, NULL, false, do_barrier(c, fn, NULL));
+	LR_CALL(c, fn, NULL, false, do_barrier(c, fn, NULL));
 }
 
 int
@@ -433,7 +420,7 @@ ring_ibarrier(ring_comm *c, ring_request **req)
 {
 	static const char fn[] = "ring_ibarrier";
 
-	COLL_CALL(c, fn, req, true, do_barrier(c, fn, req));
+	LR_CALL(c, fn, req, true, do_barrier(c, fn, req));
 }
 
 /* The plan only reads a send buffer (cout is false). */
@@ -443,7 +430,7 @@ ring_send(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
 {
 	static const char fn[] = "ring_send";
 
-	COLL_CALL(c, fn, NULL, false, do_p2p(c, fn, PROTO_COLL_SEND, (void *)(uintptr_t)buf,
+	LR_CALL(c, fn, NULL, false, do_p2p(c, fn, PROTO_COLL_SEND, (void *)(uintptr_t)buf,
 					     dtype, ndim, shape, dst, NULL));
 }
 
@@ -453,7 +440,7 @@ ring_isend(ring_comm *c, const void *buf, enum ring_dtype dtype, int ndim,
 {
 	static const char fn[] = "ring_isend";
 
-	COLL_CALL(c, fn, req, true, do_p2p(c, fn, PROTO_COLL_SEND, (void *)(uintptr_t)buf,
+	LR_CALL(c, fn, req, true, do_p2p(c, fn, PROTO_COLL_SEND, (void *)(uintptr_t)buf,
 					   dtype, ndim, shape, dst, req));
 }
 
@@ -463,7 +450,7 @@ ring_recv(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
 {
 	static const char fn[] = "ring_recv";
 
-	COLL_CALL(c, fn, NULL, false,
+	LR_CALL(c, fn, NULL, false,
 		  do_p2p(c, fn, PROTO_COLL_RECV, buf, dtype, ndim, shape, src, NULL));
 }
 
@@ -473,6 +460,6 @@ ring_irecv(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
 {
 	static const char fn[] = "ring_irecv";
 
-	COLL_CALL(c, fn, req, true,
+	LR_CALL(c, fn, req, true,
 		  do_p2p(c, fn, PROTO_COLL_RECV, buf, dtype, ndim, shape, src, req));
 }

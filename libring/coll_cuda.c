@@ -289,3 +289,179 @@ ring_recv_cuda(ring_comm *c, void *buf, enum ring_dtype dtype, int ndim,
 {
 	CUDA_RUN(c, buf, stream, ring_recv(c, buf, dtype, ndim, shape, src));
 }
+
+int
+ring_reduce_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		 enum ring_dtype dtype, enum ring_op op, int root, struct CUstream_st *stream)
+{
+	CUDA_RUN(c, send, stream, ring_reduce(c, send, recv, count, dtype, op, root));
+}
+
+int
+ring_gather_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		 enum ring_dtype dtype, int root, struct CUstream_st *stream)
+{
+	CUDA_RUN(c, send, stream, ring_gather(c, send, recv, count, dtype, root));
+}
+
+int
+ring_scatter_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		  enum ring_dtype dtype, int root, struct CUstream_st *stream)
+{
+	CUDA_RUN(c, recv, stream, ring_scatter(c, send, recv, count, dtype, root));
+}
+
+int
+ring_allgatherv_cuda(ring_comm *c, const void *send, size_t sendcount, void *recv,
+		     const size_t *recvcounts, const size_t *displs, enum ring_dtype dtype,
+		     struct CUstream_st *stream)
+{
+	CUDA_RUN(c, recv, stream,
+		 ring_allgatherv(c, send, sendcount, recv, recvcounts, displs, dtype));
+}
+
+/*
+ * The exchanges (all-to-all, sendrecv) are sends and receives in flight
+ * together, which cannot share the engine's two kept slots (a send holding
+ * them would wait for a receive queued behind it).  So their device operands
+ * are staged whole: copied into arena blocks on the caller's stream (bounded
+ * waits, as every copy of the engine), the host operation runs on those, and
+ * the result goes back.  recv's current contents are staged in too, so that
+ * what lies between its blocks is left as it was.
+ */
+struct cuda_staged {
+	struct cuda_call k;
+	uint8_t *s, *r;			/* the arena copies of send and recv */
+};
+
+static int
+cuda_stage(struct cuda_staged *x, ring_comm *c, const char *fn, void *dst, const void *src,
+	   size_t n)
+{
+	struct lr_copier *cp = &x->k.cp.base;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	rc = cp->ops->copy(cp, dst, src, n, LR_COPY_USER);
+	if (rc == 0)
+		rc = cp->ops->drain(cp);
+	else
+		(void)cp->ops->drain(cp);
+	return rc ? lr_fail(c, rc, "%s: %s", fn, cp->err) : 0;
+}
+
+/* recv_in: recv's contents are staged in too (it has gaps to keep). */
+static int
+staged_begin(struct cuda_staged *x, ring_comm *c, const char *fn, const void *send,
+	     size_t sbytes, const void *recv, size_t rbytes, bool recv_in, cudaStream_t stream)
+{
+	int rc = cuda_begin(&x->k, c, fn, send ? send : recv, stream);
+
+	x->s = x->r = NULL;
+	if (rc)
+		return rc;
+	lr_thread_set_copier(NULL);	/* the exchange itself runs on host memory */
+	x->s = ring_alloc(c, sbytes ? sbytes : 1);
+	x->r = ring_alloc(c, rbytes ? rbytes : 1);
+	if (!x->s || !x->r)
+		return lr_fail(c, RING_ENOMEM, "%s: staging %zu + %zu bytes of device memory "
+			       "needs as much arena space (RING_ARENA_MB)", fn, sbytes, rbytes);
+	if ((rc = cuda_stage(x, c, fn, x->s, send, sbytes)) != 0)
+		return rc;
+	return recv_in ? cuda_stage(x, c, fn, x->r, recv, rbytes) : 0;
+}
+
+static int
+staged_end(struct cuda_staged *x, ring_comm *c, const char *fn, void *recv, size_t rbytes,
+	   int rc)
+{
+	if (rc == 0)
+		rc = cuda_stage(x, c, fn, recv, x->r, rbytes);
+	if (c) {
+		ring_free(c, x->s);
+		ring_free(c, x->r);
+	}
+	return cuda_end(&x->k, c, rc);
+}
+
+/* Elements spanned by counts at displs (NULL: packed); SIZE_MAX on overflow. */
+static size_t
+extent(const size_t *counts, const size_t *displs, int n)
+{
+	size_t end = 0, e;
+	int r;
+
+	for (r = 0; counts && r < n; r++) {
+		e = displs ? displs[r] : end;
+		if (counts[r] > SIZE_MAX - e)
+			return SIZE_MAX;
+		e += counts[r];
+		end = displs ? (e > end ? e : end) : e;
+	}
+	return end;
+}
+
+int
+ring_alltoallv_cuda(ring_comm *c, const void *send, const size_t *sendcounts,
+		    const size_t *sdispls, void *recv, const size_t *recvcounts,
+		    const size_t *rdispls, enum ring_dtype dtype, struct CUstream_st *stream)
+{
+	static const char fn[] = "ring_alltoallv_cuda";
+	size_t es = ring_dtype_size(dtype), se, re;
+	struct cuda_staged x;
+	int rc;
+
+	if (!c)
+		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+	se = extent(sendcounts, sdispls, c->size);
+	re = extent(recvcounts, rdispls, c->size);
+	if (es == 0 || se > SIZE_MAX / es || re > SIZE_MAX / es)
+		return ring_alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls,
+				      dtype);	/* it says what is wrong */
+	rc = staged_begin(&x, c, fn, send, se * es, recv, re * es, true, stream);
+	if (rc == 0)
+		rc = ring_alltoallv(c, x.s, sendcounts, sdispls, x.r, recvcounts, rdispls, dtype);
+	return staged_end(&x, c, fn, recv, re * es, rc);
+}
+
+int
+ring_alltoall_cuda(ring_comm *c, const void *send, void *recv, size_t count,
+		   enum ring_dtype dtype, struct CUstream_st *stream)
+{
+	static const char fn[] = "ring_alltoall_cuda";
+	size_t es = ring_dtype_size(dtype), bytes;
+	struct cuda_staged x;
+	int rc;
+
+	if (!c)
+		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+	if (es == 0 || count > SIZE_MAX / es / (size_t)c->size)
+		return ring_alltoall(c, send, recv, count, dtype);	/* says why */
+	bytes = count * es * (size_t)c->size;
+	rc = staged_begin(&x, c, fn, send, bytes, recv, bytes, false, stream);
+	if (rc == 0)
+		rc = ring_alltoall(c, x.s, x.r, count, dtype);
+	return staged_end(&x, c, fn, recv, bytes, rc);
+}
+
+int
+ring_sendrecv_cuda(ring_comm *c, const void *sendbuf, size_t sendcount, int dst,
+		   void *recvbuf, size_t recvcount, int src, enum ring_dtype dtype,
+		   struct CUstream_st *stream)
+{
+	static const char fn[] = "ring_sendrecv_cuda";
+	size_t es = ring_dtype_size(dtype);
+	struct cuda_staged x;
+	int rc;
+
+	if (!c)
+		return lr_fail(NULL, RING_EINVAL, "%s: comm is NULL", fn);
+	if (es == 0 || sendcount > SIZE_MAX / es || recvcount > SIZE_MAX / es)
+		return ring_sendrecv(c, sendbuf, sendcount, dst, recvbuf, recvcount, src, dtype);
+	rc = staged_begin(&x, c, fn, sendbuf, sendcount * es, recvbuf, recvcount * es, false,
+			  stream);
+	if (rc == 0)
+		rc = ring_sendrecv(c, x.s, sendcount, dst, x.r, recvcount, src, dtype);
+	return staged_end(&x, c, fn, recvbuf, recvcount * es, rc);
+}

@@ -59,6 +59,7 @@ lr_group_poison(struct ring_comm *c, int rc, int coll, int dtype, int redop, int
 		size_t count)
 {
 	struct lr_group *g = &c->group;
+	int base = proto_coll_base(coll), api = coll > PROTO_COLL_MAX ? coll : 0;
 	struct ring_request *r;
 	struct lr_plan pl;
 
@@ -81,10 +82,11 @@ lr_group_poison(struct ring_comm *c, int rc, int coll, int dtype, int redop, int
 		redop = 0;
 	if (root < 0 || root >= c->size)
 		root = 0;	/* ringd answers a bad root at once, out of sequence */
-	if (count > ((size_t)1 << 40) / proto_dtype_size(dtype))
+	if (count > ((size_t)1 << 40) / proto_dtype_size(dtype) || base == PROTO_COLL_BARRIER)
 		count = 0;
-	lr_plan_init(&pl, c, &lr_copier_host, coll, dtype, redop,
-		     coll == PROTO_COLL_BROADCAST ? root : -1, count);
+	lr_plan_init(&pl, c, &lr_copier_host, base, dtype, redop,
+		     proto_coll_rooted(coll) ? root : -1, count);
+	pl.tmpl.api = (uint8_t)api;
 	r = lr_req_new_held(c, "ring_group_end", &pl);
 	if (!r)
 		return;
@@ -107,7 +109,8 @@ group_packable(const struct ring_request *r)
 {
 	const struct lr_plan *pl = &r->pl;
 
-	return pl->tmpl.coll == PROTO_COLL_ALLREDUCE && pl->cp == &lr_copier_host &&
+	return pl->tmpl.coll == PROTO_COLL_ALLREDUCE && pl->tmpl.api == 0 &&
+	       pl->cp == &lr_copier_host &&
 	       pl->count > 0 && pl->count * pl->es <= LR_PACK_MAX_BYTES;
 }
 
@@ -233,6 +236,9 @@ group_issue(struct ring_comm *c, struct ring_request **ent, size_t n, int rc,
 	for (i = 0; i < n; i++) {
 		if (taken && taken[i])
 			continue;
+		if (ent[i]->state == LR_REQ_COMPOUND)
+			continue;	/* a blocking compound, recorded to be waited
+					 * for: its parts are recorded themselves */
 		if (taken && group_packable(ent[i]) &&
 		    (pack = group_pack(c, ent, n, i, taken)) != NULL) {
 			lr_req_activate(pack, rc, err);

@@ -274,6 +274,7 @@ enum lr_layout {
 	LR_FLAT,			/* send and recv: count elements */
 	LR_GATHER,			/* recv: size blocks of count (all-gather) */
 	LR_SCATTER,			/* send: size blocks of count (reduce-scatter) */
+	LR_GATHERV,			/* all-gather of blocks padded to count */
 };
 
 struct lr_plan {
@@ -296,6 +297,15 @@ struct lr_plan {
 	bool shared;			/* flat: one staged buffer is both send and recv */
 	bool rs_inplace;		/* scatter: in place in a slot (local_size > 1) */
 	size_t sbytes, rbytes;		/* staging bytes of each side per slot */
+	/* ring_scatter: of the flat result, only elements [win_off, win_off +
+	 * win_n) are copied out, to win_dst. */
+	uint8_t *win_dst;
+	size_t win_off, win_n;
+	/* ring_allgatherv (LR_GATHERV): this rank sends sendcount of the count
+	 * elements of its block; block r holds vec[r] elements, copied out to
+	 * recv + vec[size + r] elements.  vec (2 x size) belongs to the request. */
+	size_t sendcount;
+	size_t *vec;
 };
 
 /* One staging slot of a plan: an arena block and where its sides lie. */
@@ -330,6 +340,24 @@ enum lr_req_state {
 	LR_REQ_GROUPED,			/* recorded in an open group, not issued */
 	LR_REQ_PACKED,			/* issued as part of a packed all-reduce: done
 					 * when that is (group.c) */
+	LR_REQ_COMPOUND,		/* runs as requests of its own (its parts):
+					 * done when they are (exchange.c) */
+};
+
+/*
+ * A compound request (all-to-all, sendrecv) has no plan of its own: its parts
+ * are requests, issued in stages.  The first stage is issued with it; each
+ * later one is held (LR_REQ_GROUPED) until the stage before it has completed,
+ * and fails unissued when that failed.  The compound completes with its first
+ * failure once every part has.
+ */
+#define LR_STAGES	2
+struct lr_compound {
+	struct ring_request **part[LR_STAGES];	/* each stage's parts */
+	size_t npart[LR_STAGES];
+	int stage;			/* the stage running */
+	size_t pending;			/* its parts not complete */
+	int status;			/* first failure of a part */
 };
 
 /*
@@ -373,6 +401,10 @@ struct ring_request {
 	size_t nmembers;
 	uint8_t *pack_buf;		/* a pack: its arena buffer */
 
+	/* Compounds. */
+	struct ring_request *parent;	/* a part: the compound it belongs to */
+	struct lr_compound *cpd;	/* a compound: its parts */
+
 	int status;			/* LR_REQ_DONE: 0 or RING_E* */
 	bool freed;			/* ring_request_free came first: free at the end */
 	char err[LR_ERR_MAX];		/* why it failed; "" when it did not */
@@ -411,6 +443,66 @@ void lr_req_activate(struct ring_request *r, int rc, const char *msg);
 void lr_req_complete_member(struct ring_request *r, int status, const char *msg);
 /* Moves every request of c as far as it goes without waiting. */
 void lr_req_progress(struct ring_comm *c);
+
+/* A new request of c's, numbered, on c's list of requests, in no state yet;
+ * NULL with ring_last_error set when out of memory. */
+struct ring_request *lr_req_alloc(struct ring_comm *c, const char *fn);
+/* Records why r failed (its own message, as lr_fail does for a comm). */
+void lr_req_err(struct ring_request *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* compound.c: a part of a compound completed (req.c calls it). */
+void lr_compound_part_done(struct ring_request *part);
+
+/* A compound request of c's with the parts of cpd (malloc'd; the request owns
+ * it and its arrays from now on, also on failure), whose first stage's parts
+ * were made with lr_req_new (issued, or recorded in c's open group) and later
+ * stages' with lr_req_new_held.  NULL with ring_last_error set when out of
+ * memory (the parts are failed and let go of). */
+struct ring_request *lr_req_compound(struct ring_comm *c, const char *fn,
+				     struct lr_compound *cpd);
+
+/* ---- coll.c: the checks and the issue shared by every entry point ---- */
+
+int lr_check_comm(struct ring_comm *c, const char *fn);
+int lr_check_dtype(struct ring_comm *c, const char *fn, int dtype);
+int lr_check_redop(struct ring_comm *c, const char *fn, int dtype, int op);
+/* *bytes = count * es * blocks, refusing what overflows. */
+int lr_check_bytes(struct ring_comm *c, const char *fn, size_t count, size_t es,
+		   size_t blocks, size_t *bytes);
+int lr_check_buf(struct ring_comm *c, const char *fn, const char *name, const void *p,
+		 size_t count);
+int lr_check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
+		  bool not_self);
+int lr_check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb);
+/* A call that failed its checks in an open group poisons it (coll may be an
+ * API collective above PROTO_COLL_MAX); returns rc. */
+int lr_group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
+		  size_t count);
+/* Runs the plan as a request: returned in *req, or (req NULL) waited for and
+ * freed, its status returned; in an open group a blocking call is recorded. */
+int lr_coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
+		ring_request **req);
+/* The end of a call on a size-1 group whose work is done (rc). */
+int lr_single_done(struct ring_comm *c, const char *fn, int rc, ring_request **req);
+/* A size-1 group's collective: copies bytes from src to dst with c's engine. */
+int lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
+		   size_t bytes);
+
+/* The public calls: the comm is checked before its mutex is taken, the rest
+ * under it.  nb: the non-blocking form (req is where its request goes). */
+#define LR_CALL(c, fn, req, nb, CALL)					\
+	do {								\
+		int rc_ = lr_check_comm((c), (fn));			\
+									\
+		if (rc_)						\
+			return rc_;					\
+		lr_comm_lock(c);					\
+		rc_ = lr_check_req((c), (fn), (req), (nb));		\
+		if (rc_ == 0)						\
+			rc_ = (CALL);					\
+		lr_comm_unlock(c);					\
+		return rc_;						\
+	} while (0)
 
 /* ---- group.c: ring_group_start/end ---- */
 

@@ -28,6 +28,13 @@
  * goes through a slot T of size pieces (stride = the piece): the user's blocks
  * are copied in, the op runs in place on T, and T's block `rank` is copied out.
  * The split into pieces is the same as with one local rank.
+ *
+ * All-gather-v (LR_GATHERV) is an all-gather of blocks padded to the largest
+ * count: a piece is the same element range of every block, of which block r
+ * carries only its first counts[r] elements; both sides are always staged,
+ * since the padding is nobody's memory and the blocks land at displacements.
+ * Scatter is a broadcast of the root's blocks whose copy-out keeps one window
+ * of the stream, the rank's own block.
  */
 #include <string.h>
 
@@ -62,7 +69,8 @@ lr_plan_layout(struct lr_plan *pl)
 {
 	struct ring_comm *c = pl->c;
 	size_t sblocks = pl->layout == LR_SCATTER ? (size_t)c->size : 1;
-	size_t rblocks = pl->layout == LR_GATHER ? (size_t)c->size : 1;
+	size_t rblocks = pl->layout == LR_GATHER || pl->layout == LR_GATHERV ?
+	    (size_t)c->size : 1;
 	uint64_t per;
 	size_t pmax;
 
@@ -88,6 +96,10 @@ lr_plan_layout(struct lr_plan *pl)
 		pl->rin = lr_arena_find(&c->arena, pl->recv, pl->count * pl->es * rblocks,
 					&pl->roff);
 	}
+	if (pl->layout == LR_GATHERV) {
+		pl->sin = pl->sin && pl->sendcount == pl->count;
+		pl->rin = false;
+	}
 	pmax = pl->per;
 	switch (pl->layout) {
 	case LR_FLAT:
@@ -105,6 +117,7 @@ lr_plan_layout(struct lr_plan *pl)
 			pl->sbytes = pl->rbytes = pmax * pl->es;
 		break;
 	case LR_GATHER:
+	case LR_GATHERV:
 		pl->sbytes = pl->sin ? 0 : pmax * pl->es;
 		pl->rbytes = pl->rin ? 0 : pmax * pl->es * (size_t)c->size;
 		break;
@@ -169,6 +182,12 @@ lr_plan_copy_in(const struct lr_plan *pl, size_t k, const struct lr_slot *sl, in
 				   LR_COPY_USER);
 	} else if (pl->sin) {
 		/* ringd reads it in place */
+	} else if (pl->layout == LR_GATHERV) {
+		/* the padding beyond sendcount goes out as it is: nobody reads it */
+		r = pl->sendcount > off ? pl->sendcount - off : 0;
+		if (r > 0)
+			rc = cp->ops->copy(cp, sl->s, pl->send + off * es, (r < n ? r : n) * es,
+					   LR_COPY_IN);
 	} else if (pl->layout == LR_SCATTER) {
 		for (r = 0; r < (size_t)pl->c->size && rc == 0; r++)
 			rc = cp->ops->copy(cp, sl->s + r * pl->per * es,
@@ -180,6 +199,43 @@ lr_plan_copy_in(const struct lr_plan *pl, size_t k, const struct lr_slot *sl, in
 	return rc ? rc : cp->ops->mark(cp, s);
 }
 
+/* Scatter: the part of piece [off, off + n) that lies in the window. */
+static int
+copy_window(const struct lr_plan *pl, const struct lr_slot *sl, size_t off, size_t n)
+{
+	struct lr_copier *cp = pl->cp;
+	size_t lo = off > pl->win_off ? off : pl->win_off, es = pl->es;
+	size_t hi = off + n < pl->win_off + pl->win_n ? off + n : pl->win_off + pl->win_n;
+	const uint8_t *src;
+
+	if (lo >= hi)
+		return 0;
+	src = pl->rin ? pl->recv + lo * es : sl->r + (lo - off) * es;
+	if (src == pl->win_dst + (lo - pl->win_off) * es)
+		return 0;	/* the root's block, in place */
+	return cp->ops->copy(cp, pl->win_dst + (lo - pl->win_off) * es, src, (hi - lo) * es,
+			     LR_COPY_OUT);
+}
+
+/* All-gather-v: of each block's piece, the elements the block really has. */
+static int
+copy_gatherv(const struct lr_plan *pl, const struct lr_slot *sl, size_t off, size_t n)
+{
+	struct lr_copier *cp = pl->cp;
+	size_t r, m, size = (size_t)pl->c->size, es = pl->es;
+	int rc = 0;
+
+	for (r = 0; r < size && rc == 0; r++) {
+		m = pl->vec[r] > off ? pl->vec[r] - off : 0;
+		if (m > n)
+			m = n;
+		if (m > 0)
+			rc = cp->ops->copy(cp, pl->recv + (pl->vec[size + r] + off) * es,
+					   sl->r + r * pl->per * es, m * es, LR_COPY_OUT);
+	}
+	return rc;
+}
+
 int
 lr_plan_copy_out(const struct lr_plan *pl, size_t k, const struct lr_slot *sl)
 {
@@ -188,7 +244,13 @@ lr_plan_copy_out(const struct lr_plan *pl, size_t k, const struct lr_slot *sl)
 	int rc = 0;
 
 	plan_piece(pl, k, &off, &n);
-	if (!pl->cout || n == 0 || pl->rin)
+	if (!pl->cout || n == 0)
+		return 0;
+	if (pl->win_dst)
+		return copy_window(pl, sl, off, n);
+	if (pl->layout == LR_GATHERV)
+		return copy_gatherv(pl, sl, off, n);
+	if (pl->rin)
 		return 0;
 	if (pl->layout == LR_GATHER) {
 		for (r = 0; r < (size_t)pl->c->size && rc == 0; r++)
@@ -223,7 +285,7 @@ lr_plan_op(const struct lr_plan *pl, size_t k, const struct lr_slot *sl,
 	else
 		op->send_off = sl->soff;
 	op->recv_off = pl->rin ? pl->roff + off * es : sl->roff;
-	if (pl->layout == LR_GATHER)
+	if (pl->layout == LR_GATHER || pl->layout == LR_GATHERV)
 		op->stride = pl->rin ? pl->count : pl->per;
 	else if (pl->layout == LR_SCATTER)
 		op->stride = pl->sin ? pl->count : pl->per;

@@ -56,10 +56,8 @@
 #include "../proto/clock.h"
 
 /* Records why r failed (its own message, as lr_fail does for a comm). */
-static void req_err(struct ring_request *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void
-req_err(struct ring_request *r, const char *fmt, ...)
+void
+lr_req_err(struct ring_request *r, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -136,7 +134,7 @@ req_fail_outstanding(struct ring_comm *c)
 
 		r->answered = true;
 		r->answer = c->broken_code;
-		req_err(r, "%s", c->err_broken);
+		lr_req_err(r, "%s", c->err_broken);
 		c->nout--;
 	}
 	return moved;
@@ -154,6 +152,21 @@ req_complete(struct ring_request *r, int status)
 	TAILQ_REMOVE(&r->c->active, r, live);
 	if (r->members)
 		lr_group_unpack(r);
+	if (r->parent)
+		lr_compound_part_done(r);
+}
+
+/* Frees what a request owns, and it. */
+static void
+req_free(struct ring_request *r)
+{
+	if (r->cpd) {
+		free(r->cpd->part[0]);
+		free(r->cpd->part[1]);
+		free(r->cpd);
+	}
+	free(r->pl.vec);
+	free(r);
 }
 
 /* Unlinks and frees a complete request. */
@@ -162,7 +175,7 @@ req_destroy(struct ring_request *r)
 {
 	if (r->c)
 		TAILQ_REMOVE(&r->c->reqs, r, all);
-	free(r);
+	req_free(r);
 }
 
 /* Every copy of r has finished (the engine is drained, so none is still
@@ -189,7 +202,7 @@ req_finish(struct ring_request *r)
 		status = r->rc;		/* its message is in err already */
 	} else if (r->cerr) {
 		status = r->cerr;
-		req_err(r, "%s: %s", r->fn, cp->err);
+		lr_req_err(r, "%s: %s", r->fn, cp->err);
 	}
 	req_complete(r, status);
 }
@@ -216,7 +229,7 @@ req_no_room(struct ring_request *r, size_t bytes, const char *why)
 	if (held > 0 && held + c->arena.free_bytes >= bytes)
 		return false;
 	r->rc = RING_ENOMEM;
-	req_err(r, "%s", why);
+	lr_req_err(r, "%s", why);
 	req_finish(r);
 	return true;
 }
@@ -348,7 +361,7 @@ req_post(struct ring_request *r)
 	rc = req_send(r, &op);
 	if (rc) {
 		r->rc = rc;
-		req_err(r, "%s", r->c->err);
+		lr_req_err(r, "%s", r->c->err);
 		r->over = true;
 		return;
 	}
@@ -447,7 +460,7 @@ req_dispatch(struct ring_comm *c)
 		r->answered = true;
 		r->answer = d.status;
 		if (d.status && !r->aborting)	/* an abort's reason is our own */
-			req_err(r, "%s", d.text[0] ? d.text : ring_strerror(d.status));
+			lr_req_err(r, "%s", d.text[0] ? d.text : ring_strerror(d.status));
 		moved = true;
 	}
 	if (c->broken)
@@ -569,9 +582,10 @@ lr_req_wait_locked(struct ring_request *r)
 		 * request that can never complete fails rather than hang its
 		 * caller. */
 		if (c->nout == 0 && req_is_owner(r) && r->state != LR_REQ_PACKED &&
+		    r->state != LR_REQ_COMPOUND &&
 		    proto_now_ms() - idle_since > c->timeout_ms + LR_GRACE_MS) {
 			r->rc = RING_ETIMEDOUT;
-			req_err(r, "%s: made no progress within %d ms (the op's timeout "
+			lr_req_err(r, "%s: made no progress within %d ms (the op's timeout "
 				"plus %d ms grace) with nothing outstanding in ringd", r->fn,
 				c->timeout_ms, LR_GRACE_MS);
 			r->over = true;
@@ -587,9 +601,8 @@ lr_req_wait_locked(struct ring_request *r)
 
 /* ---- requests ---- */
 
-/* A new request of c's, numbered, on c's list of requests. */
-static struct ring_request *
-req_alloc(struct ring_comm *c, const char *fn)
+struct ring_request *
+lr_req_alloc(struct ring_comm *c, const char *fn)
 {
 	struct ring_request *r = calloc(1, sizeof(*r));
 
@@ -608,7 +621,7 @@ req_alloc(struct ring_comm *c, const char *fn)
 static struct ring_request *
 req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 {
-	struct ring_request *r = req_alloc(c, fn);
+	struct ring_request *r = lr_req_alloc(c, fn);
 
 	if (!r)
 		return NULL;
@@ -654,7 +667,7 @@ lr_req_activate(struct ring_request *r, int rc, const char *msg)
 {
 	if (rc) {
 		r->rc = rc;
-		req_err(r, "%s", msg);
+		lr_req_err(r, "%s", msg);
 	}
 	r->state = LR_REQ_QUEUED;
 	TAILQ_INSERT_TAIL(&r->c->active, r, live);
@@ -665,11 +678,13 @@ lr_req_complete_member(struct ring_request *r, int status, const char *msg)
 {
 	r->status = status;
 	if (status)
-		req_err(r, "%s", msg);
+		lr_req_err(r, "%s", msg);
 	else
 		r->err[0] = '\0';
 	r->state = LR_REQ_DONE;
 	r->pack = NULL;
+	if (r->parent)
+		lr_compound_part_done(r);
 	if (r->freed)
 		req_destroy(r);
 }
@@ -683,14 +698,14 @@ lr_req_progress(struct ring_comm *c)
 struct ring_request *
 lr_req_done(struct ring_comm *c, const char *fn, int status)
 {
-	struct ring_request *r = req_alloc(c, fn);
+	struct ring_request *r = lr_req_alloc(c, fn);
 
 	if (!r)
 		return NULL;
 	r->state = LR_REQ_DONE;
 	r->status = status;
 	if (status)
-		req_err(r, "%s", c->err);
+		lr_req_err(r, "%s", c->err);
 	return r;
 }
 
@@ -707,7 +722,7 @@ lr_req_close_all(struct ring_comm *c)
 
 	while ((r = TAILQ_FIRST(&c->active)) != NULL) {
 		r->rc = RING_ECLOSED;
-		req_err(r, "%s: the communicator was closed while the request was in "
+		lr_req_err(r, "%s: the communicator was closed while the request was in "
 			"flight", r->fn);
 		r->posted = false;
 		req_finish(r);
@@ -721,15 +736,32 @@ lr_req_close_all(struct ring_comm *c)
 		if (r->state != LR_REQ_DONE) {	/* recorded in a group never ended */
 			r->state = LR_REQ_DONE;
 			r->status = RING_ECLOSED;
-			req_err(r, "%s: the communicator was closed before the group it was "
+			lr_req_err(r, "%s: the communicator was closed before the group it was "
 				"recorded in was issued (ring_group_end)", r->fn);
 		}
 		if (r->freed || r->group_blocking)
-			free(r);
+			req_free(r);
 	}
 }
 
 /* ---- the public face ---- */
+
+/* Whether r (or, for a compound, its first stage) is recorded in a group that
+ * is still open: it cannot complete before ring_group_end. */
+static bool
+req_recorded(const struct ring_request *r)
+{
+	size_t i;
+
+	if (r->state == LR_REQ_GROUPED)
+		return true;
+	if (r->state != LR_REQ_COMPOUND || r->cpd->stage != 0)
+		return false;
+	for (i = 0; i < r->cpd->npart[0]; i++)
+		if (r->cpd->part[0][i] && r->cpd->part[0][i]->state == LR_REQ_GROUPED)
+			return true;
+	return false;
+}
 
 int
 ring_wait(ring_request *r)
@@ -743,7 +775,7 @@ ring_wait(ring_request *r)
 	if (!c)
 		return r->status;	/* complete before its communicator closed */
 	lr_comm_lock(c);
-	if (r->state == LR_REQ_GROUPED) {
+	if (req_recorded(r)) {
 		rc = lr_fail(c, RING_EINVAL, "ring_wait: the request of %s is recorded in a "
 			     "group that is still open; it starts at ring_group_end", r->fn);
 		lr_comm_unlock(c);
@@ -772,7 +804,7 @@ ring_test(ring_request *r, int *done)
 		return r->status;
 	}
 	lr_comm_lock(c);
-	if (r->state == LR_REQ_GROUPED) {
+	if (req_recorded(r)) {
 		rc = lr_fail(c, RING_EINVAL, "ring_test: the request of %s is recorded in a "
 			     "group that is still open; it starts at ring_group_end", r->fn);
 		lr_comm_unlock(c);
@@ -817,7 +849,7 @@ ring_request_free(ring_request *r)
 		return;
 	c = r->c;
 	if (!c) {
-		free(r);
+		req_free(r);
 		return;
 	}
 	lr_comm_lock(c);

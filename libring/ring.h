@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define RING_VERSION_MAJOR 0
-#define RING_VERSION_MINOR 2
+#define RING_VERSION_MINOR 3
 
 typedef struct ring_comm ring_comm;	/* opaque */
 typedef struct ring_request ring_request;	/* opaque: one operation in flight */
@@ -103,6 +103,62 @@ int ring_isend(ring_comm *comm, const void *buf, enum ring_dtype dtype, int ndim
 	       const size_t *shape, int dst, ring_request **req);
 int ring_irecv(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
 	       const size_t *shape, int src, ring_request **req);
+
+/*
+ * The rest of the collective set, as MPI's.  Counts and displacements are in
+ * elements; a rank passes NULL for a buffer it does not have (recv of reduce
+ * and gather, send of scatter, off the root).  Every one is fingerprinted as
+ * itself: ranks that call different collectives, or the same one with another
+ * count or root, fail with RING_EMISMATCH naming both.
+ *
+ * ring_reduce: root's recv gets the reduction of every rank's count elements.
+ * ring_gather: root's recv gets size blocks of count, rank r's at r * count.
+ * ring_scatter: rank r gets block r (count elements) of root's send.
+ * ring_allgatherv: rank r contributes sendcount == recvcounts[r] elements,
+ *   which land at recv + displs[r] on every rank (displs NULL: packed in rank
+ *   order).
+ * ring_alltoall: block r of send (count elements at r * count) goes to rank r;
+ *   block r of recv comes from rank r.
+ * ring_alltoallv: the same with per-rank counts and displacements on each side
+ *   (NULL displacements: packed); what rank a sends to b must be what b
+ *   receives from a (else RING_EMISMATCH, with both shapes).
+ * ring_sendrecv: sends sendcount elements to dst and receives recvcount from
+ *   src at once (MPI_Sendrecv; 1-D typed headers): a shift round the ranks
+ *   never deadlocks.
+ */
+int ring_reduce(ring_comm *comm, const void *send, void *recv, size_t count,
+		enum ring_dtype dtype, enum ring_op op, int root);
+int ring_gather(ring_comm *comm, const void *send, void *recv, size_t count,
+		enum ring_dtype dtype, int root);
+int ring_scatter(ring_comm *comm, const void *send, void *recv, size_t count,
+		 enum ring_dtype dtype, int root);
+int ring_allgatherv(ring_comm *comm, const void *send, size_t sendcount, void *recv,
+		    const size_t *recvcounts, const size_t *displs, enum ring_dtype dtype);
+int ring_alltoall(ring_comm *comm, const void *send, void *recv, size_t count,
+		  enum ring_dtype dtype);
+int ring_alltoallv(ring_comm *comm, const void *send, const size_t *sendcounts,
+		   const size_t *sdispls, void *recv, const size_t *recvcounts,
+		   const size_t *rdispls, enum ring_dtype dtype);
+int ring_sendrecv(ring_comm *comm, const void *sendbuf, size_t sendcount, int dst,
+		  void *recvbuf, size_t recvcount, int src, enum ring_dtype dtype);
+
+int ring_ireduce(ring_comm *comm, const void *send, void *recv, size_t count,
+		 enum ring_dtype dtype, enum ring_op op, int root, ring_request **req);
+int ring_igather(ring_comm *comm, const void *send, void *recv, size_t count,
+		 enum ring_dtype dtype, int root, ring_request **req);
+int ring_iscatter(ring_comm *comm, const void *send, void *recv, size_t count,
+		  enum ring_dtype dtype, int root, ring_request **req);
+int ring_iallgatherv(ring_comm *comm, const void *send, size_t sendcount, void *recv,
+		     const size_t *recvcounts, const size_t *displs, enum ring_dtype dtype,
+		     ring_request **req);
+int ring_ialltoall(ring_comm *comm, const void *send, void *recv, size_t count,
+		   enum ring_dtype dtype, ring_request **req);
+int ring_ialltoallv(ring_comm *comm, const void *send, const size_t *sendcounts,
+		    const size_t *sdispls, void *recv, const size_t *recvcounts,
+		    const size_t *rdispls, enum ring_dtype dtype, ring_request **req);
+int ring_isendrecv(ring_comm *comm, const void *sendbuf, size_t sendcount, int dst,
+		   void *recvbuf, size_t recvcount, int src, enum ring_dtype dtype,
+		   ring_request **req);
 
 /*
  * ring_wait: returns once req is complete (within the bound of its operation),
@@ -194,6 +250,25 @@ int ring_send_cuda(ring_comm *comm, const void *buf, enum ring_dtype dtype, int 
 		   const size_t *shape, int dst, struct CUstream_st *stream);
 int ring_recv_cuda(ring_comm *comm, void *buf, enum ring_dtype dtype, int ndim,
 		   const size_t *shape, int src, struct CUstream_st *stream);
+int ring_reduce_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+		     enum ring_dtype dtype, enum ring_op op, int root,
+		     struct CUstream_st *stream);
+int ring_gather_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+		     enum ring_dtype dtype, int root, struct CUstream_st *stream);
+int ring_scatter_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+		      enum ring_dtype dtype, int root, struct CUstream_st *stream);
+int ring_allgatherv_cuda(ring_comm *comm, const void *send, size_t sendcount, void *recv,
+			 const size_t *recvcounts, const size_t *displs,
+			 enum ring_dtype dtype, struct CUstream_st *stream);
+int ring_alltoall_cuda(ring_comm *comm, const void *send, void *recv, size_t count,
+		       enum ring_dtype dtype, struct CUstream_st *stream);
+int ring_alltoallv_cuda(ring_comm *comm, const void *send, const size_t *sendcounts,
+			const size_t *sdispls, void *recv, const size_t *recvcounts,
+			const size_t *rdispls, enum ring_dtype dtype,
+			struct CUstream_st *stream);
+int ring_sendrecv_cuda(ring_comm *comm, const void *sendbuf, size_t sendcount, int dst,
+		       void *recvbuf, size_t recvcount, int src, enum ring_dtype dtype,
+		       struct CUstream_st *stream);
 #endif
 
 /* Helpers beyond DESIGN.md's minimum. */

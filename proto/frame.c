@@ -18,7 +18,7 @@
 #define FRAME_JOIN_MAX		(96 + 4 * PROTO_JOIN_MAX)
 #define PEER_VERSION_MAX	31	/* proto_peer_hello.version without NUL */
 
-static const char *const coll_names[PROTO_COLL_MAX + 1] = {
+static const char *const coll_names[PROTO_API_MAX + 1] = {
 	[PROTO_COLL_ALLREDUCE] = "allreduce",
 	[PROTO_COLL_ALLGATHER] = "allgather",
 	[PROTO_COLL_REDUCE_SCATTER] = "reduce_scatter",
@@ -26,14 +26,56 @@ static const char *const coll_names[PROTO_COLL_MAX + 1] = {
 	[PROTO_COLL_BARRIER] = "barrier",
 	[PROTO_COLL_SEND] = "send",
 	[PROTO_COLL_RECV] = "recv",
+	[PROTO_COLL_REDUCE] = "reduce",
+	[PROTO_COLL_GATHER] = "gather",
+	[PROTO_COLL_SCATTER] = "scatter",
+	[PROTO_COLL_ALLGATHERV] = "allgatherv",
+	[PROTO_COLL_ALLTOALL] = "alltoall",
+	[PROTO_COLL_ALLTOALLV] = "alltoallv",
+};
+
+static const uint8_t coll_base[PROTO_API_MAX + 1] = {
+	[PROTO_COLL_REDUCE] = PROTO_COLL_ALLREDUCE,
+	[PROTO_COLL_GATHER] = PROTO_COLL_ALLGATHER,
+	[PROTO_COLL_SCATTER] = PROTO_COLL_BROADCAST,
+	[PROTO_COLL_ALLGATHERV] = PROTO_COLL_ALLGATHER,
+	[PROTO_COLL_ALLTOALL] = PROTO_COLL_BARRIER,
+	[PROTO_COLL_ALLTOALLV] = PROTO_COLL_BARRIER,
 };
 
 const char *
 proto_coll_name(int coll)
 {
-	if (coll < 1 || coll > PROTO_COLL_MAX)
+	if (coll < 1 || coll > PROTO_API_MAX)
 		return "?";
 	return coll_names[coll];
+}
+
+int
+proto_coll_base(int api)
+{
+	if (api < 1 || api > PROTO_API_MAX)
+		return 0;
+	return api <= PROTO_COLL_MAX ? api : coll_base[api];
+}
+
+bool
+proto_coll_rooted(int api)
+{
+	return api == PROTO_COLL_BROADCAST || api == PROTO_COLL_REDUCE ||
+	    api == PROTO_COLL_GATHER || api == PROTO_COLL_SCATTER;
+}
+
+void
+proto_fp_of_op(struct proto_fp *fp, const struct proto_op *m)
+{
+	memset(fp, 0, sizeof(*fp));
+	fp->coll = m->coll;
+	fp->api = m->api;
+	fp->dtype = m->dtype;
+	fp->redop = m->redop;
+	fp->root = proto_coll_rooted(PROTO_FP_API(m)) ? m->peer : -1;
+	fp->count = m->fp_count ? m->fp_count : m->count;
 }
 
 /* ---- the frame header ---- */
@@ -229,6 +271,8 @@ fp_ok(const struct proto_fp *fp)
 {
 	if (fp->coll < 1 || fp->coll > PROTO_COLL_MAX)
 		return false;
+	if (fp->api != 0 && (fp->api <= PROTO_COLL_MAX || proto_coll_base(fp->api) != fp->coll))
+		return false;
 	if (fp->dtype >= RING_DTYPE_COUNT || fp->redop >= RING_OP_COUNT)
 		return false;
 	return fp->root >= -1 && fp->root < PROTO_MAX_RANKS;
@@ -245,7 +289,7 @@ proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp)
 	pw_u8(&w, fp->coll);
 	pw_u8(&w, fp->dtype);
 	pw_u8(&w, fp->redop);
-	pw_u8(&w, 0);
+	pw_u8(&w, fp->api);
 	pw_i32(&w, fp->root);
 	pw_u64(&w, fp->count);
 	pw_bytes(&w, NULL, 8);	/* reserved */
@@ -256,7 +300,7 @@ int
 proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 {
 	struct proto_fp t;
-	uint8_t pad, reserved[8];
+	uint8_t reserved[8];
 	static const uint8_t zero[8];
 	struct pr r;
 
@@ -265,13 +309,13 @@ proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 	t.coll = pr_u8(&r);
 	t.dtype = pr_u8(&r);
 	t.redop = pr_u8(&r);
-	pad = pr_u8(&r);
+	t.api = pr_u8(&r);
 	t.root = pr_i32(&r);
 	t.count = pr_u64(&r);
 	pr_bytes(&r, reserved, sizeof(reserved));
 	/* Reserved bytes must be zero so that a later version can give them a
 	 * meaning without an old peer misreading them. */
-	if (pr_done(&r) != 0 || pad != 0 || memcmp(reserved, zero, sizeof(zero)) != 0 ||
+	if (pr_done(&r) != 0 || memcmp(reserved, zero, sizeof(zero)) != 0 ||
 	    !fp_ok(&t))
 		return RING_EPROTO;
 	t.seq = 0;	/* it travels in the frame header */
@@ -282,7 +326,8 @@ proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 bool
 proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
 {
-	return a->coll == b->coll && a->dtype == b->dtype && a->redop == b->redop &&
+	return a->coll == b->coll && a->api == b->api && a->dtype == b->dtype &&
+	    a->redop == b->redop &&
 	    a->root == b->root && a->count == b->count && a->seq == b->seq;
 }
 
@@ -291,17 +336,27 @@ proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
  * "barrier() #9".  The reduce op is shown where it matters and the root for
  * broadcast; either is also shown wherever it is set unexpectedly, and so is a
  * barrier's count, so that two fingerprints that differ never print alike (the
- * dtype of a barrier means nothing and is left out).
+ * dtype of a barrier means nothing and is left out).  The API collective is
+ * named, not the algorithm it runs as: "reduce(float32, count=8, sum, root=0)";
+ * the -v ones show the hash of their counts, "alltoallv(int32, counts#...)".
  */
 char *
 proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 {
 	bool reduces = fp->coll == PROTO_COLL_ALLREDUCE ||
 	    fp->coll == PROTO_COLL_REDUCE_SCATTER;
+	const char *name = proto_coll_name(PROTO_FP_API(fp));
 	char args[128];
 	size_t n = 0;
 
 	args[0] = '\0';
+	if (fp->api == PROTO_COLL_ALLGATHERV || fp->api == PROTO_COLL_ALLTOALLV) {
+		if (cap > 0)
+			snprintf(buf, cap, "%s(%s, counts#%016llx) #%llu", name,
+			    proto_dtype_name(fp->dtype), (unsigned long long)fp->count,
+			    (unsigned long long)fp->seq);
+		return buf;
+	}
 	if (fp->count & PROTO_FP_GROUP) {
 		if (cap > 0)
 			snprintf(buf, cap, "%s group of %u (%s, %s, hash %012llx) #%llu",
@@ -311,7 +366,7 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 			    (unsigned long long)fp->seq);
 		return buf;
 	}
-	if (fp->coll != PROTO_COLL_BARRIER)
+	if (fp->coll != PROTO_COLL_BARRIER || fp->api != 0)
 		n += snprintf(args + n, sizeof(args) - n, "%s, count=%llu",
 		    proto_dtype_name(fp->dtype), (unsigned long long)fp->count);
 	else if (fp->count != 0)
@@ -320,11 +375,11 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 	if (reduces || fp->redop != 0)
 		n += snprintf(args + n, sizeof(args) - n, "%s%s", n > 0 ? ", " : "",
 		    proto_op_name(fp->redop));
-	if (fp->coll == PROTO_COLL_BROADCAST || fp->root != -1)
+	if (proto_coll_rooted(PROTO_FP_API(fp)) || fp->root != -1)
 		snprintf(args + n, sizeof(args) - n, "%sroot=%d", n > 0 ? ", " : "",
 		    (int)fp->root);
 	if (cap > 0)
-		snprintf(buf, cap, "%s(%s) #%llu", proto_coll_name(fp->coll), args,
+		snprintf(buf, cap, "%s(%s) #%llu", name, args,
 		    (unsigned long long)fp->seq);
 	return buf;
 }

@@ -304,6 +304,8 @@ op_ok(const struct proto_op *m)
 {
 	if (m->coll < 1 || m->coll > PROTO_COLL_MAX)
 		return false;
+	if (m->api != 0 && (m->api <= PROTO_COLL_MAX || proto_coll_base(m->api) != m->coll))
+		return false;
 	if (m->dtype >= RING_DTYPE_COUNT || m->redop >= RING_OP_COUNT)
 		return false;
 	if (m->ndim > PROTO_MAX_NDIM)
@@ -328,6 +330,8 @@ proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
 	pw_u8(&w, m->dtype);
 	pw_u8(&w, m->redop);
 	pw_u8(&w, m->ndim);
+	pw_u8(&w, m->api);
+	pw_bytes(&w, NULL, 3);	/* reserved */
 	pw_i32(&w, m->peer);
 	pw_u32(&w, m->comm);
 	pw_u32(&w, m->timeout_ms);
@@ -346,6 +350,8 @@ proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m)
 int
 proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 {
+	static const uint8_t zero[3];
+	uint8_t reserved[3];
 	struct proto_op t;
 	struct pr r;
 
@@ -357,6 +363,8 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 	t.dtype = pr_u8(&r);
 	t.redop = pr_u8(&r);
 	t.ndim = pr_u8(&r);
+	t.api = pr_u8(&r);
+	pr_bytes(&r, reserved, sizeof(reserved));
 	t.peer = pr_i32(&r);
 	t.comm = pr_u32(&r);
 	t.timeout_ms = pr_u32(&r);
@@ -369,7 +377,7 @@ proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m)
 	t.send_off = pr_u64(&r);
 	t.recv_off = pr_u64(&r);
 	pr_u64s(&r, t.shape, t.ndim, PROTO_MAX_NDIM);
-	if (pr_done(&r) != 0 || !op_ok(&t))
+	if (pr_done(&r) != 0 || !op_ok(&t) || memcmp(reserved, zero, sizeof(zero)) != 0)
 		return RING_EPROTO;
 	*m = t;
 	return 0;

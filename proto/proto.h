@@ -18,9 +18,10 @@
 
 #include "ring_types.h"
 
-#define PROTO_VERSION		3	/* 2: OP carries flags; 3: job frames carry
+#define PROTO_VERSION		4	/* 2: OP carries flags; 3: job frames carry
 					 * the formation generation, LEAVE the
-					 * ranks that stay */
+					 * ranks that stay; 4: OP and the
+					 * fingerprint carry the API collective */
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -96,16 +97,35 @@ enum proto_coll {
 	PROTO_COLL_BARRIER = 5,
 	PROTO_COLL_SEND = 6,
 	PROTO_COLL_RECV = 7,
-	PROTO_COLL_MAX = 7
+	PROTO_COLL_MAX = 7,	/* the daemon's algorithms end here */
+	/* The collectives of the API that ringd runs as one of the above (their
+	 * base): they travel as the fingerprint's `api`, so that a rank calling
+	 * one and a rank calling another never agree, and ringctl, the logs
+	 * and the metrics name them. */
+	PROTO_COLL_REDUCE = 8,		/* allreduce whose result only the root keeps */
+	PROTO_COLL_GATHER = 9,		/* allgather whose result only the root keeps */
+	PROTO_COLL_SCATTER = 10,	/* broadcast of the root's blocks, each kept by one */
+	PROTO_COLL_ALLGATHERV = 11,	/* allgather of blocks padded to the largest */
+	PROTO_COLL_ALLTOALL = 12,	/* a barrier that checks the fingerprint, then
+					 * sends and receives (libring) */
+	PROTO_COLL_ALLTOALLV = 13,
+	PROTO_API_MAX = 13
 };
-const char *proto_coll_name(int coll);	/* "allreduce", ...; "?" when out of range */
+/* "allreduce", ..., "alltoallv"; "?" when out of range (1..PROTO_API_MAX). */
+const char *proto_coll_name(int coll);
+/* The algorithm an API collective runs as (itself for 1..PROTO_COLL_MAX); 0
+ * when out of range. */
+int proto_coll_base(int api);
+/* Whether the API collective has a root (the OP's peer). */
+bool proto_coll_rooted(int api);
 
 /* What every rank must agree on for one collective; compared hop by hop. */
 struct proto_fp {
-	uint8_t coll;		/* enum proto_coll */
+	uint8_t coll;		/* enum proto_coll: the algorithm */
+	uint8_t api;		/* the API collective when not coll itself, else 0 */
 	uint8_t dtype;		/* enum ring_dtype */
 	uint8_t redop;		/* enum ring_op (0 where none) */
-	int32_t root;		/* broadcast root, else -1 */
+	int32_t root;		/* root of broadcast and the rooted API ones, else -1 */
 	uint64_t count;		/* elements per rank, as the API counts them */
 	uint64_t seq;		/* the job's collective sequence number */
 };
@@ -119,6 +139,8 @@ struct proto_fp {
 #define PROTO_FP_GROUP_N(c)	((unsigned)(((c) >> 48) & 0x7fffu))
 #define PROTO_FP_GROUP_HASH(c)	((c) & 0xffffffffffffull)
 bool proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b);
+/* The collective a rank asked for (api, else coll). */
+#define PROTO_FP_API(fp)	((fp)->api ? (fp)->api : (fp)->coll)
 /* "allreduce(float32, count=1024, sum) #7" into buf; returns buf. */
 char *proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap);
 
@@ -300,7 +322,10 @@ struct proto_op {
 	uint8_t dtype;		/* enum ring_dtype */
 	uint8_t redop;		/* enum ring_op */
 	uint8_t ndim;		/* send/recv only */
-	int32_t peer;		/* broadcast root, send dst, recv src; else -1 */
+	uint8_t api;		/* enum proto_coll above PROTO_COLL_MAX whose base
+				 * is coll, or 0 */
+	int32_t peer;		/* root (broadcast, rooted api), send dst, recv
+				 * src; else -1 */
 	uint32_t comm;		/* communicator id (0 = the job's world) */
 	uint32_t timeout_ms;	/* 0: session default */
 	uint32_t flags;		/* PROTO_OP_F_* */
@@ -342,6 +367,8 @@ int proto_decode_error(const uint8_t *buf, size_t len, struct proto_error *m);
 int proto_encode_bye(uint8_t *buf, size_t cap);
 int proto_encode_op(uint8_t *buf, size_t cap, const struct proto_op *m);
 int proto_decode_op(const uint8_t *buf, size_t len, struct proto_op *m);
+/* The fingerprint of an OP (its seq is the daemon's to set). */
+void proto_fp_of_op(struct proto_fp *fp, const struct proto_op *m);
 int proto_encode_done(uint8_t *buf, size_t cap, const struct proto_done *m);
 int proto_decode_done(const uint8_t *buf, size_t len, struct proto_done *m);
 

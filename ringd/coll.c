@@ -481,6 +481,30 @@ job_runnable(struct ringd *rd, struct job *j, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Point-to-point needs its two ranks only: it goes on while a formation that
+ * ran loses processes that are done (a rank at the end of a pipeline may close
+ * while the others still exchange), though not once the ring broke under it,
+ * and not with a host whose processes have all left.
+ */
+static int
+job_p2p_runnable(struct ringd *rd, struct job *j, const struct proto_op *m, char *err,
+		 size_t errlen)
+{
+	int h;
+
+	if (j->ready || !j->formed || j->broken || rd->ring_error[0] != '\0' ||
+	    (j->nhosts > 1 && rd->state != RING_READY))
+		return job_runnable(rd, j, err, errlen);
+	h = job_host_of(j, m->peer);
+	if (h < 0 || j->gone[h] == HOST_GONE) {
+		snprintf(err, errlen, "%s rank %d: it left job %s", m->coll == PROTO_COLL_SEND ?
+			 "send to" : "recv from", m->peer, j->name);
+		return RING_EABORTED;
+	}
+	return 0;
+}
+
 /* Whether a process of the job left before calling the next collective. */
 static int
 job_broken(struct ringd *rd, struct job *j, char *err, size_t errlen)
@@ -568,16 +592,16 @@ coll_join_check(struct ringd *rd, struct op *op, const struct contrib *c,
 	char a[160], b[160];
 	int first = -1, i;
 
-	fp.coll = m->coll;
-	fp.dtype = m->dtype;
-	fp.redop = m->redop;
-	fp.root = (m->coll == PROTO_COLL_BROADCAST) ? m->peer : -1;
-	fp.count = m->fp_count ? m->fp_count : m->count;
+	proto_fp_of_op(&fp, m);
+	fp.seq = op->fp.seq;
 	for (i = 0; i < op->nc && first < 0; i++)
 		if (op->c[i].in && &op->c[i] != c)
 			first = i;
+	/* an all-gather's processes may place their results apart (one in the
+	 * arena, one staged): local_scatter copies each by its own stride */
 	if (first >= 0 && (!proto_fp_equal(&fp, &op->fp) || op->c[first].count != c->count ||
-			   op->c[first].stride != c->stride)) {
+			   (op->c[first].stride != c->stride &&
+			    op->fp.coll != PROTO_COLL_ALLGATHER))) {
 		op_finish(rd, op, RING_EMISMATCH, "ranks on this host called different "
 			  "collectives: rank %d called %s, rank %d called %s", op->c[first].rank,
 			  proto_fp_format(&op->fp, a, sizeof(a)), c->rank,
@@ -601,10 +625,13 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 	struct contrib *c;
 	struct op *op;
 
+	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV) {
+		if ((rc = job_p2p_runnable(rd, j, m, err, errlen)) != 0)
+			return rc;
+		return p2p_post(rd, s, j, m, send, recv, err, errlen);
+	}
 	if ((rc = job_runnable(rd, j, err, errlen)) != 0)
 		return rc;
-	if (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV)
-		return p2p_post(rd, s, j, m, send, recv, err, errlen);
 	/* a process's collectives are the job's in the order it asks for them */
 	if ((op = coll_find(j, j->loc[lr].entered + 1)) == NULL) {
 		if ((rc = job_broken(rd, j, err, errlen)) != 0)

@@ -40,7 +40,14 @@ flow_tx_ok(const struct job *j, uint64_t bytes)
 	return j->tx_used + bytes <= j->tx_limit;
 }
 
-/* Grants our previous member more credit once a quarter of the window is used. */
+/*
+ * Grants our previous member more credit once a quarter of the window is used,
+ * or, at the end of an operation (flush), a sixteenth: so a large operation
+ * leaves the sender a full window for the next, while a run of small ones
+ * (a few hundred bytes each) sends a CREDIT frame once per thousands of them
+ * rather than one per operation, which cost each a system call on both hosts
+ * and a wake-up of the sender's daemon.
+ */
 void
 flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 {
@@ -51,7 +58,7 @@ flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 		return;
 	if (want <= j->rx_granted)
 		return;
-	if (!flush && want - j->rx_granted < rd->cfg.window_bytes / 4)
+	if (want - j->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
 		return;
 	memset(&f, 0, sizeof(f));
 	f.type = PROTO_F_CREDIT;

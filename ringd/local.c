@@ -89,8 +89,10 @@ local_scatter(struct op *op)
 			memcpy(c->recv, L->recv, bytes);
 			break;
 		case PROTO_COLL_ALLGATHER:
+			/* each its own stride: one stages (a piece apart), one not */
 			for (b = 0; b < j->world; b++)
-				memcpy(c->recv + (uint64_t)b * sb, L->recv + (uint64_t)b * sb, bytes);
+				memcpy(c->recv + (uint64_t)b * c->stride * op->esz,
+				       L->recv + (uint64_t)b * sb, bytes);
 			break;
 		case PROTO_COLL_REDUCE_SCATTER:
 			memcpy(c->recv, L->send + (uint64_t)c->rank * sb, bytes);

@@ -61,11 +61,11 @@ _Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,
 	       "a name for every RING_E* code");
 
 static struct {
-	uint64_t done[PROTO_COLL_MAX + 1];	/* operations that succeeded, by collective */
-	uint64_t failed[PROTO_COLL_MAX + 1];	/* ... that failed */
-	uint64_t bucket[PROTO_COLL_MAX + 1][NLE + 1];	/* durations: per bucket, not
+	uint64_t done[PROTO_API_MAX + 1];	/* operations that succeeded, by collective */
+	uint64_t failed[PROTO_API_MAX + 1];	/* ... that failed */
+	uint64_t bucket[PROTO_API_MAX + 1][NLE + 1];	/* durations: per bucket, not
 							 * cumulative; [NLE] above all */
-	uint64_t sum_ms[PROTO_COLL_MAX + 1];	/* their sum */
+	uint64_t sum_ms[PROTO_API_MAX + 1];	/* their sum */
 	uint64_t errors[NERR];		/* failures by -RING_E* code */
 	struct ringd *rd;		/* for the HTTP callbacks */
 	int listen_fd;			/* metrics_listen's socket (with listen_ev) */
@@ -79,7 +79,7 @@ metrics_op_done(int coll, int status, uint64_t dur_ms)
 {
 	size_t b;
 
-	if (coll < 1 || coll > PROTO_COLL_MAX)
+	if (coll < 1 || coll > PROTO_API_MAX)
 		return;
 	if (status == 0)
 		m.done[coll]++;
@@ -282,12 +282,12 @@ model_ops(json_t *fams, struct ringd *rd)
 
 	s = family(fams, "ringd_ops_completed_total", "counter",
 		   "Operations that succeeded, by collective");
-	for (c = 1; c <= PROTO_COLL_MAX; c++)
+	for (c = 1; c <= PROTO_API_MAX; c++)
 		sample_u(s, "ringd_ops_completed_total",
 			 json_pack("{s:s}", "coll", proto_coll_name(c)), m.done[c]);
 	s = family(fams, "ringd_ops_failed_total", "counter",
 		   "Operations that failed, by collective");
-	for (c = 1; c <= PROTO_COLL_MAX; c++)
+	for (c = 1; c <= PROTO_API_MAX; c++)
 		sample_u(s, "ringd_ops_failed_total",
 			 json_pack("{s:s}", "coll", proto_coll_name(c)), m.failed[c]);
 	s = family(fams, "ringd_op_errors_total", "counter",
@@ -301,7 +301,7 @@ model_ops(json_t *fams, struct ringd *rd)
 
 	s = family(fams, "ringd_op_duration_seconds", "histogram",
 		   "Duration of operations (1 ms resolution), by collective");
-	for (c = 1; c <= PROTO_COLL_MAX; c++) {
+	for (c = 1; c <= PROTO_API_MAX; c++) {
 		uint64_t cum = 0;
 		size_t b;
 

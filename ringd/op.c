@@ -25,11 +25,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 	op->rd = rd;
 	op->job = j;
 	op->gen = j->fgen;
-	op->fp.coll = m->coll;
-	op->fp.dtype = m->dtype;
-	op->fp.redop = m->redop;
-	op->fp.root = (m->coll == PROTO_COLL_BROADCAST) ? m->peer : -1;
-	op->fp.count = m->fp_count ? m->fp_count : m->count;
+	proto_fp_of_op(&op->fp, m);
 	op->dtype = m->dtype;
 	op->redop = m->redop;
 	op->esz = proto_dtype_size(m->dtype);
@@ -103,7 +99,7 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_completed++;
 		else
 			rd->ops_failed++;
-		metrics_op_done(op->fp.coll, op->status, now_ms() - op->started_ms);
+		metrics_op_done(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
 		if (coll)
 			ops_record(j, op);
 	}

@@ -323,7 +323,7 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
 		return RX_DONE;
 	}
-	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready)) {
+	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready && !j->formed)) {
 		j->stale_frames++;
 		return RX_DONE;	/* of a formation that is over here */
 	}

@@ -307,6 +307,11 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 		snprintf(err, errlen, "communicator %u does not exist", m->comm);
 		return RING_EINVAL;
 	}
+	if (m->api != 0 && proto_coll_rooted(m->api) && (m->peer < 0 || m->peer >= n)) {
+		snprintf(err, errlen, "%s root %d is not a rank of 0..%d",
+			 proto_coll_name(m->api), m->peer, n - 1);
+		return RING_EINVAL;
+	}
 	if (m->send_arena != 0 || m->recv_arena != 0) {
 		snprintf(err, errlen, "arena %u does not exist (this session has arena 0 only)",
 			 m->send_arena != 0 ? m->send_arena : m->recv_arena);

@@ -539,11 +539,13 @@ static size_t client_op(uint8_t *out, size_t cap)
 	return (size_t)n;
 }
 
-/* Offsets in an encoded OP (12-byte header, then the fields in order). */
+/* Offsets in an encoded OP (12-byte header, then the fields in order: reqid,
+ * coll, dtype, redop, ndim, api, 3 reserved, peer, comm, timeout_ms, flags,
+ * count, stride, fp_count, send_arena, recv_arena, send_off ...). */
 #define OP_COLL		20
-#define OP_COUNT	36
-#define OP_RECV_ARENA	64
-#define OP_SEND_OFF	68
+#define OP_COUNT	44
+#define OP_RECV_ARENA	72
+#define OP_SEND_OFF	76
 
 enum client_case {
 	CC_EMPTY, CC_GARBAGE, CC_MAGIC, CC_VERSION, CC_TRUNC, CC_HUGE_LEN, CC_OVERSIZE,

@@ -215,6 +215,68 @@ out:
 	return rc;
 }
 
+/* reduce, gather, scatter and all-gather-v (rank r gives count + r elements)
+ * through the engine: their staged results are copied out only at the root,
+ * as one window, or block by block to their displacements. */
+static int rooted_case(ring_comm *comm, struct lr_copier_cpu *cp, int rank, int n,
+		       enum ring_dtype dt, size_t count, int root)
+{
+	size_t es = ring_dtype_size(dt), bytes = count * es, total = bytes * (size_t)n + 64 * es;
+	size_t vc[8], vd[8], at = 0;
+	uint8_t *send = malloc(total), *recv = malloc(total + IT_GUARD), *want = malloc(total + IT_GUARD);
+	int rc = 1, r;
+
+	if (!send || !recv || !want || n > 8)
+		goto out;
+	/* reduce */
+	pattern_fill(send, dt, RING_SUM, n, rank, count, 0, 21);
+	pattern_expect_reduce(want, dt, RING_SUM, n, count, 0, 21);
+	memset(recv, 0xa5, total + IT_GUARD);
+	memset(want + bytes, 0xa5, IT_GUARD);
+	IT_CALL(ring_reduce(comm, send, rank == root ? recv : NULL, count, dt, RING_SUM, root));
+	IT_DRAINED(cp, "staged reduce");
+	if (rank == root && it_check_result(recv, want, dt, count, "staged reduce"))
+		goto out;
+	/* gather */
+	for (r = 0; r < n; r++)
+		pattern_fill(want + (size_t)r * bytes, dt, RING_SUM, n, r, count, 0, 23);
+	memset(want + bytes * (size_t)n, 0xa5, IT_GUARD);
+	memset(recv, 0xa5, total + IT_GUARD);
+	IT_CALL(ring_gather(comm, want + (size_t)rank * bytes, rank == root ? recv : NULL, count,
+			    dt, root));
+	IT_DRAINED(cp, "staged gather");
+	if (rank == root && it_check_result(recv, want, dt, count * (size_t)n, "staged gather"))
+		goto out;
+	/* scatter: the root's send is the gathered blocks */
+	memset(recv, 0xa5, total + IT_GUARD);
+	IT_CALL(ring_scatter(comm, rank == root ? want : NULL, recv, count, dt, root));
+	IT_DRAINED(cp, "staged scatter");
+	memcpy(send, want + (size_t)rank * bytes, bytes);
+	memset(send + bytes, 0xa5, IT_GUARD);
+	if (it_check_result(recv, send, dt, count, "staged scatter"))
+		goto out;
+	/* all-gather-v, a gap of 3 elements before each block */
+	for (r = 0; r < n; r++) {
+		vc[r] = count + (size_t)r;
+		vd[r] = at + 3;
+		at = vd[r] + vc[r];
+	}
+	memset(want, 0xa5, at * es + IT_GUARD);
+	for (r = 0; r < n; r++)
+		pattern_fill(want + vd[r] * es, dt, RING_SUM, n, r, vc[r], 0, 29);
+	memset(recv, 0xa5, at * es + IT_GUARD);
+	IT_CALL(ring_allgatherv(comm, want + vd[rank] * es, vc[rank], recv, vc, vd, dt));
+	IT_DRAINED(cp, "staged allgatherv");
+	IT_CHECK(memcmp(recv, want, at * es + IT_GUARD) == 0,
+		 "staged allgatherv(%zu): the result or a gap differs", count);
+	rc = 0;
+out:
+	free(send);
+	free(recv);
+	free(want);
+	return rc;
+}
+
 /* Every collective, every piece count, through the deferred engine. */
 static int pipeline_fn(ring_comm *comm, int rank, int n, void *arg)
 {
@@ -234,7 +296,9 @@ static int pipeline_fn(ring_comm *comm, int rank, int n, void *arg)
 			     allgather_case(comm, &cp, rank, n, dts[d], counts[i]) ||
 			     reduce_scatter_case(comm, &cp, rank, n, dts[d], counts[i]) ||
 			     broadcast_case(comm, &cp, rank, n, dts[d], counts[i],
-					    (int)(i % (size_t)n));
+					    (int)(i % (size_t)n)) ||
+			     rooted_case(comm, &cp, rank, n, dts[d], counts[i],
+					 (int)((i + 1) % (size_t)n));
 			if (!rc && n > 1)
 				rc = p2p_case(comm, &cp, rank, n, dts[d], counts[i] ? counts[i] : 1);
 		}

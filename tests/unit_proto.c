@@ -115,7 +115,8 @@ welcome_eq(const struct proto_welcome *a, const struct proto_welcome *b)
 static bool
 op_eq(const struct proto_op *a, const struct proto_op *b)
 {
-	return a->reqid == b->reqid && a->coll == b->coll && a->dtype == b->dtype &&
+	return a->reqid == b->reqid && a->coll == b->coll && a->api == b->api &&
+	    a->dtype == b->dtype &&
 	    a->redop == b->redop && a->ndim == b->ndim && a->peer == b->peer &&
 	    a->comm == b->comm && a->timeout_ms == b->timeout_ms && a->flags == b->flags &&
 	    a->count == b->count && a->stride == b->stride &&
@@ -328,7 +329,7 @@ Test(frame, header_layout)
 	};
 	static const uint8_t want[PROTO_FRAME_HDR] = {
 		0x52, 0x47, 0x4e, 0x50,		/* "RGNP" */
-		0x03, 0x00,			/* version */
+		0x04, 0x00,			/* version */
 		0x11, 0x00,			/* type */
 		0x44, 0x33, 0x22, 0x11,		/* job */
 		0x88, 0x77, 0x66, 0x55,		/* aux */
@@ -478,8 +479,75 @@ Test(frame, names)
 	cr_assert_str_eq(proto_coll_name(PROTO_COLL_REDUCE_SCATTER), "reduce_scatter");
 	cr_assert_str_eq(proto_coll_name(PROTO_COLL_RECV), "recv");
 	cr_assert_str_eq(proto_coll_name(0), "?");
-	cr_assert_str_eq(proto_coll_name(PROTO_COLL_MAX + 1), "?");
+	cr_assert_str_eq(proto_coll_name(PROTO_API_MAX + 1), "?");
 	cr_assert_str_eq(proto_coll_name(-5), "?");
+	cr_assert_str_eq(proto_coll_name(PROTO_COLL_ALLTOALLV), "alltoallv");
+}
+
+/* Every API collective runs as one algorithm, travels as the fingerprint's api
+ * and is named by it; a fingerprint or OP whose api does not fit its algorithm
+ * is refused both ways. */
+Test(frame, api_collectives)
+{
+	static const int base[][2] = {
+		{ PROTO_COLL_REDUCE, PROTO_COLL_ALLREDUCE },
+		{ PROTO_COLL_GATHER, PROTO_COLL_ALLGATHER },
+		{ PROTO_COLL_SCATTER, PROTO_COLL_BROADCAST },
+		{ PROTO_COLL_ALLGATHERV, PROTO_COLL_ALLGATHER },
+		{ PROTO_COLL_ALLTOALL, PROTO_COLL_BARRIER },
+		{ PROTO_COLL_ALLTOALLV, PROTO_COLL_BARRIER },
+	};
+	struct proto_fp fp = { .dtype = RING_FLOAT32, .redop = RING_SUM, .root = 1,
+			       .count = 8 }, g;
+	struct proto_op m = { .coll = PROTO_COLL_ALLREDUCE, .api = PROTO_COLL_REDUCE,
+			      .dtype = RING_FLOAT32, .peer = 2, .count = 8 }, o;
+	uint8_t buf[PROTO_MSG_MAX];
+	char text[160];
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
+		cr_assert_eq(proto_coll_base(base[i][0]), base[i][1]);
+		fp.coll = (uint8_t)base[i][1];
+		fp.api = (uint8_t)base[i][0];
+		n = proto_encode_fp(buf, sizeof(buf), &fp);
+		cr_assert_gt(n, 0, "%s", proto_coll_name(fp.api));
+		cr_assert_eq(proto_decode_fp(buf, (size_t)n, &g), 0);
+		cr_assert_eq(g.api, fp.api);
+		g.seq = fp.seq;
+		cr_assert(proto_fp_equal(&g, &fp));
+		proto_fp_format(&fp, text, sizeof(text));
+		cr_assert(strncmp(text, proto_coll_name(fp.api), strlen(proto_coll_name(fp.api))) == 0,
+			  "%s", text);
+	}
+	cr_assert_eq(proto_coll_base(PROTO_COLL_BROADCAST), PROTO_COLL_BROADCAST);
+	cr_assert_eq(proto_coll_base(PROTO_API_MAX + 1), 0);
+	cr_assert(proto_coll_rooted(PROTO_COLL_GATHER) && !proto_coll_rooted(PROTO_COLL_ALLTOALL));
+
+	/* reduce and allreduce of the same count never agree */
+	fp.coll = PROTO_COLL_ALLREDUCE;
+	fp.api = PROTO_COLL_REDUCE;
+	g = fp;
+	g.api = 0;
+	cr_assert(!proto_fp_equal(&fp, &g));
+	proto_fp_format(&fp, text, sizeof(text));
+	cr_assert_str_eq(text, "reduce(float32, count=8, sum, root=1) #0");
+	/* an api on the wrong algorithm, or a base code as api, is refused */
+	fp.coll = PROTO_COLL_ALLGATHER;
+	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &fp), RING_EINVAL);
+	fp.api = PROTO_COLL_ALLGATHER;
+	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &fp), RING_EINVAL);
+
+	/* the OP carries it; its fingerprint takes the root from peer */
+	n = proto_encode_op(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_op(buf, (size_t)n, &o), 0);
+	cr_assert_eq(o.api, PROTO_COLL_REDUCE);
+	proto_fp_of_op(&fp, &o);
+	cr_assert_eq(fp.api, PROTO_COLL_REDUCE);
+	cr_assert_eq(fp.root, 2);
+	m.api = PROTO_COLL_SCATTER;
+	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &m), RING_EINVAL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1388,7 +1456,7 @@ Test(msg, op)
 		m = sample_op(nd);
 		n = proto_encode_op(buf, sizeof(buf), &m);
 		/* Only ndim shape entries are sent. */
-		cr_assert_eq(n, PROTO_MSG_HDR + 76 + 8 * nd);
+		cr_assert_eq(n, PROTO_MSG_HDR + 80 + 8 * nd);
 		cr_assert_eq(proto_decode_op(buf, (size_t)n, &g), 0);
 		cr_assert(op_eq(&g, &m));
 		check_msg(buf, n, re_op, PROTO_M_OP, "op");
@@ -1398,7 +1466,7 @@ Test(msg, op)
 	m = sample_op(1);
 	m.shape[5] = 99;
 	n = proto_encode_op(buf, sizeof(buf), &m);
-	cr_assert_eq(n, PROTO_MSG_HDR + 76 + 8);
+	cr_assert_eq(n, PROTO_MSG_HDR + 80 + 8);
 	cr_assert_eq(proto_decode_op(buf, (size_t)n, &g), 0);
 	cr_assert(op_eq(&g, &m));
 	cr_assert_eq(g.shape[5], 0);

@@ -1,0 +1,797 @@
+/*
+ * coll.c - the collectives and send/recv as methods of Communicator, each in
+ * a blocking form (returns the result buffer) and a non-blocking one (i...,
+ * returns a Request).  A method parses its arguments into a struct pyr_op
+ * (libring's arguments plus the hold on their buffers), then one function runs
+ * it: issue without the GIL, then release the hold (blocking), keep it on the
+ * communicator until ring_group_end (blocking inside a group), or hand it to
+ * the Request (non-blocking).
+ *
+ * One buffer means in place, as MPI_IN_PLACE and NCCL's in-place pointers:
+ * all-gather's buffer holds every rank's block and this rank's is its input;
+ * reduce-scatter's result lands in this rank's block of its input; the root of
+ * gather and scatter passes the whole buffer, its own block staying where it
+ * is; all-to-all, all-to-all-v and sendrecv work from a copy of the input.
+ */
+#include "pyring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+static bool
+is_none(PyObject *o)
+{
+	return !o || o == Py_None;
+}
+
+/* The dtype override: -1 for none, -2 on an error. */
+static int
+dtype_opt(const char *fn, PyObject *o)
+{
+	int d;
+
+	if (is_none(o))
+		return -1;
+	d = pyr_dtype_arg(fn, o);
+	return d < 0 ? -2 : d;
+}
+
+static int
+op_opt(const char *fn, PyObject *o)
+{
+	return is_none(o) ? RING_SUM : pyr_op_arg(fn, o);
+}
+
+static int
+int_opt(const char *fn, const char *name, PyObject *o, int dflt, int *out)
+{
+	if (is_none(o)) {
+		*out = dflt;
+		return 0;
+	}
+	return pyr_int_arg(fn, name, o, out);
+}
+
+static int
+size_fail(const char *fn, const char *role, size_t have, const char *want, size_t need)
+{
+	PyErr_Format(PyExc_ValueError, "%s: %s has %zu elements; it needs %s = %zu", fn, role,
+		     have, want, need);
+	return -1;
+}
+
+/* send and recv of one dtype (dt: the override, else each from its format). */
+static int
+get_pair(struct pyr_op *op, PyObject *so, PyObject *ro, int dt, struct pyr_buf *s,
+	 struct pyr_buf *r)
+{
+	if (pyr_buf_get(&op->hold, op->fn, "send", so, false, dt, s) < 0 ||
+	    pyr_buf_get(&op->hold, op->fn, "recv", ro, true, dt, r) < 0)
+		return -1;
+	if (s->dtype != r->dtype) {
+		PyErr_Format(PyExc_TypeError, "%s: send is %s but recv is %s; they must be "
+			     "of one dtype", op->fn, ring_dtype_name((enum ring_dtype)s->dtype),
+			     ring_dtype_name((enum ring_dtype)r->dtype));
+		return -1;
+	}
+	op->dtype = s->dtype;
+	op->send = s->ptr;
+	op->recv = r->ptr;
+	op->result = ro;
+	return 0;
+}
+
+/* The one buffer of an in-place call. */
+static int
+get_one(struct pyr_op *op, PyObject *o, bool write, int dt, struct pyr_buf *b)
+{
+	if (pyr_buf_get(&op->hold, op->fn, "buf", o, write, dt, b) < 0)
+		return -1;
+	op->dtype = b->dtype;
+	op->send = b->ptr;
+	op->recv = b->ptr;
+	op->result = o;
+	return 0;
+}
+
+static size_t
+esize(const struct pyr_op *op)
+{
+	return ring_dtype_size((enum ring_dtype)op->dtype);
+}
+
+/* One buffer of size blocks: count is a block, block `at` the caller's. */
+static int
+split_blocks(struct pyr_op *op, const struct pyr_buf *b, int size, int at, char **blk)
+{
+	if (b->count % (size_t)size) {
+		PyErr_Format(PyExc_ValueError, "%s: buf has %zu elements, not a whole number "
+			     "of blocks for %d ranks", op->fn, b->count, size);
+		return -1;
+	}
+	op->count = b->count / (size_t)size;
+	*blk = b->ptr + (size_t)at * op->count * esize(op);
+	return 0;
+}
+
+/* ---- the parsers: one per method ---- */
+
+typedef int (*parse_fn)(pyr_comm *c, struct pyr_op *op, PyObject *const *args,
+			Py_ssize_t nargs, PyObject *kwnames);
+
+#define PARSE(names, npos, nreq, v) \
+	pyr_parse(op->fn, args, nargs, kwnames, names, npos, nreq, v)
+
+static int
+parse_allreduce(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+		PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "op", "dtype", NULL };
+	PyObject *v[4];
+	struct pyr_buf s, r;
+	int dt;
+
+	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
+	    (op->redop = op_opt(op->fn, v[2])) < 0)
+		return -1;
+	if (is_none(v[1]) || v[1] == v[0]) {
+		if (get_one(op, v[0], true, dt, &s) < 0)
+			return -1;
+		op->count = s.count;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = s.count;
+	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
+}
+
+static int
+parse_allgather(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+		PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "dtype", NULL };
+	PyObject *v[3];
+	struct pyr_buf s, r;
+	char *mine;
+	int dt;
+
+	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1)
+		return -1;
+	if (is_none(v[1])) {
+		if (get_one(op, v[0], true, dt, &s) < 0 ||
+		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
+			return -1;
+		op->send = mine;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = s.count;
+	return r.count == s.count * (size_t)c->size ? 0 :
+		size_fail(op->fn, "recv", r.count, "size x send's", s.count * (size_t)c->size);
+}
+
+static int
+parse_reduce_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *args,
+		     Py_ssize_t nargs, PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "op", "dtype", NULL };
+	PyObject *v[4];
+	struct pyr_buf s, r;
+	char *mine;
+	int dt;
+
+	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
+	    (op->redop = op_opt(op->fn, v[2])) < 0)
+		return -1;
+	if (is_none(v[1])) {
+		if (get_one(op, v[0], true, dt, &s) < 0 ||
+		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
+			return -1;
+		op->recv = mine;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = r.count;
+	return s.count == r.count * (size_t)c->size ? 0 :
+		size_fail(op->fn, "send", s.count, "size x recv's", r.count * (size_t)c->size);
+}
+
+static int
+parse_broadcast(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+		PyObject *kwnames)
+{
+	static const char *const names[] = { "buf", "root", "dtype", NULL };
+	PyObject *v[3];
+	struct pyr_buf b;
+	int dt;
+
+	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1 ||
+	    int_opt(op->fn, "root", v[1], 0, &op->peer) < 0)
+		return -1;
+	/* The root only reads: it may broadcast a bytes object. */
+	if (get_one(op, v[0], op->peer != c->rank, dt, &b) < 0)
+		return -1;
+	op->count = b.count;
+	return 0;
+}
+
+static int
+parse_barrier(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	      PyObject *kwnames)
+{
+	static const char *const names[] = { NULL };
+	PyObject *v[1];
+
+	op->result = Py_None;
+	return PARSE(names, 0, 0, v);
+}
+
+/* send and recv: the shape goes in the message header. */
+static int
+parse_p2p(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	  PyObject *kwnames)
+{
+	static const char *const sn[] = { "buf", "dst", "dtype", NULL };
+	static const char *const rn[] = { "buf", "src", "dtype", NULL };
+	bool is_send = op->kind == PYR_SEND;
+	PyObject *v[3];
+	struct pyr_buf b;
+	int dt;
+
+	if (PARSE(is_send ? sn : rn, 2, 2, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1 ||
+	    pyr_int_arg(op->fn, is_send ? "dst" : "src", v[1], &op->peer) < 0 ||
+	    get_one(op, v[0], !is_send, dt, &b) < 0)
+		return -1;
+	op->count = b.count;
+	op->ndim = b.ndim;
+	memcpy(op->shape, b.shape, sizeof(op->shape));
+	if (is_send)
+		op->result = Py_None;
+	return 0;
+}
+
+static int
+parse_reduce(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	     PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "op", "root", "dtype", NULL };
+	PyObject *v[5];
+	struct pyr_buf s, r;
+	bool root;
+	int dt;
+
+	if (PARSE(names, 4, 1, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
+	    (op->redop = op_opt(op->fn, v[2])) < 0 ||
+	    int_opt(op->fn, "root", v[3], 0, &op->peer) < 0)
+		return -1;
+	root = op->peer == c->rank;
+	if (is_none(v[1]) || v[1] == v[0] || !root) {
+		/* Off the root recv is not written: libring gets NULL. */
+		if (get_one(op, v[0], root, dt, &s) < 0)
+			return -1;
+		op->count = s.count;
+		op->recv = root ? s.ptr : NULL;
+		op->result = is_none(v[1]) ? v[0] : v[1];
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = s.count;
+	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
+}
+
+static int
+parse_gather(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	     PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "root", "dtype", NULL };
+	PyObject *v[4];
+	struct pyr_buf s, r;
+	char *mine;
+	int dt;
+
+	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
+	    int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
+		return -1;
+	if (op->peer != c->rank) {
+		if (get_one(op, v[0], false, dt, &s) < 0)
+			return -1;
+		op->count = s.count;
+		op->recv = NULL;
+		op->result = is_none(v[1]) ? Py_None : v[1];
+		return 0;
+	}
+	if (is_none(v[1]) || v[1] == v[0]) {
+		if (get_one(op, v[0], true, dt, &s) < 0 ||
+		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
+			return -1;
+		op->send = mine;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = s.count;
+	return r.count == s.count * (size_t)c->size ? 0 :
+		size_fail(op->fn, "recv", r.count, "size x send's", s.count * (size_t)c->size);
+}
+
+static int
+parse_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	      PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "root", "dtype", NULL };
+	PyObject *v[4];
+	struct pyr_buf s, r;
+	char *mine;
+	int dt;
+
+	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
+	    int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
+		return -1;
+	if (op->peer != c->rank) {
+		/* Off the root send is not read: the one buffer is recv. */
+		PyObject *ro = is_none(v[1]) ? v[0] : v[1];
+
+		if (get_one(op, ro, true, dt, &r) < 0)
+			return -1;
+		op->count = r.count;
+		op->send = NULL;
+		return 0;
+	}
+	if (is_none(v[0])) {
+		PyErr_Format(PyExc_TypeError, "%s: the root (rank %d) needs send", op->fn,
+			     c->rank);
+		return -1;
+	}
+	if (is_none(v[1]) || v[1] == v[0]) {
+		if (get_one(op, v[0], true, dt, &s) < 0 ||
+		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
+			return -1;
+		op->recv = mine;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	op->count = r.count;
+	return s.count == r.count * (size_t)c->size ? 0 :
+		size_fail(op->fn, "send", s.count, "size x recv's", r.count * (size_t)c->size);
+}
+
+/* A sequence of size counts or displacements (elements) into out. */
+static int
+counts_arg(const char *fn, const char *name, PyObject *o, int size, size_t *out)
+{
+	PyObject *seq = PySequence_Check(o) ? PySequence_Fast(o, "") : NULL;
+	Py_ssize_t i;
+
+	if (!seq || PySequence_Fast_GET_SIZE(seq) != size) {
+		Py_XDECREF(seq);
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "%s: %s must be a sequence of %d ints (one "
+			     "per rank)", fn, name, size);
+		return -1;
+	}
+	for (i = 0; i < size; i++) {
+		PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+		size_t v = PyLong_Check(it) ? PyLong_AsSize_t(it) : (size_t)-1;
+
+		if (v == (size_t)-1) {
+			Py_DECREF(seq);
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError, "%s: %s[%zd] = %R is not a count (an int "
+				     ">= 0)", fn, name, i, it);
+			return -1;
+		}
+		out[i] = v;
+	}
+	Py_DECREF(seq);
+	return 0;
+}
+
+/* Elements a buffer needs for these blocks, and block `at`'s offset. */
+static size_t
+v_extent(const size_t *counts, const size_t *displs, int size, int at, size_t *off)
+{
+	size_t end = 0, sum = 0;
+	int r;
+
+	for (r = 0; r < size; r++) {
+		size_t start = displs ? displs[r] : sum;
+
+		if (r == at)
+			*off = start;
+		if (start + counts[r] > end)
+			end = start + counts[r];
+		sum += counts[r];
+	}
+	return end;
+}
+
+/* n vectors of c's size into the hold; vec[k] NULL where the argument is None
+ * (the displacements: packed). */
+static int
+vec_args(pyr_comm *c, struct pyr_op *op, PyObject **objs, const char *const *names, int n)
+{
+	int k;
+
+	op->hold.vec = malloc((size_t)(n * c->size) * sizeof(size_t) + 1);
+	if (!op->hold.vec) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (k = 0; k < n; k++) {
+		size_t *dst = op->hold.vec + (size_t)(k * c->size);
+
+		op->counts[k] = NULL;
+		if (is_none(objs[k]))
+			continue;
+		if (counts_arg(op->fn, names[k], objs[k], c->size, dst) < 0)
+			return -1;
+		op->counts[k] = dst;
+	}
+	return 0;
+}
+
+static int
+need_arg(const char *fn, PyObject *o, const char *name)
+{
+	if (!is_none(o))
+		return 0;
+	PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, name);
+	return -1;
+}
+
+/* A copy of b as the input of an in-place exchange. */
+static int
+copy_input(struct pyr_op *op, const struct pyr_buf *b)
+{
+	size_t bytes = b->count * esize(op);
+
+	op->hold.temp = malloc(bytes ? bytes : 1);
+	if (!op->hold.temp) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	memcpy(op->hold.temp, b->ptr, bytes);
+	op->send = op->hold.temp;
+	return 0;
+}
+
+static int
+parse_allgatherv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+		 PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "counts", "displs", "dtype", NULL };
+	PyObject *v[5];
+	struct pyr_buf s, r;
+	size_t need, off = 0;
+	int dt;
+
+	if (PARSE(names, 4, 1, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
+	    need_arg(op->fn, v[2], "counts") < 0 || vec_args(c, op, v + 2, names + 2, 2) < 0)
+		return -1;
+	need = v_extent(op->counts[0], op->counts[1], c->size, c->rank, &off);
+	op->count = op->counts[0][c->rank];
+	if (is_none(v[1])) {
+		if (get_one(op, v[0], true, dt, &s) < 0)
+			return -1;
+		op->send = s.ptr + off * esize(op);
+		return s.count >= need ? 0 : size_fail(op->fn, "buf", s.count,
+							"the blocks' extent", need);
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+		return -1;
+	if (s.count != op->count)
+		return size_fail(op->fn, "send", s.count, "counts[rank]", op->count);
+	return r.count >= need ? 0 : size_fail(op->fn, "recv", r.count, "the blocks' extent",
+					       need);
+}
+
+static int
+parse_alltoall(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	       PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "dtype", NULL };
+	PyObject *v[3];
+	struct pyr_buf s, r;
+	char *unused;
+	int dt;
+
+	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1)
+		return -1;
+	if (is_none(v[1]) || v[1] == v[0]) {
+		return get_one(op, v[0], true, dt, &s) < 0 ||
+			split_blocks(op, &s, c->size, 0, &unused) < 0 ||
+			copy_input(op, &s) < 0 ? -1 : 0;
+	}
+	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0 ||
+	    split_blocks(op, &s, c->size, 0, &unused) < 0)
+		return -1;
+	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
+}
+
+static int
+parse_alltoallv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+		PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "recv", "sendcounts", "recvcounts",
+					     "sdispls", "rdispls", "dtype", NULL };
+	/* vec_args order: sendcounts, recvcounts, sdispls, rdispls */
+	PyObject *v[7];
+	struct pyr_buf s, r;
+	size_t sneed, rneed, off;
+	int dt;
+
+	if (PARSE(names, 6, 1, v) < 0 || (dt = dtype_opt(op->fn, v[6])) < -1 ||
+	    need_arg(op->fn, v[2], "sendcounts") < 0 ||
+	    need_arg(op->fn, v[3], "recvcounts") < 0 ||
+	    vec_args(c, op, v + 2, names + 2, 4) < 0)
+		return -1;
+	sneed = v_extent(op->counts[0], op->counts[2], c->size, 0, &off);
+	rneed = v_extent(op->counts[1], op->counts[3], c->size, 0, &off);
+	if (is_none(v[1]) || v[1] == v[0]) {
+		if (get_one(op, v[0], true, dt, &s) < 0)
+			return -1;
+		r = s;
+		if (copy_input(op, &s) < 0)
+			return -1;
+	} else if (get_pair(op, v[0], v[1], dt, &s, &r) < 0) {
+		return -1;
+	}
+	if (s.count < sneed)
+		return size_fail(op->fn, "send", s.count, "the send blocks' extent", sneed);
+	return r.count >= rneed ? 0 : size_fail(op->fn, "recv", r.count,
+						 "the receive blocks' extent", rneed);
+}
+
+static int
+parse_sendrecv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
+	       PyObject *kwnames)
+{
+	static const char *const names[] = { "send", "dst", "recv", "src", "dtype", NULL };
+	PyObject *v[5];
+	struct pyr_buf s, r;
+	int dt;
+
+	if (PARSE(names, 4, 2, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
+	    pyr_int_arg(op->fn, "dst", v[1], &op->peer) < 0 ||
+	    int_opt(op->fn, "src", v[3], op->peer, &op->peer2) < 0)
+		return -1;
+	if (is_none(v[2]) || v[2] == v[0]) {
+		if (get_one(op, v[0], true, dt, &s) < 0 || copy_input(op, &s) < 0)
+			return -1;
+		op->count = op->count2 = s.count;
+		return 0;
+	}
+	if (get_pair(op, v[0], v[2], dt, &s, &r) < 0)
+		return -1;
+	op->count = s.count;
+	op->count2 = r.count;
+	return 0;
+}
+
+/* libring's call for the rooted and exchange collectives. */
+static int
+issue_v(ring_comm *c, const struct pyr_op *op, ring_request **req)
+{
+	enum ring_dtype dt = (enum ring_dtype)op->dtype;
+	const size_t *const *v = op->counts;
+
+	switch (op->kind) {
+	case PYR_REDUCE:
+		return req ? ring_ireduce(c, op->send, op->recv, op->count, dt,
+					  (enum ring_op)op->redop, op->peer, req)
+			: ring_reduce(c, op->send, op->recv, op->count, dt,
+				      (enum ring_op)op->redop, op->peer);
+	case PYR_GATHER:
+		return req ? ring_igather(c, op->send, op->recv, op->count, dt, op->peer, req)
+			: ring_gather(c, op->send, op->recv, op->count, dt, op->peer);
+	case PYR_SCATTER:
+		return req ? ring_iscatter(c, op->send, op->recv, op->count, dt, op->peer, req)
+			: ring_scatter(c, op->send, op->recv, op->count, dt, op->peer);
+	case PYR_ALLGATHERV:
+		return req ? ring_iallgatherv(c, op->send, op->count, op->recv, v[0], v[1], dt,
+					      req)
+			: ring_allgatherv(c, op->send, op->count, op->recv, v[0], v[1], dt);
+	case PYR_ALLTOALL:
+		return req ? ring_ialltoall(c, op->send, op->recv, op->count, dt, req)
+			: ring_alltoall(c, op->send, op->recv, op->count, dt);
+	case PYR_ALLTOALLV:
+		return req ? ring_ialltoallv(c, op->send, v[0], v[2], op->recv, v[1], v[3], dt,
+					     req)
+			: ring_alltoallv(c, op->send, v[0], v[2], op->recv, v[1], v[3], dt);
+	case PYR_SENDRECV:
+		return req ? ring_isendrecv(c, op->send, op->count, op->peer, op->recv,
+					    op->count2, op->peer2, dt, req)
+			: ring_sendrecv(c, op->send, op->count, op->peer, op->recv, op->count2,
+					op->peer2, dt);
+	default:
+		return RING_EINVAL;
+	}
+}
+
+/* ---- running them ---- */
+
+int
+pyr_op_issue(ring_comm *c, const struct pyr_op *op, ring_request **req)
+{
+	switch (op->kind) {
+	case PYR_ALLREDUCE:
+		return req ? ring_iallreduce(c, op->send, op->recv, op->count,
+					     (enum ring_dtype)op->dtype, (enum ring_op)op->redop, req)
+			: ring_allreduce(c, op->send, op->recv, op->count,
+					 (enum ring_dtype)op->dtype, (enum ring_op)op->redop);
+	case PYR_ALLGATHER:
+		return req ? ring_iallgather(c, op->send, op->recv, op->count,
+					     (enum ring_dtype)op->dtype, req)
+			: ring_allgather(c, op->send, op->recv, op->count,
+					 (enum ring_dtype)op->dtype);
+	case PYR_REDUCE_SCATTER:
+		return req ? ring_ireduce_scatter(c, op->send, op->recv, op->count,
+						  (enum ring_dtype)op->dtype,
+						  (enum ring_op)op->redop, req)
+			: ring_reduce_scatter(c, op->send, op->recv, op->count,
+					      (enum ring_dtype)op->dtype, (enum ring_op)op->redop);
+	case PYR_BROADCAST:
+		return req ? ring_ibroadcast(c, op->recv, op->count, (enum ring_dtype)op->dtype,
+					     op->peer, req)
+			: ring_broadcast(c, op->recv, op->count, (enum ring_dtype)op->dtype,
+					 op->peer);
+	case PYR_BARRIER:
+		return req ? ring_ibarrier(c, req) : ring_barrier(c);
+	case PYR_SEND:
+		return req ? ring_isend(c, op->send, (enum ring_dtype)op->dtype, op->ndim,
+					op->shape, op->peer, req)
+			: ring_send(c, op->send, (enum ring_dtype)op->dtype, op->ndim, op->shape,
+				    op->peer);
+	case PYR_RECV:
+		return req ? ring_irecv(c, op->recv, (enum ring_dtype)op->dtype, op->ndim,
+					op->shape, op->peer, req)
+			: ring_recv(c, op->recv, (enum ring_dtype)op->dtype, op->ndim, op->shape,
+				    op->peer);
+	default:
+		return issue_v(c, op, req);
+	}
+}
+
+/* Issues op on c; the blocking form's result, a Request, or NULL. */
+static PyObject *
+op_run(pyr_comm *c, struct pyr_op *op, bool nb)
+{
+	ring_request *req = NULL;
+	char err[512] = "";
+	struct pyr_hold *kept;
+	int rc;
+
+	c->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	rc = pyr_op_issue(c->comm, op, nb ? &req : NULL);
+	if (rc)
+		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
+	Py_END_ALLOW_THREADS
+	c->busy--;
+	if (rc) {
+		pyr_hold_release(&op->hold);
+		pyr_raise(rc, err);
+		return NULL;
+	}
+	if (nb)
+		return pyr_request_new(c, req, op);
+	if (c->group_depth > 0 && (op->hold.nviews || op->hold.temp || op->hold.vec)) {
+		/* Recorded, not run: libring reads the buffers at ring_group_end. */
+		kept = pyr_hold_keep(&op->hold);
+		if (!kept) {
+			pyr_hold_release(&op->hold);
+			return NULL;
+		}
+		kept->next = c->group_holds;
+		c->group_holds = kept;
+	}
+	pyr_hold_release(&op->hold);
+	return Py_NewRef(op->result ? op->result : Py_None);
+}
+
+static PyObject *
+coll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+	  enum pyr_kind kind, const char *fn, parse_fn parse, bool nb)
+{
+	pyr_comm *c = (pyr_comm *)self;
+	struct pyr_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = kind;
+	op.fn = fn;
+	if (pyr_comm_usable(c, fn) < 0)
+		return NULL;
+	if (parse(c, &op, args, nargs, kwnames) < 0) {
+		pyr_hold_release(&op.hold);
+		return NULL;
+	}
+	return op_run(c, &op, nb);
+}
+
+/* The blocking and the non-blocking method of one operation. */
+#define COLL_METHODS(name, kind, parse)							\
+static PyObject *									\
+m_##name(PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *kw)		\
+{											\
+	return coll_call(self, a, n, kw, kind, #name, parse, false);			\
+}											\
+static PyObject *									\
+m_i##name(PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *kw)		\
+{											\
+	return coll_call(self, a, n, kw, kind, "i" #name, parse, true);			\
+}
+
+COLL_METHODS(allreduce, PYR_ALLREDUCE, parse_allreduce)
+COLL_METHODS(allgather, PYR_ALLGATHER, parse_allgather)
+COLL_METHODS(reduce_scatter, PYR_REDUCE_SCATTER, parse_reduce_scatter)
+COLL_METHODS(broadcast, PYR_BROADCAST, parse_broadcast)
+COLL_METHODS(barrier, PYR_BARRIER, parse_barrier)
+COLL_METHODS(send, PYR_SEND, parse_p2p)
+COLL_METHODS(recv, PYR_RECV, parse_p2p)
+COLL_METHODS(reduce, PYR_REDUCE, parse_reduce)
+COLL_METHODS(gather, PYR_GATHER, parse_gather)
+COLL_METHODS(scatter, PYR_SCATTER, parse_scatter)
+COLL_METHODS(allgatherv, PYR_ALLGATHERV, parse_allgatherv)
+COLL_METHODS(alltoall, PYR_ALLTOALL, parse_alltoall)
+COLL_METHODS(alltoallv, PYR_ALLTOALLV, parse_alltoallv)
+COLL_METHODS(sendrecv, PYR_SENDRECV, parse_sendrecv)
+
+#define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+#define METHOD(name, sig, doc)								\
+	{ #name, (PyCFunction)(void (*)(void))m_##name, FASTKW,				\
+	  #name sig "\n--\n\n" doc },							\
+	{ "i" #name, (PyCFunction)(void (*)(void))m_i##name, FASTKW,			\
+	  "i" #name sig "\n--\n\nNon-blocking " #name ": returns a Request at once; the "	\
+	  "buffers are libring's until it completes." }
+
+PyMethodDef pyr_coll_methods[] = {
+	METHOD(allreduce, "($self, send, recv=None, op=SUM, *, dtype=None)",
+	       "Reduces send over every rank into recv (None: in place in send); "
+	       "returns the result buffer."),
+	METHOD(allgather, "($self, send, recv=None, *, dtype=None)",
+	       "Every rank's send, in rank order, into recv (size x send's elements).  "
+	       "In place: send holds size blocks and this rank's block is its input."),
+	METHOD(reduce_scatter, "($self, send, recv=None, op=SUM, *, dtype=None)",
+	       "Reduces send (size blocks) over every rank; rank r gets block r in recv.  "
+	       "In place: the result lands in this rank's block of send."),
+	METHOD(broadcast, "($self, buf, root=0, *, dtype=None)",
+	       "root's buf into every rank's buf; returns buf."),
+	METHOD(barrier, "($self)", "Returns once every rank has called barrier."),
+	METHOD(send, "($self, buf, dst, *, dtype=None)",
+	       "Sends buf to rank dst with its dtype and shape in the header."),
+	METHOD(recv, "($self, buf, src, *, dtype=None)",
+	       "Receives into buf from rank src; a message of another dtype or shape "
+	       "raises MismatchError; returns buf."),
+	METHOD(reduce, "($self, send, recv=None, op=SUM, root=0, *, dtype=None)",
+	       "Reduces send over every rank into root's recv (None: in place); recv is "
+	       "not written off the root."),
+	METHOD(gather, "($self, send, recv=None, root=0, *, dtype=None)",
+	       "Every rank's send into root's recv (size blocks, rank order).  In place "
+	       "at the root: send holds size blocks, its own block is its input."),
+	METHOD(scatter, "($self, send, recv=None, root=0, *, dtype=None)",
+	       "Block r of root's send (size blocks) into rank r's recv; off the root "
+	       "send is ignored (None, or the one buffer is recv).  In place at the "
+	       "root: its own block stays in send."),
+	METHOD(allgatherv, "($self, send, recv=None, counts, displs=None, *, dtype=None)",
+	       "Rank r's send (counts[r] elements) into recv at displs[r] (None: packed "
+	       "in rank order).  In place: send is the whole buffer, this rank's block "
+	       "its input."),
+	METHOD(alltoall, "($self, send, recv=None, *, dtype=None)",
+	       "Block r of send (size blocks) to rank r; recv gets block r from rank r.  "
+	       "None: in place in send."),
+	METHOD(alltoallv, "($self, send, recv, sendcounts, recvcounts, sdispls=None, "
+	       "rdispls=None, *, dtype=None)",
+	       "All-to-all with per-rank counts and displacements in elements (None: "
+	       "packed).  recv None: in place in send."),
+	METHOD(sendrecv, "($self, send, dst, recv=None, src=None, *, dtype=None)",
+	       "Sends send to dst and receives recv from src (default dst) at once; "
+	       "never deadlocks.  recv None: send's buffer is replaced."),
+	{ NULL, NULL, 0, NULL }
+};

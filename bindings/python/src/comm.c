@@ -1,0 +1,439 @@
+/*
+ * comm.c - the Communicator type: ring_open from keyword arguments and the
+ * environment, the process's place (rank, size, local and host), close and
+ * the context manager, split, and the group brackets.
+ *
+ * Closing has two rules that Python needs and C callers keep by hand.  libring
+ * forbids ring_close while another call runs on the communicator, so close()
+ * refuses (InvalidArgumentError) while a call of another thread is running
+ * without the GIL.  And ring_close unmaps the arena, under the arrays that
+ * Communicator.empty made: while any of them lives, close() only marks the
+ * communicator closed (no operation starts any more) and ring_close runs when
+ * the last of them is freed.  A `with` block can end while its arena arrays
+ * are still bound to names, so refusing would be the wrong answer there.
+ */
+#include "pyring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int
+pyr_comm_usable(pyr_comm *c, const char *fn)
+{
+	if (!c->comm || c->closed) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "%s: the communicator is %s", fn,
+			 c->closed ? "closed" : "not open");
+		pyr_raise(RING_ECLOSED, msg);
+		return -1;
+	}
+	if (c->orphans)
+		pyr_comm_sweep(c);
+	return 0;
+}
+
+/* ---- orphans: requests dropped in flight ---- */
+
+void
+pyr_comm_adopt(pyr_comm *c, ring_request *req, struct pyr_hold *h)
+{
+	if (!c->comm) {
+		/* Closed: libring has let go of every buffer. */
+		ring_request_free(req);
+		pyr_hold_free(h);
+		return;
+	}
+	h->req = req;
+	h->next = c->orphans;
+	c->orphans = h;
+}
+
+void
+pyr_comm_sweep(pyr_comm *c)
+{
+	struct pyr_hold **pp = &c->orphans, *h;
+	int done;
+
+	while ((h = *pp) != NULL) {
+		done = 0;
+		(void)ring_test(h->req, &done);
+		if (!done) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		ring_request_free(h->req);
+		pyr_hold_free(h);
+	}
+}
+
+/* Frees a list of holds; orphans' requests too (after ring_close, which
+ * completed them). */
+static void
+holds_free(struct pyr_hold *h)
+{
+	while (h) {
+		struct pyr_hold *next = h->next;
+
+		if (h->req)
+			ring_request_free(h->req);
+		pyr_hold_free(h);
+		h = next;
+	}
+}
+
+/* ring_close now; every hold is the caller's again after it. */
+static void
+comm_close_now(pyr_comm *c)
+{
+	ring_comm *rc = c->comm;
+
+	if (!rc)
+		return;
+	c->closing = true;
+	Py_BEGIN_ALLOW_THREADS
+	ring_close(rc);
+	Py_END_ALLOW_THREADS
+	c->comm = NULL;
+	c->closing = false;
+	c->group_depth = 0;
+	holds_free(c->group_holds);
+	holds_free(c->orphans);
+	c->group_holds = c->orphans = NULL;
+}
+
+void
+pyr_comm_arena_gone(pyr_comm *c)
+{
+	if (--c->narena == 0 && c->closed)
+		comm_close_now(c);
+}
+
+/* ---- open ---- */
+
+static void
+comm_place(pyr_comm *c)
+{
+	c->rank = ring_rank(c->comm);
+	c->size = ring_size(c->comm);
+	c->local_rank = ring_local_rank(c->comm);
+	c->local_size = ring_local_size(c->comm);
+	c->host_rank = ring_host_rank(c->comm);
+	c->host_count = ring_host_count(c->comm);
+}
+
+/* The options from the keywords (None: from the environment). */
+static int
+comm_options(PyObject *const *v, struct ring_options *o)
+{
+	int lr = 0, ls = 0, t = 0, mb = 0;
+
+	memset(o, 0, sizeof(*o));
+	if (v[0] != Py_None && !(o->socket = PyUnicode_AsUTF8(v[0])))
+		return -1;
+	if (v[1] != Py_None && !(o->job = PyUnicode_AsUTF8(v[1])))
+		return -1;
+	if ((v[2] != Py_None) != (v[3] != Py_None)) {
+		PyErr_SetString(PyExc_ValueError, "Communicator: local_rank and local_size "
+				"come together (give both or neither)");
+		return -1;
+	}
+	if ((v[2] != Py_None && pyr_int_arg("Communicator", "local_rank", v[2], &lr) < 0) ||
+	    (v[3] != Py_None && pyr_int_arg("Communicator", "local_size", v[3], &ls) < 0) ||
+	    (v[4] != Py_None && pyr_int_arg("Communicator", "timeout_ms", v[4], &t) < 0) ||
+	    (v[5] != Py_None && pyr_int_arg("Communicator", "arena_mb", v[5], &mb) < 0))
+		return -1;
+	if ((v[3] != Py_None && ls < 1) || (v[4] != Py_None && t < 1) ||
+	    (v[5] != Py_None && mb < 1)) {
+		PyErr_Format(PyExc_ValueError, "Communicator: %s must be >= 1",
+			     v[3] != Py_None && ls < 1 ? "local_size" :
+			     v[4] != Py_None && t < 1 ? "timeout_ms" : "arena_mb");
+		return -1;
+	}
+	o->local_rank = lr;
+	o->local_size = ls;
+	o->timeout_ms = t;
+	o->arena_bytes = (size_t)mb << 20;
+	return 0;
+}
+
+static int
+comm_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kw[] = { "socket", "job", "local_rank", "local_size", "timeout_ms",
+			      "arena_mb", NULL };
+	pyr_comm *c = (pyr_comm *)self;
+	PyObject *v[6] = { Py_None, Py_None, Py_None, Py_None, Py_None, Py_None };
+	struct ring_options o;
+	char err[512] = "";
+	ring_comm *rc = NULL;
+	int code;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOO:Communicator", kw, &v[0],
+					 &v[1], &v[2], &v[3], &v[4], &v[5]))
+		return -1;
+	if (c->comm || c->closed) {
+		PyErr_SetString(PyExc_RuntimeError, "Communicator: already opened");
+		return -1;
+	}
+	if (comm_options(v, &o) < 0)
+		return -1;
+	/* ring_open waits (bounded) until every rank of the job has attached. */
+	Py_BEGIN_ALLOW_THREADS
+	code = ring_open(&rc, &o);
+	if (code)
+		snprintf(err, sizeof(err), "%s", ring_last_error(NULL));
+	Py_END_ALLOW_THREADS
+	if (code) {
+		pyr_raise(code, err);
+		return -1;
+	}
+	c->comm = rc;
+	comm_place(c);
+	return 0;
+}
+
+static void
+comm_dealloc(PyObject *self)
+{
+	pyr_comm *c = (pyr_comm *)self;
+
+	if (c->weakrefs)
+		PyObject_ClearWeakRefs(self);
+	/* Nothing refers to us: no arena block, no request, no call running. */
+	comm_close_now(c);
+	Py_TYPE(self)->tp_free(self);
+}
+
+/* ---- methods ---- */
+
+static PyObject *
+comm_close(PyObject *self, PyObject *unused)
+{
+	pyr_comm *c = (pyr_comm *)self;
+	char msg[160];
+
+	if (c->busy) {
+		snprintf(msg, sizeof(msg), "close: %d call%s of other threads %s still running "
+			 "on this communicator; close it after they return", c->busy,
+			 c->busy == 1 ? "" : "s", c->busy == 1 ? "is" : "are");
+		pyr_raise(RING_EINVAL, msg);
+		return NULL;
+	}
+	c->closed = true;
+	if (c->narena == 0)
+		comm_close_now(c);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+comm_enter(PyObject *self, PyObject *unused)
+{
+	return Py_NewRef(self);
+}
+
+static PyObject *
+comm_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	return comm_close(self, NULL);
+}
+
+static PyObject *
+comm_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	static const char *const names[] = { "color", "key", NULL };
+	pyr_comm *c = (pyr_comm *)self, *child;
+	PyObject *v[2];
+	ring_comm *out = NULL;
+	char err[512] = "";
+	int color, key, code;
+
+	if (pyr_parse("split", args, nargs, kwnames, names, 2, 1, v) < 0 ||
+	    pyr_int_arg("split", "color", v[0], &color) < 0 ||
+	    pyr_comm_usable(c, "split") < 0)
+		return NULL;
+	key = c->rank;
+	if (v[1] && v[1] != Py_None && pyr_int_arg("split", "key", v[1], &key) < 0)
+		return NULL;
+	c->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	code = ring_split(c->comm, color, key, &out);
+	if (code)
+		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
+	Py_END_ALLOW_THREADS
+	c->busy--;
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	if (!out)
+		Py_RETURN_NONE;	/* a negative color: no group */
+	child = (pyr_comm *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+	if (!child) {
+		Py_BEGIN_ALLOW_THREADS
+		ring_close(out);
+		Py_END_ALLOW_THREADS
+		return NULL;
+	}
+	child->comm = out;
+	comm_place(child);
+	return (PyObject *)child;
+}
+
+static PyObject *
+comm_group_start(PyObject *self, PyObject *unused)
+{
+	pyr_comm *c = (pyr_comm *)self;
+	char err[512] = "";
+	int code;
+
+	if (pyr_comm_usable(c, "group_start") < 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	code = ring_group_start(c->comm);
+	if (code)
+		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
+	Py_END_ALLOW_THREADS
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	c->group_depth++;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+comm_group_end(PyObject *self, PyObject *unused)
+{
+	pyr_comm *c = (pyr_comm *)self;
+	char err[512] = "";
+	int code;
+
+	if (!c->comm || c->group_depth == 0) {
+		pyr_raise(c->comm ? RING_EINVAL : RING_ECLOSED, c->comm ?
+			  "group_end: no group is open (group_start first)" :
+			  "group_end: the communicator is closed");
+		return NULL;
+	}
+	c->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	code = ring_group_end(c->comm);
+	if (code)
+		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
+	Py_END_ALLOW_THREADS
+	c->busy--;
+	/* The outermost end ran the group: its blocking calls are done. */
+	if (--c->group_depth == 0) {
+		holds_free(c->group_holds);
+		c->group_holds = NULL;
+	}
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+comm_repr(PyObject *self)
+{
+	pyr_comm *c = (pyr_comm *)self;
+
+	if (!c->comm)
+		return PyUnicode_FromFormat("<ringd.Communicator %s>",
+					    c->closed ? "closed" : "not open");
+	return PyUnicode_FromFormat("<ringd.Communicator rank %d of %d, local %d of %d, "
+				    "host %d of %d%s>", c->rank, c->size, c->local_rank,
+				    c->local_size, c->host_rank, c->host_count,
+				    c->closed ? ", closing" : "");
+}
+
+/* ---- the type ---- */
+
+#define PLACE(field)									\
+static PyObject *									\
+get_##field(PyObject *self, void *closure)						\
+{											\
+	return PyLong_FromLong(((pyr_comm *)self)->field);				\
+}
+PLACE(rank)
+PLACE(size)
+PLACE(local_rank)
+PLACE(local_size)
+PLACE(host_rank)
+PLACE(host_count)
+
+static PyObject *
+get_closed(PyObject *self, void *closure)
+{
+	pyr_comm *c = (pyr_comm *)self;
+
+	return PyBool_FromLong(c->closed || !c->comm);
+}
+
+static PyGetSetDef comm_getset[] = {
+	{ "rank", get_rank, NULL, "This process's rank in the job (0 .. size-1).", NULL },
+	{ "size", get_size, NULL, "The number of ranks.", NULL },
+	{ "local_rank", get_local_rank, NULL, "This process's index among the job's "
+	  "processes on its host.", NULL },
+	{ "local_size", get_local_size, NULL, "The job's processes on this host.", NULL },
+	{ "host_rank", get_host_rank, NULL, "This host's place among the job's hosts.", NULL },
+	{ "host_count", get_host_count, NULL, "The number of hosts the job spans.", NULL },
+	{ "closed", get_closed, NULL, "True once close() was called.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+#define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+static PyMethodDef comm_methods[] = {
+	{ "close", comm_close, METH_NOARGS, "close($self)\n--\n\nLeaves the job (at once, or "
+	  "once the last array of empty() is gone).  Idempotent." },
+	{ "__enter__", comm_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)(void (*)(void))comm_exit, METH_FASTCALL, NULL },
+	{ "split", (PyCFunction)(void (*)(void))comm_split, FASTKW,
+	  "split($self, color, key=None)\n--\n\nA collective: the ranks that pass the same "
+	  "color >= 0 form a new Communicator, ordered by key (default: rank); a negative "
+	  "color gives None." },
+	{ "group_start", comm_group_start, METH_NOARGS, "group_start($self)\n--\n\n"
+	  "Records the following operations (ring_group_start); see ringd.group." },
+	{ "group_end", comm_group_end, METH_NOARGS, "group_end($self)\n--\n\nStarts what "
+	  "was recorded and waits for its blocking calls (ring_group_end)." },
+	{ "empty", (PyCFunction)(void (*)(void))pyr_comm_empty, FASTKW,
+	  "empty($self, shape, dtype=float)\n--\n\nA numpy array in the shared arena "
+	  "(zero-copy).  dtype: numpy's, or a ringd dtype (BFLOAT16 gives uint16)." },
+	{ NULL, NULL, 0, NULL }
+};
+
+/* Communicator's own methods and the collectives of coll.c as one table, for
+ * PyType_Ready. */
+void
+pyr_comm_type_prepare(void)
+{
+	static PyMethodDef all[64];
+	size_t n = 0, i;
+
+	for (i = 0; comm_methods[i].ml_name && n + 1 < 64; i++)
+		all[n++] = comm_methods[i];
+	for (i = 0; pyr_coll_methods[i].ml_name && n + 1 < 64; i++)
+		all[n++] = pyr_coll_methods[i];
+	pyr_CommType.tp_methods = all;
+}
+
+PyTypeObject pyr_CommType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringd.Communicator",
+	.tp_basicsize = sizeof(pyr_comm),
+	.tp_dealloc = comm_dealloc,
+	.tp_repr = comm_repr,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Communicator(*, socket=None, job=None, local_rank=None, local_size=None, "
+		  "timeout_ms=None, arena_mb=None)\n--\n\n"
+		  "A communicator of a job on the local ringd (ring_open).  Arguments left "
+		  "None come from the environment (RING_SOCKET, RING_JOB, the launcher's "
+		  "variables, RING_TIMEOUT_MS, RING_ARENA_MB).  Waits until every rank of "
+		  "the job has attached.",
+	.tp_weaklistoffset = offsetof(pyr_comm, weakrefs),
+	.tp_getset = comm_getset,
+	.tp_init = comm_init,
+	.tp_new = PyType_GenericNew,
+};

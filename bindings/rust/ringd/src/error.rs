@@ -1,0 +1,176 @@
+//! Errors: libring's RING_E* code as an enum, with the detail text libring gave
+//! for that failure (ring_last_error, or ring_request_error for a request).
+use ringd_sys as sys;
+use std::fmt;
+use std::os::raw::{c_char, c_int};
+
+/// The RING_E* codes of ring_types.h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// RING_EINVAL: a bad argument (also this crate's own argument checks).
+    Invalid,
+    /// RING_ENOMEM: out of memory or out of arena space.
+    NoMemory,
+    /// RING_EDAEMON: the local daemon is unreachable or went away.
+    Daemon,
+    /// RING_EPEER: a peer daemon failed or its link broke.
+    Peer,
+    /// RING_ETIMEDOUT: an operation did not complete within its bound.
+    TimedOut,
+    /// RING_EMISMATCH: ranks called different collectives, or dtype/shape differ.
+    Mismatch,
+    /// RING_EABORTED: aborted by another rank or the daemon.
+    Aborted,
+    /// RING_EPROTO: a malformed message (version skew or corruption).
+    Proto,
+    /// RING_EPERM: not allowed (credentials, limits).
+    Permission,
+    /// RING_ENOTSUP: not supported by this build or configuration.
+    NotSupported,
+    /// RING_ECLOSED: the communicator was closed.
+    Closed,
+    /// RING_EDEVICE: a device (CUDA) call or copy failed.
+    Device,
+    /// A code this crate does not know (a newer libring).
+    Other(i32),
+}
+
+impl ErrorCode {
+    /// The code for one of libring's negative return values.
+    pub fn from_raw(rc: c_int) -> ErrorCode {
+        match rc {
+            sys::RING_EINVAL => ErrorCode::Invalid,
+            sys::RING_ENOMEM => ErrorCode::NoMemory,
+            sys::RING_EDAEMON => ErrorCode::Daemon,
+            sys::RING_EPEER => ErrorCode::Peer,
+            sys::RING_ETIMEDOUT => ErrorCode::TimedOut,
+            sys::RING_EMISMATCH => ErrorCode::Mismatch,
+            sys::RING_EABORTED => ErrorCode::Aborted,
+            sys::RING_EPROTO => ErrorCode::Proto,
+            sys::RING_EPERM => ErrorCode::Permission,
+            sys::RING_ENOTSUP => ErrorCode::NotSupported,
+            sys::RING_ECLOSED => ErrorCode::Closed,
+            sys::RING_EDEVICE => ErrorCode::Device,
+            other => ErrorCode::Other(other),
+        }
+    }
+
+    /// The RING_E* value.
+    pub fn raw(self) -> c_int {
+        match self {
+            ErrorCode::Invalid => sys::RING_EINVAL,
+            ErrorCode::NoMemory => sys::RING_ENOMEM,
+            ErrorCode::Daemon => sys::RING_EDAEMON,
+            ErrorCode::Peer => sys::RING_EPEER,
+            ErrorCode::TimedOut => sys::RING_ETIMEDOUT,
+            ErrorCode::Mismatch => sys::RING_EMISMATCH,
+            ErrorCode::Aborted => sys::RING_EABORTED,
+            ErrorCode::Proto => sys::RING_EPROTO,
+            ErrorCode::Permission => sys::RING_EPERM,
+            ErrorCode::NotSupported => sys::RING_ENOTSUP,
+            ErrorCode::Closed => sys::RING_ECLOSED,
+            ErrorCode::Device => sys::RING_EDEVICE,
+            ErrorCode::Other(rc) => rc,
+        }
+    }
+
+    /// libring's one-line description (ring_strerror).
+    pub fn describe(self) -> String {
+        // SAFETY: ring_strerror returns a static string for any value.
+        unsafe { c_text(sys::ring_strerror(self.raw())) }
+    }
+}
+
+/// A failure: the code and libring's detailed message ("ring_recv: rank 1 sent
+/// float32[4], this rank posted int32[4]").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    code: ErrorCode,
+    detail: String,
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error with the given code and text.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Error {
+        Error {
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// A bad argument found by this crate before calling libring.
+    pub(crate) fn invalid(detail: impl Into<String>) -> Error {
+        Error::new(ErrorCode::Invalid, detail)
+    }
+
+    /// The failure `rc` of a call on `comm` (null: a call with no communicator,
+    /// such as ring_open), with ring_last_error's text.
+    pub(crate) fn last(rc: c_int, comm: *const sys::ring_comm) -> Error {
+        // SAFETY: ring_last_error accepts null and any live comm; the text is
+        // copied before the next call on comm can change it.
+        let detail = unsafe { c_text(sys::ring_last_error(comm)) };
+        Error::new(ErrorCode::from_raw(rc), detail)
+    }
+
+    /// The failure `rc` of a request, with ring_request_error's text.
+    pub(crate) fn of_request(rc: c_int, req: *const sys::ring_request) -> Error {
+        // SAFETY: req is live (not yet freed) and complete.
+        let detail = unsafe { c_text(sys::ring_request_error(req)) };
+        Error::new(ErrorCode::from_raw(rc), detail)
+    }
+
+    /// The RING_E* code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// libring's detailed message (may be empty).
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.detail.is_empty() {
+            f.write_str(&self.code.describe())
+        } else {
+            f.write_str(&self.detail)
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// libring's messages are at most LR_ERR_MAX (1279) bytes; the bound keeps a
+/// read of a message that another thread is rewriting inside its buffer.
+const TEXT_MAX: usize = 1279;
+
+/// Copies a C string (null: empty), at most TEXT_MAX bytes of it.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string, or to at least TEXT_MAX
+/// readable bytes.
+pub(crate) unsafe fn c_text(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    let mut len = 0;
+    while len < TEXT_MAX && *p.add(len) != 0 {
+        len += 1;
+    }
+    let bytes = std::slice::from_raw_parts(p as *const u8, len);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Ok for 0, else the failure of a call on `comm`.
+pub(crate) fn check(rc: c_int, comm: *const sys::ring_comm) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::last(rc, comm))
+    }
+}
