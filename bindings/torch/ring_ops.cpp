@@ -203,8 +203,7 @@ ProcessGroupRing::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 	return submit(w);
 }
 
-/* Until libring has ring_reduce: an all-reduce into a scratch copy, whose
- * result only the root keeps (the others' tensors stay as they were). */
+/* Only the root's tensor changes; the others pass no result buffer. */
 WorkP
 ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts)
 {
@@ -215,13 +214,13 @@ ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOpt
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	enum ring_op op = op_of(opts.reduceOp, t, fn);
 	WorkPtr w = make_work(OpType::REDUCE, fn, {t});
-	at::Tensor in = w->input(t);
-	at::Tensor out = rank_ == root ? w->inout(t) : w->scratch(t.numel(), t.options());
+	at::Tensor in = rank_ == root ? w->inout(t, true) : w->input(t, true);
+	void *out = rank_ == root ? in.data_ptr() : nullptr;
 	size_t n = (size_t)(t.numel() * per);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
 	issue(*w, [&](ring_request **r) {
-		return ring_iallreduce(comm_, in.data_ptr(), out.data_ptr(), n, dt, op, r);
+		return ring_ireduce(comm_, in.data_ptr(), out, n, dt, op, root, r);
 	});
 	return submit(w);
 }
@@ -325,7 +324,7 @@ ProcessGroupRing::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
 	return submit(w);
 }
 
-/* Until libring has ring_gather: an all-gather whose result the root keeps. */
+/* The root gathers into one buffer and copies each block to its tensor. */
 WorkP
 ProcessGroupRing::gather(std::vector<std::vector<at::Tensor>> &outputs,
 			 std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts)
@@ -350,21 +349,24 @@ ProcessGroupRing::gather(std::vector<std::vector<at::Tensor>> &outputs,
 	}
 	WorkPtr w = make_work(OpType::GATHER, fn, outs);
 	at::Tensor in = w->input(t);
-	at::Tensor flat = w->scratch(numel * size_, t.options());
-	w->then([outs, flat, numel]() mutable {
-		for (size_t i = 0; i < outs.size(); i++)
-			outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
-	});
+	void *flat_p = nullptr;
+	if (rank_ == root) {
+		at::Tensor flat = w->scratch(numel * size_, t.options());
+		flat_p = flat.data_ptr();
+		w->then([outs, flat, numel]() mutable {
+			for (size_t i = 0; i < outs.size(); i++)
+				outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
+		});
+	}
 	std::lock_guard<std::mutex> lock(issue_mu_);
 	issue(*w, [&](ring_request **r) {
-		return ring_iallgather(comm_, in.data_ptr(), flat.data_ptr(), (size_t)(numel * per),
-				       dt, r);
+		return ring_igather(comm_, in.data_ptr(), flat_p, (size_t)(numel * per), dt, root,
+				    r);
 	});
 	return submit(w);
 }
 
-/* Until libring has ring_scatter: the root broadcasts every block, each rank
- * keeps its own. */
+/* The root packs its blocks into one buffer; every rank receives its own. */
 WorkP
 ProcessGroupRing::scatter(std::vector<at::Tensor> &outputs,
 			  std::vector<std::vector<at::Tensor>> &inputs,
@@ -386,18 +388,19 @@ ProcessGroupRing::scatter(std::vector<at::Tensor> &outputs,
 		fail(fn, "only the root (rank " + std::to_string(root) + ") takes input tensors");
 	}
 	WorkPtr w = make_work(OpType::SCATTER, fn, {t});
-	at::Tensor flat = w->scratch(numel * size_, t.options());
-	if (rank_ == root)
+	void *flat_p = nullptr;
+	if (rank_ == root) {
+		at::Tensor flat = w->scratch(numel * size_, t.options());
 		for (int r = 0; r < size_; r++)
 			block(flat, r, numel).copy_(inputs[0][r].reshape({-1}));
-	int me = rank_;
-	w->then([t, flat, numel, me]() mutable {
-		t.copy_(block(flat, me, numel).view(t.sizes()));
-	});
+		flat_p = flat.data_ptr();
+	}
+	at::Tensor out = w->inout(t);
+
 	std::lock_guard<std::mutex> lock(issue_mu_);
 	issue(*w, [&](ring_request **r) {
-		return ring_ibroadcast(comm_, flat.data_ptr(), (size_t)(numel * per * size_), dt,
-				       root, r);
+		return ring_iscatter(comm_, flat_p, out.data_ptr(), (size_t)(numel * per), dt,
+				     root, r);
 	});
 	return submit(w);
 }
@@ -459,37 +462,6 @@ ProcessGroupRing::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 
 /* ---- all-to-all ---- */
 
-/* Sends sends[p] to and receives recvs[p] from every other rank p, all in
- * flight together (a libring group never deadlocks on their order); the
- * caller has put its own block in place.  Partners are paired by distance, so
- * each step's send meets its receive. */
-void
-ProcessGroupRing::issue_alltoall_p2p(WorkRing &w, const std::vector<at::Tensor> &sends,
-				     const std::vector<at::Tensor> &recvs)
-{
-	std::vector<Starter> starts;
-
-	for (int d = 1; d < size_; d++) {
-		int dst = (rank_ + d) % size_, src = (rank_ - d + size_) % size_;
-		int64_t sper, rper;
-		enum ring_dtype sdt = dtype_of(sends[dst], w.name(), &sper);
-		enum ring_dtype rdt = dtype_of(recvs[src], w.name(), &rper);
-		void *sp = sends[dst].data_ptr(), *rp = recvs[src].data_ptr();
-		size_t sn = (size_t)(sends[dst].numel() * sper);
-		size_t rn = (size_t)(recvs[src].numel() * rper);
-
-		starts.push_back([this, sp, sn, sdt, dst](ring_request **r) {
-			size_t shape = sn;
-			return ring_isend(comm_, sp, sdt, 1, &shape, dst, r);
-		});
-		starts.push_back([this, rp, rn, rdt, src](ring_request **r) {
-			size_t shape = rn;
-			return ring_irecv(comm_, rp, rdt, 1, &shape, src, r);
-		});
-	}
-	issue_group(w, starts);
-}
-
 /* Element offset and count of each rank's rows of t (dim 0), from splits
  * (empty: equal shares). */
 static void
@@ -522,6 +494,8 @@ split_rows(const at::Tensor &t, const std::vector<int64_t> &splits, int size, co
 			 " rows; the tensor has " + std::to_string(rows));
 }
 
+/* Equal blocks: ring_alltoall; split sizes: ring_alltoallv, whose counts
+ * ringd checks against the senders'. */
 WorkP
 ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 				std::vector<int64_t> &outputSplits,
@@ -529,36 +503,51 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 {
 	const char *fn = "all_to_all_single";
 	std::vector<int64_t> ioff, icnt, ooff, ocnt;
-	std::vector<at::Tensor> sends, recvs;
 	int64_t per;
 
 	check_tensor(input, fn);
-	dtype_of(input, fn, &per);
+	enum ring_dtype dt = dtype_of(input, fn, &per);
 	check_like(output, input, output.numel(), fn, "the output tensor");
 	split_rows(input, inputSplits, size_, fn, "input", ioff, icnt);
 	split_rows(output, outputSplits, size_, fn, "output", ooff, ocnt);
-	if (icnt[rank_] != ocnt[rank_])
-		fail(fn, "this rank sends itself " + std::to_string(icnt[rank_]) +
-			 " elements but expects " + std::to_string(ocnt[rank_]));
 	WorkPtr w = make_work(OpType::ALLTOALL_BASE, fn, {output});
-	at::Tensor in = w->input(input).view({-1});
-	at::Tensor out = w->inout(output).view({-1});
-	for (int r = 0; r < size_; r++) {
-		sends.push_back(in.narrow(0, ioff[r], icnt[r]));
-		recvs.push_back(out.narrow(0, ooff[r], ocnt[r]));
-	}
-	recvs[rank_].copy_(sends[rank_]);
+	at::Tensor in = w->input(input);
+	at::Tensor out = w->inout(output);
+
 	std::lock_guard<std::mutex> lock(issue_mu_);
-	issue_alltoall_p2p(*w, sends, recvs);
+	if (inputSplits.empty() && outputSplits.empty()) {
+		if (input.numel() != output.numel())
+			fail(fn, "the input has " + std::to_string(input.numel()) +
+				 " elements, the output " + std::to_string(output.numel()));
+		issue(*w, [&](ring_request **r) {
+			return ring_ialltoall(comm_, in.data_ptr(), out.data_ptr(),
+					      (size_t)(icnt[0] * per), dt, r);
+		});
+		return submit(w);
+	}
+	std::vector<size_t> sc, sd, rc, rd;
+	for (int r = 0; r < size_; r++) {
+		sc.push_back((size_t)(icnt[r] * per));
+		sd.push_back((size_t)(ioff[r] * per));
+		rc.push_back((size_t)(ocnt[r] * per));
+		rd.push_back((size_t)(ooff[r] * per));
+	}
+	issue(*w, [&](ring_request **r) {
+		return ring_ialltoallv(comm_, in.data_ptr(), sc.data(), sd.data(), out.data_ptr(),
+				       rc.data(), rd.data(), dt, r);
+	});
 	return submit(w);
 }
 
+/* Lists of per-rank tensors: packed into one buffer each way, then
+ * ring_alltoallv. */
 WorkP
 ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
 			   const c10d::AllToAllOptions &)
 {
 	const char *fn = "all_to_all";
-	std::vector<at::Tensor> sends, recvs;
+	std::vector<size_t> sc, rc;
+	int64_t per, itotal = 0, ototal = 0;
 
 	check_list(inputs, (size_t)size_, fn, "the input list");
 	check_list(outputs, (size_t)size_, fn, "the output list");
@@ -566,18 +555,31 @@ ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Ten
 		check_tensor(inputs[r], fn);
 		check_like(outputs[r], inputs[0], outputs[r].numel(), fn, "an output tensor");
 		check_like(inputs[r], inputs[0], inputs[r].numel(), fn, "an input tensor");
+		itotal += inputs[r].numel();
+		ototal += outputs[r].numel();
 	}
-	if (inputs[rank_].numel() != outputs[rank_].numel())
-		fail(fn, "this rank sends itself " + std::to_string(inputs[rank_].numel()) +
-			 " elements but expects " + std::to_string(outputs[rank_].numel()));
+	enum ring_dtype dt = dtype_of(inputs[0], fn, &per);
 	WorkPtr w = make_work(OpType::ALLTOALL, fn, outputs);
-	for (int r = 0; r < size_; r++) {
-		sends.push_back(w->input(inputs[r]));
-		recvs.push_back(w->inout(outputs[r]));
+	at::Tensor sflat = w->scratch(itotal, inputs[0].options());
+	at::Tensor rflat = w->scratch(ototal, inputs[0].options());
+	for (int r = 0, off = 0; r < size_; off += (int)inputs[r].numel(), r++) {
+		sflat.narrow(0, off, inputs[r].numel()).copy_(inputs[r].reshape({-1}));
+		sc.push_back((size_t)(inputs[r].numel() * per));
+		rc.push_back((size_t)(outputs[r].numel() * per));
 	}
-	recvs[rank_].copy_(sends[rank_].view(recvs[rank_].sizes()));
+	std::vector<at::Tensor> outs = outputs;
+	w->then([outs, rflat]() mutable {
+		int64_t off = 0;
+		for (at::Tensor &o : outs) {
+			o.copy_(rflat.narrow(0, off, o.numel()).view(o.sizes()));
+			off += o.numel();
+		}
+	});
 	std::lock_guard<std::mutex> lock(issue_mu_);
-	issue_alltoall_p2p(*w, sends, recvs);
+	issue(*w, [&](ring_request **r) {
+		return ring_ialltoallv(comm_, sflat.data_ptr(), sc.data(), nullptr, rflat.data_ptr(),
+				       rc.data(), nullptr, dt, r);
+	});
 	return submit(w);
 }
 

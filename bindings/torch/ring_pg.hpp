@@ -172,10 +172,6 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	c10::intrusive_ptr<c10d::Work> submit(const WorkPtr &w);
 	void progress_loop();
 
-	/* All-to-all as one group of sends and receives (ring_ops.cpp). */
-	void issue_alltoall_p2p(WorkRing &w, const std::vector<at::Tensor> &sends,
-				const std::vector<at::Tensor> &recvs);
-
 	Placement place_;
 	ring_comm *comm_ = nullptr;
 	std::shared_ptr<Arena> arena_;

@@ -27,7 +27,8 @@ TORCH_HAVE     := $(if $(wildcard /usr/include/torch/csrc/distributed/c10d/Proce
 	/usr/lib/python3/dist-packages/torch/include/torch/csrc/distributed/c10d/ProcessGroup.hpp),1,0)
 TORCH_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra \
 	-Wno-unused-parameter -MMD -MP -I. $(HARDEN_CFLAGS) $(CXXFLAGS)
-TORCH_PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
+# Where python.mk installs the package (its PYTHONDIR), else Debian's path.
+TORCH_PYDIR    ?= $(or $(PYTHONDIR),$(PREFIX)/lib/python3/dist-packages)
 
 .PHONY: python python-torch install-torch uninstall-torch
 BINDING_BUILD += python-torch
