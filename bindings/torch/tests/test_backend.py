@@ -5,6 +5,7 @@ and a daemon at the default socket path, a peer killed mid-collective, 20
 init/destroy cycles, and DDP on 2 daemons x 2 processes against gloo.
 """
 import ast
+import os
 import re
 import subprocess
 
@@ -109,29 +110,54 @@ def test_churn(ring2, tmp_path):
     assert all("CHURN ok" in o for o in outs), report(rcs, outs)
 
 
-def ddp_losses(backend, ring2, tmp_path):
+TRAIN = [str(REPO / "examples/ddp_train.py"), "--steps", "6", "--inputs", "64",
+         "--width", "256", "--depth", "2", "--batch", "8", "--bucket-mb", "0.1"]
+
+
+def losses(out):
+    return [float(x) for x in re.findall(r"^(?:\[0\] )?step \d+ loss (\S+)", out, re.M)]
+
+
+def ddp_losses(backend, ring2):
     """examples/ddp_train.py (a small model) on 2 daemons x 2 processes, as
     torchrun would start it; rank 0's loss at every step."""
     port = free_port()
     cmds, envs = [], []
     for r in range(4):
-        cmds.append([PY, str(REPO / "examples/ddp_train.py"), "--backend", backend,
-                     "--steps", "6", "--inputs", "64", "--width", "256", "--depth", "2",
-                     "--batch", "8", "--bucket-mb", "0.1"])
+        cmds.append([PY] + TRAIN + ["--backend", backend])
         envs.append(clean_env(RANK=r, WORLD_SIZE=4, LOCAL_RANK=r % 2, LOCAL_WORLD_SIZE=2,
                               MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                               RING_SOCKET=ring2.sockets[r // 2], RING_TIMEOUT_MS=30000))
     rcs, outs, timed_out = run_ranks(cmds, envs, 120)
     assert not timed_out and rcs == [0] * 4, report(rcs, outs)
-    return [float(x) for x in re.findall(r"^step \d+ loss (\S+)", outs[0], re.M)]
+    return losses(outs[0])
 
 
-def test_ddp_matches_gloo(ring2, tmp_path):
-    ring = ddp_losses("ring", ring2, tmp_path)
-    gloo = ddp_losses("gloo", ring2, tmp_path)
-    assert len(ring) == len(gloo) == 6, (ring, gloo)
-    for step, (a, b) in enumerate(zip(ring, gloo)):
-        assert abs(a - b) <= 1e-5 * abs(b), f"step {step}: ring {a} gloo {b}"
+def ringrun_losses(ring2):
+    """The same run started by scripts/ringrun (its RING_* variables), each
+    "host" reached through a local shell."""
+    env = clean_env(PATH=f"{BUILD / 'bin'}:{os.environ['PATH']}")
+    cmd = [str(REPO / "scripts/ringrun"), "-f", f"{ring2.dir}/hosts", "-N", "2",
+           "--socket", f"{ring2.dir}/d{{hostrank}}.sock",
+           "--control", f"{ring2.dir}/d{{hostrank}}.ctl", "--rsh", "env RR_HOST={host} sh -c",
+           "-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={free_port()}",
+           "-x", f"PYTHONPATH={BUILD / 'python'}", "-x", "RING_TIMEOUT_MS=30000",
+           PY] + TRAIN + ["--backend", "ring"]
+    rcs, outs, timed_out = run_ranks([cmd], [env], 120)
+    assert not timed_out and rcs == [0], report(rcs, outs)
+    return losses(outs[0])
+
+
+def test_ddp_matches_gloo(ring2):
+    """Rank 0's loss at every step over ring, started as torchrun and as
+    ringrun start ranks, within 1e-5 (relative) of the same run over gloo."""
+    gloo = ddp_losses("gloo", ring2)
+    assert len(gloo) == 6, gloo
+    for how, ring in (("torchrun", ddp_losses("ring", ring2)),
+                      ("ringrun", ringrun_losses(ring2))):
+        assert len(ring) == 6, (how, ring)
+        for step, (a, b) in enumerate(zip(ring, gloo)):
+            assert abs(a - b) <= 1e-5 * abs(b), f"{how}, step {step}: ring {a} gloo {b}"
 
 
 def test_build_is_the_tested_one():
