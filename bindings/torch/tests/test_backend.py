@@ -85,6 +85,17 @@ def test_no_variables(ring2, tmp_path):
     assert "placement: the store" in outs[0], report(rcs, outs)
 
 
+@pytest.mark.skipif(not have_mount_namespace(), reason="needs unshare -m (root)")
+def test_size1_no_daemon(tmp_path):
+    """world_size=1 with no RING_SOCKET and no daemon at the default path (an
+    empty /run in a mount namespace): a group of one, no daemon needed."""
+    wrap = ["unshare", "-m", "--", "sh", "-c", 'mount -t tmpfs ringtest /run && exec "$@"',
+            "sh"]
+    cmd = wrap + worker_cmd("single", 0, 1, f"file://{tmp_path}/store", "--timeout", "30")
+    rcs, outs, timed_out = run_ranks([cmd], [clean_env()], 60)
+    assert not timed_out and rcs == [0] and "SINGLE ok" in outs[0], report(rcs, outs)
+
+
 def test_peer_killed(ring2, tmp_path):
     """Rank 2 (alone on daemon 1) is killed with an all-reduce in flight: the
     others get a RuntimeError well within the operation bound, not a hang."""

@@ -3,7 +3,7 @@
 
 usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
 
-Scenarios: walk (every section below, in order), churn, killed.  Each section
+Scenarios: walk (every section below, in order), churn, killed, single.  Each section
 prints "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes
 on to the next, so one run reports on every part of the API.  The values are
 chosen so that every rank can compute every other rank's contribution, and
@@ -461,10 +461,33 @@ def killed(args):
     sys.exit(1)
 
 
+def single(args):
+    """A group of one: with no daemon anywhere, libring runs it alone."""
+    init(args)
+    t = contrib(0)
+    dist.all_reduce(t)
+    same(t, contrib(0), "all_reduce")
+    outs = [torch.zeros(6)]
+    dist.all_gather(outs, contrib(0))
+    same(outs[0], contrib(0), "all_gather")
+    dist.broadcast(t, src=0)
+    dist.barrier()
+    got = [None]
+    dist.all_gather_object(got, {"x": 1})
+    if got != [{"x": 1}]:
+        raise AssertionError(f"all_gather_object: {got}")
+    grads, want = ddp_grads()
+    for g, w in zip(grads, want):
+        if not torch.allclose(g, w, rtol=1e-6, atol=1e-6):
+            raise AssertionError("DDP on a group of one")
+    dist.destroy_process_group()
+    print("SINGLE ok", flush=True)
+
+
 def main():
     global R, N
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["walk", "churn", "killed"])
+    p.add_argument("scenario", choices=["walk", "churn", "killed", "single"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -474,7 +497,7 @@ def main():
     args = p.parse_args()
     R, N = args.rank, args.world
     torch.set_num_threads(1)
-    {"walk": walk, "churn": churn, "killed": killed}[args.scenario](args)
+    {"walk": walk, "churn": churn, "killed": killed, "single": single}[args.scenario](args)
 
 
 if __name__ == "__main__":
