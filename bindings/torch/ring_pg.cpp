@@ -11,6 +11,7 @@
  */
 #include <Python.h>
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
 
@@ -176,6 +177,20 @@ WorkRing::complete()
 	finalize(first, msg);
 }
 
+bool
+WorkRing::poll()
+{
+	for (ring_request *r : reqs_) {
+		int done = 0;
+
+		ring_test(r, &done);
+		if (!done)
+			return false;
+	}
+	complete();	/* every request is done: this does not wait */
+	return true;
+}
+
 /* Copies the results out, completes the Work, then the future (its callbacks
  * run here, outside our lock: a callback may wait on this very work). */
 void
@@ -236,12 +251,12 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 	comm_ = open_comm(place_, rank, size, tmo);
 	arena_ = std::make_shared<Arena>(comm_);
 	progress_ = std::thread([this] { progress_loop(); });
+	p2p_thread_ = std::thread([this] { p2p_loop(); });
 	init();
 }
 
 /* Drains every work still in flight (each is bounded by libring's timeout),
- * then leaves the job.  A thread holding the GIL lets go of it while it waits:
- * the works' futures may run Python callbacks. */
+ * then leaves the job. */
 ProcessGroupRing::~ProcessGroupRing()
 {
 	{
@@ -249,19 +264,28 @@ ProcessGroupRing::~ProcessGroupRing()
 		stopping_ = true;
 	}
 	queue_cv_.notify_all();
-	if (progress_.joinable()) {
-		if (progress_.get_id() == std::this_thread::get_id()) {
-			progress_.detach();	/* a callback dropped the last reference */
-		} else if (Py_IsInitialized() && PyGILState_Check()) {
-			PyThreadState *st = PyEval_SaveThread();
-			progress_.join();
-			PyEval_RestoreThread(st);
-		} else {
-			progress_.join();
-		}
-	}
+	join(progress_);
+	join(p2p_thread_);
 	arena_->release();	/* storages still alive leave the arena first */
 	ring_close(comm_);
+}
+
+/* A thread holding the GIL lets go of it while it waits: the works' futures
+ * may run Python callbacks. */
+void
+ProcessGroupRing::join(std::thread &t)
+{
+	if (!t.joinable())
+		return;
+	if (t.get_id() == std::this_thread::get_id()) {
+		t.detach();	/* a callback dropped the last reference */
+	} else if (Py_IsInitialized() && PyGILState_Check()) {
+		PyThreadState *st = PyEval_SaveThread();
+		t.join();
+		PyEval_RestoreThread(st);
+	} else {
+		t.join();
+	}
 }
 
 void
@@ -282,6 +306,45 @@ ProcessGroupRing::progress_loop()
 		} catch (...) {
 			/* complete() catches its own failures; a future callback's
 			 * exception must not end the process. */
+		}
+	}
+}
+
+/* libring has no wait-for-any: while sends or receives are in flight, test
+ * them all, backing off from 50 us to 5 ms while none completes. */
+void
+ProcessGroupRing::p2p_loop()
+{
+	auto pause = std::chrono::microseconds(50);
+
+	for (;;) {
+		std::vector<WorkPtr> live;
+		{
+			std::unique_lock<std::mutex> lock(queue_mu_);
+			queue_cv_.wait(lock, [this] { return stopping_ || !p2p_.empty(); });
+			if (p2p_.empty())
+				return;
+			live.assign(p2p_.begin(), p2p_.end());
+		}
+		bool any = false;
+		for (const WorkPtr &w : live) {
+			bool done = false;
+			try {
+				done = w->poll();
+			} catch (...) {
+				done = true;
+			}
+			if (!done)
+				continue;
+			any = true;
+			std::lock_guard<std::mutex> lock(queue_mu_);
+			p2p_.erase(std::find(p2p_.begin(), p2p_.end(), w));
+		}
+		if (any) {
+			pause = std::chrono::microseconds(50);
+		} else {
+			std::this_thread::sleep_for(pause);
+			pause = std::min(pause * 2, std::chrono::microseconds(5000));
 		}
 	}
 }
@@ -330,9 +393,9 @@ ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
 		std::lock_guard<std::mutex> lock(queue_mu_);
-		queue_.push_back(w);
+		(w->p2p() ? p2p_ : queue_).push_back(w);
 	}
-	queue_cv_.notify_one();
+	queue_cv_.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
 	 * hold its buffers until they complete. */
 	if (!w->issue_error().empty())

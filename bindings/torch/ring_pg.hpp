@@ -7,7 +7,9 @@
  * progress thread waits for the works in issue order and completes their
  * futures (DDP reads its buckets through them), while Work::wait() waits for
  * its own requests directly, so an explicit wait never depends on an older
- * operation (a receive, say) that has not finished yet.
+ * operation that has not finished yet.  Sends and receives complete in any
+ * order (as their peers get to them), so they are not in that queue: a second
+ * thread polls them while any is in flight.
  */
 #pragma once
 
@@ -85,6 +87,10 @@ class WorkRing : public c10d::Work {
 
 	/* Waits for every request, then finishes (once). */
 	void complete();
+	/* Never waits: finishes the work when its requests are complete; true
+	 * once it is finished. */
+	bool poll();
+	bool p2p() const { return opType_ == c10d::OpType::SEND || opType_ == c10d::OpType::RECV; }
 
  private:
 	void finalize(int rc, const std::string &msg);
@@ -171,6 +177,8 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	/* Queues w for the progress thread; throws when its issue failed. */
 	c10::intrusive_ptr<c10d::Work> submit(const WorkPtr &w);
 	void progress_loop();
+	void p2p_loop();
+	void join(std::thread &t);
 
 	Placement place_;
 	ring_comm *comm_ = nullptr;
@@ -178,9 +186,11 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	std::mutex issue_mu_;			/* issue order = queue order */
 	std::mutex queue_mu_;
 	std::condition_variable queue_cv_;
-	std::deque<WorkPtr> queue_;		/* issued, not yet completed */
+	std::deque<WorkPtr> queue_;		/* collectives issued, not yet completed */
+	std::deque<WorkPtr> p2p_;		/* sends and receives in flight */
 	bool stopping_ = false;
 	std::thread progress_;
+	std::thread p2p_thread_;
 };
 
 /* ---- helpers shared by the operations (ring_ops.cpp) ---- */

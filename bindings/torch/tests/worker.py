@@ -168,6 +168,19 @@ def s_send_recv():
     for q in dist.batch_isend_irecv(ops):
         q.wait()
     same(got, contrib(prv, (2,)), "batch_isend_irecv")
+    # A receive in flight holds back no collective's future: rank 0's data
+    # comes only after rank 0 has seen its all-reduce's future and said "go".
+    data, go = torch.zeros(3), torch.zeros(1)
+    pending = dist.irecv(data, 1) if R == 0 else None
+    t = contrib(R)
+    dist.all_reduce(t, async_op=True).get_future().wait()
+    if R == 0:
+        dist.send(torch.ones(1), 1)
+        pending.wait()
+        same(data, contrib(1, (3,)), "the receive that waited")
+    elif R == 1:
+        dist.recv(go, 0)
+        dist.send(contrib(1, (3,)), 0)
 
 
 def s_recv_anysource():
