@@ -37,7 +37,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=2,
                    help="steps left out of the mean step time (2)")
-    p.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    p.add_argument("--batch", type=int, default=8, help="samples per rank and step (8)")
     p.add_argument("--inputs", type=int, default=1024)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--depth", type=int, default=5, help="hidden width x width layers")

@@ -6,8 +6,9 @@
  * Why a progress thread: libring moves a request forward only inside a libring
  * call, and DDP never waits on its buckets' works, it chains callbacks on their
  * futures; someone must wait for the requests and complete the futures while
- * the backward pass goes on.  One thread per group waits for them in the order
- * they were issued, which is the order collectives complete in.
+ * the backward pass goes on.  One thread per group waits for the collectives
+ * in the order they were issued, which is the order they complete in; another
+ * tests the sends and receives, which complete in any order.
  */
 #include <Python.h>
 
