@@ -88,7 +88,8 @@ def main():
     rank, size = place(args)
     torch.set_num_threads(args.threads)
     if args.backend == "ring":
-        import ringd.torch  # noqa: F401  (registers the "ring" backend)
+        import ringd.torch  # registers the "ring" backend
+        assert ringd.torch.BACKEND == args.backend
     dist.init_process_group(args.backend, init_method=args.init_method or "env://",
                             rank=rank, world_size=size)
 

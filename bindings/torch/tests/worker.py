@@ -21,14 +21,15 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-import ringd.torch  # noqa: F401  (registers "ring")
+import ringd.torch  # registers "ring"
 
 R = N = 0
 
 
 def init(args):
     kw = {"timeout": timedelta(seconds=args.timeout)} if args.timeout else {}
-    dist.init_process_group("ring", init_method=args.init, rank=R, world_size=N, **kw)
+    dist.init_process_group(ringd.torch.BACKEND, init_method=args.init, rank=R, world_size=N,
+                            **kw)
     pg = dist.distributed_c10d._get_default_group()
     print(f"placement: {pg.placement_source}: local rank {pg.local_rank} of "
           f"{pg.local_size}, job {pg.job}", flush=True)
