@@ -318,7 +318,7 @@ do_p2p(ring_comm *c, const char *fn, int coll, void *buf, enum ring_dtype dtype,
 	    (rc = lr_check_buf(c, fn, "buf", buf, count)))
 		return lr_group_fail(c, rc, coll, dtype, 0, peer, count);
 	if (c->single)
-		return lr_fail(c, RING_EINVAL, "%s: a size-1 group (RING_SINGLE) has no peer "
+		return lr_fail(c, RING_EINVAL, "%s: a size-1 group has no peer "
 			       "to %s", fn, coll == PROTO_COLL_SEND ? "send to" : "receive from");
 	if ((rc = lr_check_peer(c, fn, coll == PROTO_COLL_SEND ? "dst" : "src", peer, true)))
 		return lr_group_fail(c, rc, coll, dtype, 0, peer, count);

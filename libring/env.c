@@ -427,6 +427,22 @@ env_place(const struct ring_options *opts, struct lr_env *env, char *err,
 		env->local_rank = opts->local_rank;
 		env->local_size = opts->local_size;
 	}
+	if (opts->size != 0 || opts->rank != 0) {
+		/* the caller's own numbering (a framework's process group): no
+		 * launcher's variables are read, they describe another world */
+		if (opts->size <= 0 || opts->rank < 0 || opts->rank >= opts->size ||
+		    opts->size > PROTO_MAX_RANKS || want_local ||
+		    opts->local_size > opts->size) {
+			snprintf(err, cap, "ring_options.rank=%d, size=%d, local_size=%d: need "
+				 "0 <= rank < size <= %d and 0 < local_size <= size", opts->rank,
+				 opts->size, opts->local_size, PROTO_MAX_RANKS);
+			return RING_EINVAL;
+		}
+		env->rank = opts->rank;
+		env->size = opts->size;
+		env->source = "ring_options";
+		return 0;
+	}
 	rc = env_launcher(env, want_local, err, cap);
 	if (rc)
 		return rc;

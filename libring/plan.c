@@ -31,8 +31,9 @@
  *
  * All-gather-v (LR_GATHERV) is an all-gather of blocks padded to the largest
  * count: a piece is the same element range of every block, of which block r
- * carries only its first counts[r] elements; both sides are always staged,
- * since the padding is nobody's memory and the blocks land at displacements.
+ * carries only its first counts[r] elements; both sides are staged (the
+ * padding is nobody's memory and the blocks land at displacements) unless all
+ * counts are equal and the blocks packed, when it is an all-gather.
  * Scatter is a broadcast of the root's blocks whose copy-out keeps one window
  * of the stream, the rank's own block.
  */
@@ -62,6 +63,18 @@ lr_plan_init(struct lr_plan *pl, struct ring_comm *c, struct lr_copier *cp, int 
 	pl->es = proto_dtype_size(dtype);
 	pl->count = count;
 	pl->cin = pl->cout = true;
+}
+
+/* All-gather-v whose blocks are all count long and packed in rank order. */
+static bool
+gatherv_uniform(const struct lr_plan *pl)
+{
+	size_t r, n = (size_t)pl->c->size;
+
+	for (r = 0; r < n; r++)
+		if (pl->vec[r] != pl->count || pl->vec[n + r] != r * pl->count)
+			return false;
+	return true;
 }
 
 void
@@ -97,8 +110,10 @@ lr_plan_layout(struct lr_plan *pl)
 					&pl->roff);
 	}
 	if (pl->layout == LR_GATHERV) {
+		/* in place only where there is no padding: every count the
+		 * largest and the blocks packed, as an all-gather's */
 		pl->sin = pl->sin && pl->sendcount == pl->count;
-		pl->rin = false;
+		pl->rin = pl->rin && gatherv_uniform(pl);
 	}
 	pmax = pl->per;
 	switch (pl->layout) {
@@ -248,10 +263,10 @@ lr_plan_copy_out(const struct lr_plan *pl, size_t k, const struct lr_slot *sl)
 		return 0;
 	if (pl->win_dst)
 		return copy_window(pl, sl, off, n);
-	if (pl->layout == LR_GATHERV)
-		return copy_gatherv(pl, sl, off, n);
 	if (pl->rin)
 		return 0;
+	if (pl->layout == LR_GATHERV)
+		return copy_gatherv(pl, sl, off, n);
 	if (pl->layout == LR_GATHER) {
 		for (r = 0; r < (size_t)pl->c->size && rc == 0; r++)
 			rc = cp->ops->copy(cp, pl->recv + (r * pl->count + off) * es,

@@ -54,6 +54,10 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 	int local_rank, local_size;	/* RING_LOCAL_RANK/SIZE, torchrun, OMPI, Slurm */
 	int timeout_ms;		/* per operation; RING_TIMEOUT_MS, else 60000 */
 	size_t arena_bytes;	/* RING_ARENA_MB, else 1024 MiB (reserved, filled lazily) */
+	int rank, size;		/* global rank and world size, as a framework's process
+				 * group numbers them; size 0: from the launcher's
+				 * variables.  Given, they need local_rank/local_size
+				 * too, and no launcher variable is read at all. */
 };
 
 #define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"

@@ -717,8 +717,8 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 			op->joined++;
 		}
 		if (!was_finished)
-			op_finish(rd, op, RING_EABORTED, "rank %d (a process on this host) went "
-				  "away", sess_rank(s));
+			op_finish(rd, op, RING_EABORTED, "rank %d (a process on host %d) went "
+				  "away", sess_rank(s), rd->rank);
 		else
 			op_complete(rd, op);	/* it may have been the last one */
 	}

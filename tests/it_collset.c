@@ -214,6 +214,28 @@ static int allgatherv_fn(ring_comm *comm, int rank, int n, void *arg)
 		it_free(comm, IT_HOST, r);
 		free(want);
 	}
+	/* equal counts, packed, in the arena: run in place as an all-gather */
+	for (size_t k = 0; k < NCOUNTS; k++) {
+		size_t count = counts[k], bytes = count * 4;
+		uint8_t *s = buf_new(comm, IT_ARENA, bytes);
+		uint8_t *r = buf_new(comm, IT_ARENA, bytes * (size_t)n);
+		uint8_t *want = malloc(bytes * (size_t)n + IT_GUARD);
+
+		IT_CHECK(s && r && want, "out of memory");
+		for (int b = 0; b < n; b++) {
+			rc[b] = count;
+			pattern_fill(want + (size_t)b * bytes, RING_FLOAT32, RING_SUM, n, b, count,
+				     0, 19 + k);
+		}
+		memset(want + bytes * (size_t)n, 0xa5, IT_GUARD);
+		pattern_fill(s, RING_FLOAT32, RING_SUM, n, rank, count, 0, 19 + k);
+		IT_CALL(ring_allgatherv(comm, s, count, r, rc, NULL, RING_FLOAT32));
+		if (it_check_result(r, want, RING_FLOAT32, count * (size_t)n, "allgatherv") != 0)
+			return 1;
+		it_free(comm, IT_ARENA, s);
+		it_free(comm, IT_ARENA, r);
+		free(want);
+	}
 	return 0;
 }
 

@@ -271,6 +271,44 @@ Test(env, options_local_size_above_size)
 	expect_refused(&o, "local_size=8", "4");
 }
 
+/* A framework's process group numbers its ranks itself: the options' rank
+ * and size win over every launcher, which describes another world (a
+ * subgroup of 2 under torchrun's 4 ranks, 2 per host). */
+Test(env, options_rank_and_size)
+{
+	struct ring_options o;
+
+	memset(&o, 0, sizeof(o));
+	set("RANK", "3");
+	set("WORLD_SIZE", "4");
+	set("LOCAL_RANK", "1");
+	set("LOCAL_WORLD_SIZE", "2");
+	o.rank = 1;
+	o.size = 2;
+	o.local_rank = 0;
+	o.local_size = 1;
+	cr_assert_eq(resolve(&o), 0, "refused: %s", err);
+	cr_assert_eq(env.rank, 1);
+	cr_assert_eq(env.size, 2);
+	cr_assert_eq(env.local_rank, 0);
+	cr_assert_eq(env.local_size, 1);
+	cr_assert_str_eq(env.source, "ring_options");
+
+	o.local_size = 0;	/* the local pair must come with them */
+	o.local_rank = 0;
+	expect_refused(&o, "rank=1", "local_size");
+	o.local_size = 1;
+	o.rank = 2;		/* not below size */
+	expect_refused(&o, "rank=2", "size=2");
+	o.rank = 1;
+	o.size = 0;		/* a rank without a size */
+	expect_refused(&o, "rank=1", "size=0");
+	o.size = 2;
+	o.local_size = 3;	/* more here than in all */
+	o.local_rank = 0;
+	expect_refused(&o, "local_size=3", "size=2");
+}
+
 Test(env, not_numbers)
 {
 	static const char *const bad[] = { "abc", "3x", "-1", " 2", "1.0", "0x2",

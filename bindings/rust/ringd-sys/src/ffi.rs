@@ -76,6 +76,10 @@ pub struct ring_options {
     pub local_size: c_int,
     pub timeout_ms: c_int,
     pub arena_bytes: usize,
+    /// Global rank and world size as a framework numbers them (size 0: from
+    /// the launcher's variables; given, local_rank/local_size are needed too).
+    pub rank: c_int,
+    pub size: c_int,
 }
 
 impl Default for ring_options {
@@ -87,6 +91,8 @@ impl Default for ring_options {
             local_size: 0,
             timeout_ms: 0,
             arena_bytes: 0,
+            rank: 0,
+            size: 0,
         }
     }
 }

@@ -35,6 +35,8 @@ fn ring_options_fields_lie_where_c_puts_them() {
             ("local_size", std::ptr::addr_of!((*p).local_size) as usize - base),
             ("timeout_ms", std::ptr::addr_of!((*p).timeout_ms) as usize - base),
             ("arena_bytes", std::ptr::addr_of!((*p).arena_bytes) as usize - base),
+            ("rank", std::ptr::addr_of!((*p).rank) as usize - base),
+            ("size", std::ptr::addr_of!((*p).size) as usize - base),
         ]
     };
     assert_eq!(&ours[..], checked::OFFSETS_RING_OPTIONS);

@@ -126,6 +126,8 @@ impl Communicator {
             local_size,
             timeout_ms: timeout,
             arena_bytes: opts.arena_bytes.unwrap_or(0),
+            rank: 0,
+            size: 0,
         };
         let mut comm = ptr::null_mut();
         // SAFETY: raw_opts' strings outlive the call; comm is written on success.

@@ -282,6 +282,27 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.issued(rc, req, self.settle_of(recv))
     }
 
+    /// Non-blocking [`Communicator::alltoallv`] (libring copies the counts and
+    /// displacements: they need not outlive the call).
+    #[allow(clippy::too_many_arguments)]
+    pub fn ialltoallv<T: Element>(&'scope self, send: &'scope [T], sendcounts: &[usize],
+                                  sdispls: Option<&[usize]>, recv: &'scope mut [T],
+                                  recvcounts: &[usize], rdispls: Option<&[usize]>)
+        -> Result<Request<'scope>> {
+        let size = self.comm().size();
+        check_blocks("ialltoallv", "send", sendcounts, sdispls, send.len(), size)?;
+        check_blocks("ialltoallv", "recv", recvcounts, rdispls, recv.len(), size)?;
+        let d = |x: Option<&[usize]>| x.map_or(ptr::null(), |d| d.as_ptr());
+        let mut req = ptr::null_mut();
+        // SAFETY: as ireduce; every block lies inside its buffer.
+        let rc = unsafe {
+            sys::ring_ialltoallv(self.comm().as_raw(), send.as_ptr().cast(), sendcounts.as_ptr(),
+                                 d(sdispls), recv.as_mut_ptr().cast(), recvcounts.as_ptr(),
+                                 d(rdispls), T::DTYPE.raw(), &mut req)
+        };
+        self.issued(rc, req, self.settle_of(recv))
+    }
+
     /// Non-blocking [`Communicator::sendrecv`].
     pub fn isendrecv<T: Element>(&'scope self, send: &'scope [T], dst: usize,
                                  recv: &'scope mut [T], src: usize) -> Result<Request<'scope>> {

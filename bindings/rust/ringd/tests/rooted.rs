@@ -90,6 +90,7 @@ fn non_blocking_forms() {
         let mut all = vec![0i64; n];
         let a2a: Vec<u16> = (0..n).map(|q| (10 * r + q) as u16).collect();
         let mut a2a_out = vec![0u16; n];
+        let mut a2av_out = vec![0u16; n];
         let mut flag = [false];
         let truth = [r % 2 == 0];
         let rid = [r as i32];
@@ -100,6 +101,7 @@ fn non_blocking_forms() {
                 s.iscatter((r == 2).then(|| &blocks[..]), &mut part, 2).unwrap(),
                 s.iallgatherv(&one, &mut all, &counts, None).unwrap(),
                 s.ialltoall(&a2a, &mut a2a_out).unwrap(),
+                s.ialltoallv(&a2a, &counts, None, &mut a2av_out, &counts, None).unwrap(),
                 s.isendrecv(&truth, (r + 1) % n, &mut flag, (r + n - 1) % n).unwrap(),
             ];
             Request::wait_all(reqs).unwrap();
@@ -113,6 +115,7 @@ fn non_blocking_forms() {
         assert_eq!(part, [r as u8]);
         assert_eq!(all, (0..n as i64).collect::<Vec<_>>());
         assert_eq!(a2a_out, (0..n).map(|q| (10 * q + r) as u16).collect::<Vec<_>>());
+        assert_eq!(a2av_out, a2a_out);
         assert_eq!(flag, [(r + n - 1) % n % 2 == 0]);
     });
 }
