@@ -200,46 +200,6 @@ place(c10d::Store &store, int rank, int size)
 	return pl;
 }
 
-namespace {
-
-/* ring_options has no rank and size yet: libring reads them from RING_RANK
- * and RING_WORLD_SIZE, and the first launcher that sets any variable supplies
- * all of them, so the four RING_* variables are set for the call (one open at
- * a time) and put back after it. */
-class EnvScope {
- public:
-	explicit EnvScope(const std::vector<std::pair<const char *, int>> &vals)
-	{
-		for (const auto &kv : vals) {
-			const char *old = getenv(kv.first);
-
-			saved_.push_back({ kv.first, old != nullptr, old ? old : "" });
-			setenv(kv.first, std::to_string(kv.second).c_str(), 1);
-		}
-	}
-	~EnvScope()
-	{
-		for (const Saved &s : saved_) {
-			if (s.had)
-				setenv(s.name, s.value.c_str(), 1);
-			else
-				unsetenv(s.name);
-		}
-	}
-
- private:
-	struct Saved {
-		const char *name;
-		bool had;
-		std::string value;
-	};
-	std::vector<Saved> saved_;
-};
-
-std::mutex open_mu;
-
-}  // namespace
-
 ring_comm *
 open_comm(const Placement &pl, int rank, int size, int timeout_ms)
 {
@@ -252,15 +212,13 @@ open_comm(const Placement &pl, int rank, int size, int timeout_ms)
 	o.local_rank = pl.local_rank;
 	o.local_size = pl.local_size;
 	o.timeout_ms = timeout_ms;
+	/* The group's own numbering: no launcher's variables are read (they
+	 * describe the world, not this group). */
+	o.rank = rank;
+	o.size = size;
 	/* o.socket stays unset: libring reads RING_SOCKET itself, and a size-1
 	 * group with neither it nor a daemon runs without one, as libring allows. */
-	{
-		std::lock_guard<std::mutex> lock(open_mu);
-		EnvScope env({ { "RING_RANK", rank }, { "RING_WORLD_SIZE", size },
-			       { "RING_LOCAL_RANK", pl.local_rank },
-			       { "RING_LOCAL_SIZE", pl.local_size } });
-		rc = ring_open(&c, &o);
-	}
+	rc = ring_open(&c, &o);
 	if (rc)
 		throw std::runtime_error("ring: cannot join ringd job " + pl.job + " as rank " +
 					 std::to_string(rank) + " of " + std::to_string(size) +
