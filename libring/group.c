@@ -250,6 +250,22 @@ group_issue(struct ring_comm *c, struct ring_request **ent, size_t n, int rc,
 	lr_req_progress(c);
 }
 
+/* The end of ring_group_end's hold on an entry: a blocking call's request is
+ * freed; a held one is freed if complete, else at its completion. */
+static void
+group_let_go(struct ring_request *r)
+{
+	if (r->group_blocking) {
+		lr_req_release(r);
+	} else if (r->group_held) {
+		r->group_held = false;
+		if (r->state == LR_REQ_DONE)
+			lr_req_release(r);
+		else
+			r->freed = true;
+	}
+}
+
 int
 ring_group_start(ring_comm *c)
 {
@@ -285,6 +301,14 @@ ring_group_end(ring_comm *c)
 	/* Take the group: another thread may open the next one while we wait. */
 	g = c->group;
 	memset(&c->group, 0, sizeof(c->group));
+	/* A request freed as soon as it completes (one ring_request_free'd in the
+	 * group, a compound's part) would be gone under the walks below: it is
+	 * held until they are over. */
+	for (i = 0; i < g.n; i++)
+		if (g.ent[i]->freed) {
+			g.ent[i]->freed = false;
+			g.ent[i]->group_held = true;
+		}
 	group_issue(c, g.ent, g.n, g.rc, g.err);
 	for (i = 0; i < g.n; i++) {
 		if (!g.ent[i]->group_blocking)
@@ -294,8 +318,9 @@ ring_group_end(ring_comm *c)
 			first = rc;
 			snprintf(why, sizeof(why), "%s", g.ent[i]->err);
 		}
-		lr_req_release(g.ent[i]);
 	}
+	for (i = 0; i < g.n; i++)
+		group_let_go(g.ent[i]);
 	free(g.ent);
 	if (g.rc) {
 		/* The cause, even when every blocking call's failure echoed it. */

@@ -395,6 +395,8 @@ struct ring_request {
 	/* Groups. */
 	bool group_blocking;		/* recorded by a blocking call: ring_group_end
 					 * waits for it and frees it */
+	bool group_held;		/* freed at completion, but held by
+					 * ring_group_end until its walk is over */
 	struct ring_request *pack;	/* PACKED: the all-reduce carrying it */
 	size_t pack_off;		/* its bytes' offset in the pack's buffer */
 	struct ring_request **members;	/* a pack: the requests it carries */

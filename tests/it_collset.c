@@ -467,8 +467,9 @@ Test(collset, mismatch, .fini = teardown, .timeout = 240)
  * are not involved.  Then a group holding one of each, waited at its end. */
 static int misuse_fn(ring_comm *comm, int rank, int n, void *arg)
 {
-	float s[256] = { 0 }, r[256 * 4], r2[256 * 4], r3[256];
+	float s[256] = { 0 }, r[256 * 4], r2[256 * 4], r3[256], fb[4];
 	size_t cnt[4] = { 8, 8, 8, 8 };
+	ring_request *freed = NULL;
 
 	(void)arg;
 	IT_EXPECT_RC(ring_reduce(comm, s, r, 4, RING_FLOAT32, RING_SUM, n), RING_EINVAL);
@@ -486,10 +487,15 @@ static int misuse_fn(ring_comm *comm, int rank, int n, void *arg)
 	for (int i = 0; i < 256; i++)
 		s[i] = (float)(rank + i);
 	IT_CALL(ring_group_start(comm));
+	/* a request let go of in the group runs on and is freed at its end */
+	IT_CALL(ring_iallreduce(comm, s, fb, 4, RING_FLOAT32, RING_SUM, &freed));
+	ring_request_free(freed);
 	IT_CALL(ring_reduce(comm, s, rank == 0 ? r3 : NULL, 256, RING_FLOAT32, RING_SUM, 0));
 	IT_CALL(ring_alltoall(comm, s, r, 64, RING_FLOAT32));
 	IT_CALL(ring_gather(comm, s, rank == 1 ? r2 : NULL, 256, RING_FLOAT32, 1));
 	IT_CALL(ring_group_end(comm));
+	IT_CALL(ring_barrier(comm));	/* the freed one is done by now */
+	IT_CHECK(fb[0] == (float)(n * (n - 1) / 2), "the freed all-reduce: %g", (double)fb[0]);
 	for (int b = 0; b < n; b++)
 		for (int i = 0; i < 64; i++)
 			IT_CHECK(r[b * 64 + i] == (float)(b + rank * 64 + i),
