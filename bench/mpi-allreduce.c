@@ -72,6 +72,39 @@ time_alltoall(size_t bytes, int iters, int warm, double *tmax, size_t *tw)
 	return 0;
 }
 
+/* -t alltoall: one row per size, as the all-reduce's. */
+static void
+alltoall_rows(size_t minb, size_t maxb, size_t f, int iters, int warm)
+{
+	int rank, size;
+	size_t bytes;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (rank == 0)
+		printf("# MPI_Alltoall float, out of place, %d ranks\n"
+		       "#%12s %12s %10s %8s %8s %7s\n", size, "size(B)", "count", "time(us)",
+		       "algbw", "busbw", "#wrong");
+	for (bytes = minb; bytes <= maxb; bytes *= f) {
+		double tmax = 0, ab;
+		size_t tw = 0;
+
+		if (time_alltoall(bytes, iters, warm, &tmax, &tw) != 0) {
+			fprintf(stderr, "mpi-allreduce: out of memory for %zu bytes\n", bytes);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		ab = (double)bytes / tmax / 1e9;
+		if (rank == 0) {
+			printf(" %12zu %12zu %10.1f %8.3f %8.3f %7zu\n", bytes,
+			       bytes / sizeof(float) / (size_t)size, tmax * 1e6, ab,
+			       ab * (size - 1) / size, tw);
+			fflush(stdout);
+		}
+		if (f < 2)
+			break;
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -90,28 +123,7 @@ main(int argc, char **argv)
 		else if (!strcmp(argv[opt], "-t")) a2a = !strcmp(argv[opt + 1], "alltoall");
 	}
 	if (a2a) {
-		if (rank == 0)
-			printf("# MPI_Alltoall float, out of place, %d ranks\n"
-			       "#%12s %12s %10s %8s %8s %7s\n", size, "size(B)", "count",
-			       "time(us)", "algbw", "busbw", "#wrong");
-		for (bytes = minb; bytes <= maxb; bytes *= f) {
-			double tmax = 0, ab;
-			size_t tw = 0;
-
-			if (time_alltoall(bytes, iters, warm, &tmax, &tw) != 0) {
-				fprintf(stderr, "mpi-allreduce: out of memory for %zu bytes\n", bytes);
-				MPI_Abort(MPI_COMM_WORLD, 1);
-			}
-			ab = (double)bytes / tmax / 1e9;
-			if (rank == 0) {
-				printf(" %12zu %12zu %10.1f %8.3f %8.3f %7zu\n", bytes,
-				       bytes / sizeof(float) / (size_t)size, tmax * 1e6, ab,
-				       ab * (size - 1) / size, tw);
-				fflush(stdout);
-			}
-			if (f < 2)
-				break;
-		}
+		alltoall_rows(minb, maxb, f, iters, warm);
 		MPI_Finalize();
 		return 0;
 	}

@@ -296,6 +296,12 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
+		if (f->epoch == rd->epoch && f->gen > j->fgen) {
+			/* the next host formed first: its grant is kept for
+			 * ours, else it is lost and the sender may starve */
+			flow_early_credit(j, f->gen, f->offset);
+			return RX_DONE;
+		}
 		if (f->epoch != rd->epoch || f->gen != j->fgen || !j->ready)
 			return flow_drop(j, f, NULL);	/* of an earlier formation */
 		if (f->offset > j->tx_limit)

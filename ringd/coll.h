@@ -229,6 +229,8 @@ struct job {
 	struct evbuffer *stash;		/* early frames, whole */
 	uint64_t stash_bytes;		/* frame bytes in it (headers and payloads) */
 	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
+	uint32_t early_credit_gen;	/* a CREDIT of a formation not yet formed here: */
+	uint64_t early_credit;		/* its generation and offset, kept for it */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	bool draining;			/* flow_drain is running */
@@ -328,6 +330,7 @@ void job_break(struct ringd *rd, struct job *j);
 void flow_reset(struct ringd *rd, struct job *j);
 /* Whether bytes more may be sent to the job's next host. */
 bool flow_tx_ok(const struct job *j, uint64_t bytes);
+void flow_early_credit(struct job *j, uint32_t gen, uint64_t offset);
 /* Grants the previous host more credit once a quarter of the window is used
  * (flush: whatever was consumed). */
 void flow_rx_credit(struct ringd *rd, struct job *j, bool flush);

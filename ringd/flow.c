@@ -30,8 +30,22 @@ flow_reset(struct ringd *rd, struct job *j)
 	(void)rd;
 	j->tx_used = 0;
 	j->tx_limit = INITIAL_CREDIT;
+	if (j->ready && j->early_credit_gen == j->fgen && j->early_credit > j->tx_limit)
+		j->tx_limit = j->early_credit;
 	j->rx_consumed = 0;
 	j->rx_granted = INITIAL_CREDIT;
+}
+
+/* A grant that came before its formation formed here (the next host formed
+ * first): the latest of the newest generation is kept and applied by the
+ * formation's flow_reset. */
+void
+flow_early_credit(struct job *j, uint32_t gen, uint64_t offset)
+{
+	if (gen > j->early_credit_gen || (gen == j->early_credit_gen && offset > j->early_credit)) {
+		j->early_credit_gen = gen;
+		j->early_credit = offset;
+	}
 }
 
 bool

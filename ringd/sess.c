@@ -288,15 +288,12 @@ mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 	return 0;
 }
 
-/* The byte extents an op touches, checked against the arena. */
+/* An op's fields beyond its extents: its reduction, communicator, the root of
+ * a rooted API collective (reduce, gather, scatter), its arenas.  0, or
+ * RING_EINVAL with why in err. */
 static int
-sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t **recv,
-	      char *err, size_t errlen)
+sess_check_fields(const struct proto_op *m, int n, char *err, size_t errlen)
 {
-	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
-	int n = s->size;
-
-	*send = *recv = NULL;
 	if (proto_reduce_check(m->dtype, m->redop) != 0 &&
 	    (m->coll == PROTO_COLL_ALLREDUCE || m->coll == PROTO_COLL_REDUCE_SCATTER)) {
 		snprintf(err, errlen, "%s is not defined for %s", proto_op_name(m->redop),
@@ -317,6 +314,20 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 			 m->send_arena != 0 ? m->send_arena : m->recv_arena);
 		return RING_EINVAL;
 	}
+	return 0;
+}
+
+/* The byte extents an op touches, checked against the arena. */
+static int
+sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t **recv,
+	      char *err, size_t errlen)
+{
+	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
+	int n = s->size;
+
+	*send = *recv = NULL;
+	if (sess_check_fields(m, n, err, errlen) != 0)
+		return RING_EINVAL;
 	if (mul_ok(m->count, esz, &bytes) != 0)
 		goto range;
 	stride = m->stride ? m->stride : m->count;
