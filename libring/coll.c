@@ -182,7 +182,6 @@ lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
 	    size_t bytes)
 {
 	struct lr_copier *cp = lr_copier_for(c);
-	int rc;
 
 	if (!bytes || dst == src)
 		return 0;
@@ -190,7 +189,15 @@ lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
 		memmove(dst, src, bytes);
 		return 0;
 	}
-	rc = cp->ops->copy(cp, dst, src, bytes, LR_COPY_USER);
+	return lr_copy_now(c, cp, fn, dst, src, bytes);
+}
+
+int
+lr_copy_now(struct ring_comm *c, struct lr_copier *cp, const char *fn, void *dst,
+	    const void *src, size_t bytes)
+{
+	int rc = cp->ops->copy(cp, dst, src, bytes, LR_COPY_USER);
+
 	if (rc == 0)
 		rc = cp->ops->drain(cp);
 	else

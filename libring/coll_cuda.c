@@ -338,17 +338,7 @@ static int
 cuda_stage(struct cuda_staged *x, ring_comm *c, const char *fn, void *dst, const void *src,
 	   size_t n)
 {
-	struct lr_copier *cp = &x->k.cp.base;
-	int rc;
-
-	if (n == 0)
-		return 0;
-	rc = cp->ops->copy(cp, dst, src, n, LR_COPY_USER);
-	if (rc == 0)
-		rc = cp->ops->drain(cp);
-	else
-		(void)cp->ops->drain(cp);
-	return rc ? lr_fail(c, rc, "%s: %s", fn, cp->err) : 0;
+	return n ? lr_copy_now(c, &x->k.cp.base, fn, dst, src, n) : 0;
 }
 
 /* recv_in: recv's contents are staged in too (it has gaps to keep). */

@@ -487,6 +487,10 @@ int lr_coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
 /* The end of a call on a size-1 group whose work is done (rc). */
 int lr_single_done(struct ring_comm *c, const char *fn, int rc, ring_request **req);
 /* A size-1 group's collective: copies bytes from src to dst with c's engine. */
+/* Copies bytes with engine cp and waits for it: 0, or the engine's error
+ * recorded for fn. */
+int lr_copy_now(struct ring_comm *c, struct lr_copier *cp, const char *fn, void *dst,
+		const void *src, size_t bytes);
 int lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *src,
 		   size_t bytes);
 

@@ -128,16 +128,13 @@ WorkRing::input(const at::Tensor &t, bool reused)
 at::Tensor
 WorkRing::inout(at::Tensor &t, bool reused)
 {
-	if (t.is_contiguous()) {
-		if (reused)
-			arena_->consider(t);
-		keep(t);
-		return t;
+	at::Tensor c = input(t, reused);
+
+	if (!t.is_contiguous()) {
+		/* the result goes back into the caller's strided tensor */
+		at::Tensor dst = t;
+		steps_.push_back([dst, c]() mutable { dst.copy_(c); });
 	}
-	at::Tensor c = t.contiguous();
-	keep(c);
-	at::Tensor dst = t;
-	steps_.push_back([dst, c]() mutable { dst.copy_(c); });
 	return c;
 }
 
