@@ -20,6 +20,8 @@ compound_finish(struct ring_request *r)
 	r->status = x->status;
 	if (x->status == 0)
 		r->err[0] = '\0';
+	else if (r->err[0] == '\0')	/* failed before any part could say why */
+		lr_req_err(r, "%s: %s", r->fn, ring_strerror(x->status));
 	r->state = LR_REQ_DONE;
 	if (r->freed)
 		lr_req_release(r);
