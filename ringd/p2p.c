@@ -235,6 +235,7 @@ p2p_pump(struct ringd *rd, struct job *j)
 	uint32_t seg = rd->cfg.segment_bytes;
 	struct op *op;
 
+again:
 	TAILQ_FOREACH(op, &j->sends, entry) {
 		uint32_t route;
 
@@ -254,7 +255,10 @@ p2p_pump(struct ringd *rd, struct job *j)
 		}
 		op->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
-		return;	/* the list may have changed */
+		/* the list may have changed: from its head again, for the next
+		 * send that has its CTS (nothing else may call us for it: the
+		 * output is woken only when it drains from above OUT_LOW) */
+		goto again;
 	}
 }
 
