@@ -540,6 +540,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->fd = -1;
 	c->debug = env->debug;
 	c->timeout_ms = env->timeout_ms;
+	c->poll_us = env->poll_us;
 	c->next_reqid = 1;
 	memcpy(c->sock, env->socket, sizeof(c->sock));
 	memcpy(c->job, env->job, sizeof(c->job));

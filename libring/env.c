@@ -358,7 +358,8 @@ env_names(const struct ring_options *opts, struct lr_env *env, char *err,
 			opts->job && *opts->job ? "ring_options.job" : "RING_JOB", err, cap);
 }
 
-/* The operation timeout and the arena size: opts, then the environment. */
+/* The operation timeout and the arena size: opts, then the environment; the
+ * busy-poll window: the environment. */
 static int
 env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 	   size_t cap)
@@ -394,6 +395,15 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 			return RING_EINVAL;
 		}
 		env->arena_bytes = (size_t)v << 20;
+	}
+
+	if ((s = env_get("RING_POLL_US"))) {
+		if (!env_parse_int(s, 0, LR_MAX_POLL_US, &v)) {
+			snprintf(err, cap, "RING_POLL_US=\"%s\" is not a number of "
+				 "microseconds in 0..%d", s, LR_MAX_POLL_US);
+			return RING_EINVAL;
+		}
+		env->poll_us = (int)v;
 	}
 	return 0;
 }

@@ -30,6 +30,7 @@
 #define LR_DEFAULT_TIMEOUT_MS	60000
 #define LR_DEFAULT_ARENA_MB	1024
 #define LR_MAX_ARENA_MB		(1u << 20)	/* 1 TiB: a typo guard, not a policy */
+#define LR_MAX_POLL_US		100000		/* RING_POLL_US: 0.1 s, a typo guard */
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
@@ -163,6 +164,7 @@ struct lr_env {
 	char job[PROTO_JOB_MAX + 1];	/* job name (charset checked by comm.c) */
 	int timeout_ms;			/* per-operation bound, > 0 */
 	size_t arena_bytes;		/* requested arena size */
+	int poll_us;			/* RING_POLL_US: spin this long before sleeping */
 	int rank, size;			/* from the launcher, or -1 each */
 	int local_rank, local_size;	/* from opts or the launcher, else 0 and 1 */
 	const char *source;		/* where rank/size came from ("none", ...) */
@@ -220,6 +222,7 @@ struct ring_comm {
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
 	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
+	int poll_us;			/* busy-poll window of a wait (0: none) */
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */

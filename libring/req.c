@@ -532,6 +532,24 @@ req_cond_wait(struct ring_comm *c, int64_t deadline_ms)
 	(void)pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 }
 
+/* RING_POLL_US: asks without sleeping (poll with no timeout) for up to that
+ * long, so that an answer that comes meanwhile costs no wake-up; true when
+ * one of pfd is ready.  Called without c->mu. */
+static bool
+req_spin(const struct ring_comm *c, struct pollfd pfd[2])
+{
+	int64_t until;
+
+	if (c->poll_us <= 0)
+		return false;
+	until = proto_now_us() + c->poll_us;
+	do {
+		if (poll(pfd, 2, 0) > 0)
+			return true;
+	} while (proto_now_us() < until);
+	return false;
+}
+
 /*
  * Sleeps until something may have changed for r: an answer on the session,
  * another thread's progress, or the earliest bound of an outstanding piece
@@ -556,7 +574,7 @@ req_sleep(struct ring_comm *c, const struct ring_request *r)
 	pfd[0] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = c->wakefd, .events = POLLIN };
 	lr_comm_unlock(c);
-	if (poll(pfd, 2, proto_ms_left(deadline)) < 0 && errno != EINTR)
+	if (!req_spin(c, pfd) && poll(pfd, 2, proto_ms_left(deadline)) < 0 && errno != EINTR)
 		poll(NULL, 0, 1);	/* cannot happen with valid fds; do not spin */
 	lr_comm_lock(c);
 	c->polling = false;

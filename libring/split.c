@@ -95,6 +95,7 @@ split_env(const struct ring_comm *c, struct lr_env *env)
 	memset(env, 0, sizeof(*env));
 	memcpy(env->socket, c->sock, sizeof(env->socket));
 	env->timeout_ms = c->timeout_ms;
+	env->poll_us = c->poll_us;
 	env->arena_bytes = c->arena.bytes;
 	env->source = "ring_split";
 	env->debug = c->debug;

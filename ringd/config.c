@@ -77,6 +77,8 @@ const struct key_def config_keys[] = {
 	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000,	RESTART },
 	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000,
 	  LIVE("operations from now on") },
+	{ "poll_us",		K_U32,		F(poll_us),		0, 100000,
+	  LIVE("the event loop, at once") },
 	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000,	RESTART },
 	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
 	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },

@@ -30,6 +30,7 @@ struct config {
 	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
 	uint32_t peer_timeout_ms;	/* peer_timeout_ms = N (10000) */
 	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
+	uint32_t poll_us;		/* poll_us = N: busy-poll window after work (0: off) */
 	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
 	uint32_t sndbuf, rcvbuf;	/* sndbuf = SIZE / rcvbuf = SIZE (0: kernel's) */
 	int max_clients;		/* max_clients = N (256) */

@@ -65,6 +65,40 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(rd->base, NULL);
 }
 
+/*
+ * The event loop.  With poll_us (ringd.conf), after each piece of work it
+ * keeps asking the kernel for more without sleeping (epoll with no timeout)
+ * for that long before it sleeps in epoll_wait: a frame that comes meanwhile
+ * is read at once instead of after a wake-up.  It burns a core while it
+ * waits, so it is off by default and only for hosts with a core to spare for
+ * each daemon.
+ */
+static void
+run_loop(struct ringd *rd)
+{
+	struct event_base *b = rd->base;
+	uint64_t seen, until;
+
+	for (;;) {
+		if (rd->cfg.poll_us > 0) {
+			seen = rd->wakes;
+			until = now_us() + rd->cfg.poll_us;
+			do {
+				if (event_base_loop(b, EVLOOP_NONBLOCK) != 0 ||
+				    event_base_got_exit(b) || event_base_got_break(b))
+					return;
+				if (rd->wakes != seen) {
+					seen = rd->wakes;
+					until = now_us() + rd->cfg.poll_us;
+				}
+			} while (now_us() < until);
+		}
+		if (event_base_loop(b, EVLOOP_ONCE) != 0 || event_base_got_exit(b) ||
+		    event_base_got_break(b))
+			return;
+	}
+}
+
 static void
 hup_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -225,7 +259,7 @@ main(int argc, char **argv)
 	evsignal_add(rd->sig_hup, NULL);
 	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u", RING_VERSION_STRING,
 		 rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes, rd->cfg.window_bytes);
-	event_base_dispatch(rd->base);
+	run_loop(rd);
 
 	rd->state = RING_STOPPED;
 	ctl_stop(rd);

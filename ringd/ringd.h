@@ -118,6 +118,8 @@ struct ringd {
 	int argc;			/* the command line, read again by a reload */
 	char **argv;
 	uint64_t ops_completed, ops_failed, bytes_reduced, clients_total;
+	uint64_t wakes;			/* reads of a link or a client: poll_us's
+					 * sign that work came in */
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */
 	char ring_error[PROTO_TEXT_MAX + 1];	/* why the ring is not whole, if it is not */

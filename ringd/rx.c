@@ -445,6 +445,7 @@ link_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	l->rd->wakes++;
 	l->drained = false;
 	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
 		hs_transport_ready(l);

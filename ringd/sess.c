@@ -556,6 +556,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
+	s->rd->wakes++;
 	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;

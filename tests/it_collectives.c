@@ -1050,3 +1050,15 @@ Test(collectives, job_usable_after_a_failed_run, .fini = teardown, .timeout = 12
 	setenv("RING_TIMEOUT_MS", "10000", 1);	/* ample for mixed_small's calls */
 	run(3, mixed_small, NULL, "the next run of the same job after a failed one");
 }
+
+/* poll_us on the daemons and RING_POLL_US in the clients: the busy-poll
+ * windows change when things are read, never what: the same results, one and
+ * two clients per daemon. */
+Test(collectives, busy_poll, .fini = teardown, .timeout = 120)
+{
+	start(3, SEGMENT_ARGS " --poll-us 200");
+	setenv("RING_POLL_US", "200", 1);
+	run(3, mixed_small, NULL, "collectives with busy-polling daemons and clients");
+	run(6, mixed_small, NULL, "the same, two clients per daemon");
+	unsetenv("RING_POLL_US");
+}

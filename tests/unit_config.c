@@ -145,6 +145,7 @@ Test(config, defaults)
 	cr_assert_eq(c.peer_timeout_ms, 10000);
 	cr_assert_eq(c.op_timeout_ms, 60000);
 	cr_assert_eq(c.connect_timeout_ms, 5000);
+	cr_assert_eq(c.poll_us, 0);
 	cr_assert_eq(c.max_clients, 256);
 	cr_assert_eq(c.max_clients_per_user, 64);
 	cr_assert_eq(c.hello_timeout_ms, 5000);
@@ -186,6 +187,7 @@ Test(config, every_key)
 	set_ok(&c, "peer_timeout_ms", "3000");
 	set_ok(&c, "op_timeout_ms", "120000");
 	set_ok(&c, "connect_timeout_ms", "800");
+	set_ok(&c, "poll_us", "50");
 	set_ok(&c, "sndbuf", "4M");
 	set_ok(&c, "rcvbuf", "2MB");
 	set_ok(&c, "max_clients", "1000");
@@ -217,6 +219,7 @@ Test(config, every_key)
 	cr_assert_eq(c.peer_timeout_ms, 3000);
 	cr_assert_eq(c.op_timeout_ms, 120000);
 	cr_assert_eq(c.connect_timeout_ms, 800);
+	cr_assert_eq(c.poll_us, 50);
 	cr_assert_eq(c.sndbuf, 4u << 20);
 	cr_assert_eq(c.rcvbuf, 2u << 20);
 	cr_assert_eq(c.max_clients, 1000);
@@ -350,6 +353,8 @@ Test(config, number_ranges)
 	set_fails("max_clients", "0",
 		  "max_clients: expected an integer from 1 to 65536, got '0'");
 	set_fails("max_jobs", "4097", NULL);
+	set_fails("poll_us", "100001",
+		  "poll_us: expected an integer from 0 to 100000, got '100001'");
 	set_fails("max_clients_per_user", "0",
 		  "max_clients_per_user: expected an integer from 1 to 65536, got '0'");
 	set_fails("hello_timeout_ms", "99",
@@ -684,7 +689,7 @@ static const struct {
 	{ "secret_file", CONFIG_LIVE_SECRET },	{ "op_timeout_ms", CONFIG_LIVE },
 	{ "max_clients", CONFIG_LIVE },		{ "max_clients_per_user", CONFIG_LIVE },
 	{ "hello_timeout_ms", CONFIG_LIVE },	{ "max_jobs", CONFIG_LIVE },
-	{ "max_arena", CONFIG_LIVE },
+	{ "max_arena", CONFIG_LIVE },		{ "poll_us", CONFIG_LIVE },
 };
 #define N_LIVE_KEYS (sizeof(live_keys) / sizeof(live_keys[0]))
 
@@ -712,7 +717,7 @@ Test(config, reload_classes)
 		config_set(&c, name, "\x01", err, sizeof(err));
 		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
 	}
-	cr_assert_eq(i, 32, "%d keys in the table", i);
+	cr_assert_eq(i, 33, "%d keys in the table", i);
 	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
 	cr_assert_null(config_key_at(-1, &live));
 }

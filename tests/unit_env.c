@@ -22,7 +22,7 @@ static const char *const all_vars[] = {
 	"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 	"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT",
+	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT", "RING_POLL_US",
 };
 
 static struct lr_env env;
@@ -107,7 +107,9 @@ Test(env, environment_then_options)
 	set("RING_JOB", "train-1");
 	set("RING_TIMEOUT_MS", "1500");
 	set("RING_ARENA_MB", "64");
+	set("RING_POLL_US", "30");
 	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_eq(env.poll_us, 30);
 	cr_assert_str_eq(env.socket, "/tmp/x.sock");
 	cr_assert(env.socket_set);
 	cr_assert_str_eq(env.job, "train-1");
@@ -368,6 +370,11 @@ Test(env, bad_settings)
 	expect_refused(NULL, "RING_ARENA_MB", NULL);
 	set("RING_ARENA_MB", "99999999");
 	expect_refused(NULL, "RING_ARENA_MB", NULL);
+	scrub();
+	set("RING_POLL_US", "-1");
+	expect_refused(NULL, "RING_POLL_US", NULL);
+	set("RING_POLL_US", "100001");
+	expect_refused(NULL, "RING_POLL_US", NULL);
 	scrub();
 	set("RING_SINGLE", "yes");
 	expect_refused(NULL, "RING_SINGLE", NULL);
