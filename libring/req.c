@@ -446,7 +446,9 @@ req_dispatch(struct ring_comm *c)
 	bool moved = false;
 	int i;
 
-	while (!c->broken && lr_sess_take(c, &d) == 1) {
+	/* Only answers come, one per outstanding message, so with none outstanding
+	 * there is nothing to read (a daemon's ERROR waits for the next send). */
+	while (!c->broken && c->nout > 0 && lr_sess_take(c, &d) == 1) {
 		i = out_find(c, d.reqid);
 		if (i < 0) {
 			lr_sess_break(c, RING_EPROTO, "ringd at %s answered request %llu, which "

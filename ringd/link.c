@@ -246,6 +246,22 @@ link_send(struct link *l, const struct proto_frame *f, const void *payload)
 	return 0;
 }
 
+/* Writes what waits for the next host now, ahead of a client's answer, when it
+ * is little (a small operation's frame): the next host waits on it, while the
+ * client that gets the answer first would only be scheduled in between.  A
+ * full socket, an error and TLS are left to the flush already scheduled. */
+void
+link_write_ahead(struct link *l)
+{
+	size_t len;
+
+	if (l == NULL || l->fd < 0 || l->state != LINK_UP || !transport_raw(link_transport))
+		return;
+	len = evbuffer_get_length(l->out);
+	if (len > 0 && len < OUT_LOW)
+		(void)transport_write(link_transport, l, l->out);
+}
+
 static void
 link_write(struct link *l)
 {

@@ -38,6 +38,7 @@
 #include <event2/event.h>
 
 #include "coll.h"
+#include "link.h"
 #include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
@@ -230,6 +231,7 @@ sess_op_done(struct sess *s, uint64_t reqid, int status, const char *text)
 	s->ops++;
 	if (s->dead)
 		return;
+	link_write_ahead(s->rd->next);
 	if (sess_send(s, buf, proto_encode_done(buf, sizeof(buf), &d)) != 0)
 		sess_close(s, "cannot reply");
 }
