@@ -51,12 +51,39 @@ cuda_fail(struct lr_copier *cp, cudaError_t e, const char *what)
 	return RING_EDEVICE;
 }
 
+/* Whether CUDA knows p: device, managed or page-locked memory.  cudaMemcpyDefault
+ * takes any other address for pageable host memory and has the CPU read or
+ * write it, so a freed device pointer would crash the process instead of
+ * failing the copy. */
+static int
+cuda_known(struct lr_copier *cp, const void *p)
+{
+	struct cudaPointerAttributes attr;
+	cudaError_t e = cudaPointerGetAttributes(&attr, p);
+
+	if (e != cudaSuccess)
+		return cuda_fail(cp, e, "cudaPointerGetAttributes");
+	if (attr.type == cudaMemoryTypeUnregistered) {
+		snprintf(cp->err, sizeof(cp->err), "%p is not memory CUDA knows (freed, or "
+			 "pageable host memory): the _cuda calls take device, managed or "
+			 "page-locked memory", p);
+		return RING_EDEVICE;
+	}
+	return 0;
+}
+
 static int
 cuda_copy(struct lr_copier *cp, void *dst, const void *src, size_t n,
 	  enum lr_copy_dir dir)
 {
-	cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cuda_of(cp)->stream);
+	cudaError_t e;
+	int rc;
 
+	/* the caller's side: IN reads it, OUT writes it, USER does both */
+	if ((dir != LR_COPY_OUT && (rc = cuda_known(cp, src)) != 0) ||
+	    (dir != LR_COPY_IN && (rc = cuda_known(cp, dst)) != 0))
+		return rc;
+	e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cuda_of(cp)->stream);
 	if (e != cudaSuccess)
 		return cuda_fail(cp, e, dir == LR_COPY_IN ? "cudaMemcpyAsync to the arena" :
 				 dir == LR_COPY_OUT ? "cudaMemcpyAsync from the arena" :
