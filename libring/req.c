@@ -44,6 +44,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -548,6 +549,7 @@ req_spin(const struct ring_comm *c, struct pollfd pfd[2])
 	do {
 		if (poll(pfd, 2, 0) > 0)
 			return true;
+		sched_yield();
 	} while (proto_now_us() < until);
 	return false;
 }
