@@ -3,7 +3,8 @@
 # and its variables).  All-reduce, float32 sum, in place, from 8 B to 64 MiB by
 # factors of 2, on 2 and 4 loopback daemons: ring-bench, Open MPI's
 # MPI_Allreduce over TCP and Gloo's ring, each size in one run of each system,
-# the systems alternating from repeat to repeat.  Prints one Markdown table (the
+# the systems alternating from repeat to repeat; with -p (50 by default) also
+# ringd with the busy-poll window on, daemons and clients ("ringd poll").  Prints one Markdown table (the
 # medians' busbw per size and ringd's ratios, so the crossovers show) and draws
 # the ratios with gnuplot.
 # shellcheck shell=bash disable=SC2154 # the variables are bench/peers'
@@ -13,10 +14,14 @@ sweep_min=8 sweep_max=$((64 * MiB))
 # sweep_run SYSTEM N ITERS WARMUP: appends "SIZE TIME_US" rows to $work/sw.N.SYSTEM
 sweep_run() {
 	local sys=$1 n=$2 it=$3 wu=$4 out=$work/sw.$2.$1 r pid rc=0 store
-	local pids=()
+	local pids=() pre=()
 	case $sys in
-	ringd)
-		bounded "$work/out" "$rb" -t allreduce -b "$sweep_min" -e "$sweep_max" -f 2 \
+	ringd | rpoll)
+		if [[ $sys == rpoll ]]; then
+			[[ -n $poll_dir ]] || return 1
+			pre=(env "${poll_env[@]}")
+		fi
+		bounded "$work/out" "${pre[@]+"${pre[@]}"}" "$rb" -t allreduce -b "$sweep_min" -e "$sweep_max" -f 2 \
 			-n "$it" -w "$wu" -p "$n" || return 1
 		awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$work/out" >>"$out" ;;
 	mpi)
@@ -55,14 +60,16 @@ sweep_median() {
 }
 
 run_sweep() {
-	local n k j sys it wu b r m g f systems=(ringd mpi gloo) row dat
+	local n k j sys it wu b r p m g f systems=(ringd mpi gloo) row dat
+	((poll_us > 0)) && systems=(ringd rpoll mpi gloo)
 	if ((quick)); then it=5 wu=1; else it=20 wu=3; fi
 	say "sweep: $repeats repeats, $it iterations per size; load average $load_start"
 	for n in 2 4; do
 		start_ring "$n"
+		start_poll_ring "$n" || true
 		for ((k = 0; k < repeats; k++)); do
-			for ((j = 0; j < 3; j++)); do
-				sys=${systems[(j + k) % 3]}
+			for ((j = 0; j < ${#systems[@]}; j++)); do
+				sys=${systems[(j + k) % ${#systems[@]}]}
 				sweep_run "$sys" "$n" "$it" "$wu" ||
 					say "sweep: a $sys run on $n ranks failed (see $work/log)"
 			done
@@ -81,19 +88,20 @@ run_sweep() {
 			"$repeats" "$( ((quick)) && echo ' (QUICK)')" "$(nproc)" \
 			"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 		printf '# load average at start %s, at end %s\n' "$load_start" "$load_end"
-		printf '| size | 2 daemons: ringd | Open MPI | Gloo | ringd/MPI | ringd/Gloo | 4 daemons: ringd | Open MPI | Gloo | ringd/MPI | ringd/Gloo |\n'
-		printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+		printf '| size | 2 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo | 4 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo |\n'
+		printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
 		for ((b = sweep_min; b <= sweep_max; b *= 2)); do
 			row="| $(numfmt --to=iec-i --suffix=B "$b")" dat="$b"
 			for n in 2 4; do
 				f=$(ar_factor "$n")
 				r=$(sweep_median "$n" ringd "$b") m=$(sweep_median "$n" mpi "$b")
-				g=$(sweep_median "$n" gloo "$b")
-				row+=" | $(sweep_cell "$b" "$r" "$f") | $(sweep_cell "$b" "$m" "$f")"
-				row+=" | $(sweep_cell "$b" "$g" "$f")"
-				row+=" | ${r:+${m:+$(ratio "$m" "$r")}} | ${r:+${g:+$(ratio "$g" "$r")}}"
-				dat+=" ${r:+${m:+$(ratio "$m" "$r")}}"
-				dat+=" ${r:+${g:+$(ratio "$g" "$r")}}"
+				p=$(sweep_median "$n" rpoll "$b") g=$(sweep_median "$n" gloo "$b")
+				row+=" | $(sweep_cell "$b" "$r" "$f") | $(sweep_cell "$b" "$p" "$f")"
+				row+=" | $(sweep_cell "$b" "$m" "$f") | $(sweep_cell "$b" "$g" "$f")"
+				row+=" | ${r:+${m:+$(ratio "$m" "$r")}} | ${p:+${m:+$(ratio "$m" "$p")}}"
+				row+=" | ${r:+${g:+$(ratio "$g" "$r")}}"
+				dat+=" $(sweep_ratio "$m" "$r") $(sweep_ratio "$g" "$r")"
+				dat+=" $(sweep_ratio "$m" "$p")"
 			done
 			echo "$row |"
 			echo "$dat" >>"$data"
@@ -101,6 +109,12 @@ run_sweep() {
 	} >"$table"
 	tee ${outfile:+"$outfile"} <"$table"
 	sweep_plot "$data"
+}
+
+# sweep_ratio PEER_TIME RINGD_TIME: ringd's busbw over the peer's, or - (which
+# the plot reads as a missing point) when a time is missing
+sweep_ratio() {
+	if [[ -n $1 && -n $2 ]]; then ratio "$1" "$2"; else printf -- '-'; fi
 }
 
 # sweep_cell BYTES TIME FACTOR: "busbw (time)", or - when there is no time
@@ -118,6 +132,10 @@ sweep_plot() {
 		say "sweep: no gnuplot (scripts/install-deps --bench): no plot"
 		return 0
 	fi
+	local poll_lines=""
+	((poll_us > 0)) && poll_lines=", \\
+     \"$1\" using 1:4 with linespoints dt 3 title \"2 daemons, poll_us $poll_us, vs Open MPI\", \\
+     \"$1\" using 1:7 with linespoints dt 3 title \"4 daemons, poll_us $poll_us, vs Open MPI\""
 	gnuplot 2>>"$work/log" <<EOF || say "sweep: gnuplot failed (see $work/log)"
 set terminal svg size 900,500 dynamic font "sans,11"
 set output "$plotfile"
@@ -129,11 +147,12 @@ set ylabel "ratio of busbw"
 set logscale y 2
 set grid
 set key top left
+set datafile missing "-"
 plot 1 with lines lc rgb "gray" dt 2 title "", \
      "$1" using 1:2 with linespoints title "2 daemons, vs Open MPI", \
      "$1" using 1:3 with linespoints title "2 daemons, vs Gloo", \
-     "$1" using 1:4 with linespoints title "4 daemons, vs Open MPI", \
-     "$1" using 1:5 with linespoints title "4 daemons, vs Gloo"
+     "$1" using 1:5 with linespoints title "4 daemons, vs Open MPI", \
+     "$1" using 1:6 with linespoints title "4 daemons, vs Gloo"$poll_lines
 EOF
 	[[ -s $plotfile ]] && say "sweep: plot in $plotfile"
 }
