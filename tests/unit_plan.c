@@ -261,6 +261,37 @@ Test(plan, tiny)
 		}
 }
 
+/* Which all-reduces take the latency path: on 2 hosts up to 128 KiB a vector,
+ * on more up to 32 KiB and 256 KiB for all of them; a barrier always. */
+Test(plan, tiny_bounds)
+{
+	static const struct {
+		int m;
+		uint64_t bytes;
+		bool tiny;
+	} cases[] = {
+		{ 2, 8, true }, { 2, 128 << 10, true }, { 2, (128 << 10) + 4, false },
+		{ 3, 32 << 10, true }, { 3, (32 << 10) + 4, false }, { 4, 4 << 10, true },
+		{ 8, 32 << 10, true }, { 16, 16 << 10, true }, { 16, (16 << 10) + 4, false },
+	};
+	struct job j;
+	struct op op;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&j, 0, sizeof(j));
+		memset(&op, 0, sizeof(op));
+		j.nhosts = cases[i].m;
+		op.esz = 4;
+		op.fp.coll = PROTO_COLL_ALLREDUCE;
+		cr_expect_eq(plan_tiny_ok(&op, &j, cases[i].bytes / 4), cases[i].tiny,
+			     "%d hosts, %llu bytes", cases[i].m, (unsigned long long)cases[i].bytes);
+		op.fp.coll = PROTO_COLL_BARRIER;
+		cr_expect(plan_tiny_ok(&op, &j, 0), "barrier on %d hosts", cases[i].m);
+		op.fp.coll = PROTO_COLL_ALLGATHER;
+		cr_expect(!plan_tiny_ok(&op, &j, 1), "all-gather on %d hosts", cases[i].m);
+	}
+}
+
 Test(plan, allgather)
 {
 	struct host H[MAXH];
