@@ -235,6 +235,8 @@ struct ring_comm {
 	pthread_cond_t cv;		/* a request changed state (CLOCK_MONOTONIC) */
 	int wakefd;			/* eventfd: wakes the thread polling fd */
 	bool polling;			/* a thread sleeps in poll on fd, without mu */
+	bool rx_ready;			/* poll saw fd readable: read it even with
+					 * nothing outstanding */
 
 	/* Requests (req.c). */
 	struct lr_req_list reqs;	/* every request not yet freed, issue order */

@@ -444,12 +444,13 @@ req_dispatch(struct ring_comm *c)
 {
 	struct proto_done d;
 	struct ring_request *r;
-	bool moved = false;
+	bool moved = false, look = c->rx_ready;
 	int i;
 
-	/* Only answers come, one per outstanding message, so with none outstanding
-	 * there is nothing to read (a daemon's ERROR waits for the next send). */
-	while (!c->broken && c->nout > 0 && lr_sess_take(c, &d) == 1) {
+	/* Answers come one per outstanding message: with none outstanding there is
+	 * nothing to read, unless poll saw something (a daemon's ERROR). */
+	c->rx_ready = false;
+	while (!c->broken && (c->nout > 0 || look) && lr_sess_take(c, &d) == 1) {
 		i = out_find(c, d.reqid);
 		if (i < 0) {
 			lr_sess_break(c, RING_EPROTO, "ringd at %s answered request %llu, which "
@@ -535,9 +536,10 @@ req_cond_wait(struct ring_comm *c, int64_t deadline_ms)
 	(void)pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 }
 
-/* RING_POLL_US: asks without sleeping (poll with no timeout) for up to that
- * long, so that an answer that comes meanwhile costs no wake-up; true when
- * one of pfd is ready.  Called without c->mu. */
+/* RING_POLL_US: asks without sleeping (poll with no timeout, yielding the
+ * processor between looks) for up to that long, so that an answer that comes
+ * meanwhile costs no wake-up; true when one of pfd is ready.  Called without
+ * c->mu. */
 static bool
 req_spin(const struct ring_comm *c, struct pollfd pfd[2])
 {
@@ -582,6 +584,8 @@ req_sleep(struct ring_comm *c, const struct ring_request *r)
 		poll(NULL, 0, 1);	/* cannot happen with valid fds; do not spin */
 	lr_comm_lock(c);
 	c->polling = false;
+	if (pfd[0].revents)
+		c->rx_ready = true;
 	if (pfd[1].revents && read(c->wakefd, &v, sizeof(v)) < 0) {
 		/* nothing to clear: someone else read it */
 	}

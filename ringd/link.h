@@ -44,8 +44,9 @@ int link_attach_fd(struct link *l, int fd);
 const char *link_io_why(struct link *l, ssize_t n);
 /* Asks the kernel not to wake the reader before bytes more are there. */
 void link_set_lowat(struct link *l, size_t bytes);
-/* Sends (aux 0) or answers (aux 1) a heartbeat. */
+/* Writes a little queued output now, ahead of a client's answer (link.c). */
 void link_write_ahead(struct link *l);
+/* Sends (aux 0) or answers (aux 1) a heartbeat. */
 void link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp);
 
 /* handshake.c */
