@@ -108,6 +108,7 @@ run_sweep() {
 		done
 	} >"$table"
 	tee ${outfile:+"$outfile"} <"$table"
+	cp "$data" "${plotfile%.svg}.dat" 2>/dev/null || true
 	sweep_plot "$data"
 }
 
@@ -134,10 +135,10 @@ sweep_plot() {
 	fi
 	local poll_lines=""
 	((poll_us > 0)) && poll_lines=", \\
-     \"$1\" using 1:4 with linespoints dt 3 title \"2 daemons, poll_us $poll_us, vs Open MPI\", \\
-     \"$1\" using 1:7 with linespoints dt 3 title \"4 daemons, poll_us $poll_us, vs Open MPI\""
+     \"$1\" using 1:4 with linespoints pt 6 title \"2 daemons, poll $poll_us us, vs Open MPI\", \\
+     \"$1\" using 1:7 with linespoints pt 6 title \"4 daemons, poll $poll_us us, vs Open MPI\""
 	gnuplot 2>>"$work/log" <<EOF || say "sweep: gnuplot failed (see $work/log)"
-set terminal svg size 900,500 dynamic font "sans,11"
+set terminal svg size 900,500 dynamic noenhanced font "sans,11"
 set output "$plotfile"
 set title "ringd all-reduce busbw / peer's busbw (above 1: ringd faster); loopback, $(nproc) cores"
 set logscale x 2
