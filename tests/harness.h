@@ -186,7 +186,8 @@ double harness_now(void);
 /* Zeroed memory that the test and the ranks it forks later share. */
 void *harness_shared(size_t bytes);
 
-/* A free TCP port on 127.0.0.1 (bound to port 0 and released), or -1. */
+/* A TCP port free on 127.0.0.1 (bound and released), below the kernel's
+ * ephemeral range where there is room, or -1. */
 int harness_free_port(void);
 
 /* The tree's root (where scripts/ring-local lives), found from the test binary. */
