@@ -25,11 +25,9 @@ sweep_run() {
 			-n "$it" -w "$wu" -p "$n" || return 1
 		awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$work/out" >>"$out" ;;
 	mpi)
-		bounded "$work/out" env GLIBC_TUNABLES="$peer_tunables" mpirun --allow-run-as-root \
-			--oversubscribe --bind-to none -x GLIBC_TUNABLES \
-			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
-			-n "$n" "$work/mpi-allreduce" -b "$sweep_min" -e "$sweep_max" -f 2 \
-			-n "$it" -w "$wu" || return 1
+		bounded "$work/out" env GLIBC_TUNABLES="$peer_tunables" "$here/bench/mpi-tcp" "$n" \
+			"$work/mpi-allreduce" -b "$sweep_min" -e "$sweep_max" -f 2 -n "$it" -w "$wu" ||
+			return 1
 		awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' "$work/out" >>"$out" ;;
 	gloo)
 		store=$(mktemp -d "$work/store.XXXXXX")
