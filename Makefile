@@ -379,10 +379,12 @@ uninstall:
 	@rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/ringd 2>/dev/null || true
 
 # make lint: the shell scripts through shellcheck, the man pages through groff's
-# warnings, and the code with every warning as an error (WARN above includes
-# -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
-# brings shellcheck and groff.
-LINT_SH := $(wildcard scripts/*) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+# warnings, the relative links of the Markdown (scripts/check-links), the C lines
+# this branch changed through clang-format (scripts/check-format), the code with
+# every warning as an error (WARN above includes -Wredundant-decls -Wcast-qual
+# -Wlogical-op), then the Rust (rust-lint in bindings/rust/rust.mk: bindgen's
+# output current, rustfmt, clippy).  scripts/install-deps --lint brings the tools.
+LINT_SH := $(wildcard scripts/*) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)
@@ -390,7 +392,12 @@ lint:
 		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \
 		[ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
 	done
+	$(call msg,LINKS,*.md)
+	$(Q)scripts/check-links
+	$(call msg,FORMAT,C)
+	$(Q)scripts/check-format
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
+	$(Q)$(MAKE) --no-print-directory WERROR=1 rust-lint
 	@echo "lint: clean"
 
 clean:

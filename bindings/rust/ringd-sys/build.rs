@@ -90,7 +90,10 @@ fn link_dir(dir: &Path) -> Libring {
         let private = pc_field(&pc, "Libs.private:").unwrap_or_else(|| "-lm".to_string());
         emit_link_flags(&private, &mut rpath);
     } else if dir.join("libring.so").exists() {
-        println!("cargo:rerun-if-changed={}", dir.join("libring.so").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            dir.join("libring.so").display()
+        );
         println!("cargo:rustc-link-lib=dylib=ring");
         rpath.push(dir.display().to_string());
     } else {

@@ -30,5 +30,8 @@ fn the_linked_library_agrees_with_the_header() {
 fn default_options_are_all_zero() {
     let o = ring_options::default();
     assert!(o.socket.is_null() && o.job.is_null());
-    assert_eq!((o.local_rank, o.local_size, o.timeout_ms, o.arena_bytes), (0, 0, 0, 0));
+    assert_eq!(
+        (o.local_rank, o.local_size, o.timeout_ms, o.arena_bytes),
+        (0, 0, 0, 0)
+    );
 }

@@ -88,6 +88,9 @@ impl Ring {
     {
         let job = job_name();
         let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+            // Every rank must be running before the first is joined (a lazy
+            // iterator would start and join them one by one: a deadlock).
+            #[allow(clippy::needless_collect)]
             let handles: Vec<_> = (0..self.daemons() * per)
                 .map(|i| {
                     let (f, job) = (&f, &job);
