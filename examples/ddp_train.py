@@ -15,8 +15,12 @@ The process's place comes from the launcher, as for init_process_group's
 env:// method: torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
 under ringrun, RING_RANK and RING_WORLD_SIZE are read too (pass MASTER_ADDR
 and MASTER_PORT with -x).  Or give --init-method, --rank and --world-size.
+Debian 12's torchrun (torch 1.13, Python 3.11) takes --nproc_per_node (not
+--nproc-per-node) and fails on its own default --redirects 0 whatever the
+backend: give --redirects and --tee 1 or 2 (3 fails as 0 does).
 
-    torchrun --nproc-per-node 2 examples/ddp_train.py --backend ring
+    torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
+        examples/ddp_train.py --backend ring
     ringrun -f hosts -N 2 -x MASTER_ADDR=node0 -x MASTER_PORT=29500 \\
         /usr/bin/python3 examples/ddp_train.py --backend ring
 """

@@ -10,7 +10,12 @@ through ``.numpy()``)::
         grad = np.full(1024, comm.rank, dtype=np.float32)
         comm.allreduce(grad, op=ringd.AVG)   # in place, every rank the same bits
 
-One buffer means in place; two mean out of place (send, recv).  The dtype comes
+One buffer means in place; two mean out of place (send, recv).  Note this
+for all-gather and reduce-scatter, unlike torch.distributed and mpi4py: with
+one buffer, ``allgather(buf)`` takes this rank's input from its own block of
+buf (size blocks) and fills the others, and ``reduce_scatter(buf)`` leaves the
+result in this rank's block; pass ``recv`` for the usual out-of-place call
+(``allgather(mine, everyone)``).  The dtype comes
 from the buffer's format (``dtype=`` overrides it: bfloat16 travels in a uint16
 array with ``dtype=ringd.BFLOAT16``).  Every operation has a non-blocking form
 (``iallreduce`` ...) that returns a :class:`Request`.  Failures raise

@@ -431,6 +431,37 @@ impl Communicator {
     /// once all of them completed, with `f`'s result or the first failure.
     /// Every rank must group the same collectives in the same order.  It takes
     /// the communicator exclusively: nothing else may issue on it meanwhile.
+    ///
+    /// The buffers are borrowed until the group ends, so they must be named
+    /// variables declared before it, as here (a ring shift and an all-reduce):
+    ///
+    /// ```no_run
+    /// # fn main() -> ringd::Result<()> {
+    /// let mut comm = ringd::Communicator::open(&ringd::Options::new())?;
+    /// let (me, n) = (comm.rank(), comm.size());
+    /// let out = vec![me as f32; 4];
+    /// let mut inbox = vec![0.0f32; 4];
+    /// let mut grads = vec![1.0f32; 256];
+    /// comm.group(|g| {
+    ///     g.send(&out, &[4], (me + 1) % n)?;
+    ///     g.recv(&mut inbox, &[4], (me + n - 1) % n)?;
+    ///     g.allreduce_in_place(&mut grads, ringd::ReduceOp::Sum)
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A temporary made inside the closure is dropped at the end of its
+    /// statement while the group still holds it, and does not compile
+    /// (E0716, "temporary value dropped while borrowed"):
+    ///
+    /// ```compile_fail,E0716
+    /// # fn main() -> ringd::Result<()> {
+    /// let mut comm = ringd::Communicator::open(&ringd::Options::new())?;
+    /// comm.group(|g| g.send(&vec![1.0f32; 4], &[4], 1))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn group<'env, F, R>(&'env mut self, f: F) -> Result<R>
     where
         F: for<'scope> FnOnce(&'scope GroupScope<'scope, 'env>) -> Result<R>,
