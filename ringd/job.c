@@ -266,6 +266,30 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
+/* This host's processes cannot join the formation the job has: they are the
+ * newcomers, so they alone are refused.  Nothing is circulated and the job's
+ * own error stays clear: a process that attaches with the job's name and the
+ * wrong shape must never fail the ranks already running under it. */
+static void
+job_refuse_local(struct job *j, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+job_refuse_local(struct job *j, const char *fmt, ...)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	va_list ap;
+	int i;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	log_warn("job %s: refused this host's processes: %s", j->name, text);
+	for (i = 0; i < j->local_size; i++)
+		if (j->loc[i].sess != NULL && !j->loc[i].member)
+			sess_refuse(j->loc[i].sess, RING_EINVAL, text);
+}
+
 /* Every rank has a host and none has left: agree on the member list and go. */
 static void
 job_check_ready(struct ringd *rd, struct job *j)
@@ -449,9 +473,10 @@ job_claim(struct ringd *rd, struct job *j)
 		return;
 	}
 	if (j->world != 0 && j->world != j->local_world) {
-		job_fail_form(rd, j, true, "job %s: world size %d disagrees with %d known here "
-			      "(with unequal processes per host, give the launcher's RANK and "
-			      "WORLD_SIZE)", j->name, j->local_world, j->world);
+		job_refuse_local(j, "job %s: world size %d disagrees with %d known here "
+				 "(with unequal processes per host, give the launcher's RANK "
+				 "and WORLD_SIZE; a job of another size needs another RING_JOB "
+				 "name)", j->name, j->local_world, j->world);
 		return;
 	}
 	if (j->world == 0 && set_world(j, j->local_world) != 0) {
@@ -462,8 +487,9 @@ job_claim(struct ringd *rd, struct job *j)
 		int rank = j->loc[i].rank, h = j->host_of[rank];
 
 		if (h != -1 && h != rd->rank) {
-			job_fail_form(rd, j, true, "job %s: rank %d is already attached on host %d",
-				      j->name, rank, h);
+			job_refuse_local(j, "job %s: rank %d is already attached on host %d "
+					 "(a job of its own needs another RING_JOB name)",
+					 j->name, rank, h);
 			return;
 		}
 	}
@@ -505,8 +531,8 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 	if (j->local_world != world) {
 		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here "
 			 "(with unequal processes per host, give the launcher's RANK and "
-			 "WORLD_SIZE)", name, world, j->local_world);
-		job_fail_form(rd, j, true, "%s", err);
+			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
+			 name, world, j->local_world);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL) {
@@ -676,6 +702,17 @@ job_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	return RX_DONE;
 }
 
+static bool
+job_has_host(const struct job *j, int host)
+{
+	int i;
+
+	for (i = 0; i < j->nhosts; i++)
+		if (j->hosts[i] == host)
+			return true;
+	return false;
+}
+
 /* Host `origin` claims its ranks (JOIN) in the formation being made. */
 static void
 job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
@@ -698,6 +735,13 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 	}
 	if (j->world == 0 && set_world(j, (int)m->world) != 0)
 		return;
+	if (j->formed && !job_has_host(j, origin)) {
+		/* a formation runs here and a host with no rank in it claims: that
+		 * claim is the newcomer's, and cannot change or fail the formation */
+		log_warn("job %s: ignored host %d's claim (world size %u): a formation of "
+			 "world size %d runs on other hosts", j->name, origin, m->world, j->world);
+		return;
+	}
 	if ((int)m->world != j->world) {
 		job_fail_form(rd, j, true, "host %d says world size %u, host %d says %d (with "
 			      "unequal processes per host, give the launcher's RANK and "
