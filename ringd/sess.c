@@ -305,12 +305,16 @@ sess_close(struct sess *s, const char *why)
 	event_base_once(rd->base, -1, EV_TIMEOUT, sess_free_cb, s, NULL);
 }
 
-/* Checks that [off, off+len) lies in the arena, past the control page. */
+/* Checks that [off, off+len) lies in the arena, past the control page (-1
+ * if not), and that off is aligned to the element size esz (-2 if not): the
+ * reduction kernels load whole elements. */
 static int
-arena_span(const struct sess *s, uint64_t off, uint64_t len, uint8_t **p)
+arena_span(const struct sess *s, uint64_t off, uint64_t len, uint64_t esz, uint8_t **p)
 {
 	if (off < PROTO_ARENA_CTL || off > s->arena->len || len > s->arena->len - off)
 		return -1;
+	if (esz > 1 && off % esz != 0)
+		return -2;
 	*p = s->arena->base + off;
 	return 0;
 }
@@ -359,34 +363,36 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 	      char *err, size_t errlen)
 {
 	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
-	int n = s->size;
+	int n = s->size, rc = -1;
 
 	*send = *recv = NULL;
 	if (sess_check_fields(m, n, err, errlen) != 0)
 		return RING_EINVAL;
 	if (mul_ok(m->count, esz, &bytes) != 0)
-		goto range;
+		goto bad;
 	stride = m->stride ? m->stride : m->count;
 	switch (m->coll) {
 	case PROTO_COLL_ALLREDUCE:
 	case PROTO_COLL_BARRIER:
 		if (m->coll == PROTO_COLL_BARRIER)
 			bytes = 0;
-		if (bytes > 0 && (arena_span(s, m->send_off, bytes, send) != 0 ||
-				  arena_span(s, m->recv_off, bytes, recv) != 0))
-			goto range;
+		if (bytes > 0 && ((rc = arena_span(s, m->send_off, bytes, esz, send)) != 0 ||
+				  (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0))
+			goto bad;
 		break;
 	case PROTO_COLL_ALLGATHER:
 	case PROTO_COLL_REDUCE_SCATTER:
 		if (stride < m->count || mul_ok(stride, esz * (uint64_t)(n - 1), &big) != 0 ||
 		    big > UINT64_MAX - bytes)
-			goto range;
+			goto bad;
 		big += bytes;
-		if (bytes > 0 && (arena_span(s, m->send_off,
-					     m->coll == PROTO_COLL_ALLGATHER ? bytes : big, send) != 0 ||
-				  arena_span(s, m->recv_off,
-					     m->coll == PROTO_COLL_ALLGATHER ? big : bytes, recv) != 0))
-			goto range;
+		if (bytes > 0 && ((rc = arena_span(s, m->send_off,
+						   m->coll == PROTO_COLL_ALLGATHER ? bytes : big,
+						   esz, send)) != 0 ||
+				  (rc = arena_span(s, m->recv_off,
+						   m->coll == PROTO_COLL_ALLGATHER ? big : bytes,
+						   esz, recv)) != 0))
+			goto bad;
 		break;
 	case PROTO_COLL_BROADCAST:
 		if (m->peer < 0 || m->peer >= n) {
@@ -394,8 +400,8 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 				 n - 1);
 			return RING_EINVAL;
 		}
-		if (bytes > 0 && arena_span(s, m->recv_off, bytes, recv) != 0)
-			goto range;
+		if (bytes > 0 && (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0)
+			goto bad;
 		*send = *recv;
 		break;
 	case PROTO_COLL_SEND:
@@ -405,21 +411,28 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 				 proto_coll_name(m->coll), m->peer, n - 1);
 			return RING_EINVAL;
 		}
-		if (bytes > 0 && arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
-					    : m->recv_off, bytes,
-					    m->coll == PROTO_COLL_SEND ? send : recv) != 0)
-			goto range;
+		if (bytes > 0 && (rc = arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
+						  : m->recv_off, bytes, esz,
+						  m->coll == PROTO_COLL_SEND ? send : recv)) != 0)
+			goto bad;
 		break;
 	default:
 		snprintf(err, errlen, "unknown operation %d", m->coll);
 		return RING_EINVAL;
 	}
 	return 0;
-range:
-	snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
-		 "outside the %zu-byte arena", proto_coll_name(m->coll),
-		 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-		 (unsigned long long)m->count, proto_dtype_name(m->dtype), s->arena->len);
+bad:
+	if (rc == -2)
+		snprintf(err, errlen, "%s operands (offsets %llu/%llu) are not aligned to the "
+			 "%llu bytes of a %s element", proto_coll_name(m->coll),
+			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
+			 (unsigned long long)esz, proto_dtype_name(m->dtype));
+	else
+		snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
+			 "outside the %zu-byte arena", proto_coll_name(m->coll),
+			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
+			 (unsigned long long)m->count, proto_dtype_name(m->dtype),
+			 s->arena->len);
 	return RING_EINVAL;
 }
 
