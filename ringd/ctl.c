@@ -217,8 +217,8 @@ link_json(struct ringd *rd, struct link *l)
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-			 "dir", l->dir == LINK_NEXT ? "next" : "prev",
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+			 "s:I}", "dir", l->dir == LINK_NEXT ? "next" : "prev",
 			 "peer", l->peer, "address", addr, "state", link_state_name(l->state),
 			 "transport", l->transport != NULL ? l->transport : "-",
 			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
@@ -227,7 +227,7 @@ link_json(struct ringd *rd, struct link *l)
 			 "heartbeat_age_ms", (json_int_t)(l->state == LINK_UP
 							  ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
 			 "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors,
-			 "last_error", l->last_error);
+			 "last_error", l->last_error, "retries", (json_int_t)l->retries);
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */

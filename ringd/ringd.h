@@ -62,6 +62,8 @@ struct link {
 	uint64_t frames_tx, frames_rx;
 	uint64_t errors;		/* handshakes refused, protocol errors, drops */
 	uint64_t ups;			/* times it came up (reconnects: ups - 1) */
+	uint64_t retries;		/* connects refused before it first came up: the
+					 * next daemon was not listening yet */
 	char last_error[256];		/* why it last went down */
 	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */

@@ -881,3 +881,26 @@ Test(ringctl, control_socket_refuses_non_text, .fini = teardown, .timeout = 60)
 	}
 	cr_assert_eq(wait_status(0, 0), 0, "ringctl status fails after the bytes");
 }
+
+/* A ring that just formed is healthy: the connects refused while the next
+ * daemon was not listening yet, and what a neighbour passed on before our
+ * handshake was done, are the normal order of a start, not errors that an
+ * operator should chase.  Three starts of 6 daemons, every daemon asked. */
+Test(ringctl, fresh_ring_shows_no_errors, .fini = teardown, .timeout = 120)
+{
+	static char out[65536];
+
+	for (int round = 0; round < 3; round++) {
+		cr_assert_eq(cluster_start(&cluster, 6, NULL), 0);
+		cr_assert_eq(cluster_wait_ready(&cluster, 15000), 0);
+		for (int d = 0; d < 6; d++) {
+			cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "status", NULL), 0);
+			cr_assert(strstr(out, "error") == NULL && strstr(out, "refused") == NULL,
+				  "start %d, daemon %d: a healthy ring shows:\n%s", round, d, out);
+			cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "peers", NULL), 0);
+			cr_assert(strstr(out, "error") == NULL && strstr(out, "refused") == NULL,
+				  "start %d, daemon %d: ringctl peers shows:\n%s", round, d, out);
+		}
+		cluster_stop(&cluster);
+	}
+}
