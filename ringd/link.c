@@ -621,20 +621,16 @@ link_start(struct ringd *rd)
 	if (rd->cfg.tls_cert[0] != '\0') {
 		char err[512];
 
-		if ((link_transport = transport_tls(rd, err, sizeof(err))) == NULL) {
-			log_err("TLS: %s", err);
-			return -1;
-		}
+		if ((link_transport = transport_tls(rd, err, sizeof(err))) == NULL)
+			fatal_config("TLS: %s", err);
 	} else {
 		link_transport = transport_plain();
 	}
 	if (rd->cfg.listen[0] != '\0') {
 		const char *c = strrchr(rd->cfg.listen, ':');
 
-		if (c == NULL || (size_t)(c - rd->cfg.listen) >= sizeof(host)) {
-			log_err("listen = %s: expected ADDR:PORT", rd->cfg.listen);
-			return -1;
-		}
+		if (c == NULL || (size_t)(c - rd->cfg.listen) >= sizeof(host))
+			fatal_config("listen = %s: expected ADDR:PORT", rd->cfg.listen);
 		memcpy(host, rd->cfg.listen, (size_t)(c - rd->cfg.listen));
 		host[c - rd->cfg.listen] = '\0';
 		if (host[0] == '[' && host[strlen(host) - 1] == ']') {
