@@ -508,7 +508,7 @@ job_claim(struct ringd *rd, struct job *j)
 
 static int
 job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize,
-		 int rank, int world, char *err, size_t errlen)
+		 int rank, int world, int pid, char *err, size_t errlen)
 {
 	int i;
 
@@ -533,6 +533,14 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 			 "(with unequal processes per host, give the launcher's RANK and "
 			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
 			 name, world, j->local_world);
+		return RING_EINVAL;
+	}
+	if (j->loc[lr].sess != NULL && sess_pid(j->loc[lr].sess) == pid) {
+		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
+			 "(rank %d) through a communicator it opened before: open one per "
+			 "process and share it (in Rust, GradientSynchronizer::"
+			 "with_communicator takes the open one)", name, (int)pid, lr,
+			 j->loc[lr].rank);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL) {
@@ -580,7 +588,8 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, err, errlen)) != 0)
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, sess_pid(s), err,
+				   errlen)) != 0)
 		return rc;
 	if (j->nloc == 0) {
 		free(j->loc);

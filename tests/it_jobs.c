@@ -844,3 +844,32 @@ Test(jobs, stray_attach_is_refused, .init = setup, .fini = teardown, .timeout = 
 	cr_assert_eq(cluster_wait(&job), 0, "the running job failed after the strays");
 	cr_assert_geq(atomic_load(&st->ops), before + 20, "the job stalled after the strays");
 }
+
+/* A process that opens a second communicator of its job is told that it is
+ * itself the holder, and how to share the open one. */
+static int second_open(ring_comm *comm, int rank, int n, void *arg)
+{
+	ring_comm *again = NULL;
+	int rc;
+
+	(void)rank;
+	(void)n;
+	(void)arg;
+	rc = ring_open(&again, NULL);
+	IT_CHECK(rc == RING_EINVAL, "a second ring_open in one process gave %d (%s): %s", rc,
+		 ring_strerror(rc), ring_last_error(again));
+	IT_CHECK(strstr(ring_last_error(again), "this process") != NULL &&
+		 strstr(ring_last_error(again), "share it") != NULL,
+		 "the error does not say the process holds it itself: %s",
+		 ring_last_error(again));
+	ring_close(again);
+	IT_CALL(ring_barrier(comm));	/* the first one still works */
+	return 0;
+}
+
+Test(jobs, second_open_in_one_process, .init = setup, .fini = teardown, .timeout = 120)
+{
+	start(2);
+	cr_assert_eq(cluster_run(&cluster, 2, second_open, NULL), 0,
+		     "a second open in one process (see above)");
+}
