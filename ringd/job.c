@@ -191,7 +191,9 @@ set_world(struct job *j, int world)
 static uint32_t
 job_next_gen(struct job *j)
 {
-	j->gen_max = (j->gen_max > j->fgen ? j->gen_max : j->fgen) + 1;
+	j->gen_max = (proto_gen_after(j->gen_max, j->fgen) ? j->gen_max : j->fgen) + 1;
+	if (j->gen_max == 0)	/* wrapped: 0 means none */
+		j->gen_max = 1;
 	return j->gen_max;
 }
 
@@ -327,7 +329,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 		j->hosts[n] = h;
 		if (h == rd->rank)
 			j->pos = n;
-		if (j->claim_gen[h] > gen)
+		if (gen == 0 || proto_gen_after(j->claim_gen[h], gen))
 			gen = j->claim_gen[h];
 		n++;
 	}
@@ -338,8 +340,8 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->formed = true;
 	j->fgen = gen;
 	/* what the stash holds of this formation was sent under its fresh credit */
-	flow_keep(j, gen, gen);
-	p2p_keep_rts(j, gen, gen);
+	flow_keep(j, gen, false);
+	p2p_keep_rts(j, gen, false);
 	j->early_bytes = 0;
 	flow_reset(rd, j);
 	j->next_seq = 1;
@@ -438,9 +440,9 @@ job_settle(struct ringd *rd, struct job *j)
 	members_free(j);
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
-	flow_keep(j, j->fgen + 1, UINT32_MAX);
+	flow_keep(j, j->fgen, true);
 	j->early_bytes = j->stash_bytes;
-	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
+	p2p_keep_rts(j, j->fgen, true);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
 	memset(j->aborts, 0, sizeof(j->aborts));
@@ -737,7 +739,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 			return;
 		hj->m = *m;
 		hj->gen = gen;
-		if (gen > j->gen_max)
+		if (proto_gen_after(gen, j->gen_max))
 			j->gen_max = gen;
 		j->held[origin] = hj;
 		return;
@@ -758,7 +760,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;
 	}
 	j->claim_gen[origin] = gen;
-	if (gen > j->gen_max)
+	if (proto_gen_after(gen, j->gen_max))
 		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {
 		int rank = (int)m->ranks[r];
