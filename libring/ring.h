@@ -60,8 +60,6 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 				 * too, and no launcher variable is read at all. */
 };
 
-#define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"
-
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
 /* Leaves the job; returns once the daemon has let go of the session (at most
  * 2 s), so an open right after starts the job's next formation. */
