@@ -392,7 +392,7 @@ lint:
 		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \
 		[ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
 	done
-	$(call msg,LINKS,*.md)
+	$(call msg,LINKS,Markdown)
 	$(Q)scripts/check-links
 	$(call msg,FORMAT,C)
 	$(Q)scripts/check-format
