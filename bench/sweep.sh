@@ -85,7 +85,7 @@ run_sweep() {
 		printf '# bench/peers --sweep: all-reduce float32 sum in place, busbw GB/s (time us), medians of %d runs%s; %d cores (%s)\n' \
 			"$repeats" "$( ((quick)) && echo ' (QUICK)')" "$(nproc)" \
 			"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-		printf '# load average at start %s, at end %s\n' "$load_start" "$load_end"
+		printf '# %s, load average at start %s, at end %s\n' "$(date -u +%F)" "$load_start" "$load_end"
 		printf '| size | 2 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo | 4 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo |\n'
 		printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
 		for ((b = sweep_min; b <= sweep_max; b *= 2)); do
