@@ -131,6 +131,20 @@ impl Error {
     pub fn detail(&self) -> &str {
         &self.detail
     }
+
+    /// A refused attach whose local rank is held by this very process: the
+    /// daemon names the holder's pid ("already attached by pid N", "this same
+    /// process (pid N) already holds ...").  A pid the daemon sees through
+    /// another pid namespace does not match, and the error stays as it was.
+    pub(crate) fn is_attached_by_this_process(&self) -> bool {
+        if self.code != ErrorCode::Invalid || !self.detail.contains("already") {
+            return false;
+        }
+        let pid = format!("pid {}", std::process::id());
+        self.detail.match_indices(&pid).any(|(at, _)| {
+            !self.detail[at + pid.len()..].starts_with(|c: char| c.is_ascii_digit())
+        })
+    }
 }
 
 impl fmt::Display for Error {
