@@ -11,11 +11,15 @@
  * communicator closed (no operation starts any more) and ring_close runs when
  * the last of them is freed.  A `with` block can end while its arena arrays
  * are still bound to names, so refusing would be the wrong answer there.
+ * ring_close itself runs without the GIL, so another thread may call close()
+ * (or drop the last array) meanwhile: ring_close runs once, marked closing,
+ * and the others wait until it is done.
  */
 #include "pyring.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int
 pyr_comm_usable(pyr_comm *c, const char *fn)
@@ -83,12 +87,25 @@ holds_free(struct pyr_hold *h)
 	}
 }
 
-/* ring_close now; every hold is the caller's again after it. */
+/* ring_close now, once: a second caller (another thread's close() while the
+ * first runs without the GIL) waits until the first is done.  Every hold is
+ * the caller's again after it. */
 static void
 comm_close_now(pyr_comm *c)
 {
+	struct timespec nap = { 0, 1000000 };
 	ring_comm *rc = c->comm;
 
+	if (c->closing) {
+		/* As bounded as ring_close is (libring waits at most
+		 * CLOSE_WAIT_MS for the daemon's goodbye). */
+		while (c->closing) {
+			Py_BEGIN_ALLOW_THREADS
+			nanosleep(&nap, NULL);
+			Py_END_ALLOW_THREADS
+		}
+		return;
+	}
 	if (!rc)
 		return;
 	c->closing = true;
@@ -310,8 +327,11 @@ comm_group_end(PyObject *self, PyObject *unused)
 	char err[512] = "";
 	int code;
 
-	if (!c->comm || c->group_depth == 0) {
-		pyr_raise(c->comm ? RING_EINVAL : RING_ECLOSED, c->comm ?
+	/* Closed: ring_close may be running, and it ends the group itself. */
+	if (!c->comm || c->closed || c->group_depth == 0) {
+		bool open = c->comm && !c->closed;
+
+		pyr_raise(open ? RING_EINVAL : RING_ECLOSED, open ?
 			  "group_end: no group is open (group_start first)" :
 			  "group_end: the communicator is closed");
 		return NULL;
