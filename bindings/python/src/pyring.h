@@ -80,7 +80,7 @@ typedef struct pyr_comm {
 	int group_depth;	/* nesting of group_start */
 	struct pyr_hold *group_holds;	/* blocking calls recorded in the open group */
 	struct pyr_hold *orphans;	/* requests dropped while still in flight */
-	Py_ssize_t narena;	/* live arena blocks: ring_close waits for none */
+	Py_ssize_t narena;	/* arena blocks alive or being made: ring_close waits */
 	int rank, size, local_rank, local_size, host_rank, host_count;
 	PyObject *weakrefs;
 } pyr_comm;

@@ -70,6 +70,43 @@ except ringd.ClosedError:
 print("closed")
 """
 
+# One thread makes and frees arena arrays while another closes at a random
+# moment.  An array that empty() returned must stay writable after close()
+# has returned; empty() may instead refuse (ClosedError).
+EMPTY_VS_CLOSE = PRELUDE + """
+deadline = time.monotonic() + float(arg[0])
+rounds = made = refused = midway = 0
+while time.monotonic() < deadline:
+    c = comm()
+    closed = threading.Event()
+    def maker():
+        global made, refused, midway
+        try:
+            while True:
+                a = c.empty(4096, np.float64)
+                if c.closed:            # made while close() ran: use it after
+                    closed.wait(10)
+                    made += 1
+                a[:] = 2.0
+                assert float(a.sum()) == 8192.0
+                del a
+        except ringd.ClosedError as e:
+            refused += 1
+            midway += "being made" in str(e)    # close() ran during ring_alloc
+    t = threading.Thread(target=maker)
+    t.start()
+    until = time.monotonic() + random.uniform(0, 0.003)
+    while time.monotonic() < until:     # keep asking for the GIL meanwhile
+        pass
+    c.close()
+    closed.set()
+    t.join(10)
+    assert not t.is_alive()
+    rounds += 1
+print("rounds", rounds, "arrays made while closing", made, "refused", refused,
+      "of which while being made", midway)
+"""
+
 
 def run_child(program, ring, *args, timeout=60, **env):
     p = subprocess.run([PYTHON, "-c", program, ring.socket(0),
@@ -102,3 +139,8 @@ def test_close_while_the_daemon_is_stopped_then_close_again(own_ring):
     finally:
         os.kill(pid, signal.SIGCONT)    # whatever the child did
     assert out.split()[-1] == "closed"
+
+
+def test_empty_against_close_never_leaves_an_unmapped_array(own_ring):
+    out = run_child(EMPTY_VS_CLOSE, own_ring, RACE_SECONDS)
+    assert int(out.split()[1]) > 0, out
