@@ -36,7 +36,10 @@ struct pyr_hold {
 };
 
 void pyr_hold_release(struct pyr_hold *h);
-/* A heap copy of h (which is emptied), for a hold that outlives the call. */
+/* A heap copy of h (which is emptied), for a hold that outlives the call, or
+ * NULL with MemoryError (h untouched).  Holds live in Python's allocator
+ * (PyMem_*): the GIL is held for these three, and the allocator's hooks (the
+ * tests' failure injection, tracemalloc) see them. */
 struct pyr_hold *pyr_hold_keep(struct pyr_hold *h);
 void pyr_hold_free(struct pyr_hold *h);
 

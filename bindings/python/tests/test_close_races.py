@@ -144,3 +144,38 @@ def test_close_while_the_daemon_is_stopped_then_close_again(own_ring):
 def test_empty_against_close_never_leaves_an_unmapped_array(own_ring):
     out = run_child(EMPTY_VS_CLOSE, own_ring, RACE_SECONDS)
     assert int(out.split()[1]) > 0, out
+
+
+# Fails the n-th memory allocation of the interpreter from the call on, for
+# every n until the call succeeds without meeting the failure: every error
+# path of the non-blocking call runs once.  PYTHONMALLOC=debug fills fresh
+# objects with 0xCD bytes, so a field read before it is set crashes.
+REQUEST_NOMEMORY = PRELUDE + """
+import _testcapi
+c = comm()
+x = np.ones(64, np.float32)
+failed = 0
+for n in range(300):
+    r = None
+    try:
+        _testcapi.set_nomemory(n, n + 1)
+        try:
+            r = c.iallreduce(x)
+        finally:
+            _testcapi.remove_mem_hooks()
+    except MemoryError:
+        failed += 1
+    if r is not None:
+        r.wait()
+    del r
+c.allreduce(x)                          # the communicator still works
+assert float(x[0]) == 1.0
+c.close()
+print("failed", failed)
+"""
+
+
+def test_request_failure_paths_under_memory_exhaustion(own_ring):
+    pytest.importorskip("_testcapi")
+    out = run_child(REQUEST_NOMEMORY, own_ring, PYTHONMALLOC="debug")
+    assert int(out.split()[-1]) > 0, out
