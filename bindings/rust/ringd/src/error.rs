@@ -188,3 +188,28 @@ pub(crate) fn check(rc: c_int, comm: *const sys::ring_comm) -> Result<()> {
         Err(Error::last(rc, comm))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attach_held_by_this_process_is_recognised_in_both_daemon_texts() {
+        let me = std::process::id();
+        let said = |text: String| Error::new(ErrorCode::Invalid, text);
+        let old = format!(
+            "job j: local rank 0 (rank 0) is already attached by pid {}; this process asked \
+             for rank 0 (give each process its own LOCAL_RANK)",
+            me
+        );
+        let new = format!("job j: this same process (pid {}) already holds local rank 0", me);
+        assert!(said(old.clone()).is_attached_by_this_process());
+        assert!(said(new).is_attached_by_this_process());
+        // Another process, a pid that only starts like ours, another code.
+        let other = old.replace(&format!("pid {}", me), &format!("pid {}", me + 1));
+        assert!(!said(other).is_attached_by_this_process());
+        let longer = old.replace(&format!("pid {}", me), &format!("pid {}7", me));
+        assert!(!said(longer).is_attached_by_this_process());
+        assert!(!Error::new(ErrorCode::TimedOut, old).is_attached_by_this_process());
+    }
+}

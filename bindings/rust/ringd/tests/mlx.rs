@@ -198,7 +198,8 @@ fn raw_bytes(flags: &[bool]) -> Vec<u8> {
 #[test]
 fn a_backend_that_panics_leaves_only_valid_bools() {
     let g = Group::new(WritesTwoThenPanics);
-    let calls: [(&str, fn(&Group, &mut Vec<bool>)); 5] = [
+    type Call = fn(&Group, &mut Vec<bool>);
+    let calls: [(&str, Call); 5] = [
         ("all_sum", |g, v| drop(g.all_sum(v))),
         ("all_max", |g, v| drop(g.all_max(v))),
         ("all_min", |g, v| drop(g.all_min(v))),
