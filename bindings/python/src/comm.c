@@ -340,11 +340,13 @@ comm_group_start(PyObject *self, PyObject *unused)
 
 	if (pyr_comm_usable(c, "group_start") < 0)
 		return NULL;
+	c->busy++;	/* without the GIL: a close() meanwhile must refuse */
 	Py_BEGIN_ALLOW_THREADS
 	code = ring_group_start(c->comm);
 	if (code)
 		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
 	Py_END_ALLOW_THREADS
+	c->busy--;
 	if (code) {
 		pyr_raise(code, err);
 		return NULL;
