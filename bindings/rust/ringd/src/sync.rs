@@ -292,9 +292,9 @@ fn held_here(e: Error) -> Error {
     Error::new(
         e.code(),
         format!(
-            "GradientSynchronizer::new: this process (pid {}) already has a communicator of \
-             this job and local rank open, and a process attaches to a job once; build the \
-             synchroniser on that communicator with GradientSynchronizer::with_communicator\
+            "GradientSynchronizer::new: this process (pid {}) already has a communicator \
+             open on this job as this local rank, and a process holds a local rank once; \
+             build the synchroniser on that communicator with GradientSynchronizer::with_communicator\
              (config, comm) instead of opening a second one (the daemon said: {})",
             std::process::id(),
             e.detail()
