@@ -268,16 +268,27 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
-/* This host's processes cannot join the formation the job has: they are the
- * newcomers, so they alone are refused.  Nothing is circulated and the job's
- * own error stays clear: a process that attaches with the job's name and the
- * wrong shape must never fail the ranks already running under it. */
+/* Every rank of the job's formation has a host: it runs, or is about to. */
+static bool
+job_complete(const struct job *j)
+{
+	return j->world != 0 && j->nplaced == j->world;
+}
+
+/*
+ * This host's processes cannot join the formation the job has.  When that
+ * formation is complete they are the newcomers, so they alone are refused:
+ * nothing is circulated and the job's own error stays clear, since a process
+ * that attaches with a running job's name and the wrong shape must never fail
+ * the ranks running under it.  A formation still incomplete cannot form with
+ * them or without them: it fails everywhere, so no rank waits for its timeout.
+ */
 static void
-job_refuse_local(struct job *j, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static void
-job_refuse_local(struct job *j, const char *fmt, ...)
+job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 {
 	char text[PROTO_TEXT_MAX + 1];
 	va_list ap;
@@ -286,6 +297,10 @@ job_refuse_local(struct job *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	if (!job_complete(j)) {
+		job_fail_form(rd, j, true, "%s", text);
+		return;
+	}
 	log_warn("job %s: refused this host's processes: %s", j->name, text);
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL && !j->loc[i].member)
@@ -475,10 +490,10 @@ job_claim(struct ringd *rd, struct job *j)
 		return;
 	}
 	if (j->world != 0 && j->world != j->local_world) {
-		job_refuse_local(j, "job %s: world size %d disagrees with %d known here "
-				 "(with unequal processes per host, give the launcher's RANK "
-				 "and WORLD_SIZE; a job of another size needs another RING_JOB "
-				 "name)", j->name, j->local_world, j->world);
+		job_refuse(rd, j, "job %s: world size %d disagrees with %d known here "
+			   "(with unequal processes per host, give the launcher's RANK and "
+			   "WORLD_SIZE; a job of another size needs another RING_JOB name)",
+			   j->name, j->local_world, j->world);
 		return;
 	}
 	if (j->world == 0 && set_world(j, j->local_world) != 0) {
@@ -489,9 +504,9 @@ job_claim(struct ringd *rd, struct job *j)
 		int rank = j->loc[i].rank, h = j->host_of[rank];
 
 		if (h != -1 && h != rd->rank) {
-			job_refuse_local(j, "job %s: rank %d is already attached on host %d "
-					 "(a job of its own needs another RING_JOB name)",
-					 j->name, rank, h);
+			job_refuse(rd, j, "job %s: rank %d is already attached on host %d "
+				   "(a job of its own needs another RING_JOB name)", j->name,
+				   rank, h);
 			return;
 		}
 	}
@@ -535,6 +550,8 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 			 "(with unequal processes per host, give the launcher's RANK and "
 			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
 			 name, world, j->local_world);
+		if (!job_complete(j))	/* none of it can form: fail all of it */
+			job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL && sess_pid(j->loc[lr].sess) == pid) {

@@ -746,7 +746,9 @@ struct stray_state {
 	atomic_int formed;		/* ranks of the running job that opened */
 	atomic_int ops;			/* its checked all-reduces so far */
 	atomic_int strays_done;		/* strays that have their answer */
-	atomic_int stop;		/* the test tells the job to finish */
+	atomic_int target;		/* all-reduces the job runs in all: both ranks
+					 * stop at the same one, which the test sets
+					 * ahead of where they are */
 	int rc[STRAYS];			/* what each stray's ring_open gave */
 	double secs[STRAYS];		/* ... after how long */
 	char err[STRAYS][256];
@@ -757,7 +759,7 @@ static int running_job(ring_comm *comm, int rank, int n, void *arg)
 	struct stray_state *st = arg;
 
 	atomic_fetch_add(&st->formed, 1);
-	for (int i = 0; !atomic_load(&st->stop) && i < 100000; i++) {
+	for (int i = 0; i < atomic_load(&st->target); i++) {
 		if (allreduce_one(comm, rank, n, RING_FLOAT32, RING_SUM, 1000 + (size_t)i,
 				  IT_ARENA, false, 5000 + (uint64_t)i))
 			return 1;
@@ -797,6 +799,7 @@ Test(jobs, stray_attach_is_refused, .init = setup, .fini = teardown, .timeout = 
 	int before;
 
 	start(3);
+	atomic_store(&st->target, 100000);
 	snprintf(name, sizeof(name), "it-stray-%d", (int)getpid());
 	memset(procs, 0, sizeof(procs));
 	for (int i = 0; i < 2 + STRAYS; i++) {
@@ -838,11 +841,9 @@ Test(jobs, stray_attach_is_refused, .init = setup, .fini = teardown, .timeout = 
 			  "job", k, st->err[k]);
 	}
 	before = atomic_load(&st->ops);
-	for (int t = 0; t < 3000 && atomic_load(&st->ops) < before + 20; t++)
-		usleep(10000);
-	atomic_store(&st->stop, 1);
+	atomic_store(&st->target, before + 20);
 	cr_assert_eq(cluster_wait(&job), 0, "the running job failed after the strays");
-	cr_assert_geq(atomic_load(&st->ops), before + 20, "the job stalled after the strays");
+	cr_assert_eq(atomic_load(&st->ops), before + 20, "the job stalled after the strays");
 }
 
 /* A process that opens a second communicator of its job is told that it is
