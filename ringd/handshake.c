@@ -165,7 +165,7 @@ link_up(struct link *l)
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
 	link_timer_set(l, rd->cfg.heartbeat_ms);
-	coll_pump(rd);
+	rd->link_ev->room(rd);
 }
 
 /* An accepted connection proved it is our previous host: it becomes rd->prev

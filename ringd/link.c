@@ -59,7 +59,7 @@ link_change_state(struct link *l, enum link_state st)
 			 link_state_name(l->state), link_state_name(st));
 	l->state = st;
 	if (l == l->rd->next || l == l->rd->prev)
-		ringd_update_state(l->rd);
+		l->rd->link_ev->changed(l);
 }
 
 void
@@ -139,6 +139,14 @@ rx_reset(struct link *l)
 	l->drained = false;
 }
 
+const char *
+link_state_name(enum link_state s)
+{
+	static const char *const names[] = { "down", "connecting", "handshake", "up" };
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
 /* Closes the connection; the struct stays (next is reused, prev replaced). */
 void
 link_close(struct link *l, const char *why)
@@ -164,7 +172,7 @@ link_close(struct link *l, const char *why)
 		memcpy(l->last_error, reason, sizeof(l->last_error));
 	link_change_state(l, LINK_DOWN);
 	if (was_up) {
-		coll_link_down(l->rd, l, reason);
+		l->rd->link_ev->down(l, reason);
 		ping_link_closed(l);
 	}
 	rx_reset(l);
@@ -300,7 +308,7 @@ link_write(struct link *l)
 room:
 	if (l->fd >= 0 && l->state == LINK_UP && before >= OUT_LOW &&
 	    evbuffer_get_length(l->out) < OUT_LOW)
-		coll_pump(l->rd);
+		l->rd->link_ev->room(l->rd);
 }
 
 static void
@@ -578,12 +586,6 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-int
-mod_prev(const struct ringd *rd)
-{
-	return (rd->rank + rd->world - 1) % rd->world;
-}
-
 static int
 listen_socket(struct ringd *rd, const char *host, int port)
 {
@@ -613,11 +615,12 @@ listen_socket(struct ringd *rd, const char *host, int port)
 /* ------------------------------------------------------------------ */
 
 int
-link_start(struct ringd *rd)
+link_start(struct ringd *rd, const struct link_events *ev)
 {
 	char host[HOSTFILE_HOST_MAX + 1];
 	int port;
 
+	rd->link_ev = ev;
 	if (rd->cfg.tls_cert[0] != '\0') {
 		char err[512];
 
