@@ -336,7 +336,7 @@ hs_transport_ready(struct link *l)
 	 * wait inside the link_transport, where no socket event announces them (an
 	 * acceptor can finish the whole handshake within accept_cb). */
 	if (transport_rx_ready(link_transport, l))
-		link_rx(l);
+		event_active(l->rev, EV_READ, 0);	/* the reader takes them */
 }
 
 /* A refusal from the peer: its reason is logged, kept for ringctl, and ends the

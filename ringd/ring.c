@@ -253,6 +253,7 @@ static void
 ring_link_down(struct link *l, const char *why)
 {
 	l->rd->ring_ev->link_down(l->rd, l, why);
+	ping_link_closed(l);	/* its probe gets no more answers */
 }
 
 static void
