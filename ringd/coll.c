@@ -16,7 +16,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -334,6 +333,52 @@ wrong_way:
 	return RX_ERROR;
 }
 
+/* The engine's frames, from the ring floor, to their handlers. */
+int
+coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	switch (f->type) {
+	case PROTO_F_JOIN:
+	case PROTO_F_LEAVE:
+		return job_rx(rd, l, f, pl);
+	case PROTO_F_ABORT:
+		/* all go round the ring: each host acts on it and passes it on */
+		if (l->dir != LINK_PREV) {
+			snprintf(l->last_error, sizeof(l->last_error), "abort frame on the wrong "
+				 "link");
+			return RX_ERROR;	/* the link closes with that reason */
+		}
+		if (f->job == 0)	/* a host lost a link */
+			return coll_rx_ring_down(rd, l, f, pl);
+		if (f->seq == 0)	/* a job that cannot form */
+			return job_rx(rd, l, f, pl);
+		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
+	case PROTO_F_CREDIT:
+	case PROTO_F_OPHDR:
+	case PROTO_F_DATA:
+		return coll_rx(rd, l, f, pl);
+	case PROTO_F_P2P_RTS:
+	case PROTO_F_P2P_CTS:
+	case PROTO_F_P2P_DATA:
+		return p2p_rx(rd, l, f, pl);
+	default:
+		snprintf(l->last_error, sizeof(l->last_error), "unexpected %s frame",
+			 proto_frame_type_name(f->type));
+		return RX_ERROR;
+	}
+}
+
+uint8_t *
+coll_place(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
+	   const void **owner)
+{
+	if (f->type == PROTO_F_DATA)
+		return coll_rx_dest(rd, l, f, arena, owner);
+	if (f->type == PROTO_F_P2P_DATA)
+		return p2p_rx_dest(rd, f, arena, owner);
+	return NULL;
+}
+
 uint8_t *
 coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	     struct arena **arena, const void **owner)
@@ -529,7 +574,7 @@ job_broken(struct ringd *rd, struct job *j, char *err, size_t errlen)
 
 /* The first local process asks for the next collective: its op, numbered. */
 static struct op *
-coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m)
+coll_open(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m)
 {
 	struct op *op;
 
@@ -541,7 +586,7 @@ coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op
 	}
 	op->nc = j->local_size;
 	op->fp.seq = j->next_seq++;
-	op->tmo_ms = m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s);
+	op->tmo_ms = m->timeout_ms ? m->timeout_ms : s->timeout_ms;
 	op->q = &j->colls;
 	TAILQ_INSERT_TAIL(&j->colls, op, entry);
 	j->ncolls++;
@@ -624,10 +669,10 @@ coll_join_check(struct ringd *rd, struct op *op, const struct contrib *c,
 }
 
 int
-coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	    uint8_t *send, uint8_t *recv, char *err, size_t errlen)
 {
-	int lr = sess_local_rank(s), rc;
+	int lr = s->local_rank, rc;
 	struct contrib *c;
 	struct op *op;
 
@@ -656,10 +701,10 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		return RING_EINVAL;
 	}
 	c = &op->c[lr];
-	*c = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s), .send = send,
+	*c = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = s->arena, .send = send,
 			       .recv = recv, .count = m->count,
 			       .stride = m->stride ? m->stride : m->count,
-			       .rank = sess_rank(s), .in = true };
+			       .rank = s->rank, .in = true };
 	arena_ref(c->arena);
 	op->joined++;
 	j->loc[lr].entered = op->fp.seq;
@@ -679,10 +724,10 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
  * its contribution, or the slot of a process of the op's formation that has not
  * asked yet.  A process that came for a later formation has none. */
 static struct contrib *
-op_contrib_of(struct op *op, struct sess *s)
+op_contrib_of(struct op *op, struct client *s)
 {
 	struct job *j = op->job;
-	int lr = sess_local_rank(s);
+	int lr = s->local_rank;
 
 	if (lr < 0 || lr >= op->nc)
 		return NULL;
@@ -695,9 +740,9 @@ op_contrib_of(struct op *op, struct sess *s)
 }
 
 void
-coll_sess_gone(struct ringd *rd, struct sess *s)
+coll_sess_gone(struct ringd *rd, struct client *s)
 {
-	struct job *j = sess_job(s);
+	struct job *j = s->job;
 	struct contrib *c = NULL;
 	struct op *op;
 
@@ -724,7 +769,7 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 		}
 		if (!was_finished)
 			op_finish(rd, op, RING_EABORTED, "rank %d (a process on host %d) went "
-				  "away", sess_rank(s), rd->rank);
+				  "away", s->rank, rd->rank);
 		else
 			op_complete(rd, op);	/* it may have been the last one */
 	}

@@ -39,7 +39,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/log.h"
 
 #define CTL_LINE_MAX	256

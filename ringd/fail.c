@@ -12,7 +12,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 

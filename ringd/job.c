@@ -21,7 +21,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/log.h"
 
 struct job *
@@ -265,7 +264,7 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 	}
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL)
-			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
+			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
 /* Every rank of the job's formation has a host: it runs, or is about to. */
@@ -304,7 +303,7 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 	log_warn("job %s: refused this host's processes: %s", j->name, text);
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL && !j->loc[i].member)
-			sess_refuse(j->loc[i].sess, RING_EINVAL, text);
+			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
 /* Every rank has a host and none has left: agree on the member list and go. */
@@ -368,7 +367,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 		/* sequence numbers start again with the formation */
 		j->loc[i].entered = j->loc[i].done = 0;
 		if (j->loc[i].sess != NULL)
-			sess_welcome(j->loc[i].sess);
+			j->loc[i].sess->ev->welcome(j->loc[i].sess);
 	}
 	flow_drain(rd, j);
 }
@@ -554,7 +553,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 			job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
-	if (j->loc[lr].sess != NULL && sess_pid(j->loc[lr].sess) == pid) {
+	if (j->loc[lr].sess != NULL && j->loc[lr].sess->pid == pid) {
 		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
 			 "(rank %d) through a communicator it opened before: open one per "
 			 "process and share it (in Rust, GradientSynchronizer::"
@@ -565,7 +564,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 	if (j->loc[lr].sess != NULL) {
 		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
 			 "%d; this process asked for rank %d (give each process its own "
-			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, sess_pid(j->loc[lr].sess), rank);
+			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, j->loc[lr].sess->pid, rank);
 		return RING_EINVAL;
 	}
 	for (i = 0; i < j->local_size; i++)
@@ -578,7 +577,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 }
 
 int
-job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize, int rank,
+job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsize, int rank,
 	   int world, char *err, size_t errlen)
 {
 	uint32_t id = proto_job_id(name);
@@ -607,7 +606,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, sess_pid(s), err,
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, s->pid, err,
 				   errlen)) != 0)
 		return rc;
 	if (j->nloc == 0) {
@@ -622,13 +621,17 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 	}
 	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
 	j->nloc++;
-	sess_set_job(s, j, rank, world, lr, lsize);
+	s->job = j;
+	s->rank = rank;
+	s->size = world;
+	s->local_rank = lr;
+	s->local_size = lsize;
 	job_claim(rd, j);
 	return 0;
 }
 
 void
-job_detach(struct ringd *rd, struct sess *s, struct job *j)
+job_detach(struct ringd *rd, struct client *s, struct job *j)
 {
 	uint64_t last = 0;
 	bool member = false;

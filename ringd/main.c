@@ -36,6 +36,15 @@
 
 static struct ringd the_ringd;
 
+/* What the ring floor reports, to the engine's handlers. */
+static const struct ring_events engine_events = {
+	.frame = coll_frame,
+	.place = coll_place,
+	.link_down = coll_link_down,
+	.ready = coll_ring_ready,
+	.room = coll_pump,
+};
+
 static void
 usage(FILE *f)
 {
@@ -246,7 +255,7 @@ main(int argc, char **argv)
 		fatal("cannot open the client socket %s", rd->cfg.socket);
 	if (ctl_start(rd) != 0)
 		fatal("cannot open the control socket");
-	if (link_start(rd) != 0)
+	if (ring_start(rd, &engine_events) != 0)
 		fatal("cannot start the peer links");
 	ringd_update_state(rd);
 	if (rd->state != RING_READY) {

@@ -11,7 +11,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -77,6 +76,7 @@ op_complete(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
 	bool coll = op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV;
+	struct client *cl;
 	int i;
 
 	if (op->tx_refs > 0 || op->completing)
@@ -90,8 +90,8 @@ op_complete(struct ringd *rd, struct op *op)
 			if (coll && op->gen == j->fgen && i < j->local_size &&
 			    j->loc[i].sess == op->c[i].sess)
 				j->loc[i].done = op->fp.seq;
-			if (op->c[i].sess != NULL)
-				sess_op_done(op->c[i].sess, op->c[i].reqid, op->status, op->text);
+			if ((cl = op->c[i].sess) != NULL)
+				cl->ev->done(cl, op->c[i].reqid, op->status, op->text);
 		}
 	if (!op->counted) {
 		op->counted = true;
@@ -99,7 +99,7 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_completed++;
 		else
 			rd->ops_failed++;
-		metrics_op_done(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
+		ops_count(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
 		if (coll)
 			ops_record(j, op);
 	}
