@@ -382,7 +382,7 @@ uninstall:
 # warnings, and the code with every warning as an error (WARN above includes
 # -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
 # brings shellcheck and groff.
-LINT_SH := $(filter-out scripts/check-floors%,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)

@@ -178,28 +178,6 @@ coll_ring_ready(struct ringd *rd)
 	job_ring_up(rd);
 }
 
-/* An op failed here for a reason the other hosts cannot see (a mismatch found on
- * this link, a process that left, a timeout): tell them, so that every rank gets
- * the same error instead of waiting for its own timeout. */
-void
-op_abort_ring(struct ringd *rd, struct op *op)
-{
-	uint8_t buf[PROTO_TEXT_MAX + 16];
-	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
-				 .gen = op->gen };
-	int n;
-
-	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
-	    op->job->nhosts < 2)
-		return;
-	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
-	if (n <= 0)
-		return;
-	f.length = (uint32_t)n;
-	link_send(rd->next, &f, buf);
-}
-
 /* Which of this host's ranks have not called op #seq (for a timeout's message). */
 static void
 missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap)

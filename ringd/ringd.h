@@ -132,6 +132,8 @@ struct ringd {
 	struct config cfg;		/* settings */
 	const struct link_events *link_ev;	/* the ring's handlers of link events */
 	const struct ring_events *ring_ev;	/* the engine's handlers of ring events */
+	const struct engine_hooks *eng;	/* the collectives' handlers, for the
+					 * engine's lower files (coll.h) */
 	struct hostfile hf;		/* the ring, in order */
 	int rank, world;		/* our host rank, number of hosts */
 	struct event_base *base;	/* the engine thread's loop */
