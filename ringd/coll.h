@@ -339,7 +339,7 @@ void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
-void op_timeout_cb(evutil_socket_t fd, short what, void *arg);
+void fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg);
 /* Tells the other hosts why op failed here, so every rank gets the same error. */
 void op_abort_ring(struct ringd *rd, struct op *op);
 

@@ -11,7 +11,7 @@
 
 /* The engine's frames, from the ring floor, to their handlers. */
 int
-coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	switch (f->type) {
 	case PROTO_F_JOIN:
@@ -25,10 +25,10 @@ coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const 
 			return RX_ERROR;	/* the link closes with that reason */
 		}
 		if (f->job == 0)	/* a host lost a link */
-			return coll_rx_ring_down(rd, l, f, pl);
+			return fail_rx_ring_down(rd, l, f, pl);
 		if (f->seq == 0)	/* a job that cannot form */
 			return job_rx(rd, l, f, pl);
-		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
+		return fail_rx_abort(rd, l, f, pl);	/* an op failed */
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
@@ -45,7 +45,7 @@ coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const 
 }
 
 uint8_t *
-coll_place(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
+engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
 	   const void **owner)
 {
 	if (f->type == PROTO_F_DATA)

@@ -30,7 +30,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 	op->esz = proto_dtype_size(m->dtype);
 	op->peer = m->peer;
 	op->started_ms = now_ms();
-	op->timer = evtimer_new(rd->base, op_timeout_cb, op);
+	op->timer = evtimer_new(rd->base, fail_op_timeout_cb, op);
 	if (op->timer == NULL) {
 		free(op);
 		return NULL;
