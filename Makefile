@@ -382,7 +382,7 @@ uninstall:
 # warnings, and the code with every warning as an error (WARN above includes
 # -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
 # brings shellcheck and groff.
-LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)
@@ -390,7 +390,7 @@ lint:
 		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \
 		[ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
 	done
-	$(Q)scripts/check-floors
+	$(Q)scripts/check-floors && scripts/check-floors --self-test
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	@echo "lint: clean"
 
