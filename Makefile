@@ -380,12 +380,12 @@ uninstall:
 
 # make lint: the shell scripts through shellcheck, the man pages through groff's
 # warnings, the relative links of the Markdown (scripts/check-links), the C lines
-# this branch changed through clang-format (scripts/check-format), the layers of
+# this branch changed through clang-format (scripts/check-format), the floors of
 # ringd (scripts/check-floors), the code with every warning as an error (WARN
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors%,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)
@@ -397,7 +397,7 @@ lint:
 	$(Q)scripts/check-links
 	$(call msg,FORMAT,C)
 	$(Q)scripts/check-format
-	$(Q)scripts/check-floors
+	$(Q)scripts/check-floors && scripts/check-floors --self-test
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	$(Q)$(MAKE) --no-print-directory WERROR=1 rust-lint
 	@echo "lint: clean"

@@ -333,52 +333,6 @@ wrong_way:
 	return RX_ERROR;
 }
 
-/* The engine's frames, from the ring floor, to their handlers. */
-int
-coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
-{
-	switch (f->type) {
-	case PROTO_F_JOIN:
-	case PROTO_F_LEAVE:
-		return job_rx(rd, l, f, pl);
-	case PROTO_F_ABORT:
-		/* all go round the ring: each host acts on it and passes it on */
-		if (l->dir != LINK_PREV) {
-			snprintf(l->last_error, sizeof(l->last_error), "abort frame on the wrong "
-				 "link");
-			return RX_ERROR;	/* the link closes with that reason */
-		}
-		if (f->job == 0)	/* a host lost a link */
-			return coll_rx_ring_down(rd, l, f, pl);
-		if (f->seq == 0)	/* a job that cannot form */
-			return job_rx(rd, l, f, pl);
-		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
-	case PROTO_F_CREDIT:
-	case PROTO_F_OPHDR:
-	case PROTO_F_DATA:
-		return coll_rx(rd, l, f, pl);
-	case PROTO_F_P2P_RTS:
-	case PROTO_F_P2P_CTS:
-	case PROTO_F_P2P_DATA:
-		return p2p_rx(rd, l, f, pl);
-	default:
-		snprintf(l->last_error, sizeof(l->last_error), "unexpected %s frame",
-			 proto_frame_type_name(f->type));
-		return RX_ERROR;
-	}
-}
-
-uint8_t *
-coll_place(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
-	   const void **owner)
-{
-	if (f->type == PROTO_F_DATA)
-		return coll_rx_dest(rd, l, f, arena, owner);
-	if (f->type == PROTO_F_P2P_DATA)
-		return p2p_rx_dest(rd, f, arena, owner);
-	return NULL;
-}
-
 uint8_t *
 coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	     struct arena **arena, const void **owner)
@@ -776,9 +730,28 @@ coll_sess_gone(struct ringd *rd, struct client *s)
 	p2p_sess_gone(rd, j, s);
 }
 
+/* An operation of j was freed: the next collective may start; its early
+ * frames may be waiting; or it was the last thing of a formation whose
+ * processes have left. */
+static void
+coll_op_freed(struct ringd *rd, struct job *j, bool coll)
+{
+	if (coll)
+		coll_advance(rd, j);
+	if (j->active == NULL)
+		flow_drain(rd, j);
+	job_settle(rd, j);
+}
+
+static const struct engine_hooks coll_hooks = {
+	.rx_frame = coll_rx_frame,
+	.op_freed = coll_op_freed,
+};
+
 void
 coll_init(struct ringd *rd)
 {
 	TAILQ_INIT(&rd->jobs);
 	rd->njobs = 0;
+	rd->eng = &coll_hooks;
 }

@@ -75,6 +75,18 @@ struct client {
 	int pid;			/* SO_PEERCRED, for messages and ringctl */
 };
 
+/*
+ * What the engine's lower files hand up to the collectives (coll_init sets
+ * them in rd->eng), so that flow.c and op.c name nothing above them.
+ */
+struct engine_hooks {
+	/* a frame of a job's stream, taken from its stash (flow_drain) */
+	int (*rx_frame)(struct ringd *rd, struct job *j, const struct proto_frame *f,
+			const uint8_t *pl);
+	/* an operation of j was freed (op_complete); coll: it was a collective */
+	void (*op_freed)(struct ringd *rd, struct job *j, bool coll);
+};
+
 /* One local process's part of an operation. */
 struct contrib {
 	struct client *sess;		/* NULL once it left */
@@ -327,12 +339,14 @@ void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
-void op_timeout_cb(evutil_socket_t fd, short what, void *arg);
+void fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg);
 /* Tells the other hosts why op failed here, so every rank gets the same error. */
 void op_abort_ring(struct ringd *rd, struct op *op);
 
 /* job.c: membership */
 struct job *job_lookup(struct ringd *rd, uint32_t id);
+/* jobtab.c: frees the member list of a formation (job.c and the table's). */
+void job_members_free(struct job *j);
 /* The job a frame names, created on first sight (NULL past max_jobs). */
 struct job *job_wire(struct ringd *rd, uint32_t id);
 /* Attaches a session as (local_rank of local_size) with global rank/world;

@@ -137,7 +137,7 @@ model_ring(json_t *fams, struct ringd *rd, uint64_t now)
 		   "1 for the ring's current state (forming, ready, degraded, stopped), else 0");
 	for (i = RING_FORMING; i <= RING_STOPPED; i++)
 		sample_u(s, "ringd_ring_state", json_pack("{s:s}", "state",
-			 ringd_state_name((enum ring_state)i)), (int)rd->state == i);
+			 ring_state_name((enum ring_state)i)), (int)rd->state == i);
 	s = family(fams, "ringd_ring_epoch", "gauge",
 		   "The ring's epoch (grows each time the ring re-forms)");
 	sample_u(s, "ringd_ring_epoch", NULL, rd->epoch);
@@ -394,7 +394,7 @@ metrics_json(struct ringd *rd)
 		metrics_render(fams, text);
 		len = evbuffer_get_length(text);
 		doc = json_pack("{s:i, s:s, s:I, s:s, s:o, s:s%}", "rank", rd->rank,
-				"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+				"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 				"format", "prometheus text 0.0.4", "families", fams,
 				"text", (const char *)evbuffer_pullup(text, -1), len);
 		fams = NULL;

@@ -30,7 +30,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 	op->esz = proto_dtype_size(m->dtype);
 	op->peer = m->peer;
 	op->started_ms = now_ms();
-	op->timer = evtimer_new(rd->base, op_timeout_cb, op);
+	op->timer = evtimer_new(rd->base, fail_op_timeout_cb, op);
 	if (op->timer == NULL) {
 		free(op);
 		return NULL;
@@ -114,13 +114,29 @@ op_complete(struct ringd *rd, struct op *op)
 			j->ncolls--;
 	}
 	op_free(op);
-	/* the next collective may start; its early frames may be waiting; or it
-	 * was the last thing of a formation whose processes have left */
-	if (coll)
-		coll_advance(rd, j);
-	if (j->active == NULL)
-		flow_drain(rd, j);
-	job_settle(rd, j);
+	rd->eng->op_freed(rd, j, coll);
+}
+
+/* An op failed here for a reason the other hosts cannot see (a mismatch found on
+ * this link, a process that left, a timeout): tell them, so that every rank gets
+ * the same error instead of waiting for its own timeout. */
+void
+op_abort_ring(struct ringd *rd, struct op *op)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
+				 .gen = op->gen };
+	int n;
+
+	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
+	    op->job->nhosts < 2)
+		return;
+	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
+	if (n <= 0)
+		return;
+	f.length = (uint32_t)n;
+	link_send(rd->next, &f, buf);
 }
 
 void

@@ -117,7 +117,7 @@ ops_json(struct ringd *rd)
 		if (j->nloc > 0 || j->active != NULL || j->nrec > 0)
 			json_array_append_new(jobs, job_ops_json(rd, j));
 	doc = json_pack("{s:i, s:s, s:I, s:o}", "rank", rd->rank,
-			"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+			"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 			"jobs", jobs);
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the ops document\"}");

@@ -23,7 +23,7 @@
 #include "../proto/log.h"
 
 const char *
-ringd_state_name(enum ring_state s)
+ring_state_name(enum ring_state s)
 {
 	static const char *const names[] = { "forming", "ready", "degraded", "stopped" };
 
@@ -63,7 +63,7 @@ sd_notify_msg(const char *msg)
 }
 
 void
-ringd_notify(const char *fmt, ...)
+ring_notify(const char *fmt, ...)
 {
 	char msg[PROTO_TEXT_MAX + 256];
 	va_list ap;
@@ -77,12 +77,12 @@ ringd_notify(const char *fmt, ...)
 }
 
 void
-ringd_status_text(const struct ringd *rd, char *buf, size_t len)
+ring_status_text(const struct ringd *rd, char *buf, size_t len)
 {
 	bool ready = rd->state == RING_READY;
 
 	snprintf(buf, len, "STATUS=ring %s, host %d of %d, epoch %u%s%.200s",
-		 ringd_state_name(rd->state), rd->rank, rd->world, rd->epoch,
+		 ring_state_name(rd->state), rd->rank, rd->world, rd->epoch,
 		 rd->ring_error[0] && !ready ? ": " : "", !ready ? rd->ring_error : "");
 	/* one line: a newline would start another KEY= of the message */
 	for (char *p = buf; *p; p++)
@@ -94,7 +94,7 @@ ringd_status_text(const struct ringd *rd, char *buf, size_t len)
  * (link_ring_check); a break anywhere (a link here, or a host's report) makes it
  * degraded until a token goes round again. */
 void
-ringd_update_state(struct ringd *rd)
+ring_update_state(struct ringd *rd)
 {
 	enum ring_state old = rd->state, st;
 	bool up = rd->world == 1 || (rd->next != NULL && rd->prev != NULL &&
@@ -119,11 +119,11 @@ ringd_update_state(struct ringd *rd)
 	rd->state = st;
 	if (rd->world == 1 && st == RING_READY)
 		rd->epoch++;
-	log_info("ring: %s -> %s (epoch %u)", ringd_state_name(old), ringd_state_name(st),
+	log_info("ring: %s -> %s (epoch %u)", ring_state_name(old), ring_state_name(st),
 		 rd->epoch);
-	ringd_status_text(rd, msg, sizeof(msg));
+	ring_status_text(rd, msg, sizeof(msg));
 	/* READY=1 only here: systemd's "started" means a ring clients can use */
-	ringd_notify("%s%s", st == RING_READY ? "READY=1\n" : "", msg);
+	ring_notify("%s%s", st == RING_READY ? "READY=1\n" : "", msg);
 	if (st == RING_READY)
 		rd->sd_ready = true;
 	if (st == RING_READY)
@@ -153,7 +153,7 @@ ring_rx(struct link *l, const struct proto_frame *f)
 			rd->whole = true;
 			rd->ring_error[0] = '\0';
 			link_send(rd->next, &g, NULL);
-			ringd_update_state(rd);
+			ring_update_state(rd);
 			return RX_DONE;
 		}
 		if (g.offset < rd->epoch)
@@ -171,7 +171,7 @@ ring_rx(struct link *l, const struct proto_frame *f)
 	}
 	if ((rd->rank + 1) % rd->world != origin)
 		link_send(rd->next, f, NULL);
-	ringd_update_state(rd);
+	ring_update_state(rd);
 	return RX_DONE;
 }
 
@@ -246,7 +246,7 @@ ring_link_place(struct link *l, const struct proto_frame *f, struct arena **aren
 static void
 ring_link_changed(struct link *l)
 {
-	ringd_update_state(l->rd);
+	ring_update_state(l->rd);
 }
 
 static void

@@ -132,10 +132,12 @@ struct ringd {
 	struct config cfg;		/* settings */
 	const struct link_events *link_ev;	/* the ring's handlers of link events */
 	const struct ring_events *ring_ev;	/* the engine's handlers of ring events */
+	const struct engine_hooks *eng;	/* the collectives' handlers, for the
+					 * engine's lower files (coll.h) */
 	struct hostfile hf;		/* the ring, in order */
 	int rank, world;		/* our host rank, number of hosts */
 	struct event_base *base;	/* the engine thread's loop */
-	enum ring_state state;		/* see ringd_update_state() */
+	enum ring_state state;		/* see ring_update_state() */
 	uint32_t epoch;			/* bumps each time the ring re-forms (agreed) */
 	bool whole;			/* a RING token went all the way round */
 	bool links_up;			/* both our links are up */
@@ -183,20 +185,20 @@ now_us(void)
  * view of it, the states' names.  ring_start opens the links and reports to
  * the engine through ev (kept: static storage). */
 int ring_start(struct ringd *rd, const struct ring_events *ev);
-void ringd_update_state(struct ringd *rd);
-const char *ringd_state_name(enum ring_state s);
+void ring_update_state(struct ringd *rd);
+const char *ring_state_name(enum ring_state s);
 /* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
  * a no-op otherwise.  Never waits more than a second. */
-void ringd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ring_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "STATUS=ring ready, host 0 of 3, epoch 1" and the reason when not ready. */
-void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
+void ring_status_text(const struct ringd *rd, char *buf, size_t len);
 
 /* reload.c: SIGHUP.  Reads the command line and its --config file again and
  * applies what can change under a running ring (the keys that the live column
  * of config.c's table marks); every other changed key is named in a warning
  * and keeps its running value until a restart.  A configuration that does not
  * parse or check leaves everything as it was, with an error logged. */
-void ringd_reload(struct ringd *rd);
+void reload_run(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
  * implementation; TLS is another of the same interface, so the engine and the
@@ -284,9 +286,9 @@ void link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_do
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
 /* ring_events.frame and .place: the engine's frames, to their handlers. */
-int coll_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
+int engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	       const uint8_t *pl);
-uint8_t *coll_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
+uint8_t *engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		    struct arena **arena, const void **owner);
 /* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived with its whole payload.
  * RX_BLOCKED: the link keeps it and offers it again after coll_pump. */
@@ -300,18 +302,18 @@ void coll_pump(struct ringd *rd);
 
 /* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */
-void coll_link_down(struct ringd *rd, struct link *l, const char *why);
+void fail_link_down(struct ringd *rd, struct link *l, const char *why);
 /* The ring is whole (again). */
-void coll_ring_ready(struct ringd *rd);
+void fail_ring_ready(struct ringd *rd);
 /* ABORT frames: of job 0 (a host lost a link), of an op (seq), a timeout probe. */
-int coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+int fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		      const uint8_t *pl);
-int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
+int fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		  const uint8_t *pl);
 
 /* sess.c: client sessions. */
 int sess_start(struct ringd *rd);
-int unix_listen(const char *path, int type, unsigned int mode);
+int sess_unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
 
 /* arena.c: a mapping of a client's memfd, with references (the session, link
@@ -386,7 +388,7 @@ bool auth_proof_ok(const struct ringd *rd, bool by_acceptor, uint32_t connector,
 /* ctl.c: control socket (own thread) and the status document (engine thread). */
 int ctl_start(struct ringd *rd);
 void ctl_stop(struct ringd *rd);
-char *ringd_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
+char *ctl_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
 
 /* metrics.c: the daemon's metrics, one renderer for `ringctl metrics` and for
  * the HTTP endpoint (metrics_listen).  Engine thread only. */

@@ -714,7 +714,7 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 /* Binds a Unix socket at path, refusing to start over a live instance. */
 int
-unix_listen(const char *path, int type, unsigned int mode)
+sess_unix_listen(const char *path, int type, unsigned int mode)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -778,7 +778,7 @@ sess_start(struct ringd *rd)
 	TAILQ_INIT(&rd->sessions);
 	if (runtime_dir(rd->cfg.socket) != 0)
 		return -1;
-	rd->client_fd = unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
+	rd->client_fd = sess_unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
 	if (rd->client_fd < 0)
 		return -1;
 	access_socket_group(rd->cfg.socket);
