@@ -1326,12 +1326,23 @@ raw_hello(struct rng *r, struct rsess *s)
 	h.arena_bytes = announce;
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0) {
-		/* Out of the encoder's range (a bad job name): send what it makes of a
-		 * good one, the name patched in. */
-		snprintf(h.job, sizeof(h.job), "fz-x");
-		n = proto_encode_hello(buf, sizeof(buf), &h);
-		if (n > 20)
-			buf[14] = (uint8_t)below(r, 256);
+		/* Out of the encoder's range (numbers that make no sense): what it
+		 * makes of sane ones, the numbers patched in after the name. */
+		struct proto_hello ok = h;
+		size_t at;
+
+		ok.rank = ok.local_rank = 0;
+		ok.size = ok.local_size = 1;
+		n = proto_encode_hello(buf, sizeof(buf), &ok);
+		at = PROTO_MSG_HDR + 2 + strlen(ok.job);
+		if (n <= 0 || (size_t)n < at + 16) {
+			close(afd);
+			return;
+		}
+		put32(buf + at, (uint32_t)h.rank);
+		put32(buf + at + 4, (uint32_t)h.size);
+		put32(buf + at + 8, (uint32_t)h.local_rank);
+		put32(buf + at + 12, (uint32_t)h.local_size);
 	}
 	fds[0] = afd;
 	switch (below(r, 40)) {
@@ -1401,9 +1412,10 @@ raw_offset(struct rng *r, const struct rsess *s, uint64_t bytes, uint64_t esz)
 	return off;
 }
 
-/* An OP on s (the other sessions of the worker are its likely peers). */
+/* An OP on s (the other sessions of the worker are its likely peers); a tame
+ * one is valid, of few elements: all-reduces, sends and receives mostly. */
 static void
-raw_op(struct rng *r, struct rsess *s, int nsess)
+raw_op_as(struct rng *r, struct rsess *s, int nsess, bool tame)
 {
 	static const uint8_t base_of[] = { 0, 1, 2, 3, 4, 5, 6, 7, 1, 2, 4, 2, 5, 5 };
 	uint8_t buf[PROTO_MSG_MAX + 64];
@@ -1412,8 +1424,8 @@ raw_op(struct rng *r, struct rsess *s, int nsess)
 	int n, world = s->size > 0 ? s->size : nsess;
 
 	memset(&m, 0, sizeof(m));
-	m.reqid = chance(r, 95) ? ++s->reqid : rnd(r);
-	switch (below(r, 20)) {
+	m.reqid = chance(r, 95) || tame ? ++s->reqid : rnd(r);
+	switch (tame ? below(r, 11) : below(r, 20)) {
 	case 0: case 1: case 2: case 3: case 4:
 		m.coll = PROTO_COLL_ALLREDUCE;
 		break;
@@ -1447,7 +1459,7 @@ raw_op(struct rng *r, struct rsess *s, int nsess)
 		(s->rank + 1 + (int)below(r, (uint64_t)(world > 1 ? world - 1 : 1))) % (world ? world : 1) :
 		(m.coll == PROTO_COLL_BROADCAST || m.api) ? (int)below(r, (uint64_t)world) : -1;
 	esz = ring_dtype_size((enum ring_dtype)m.dtype);
-	switch (below(r, 10)) {
+	switch (tame ? 1 + below(r, 4) : below(r, 10)) {
 	case 0:
 		m.count = 0;
 		break;
@@ -1473,19 +1485,25 @@ raw_op(struct rng *r, struct rsess *s, int nsess)
 			m.shape[1] = 2;
 		}
 	}
-	if (chance(r, 10))
+	if (chance(r, 10) && !tame)
 		m.stride = m.count + below(r, 4);
-	if (chance(r, 5))
+	if (chance(r, 5) && !tame)
 		m.fp_count = m.count + below(r, 3);
 	if (chance(r, 15))
 		m.timeout_ms = 50 + (uint32_t)below(r, 2000);
-	if (chance(r, 4))
+	if (chance(r, 4) && !tame)
 		m.flags = PROTO_OP_F_ABORT;
 	bytes = m.count * esz;
 	big = bytes * (uint64_t)(world ? world : 1);
-	m.send_off = raw_offset(r, s, m.coll == PROTO_COLL_REDUCE_SCATTER ? big : bytes, esz);
-	m.recv_off = chance(r, 30) ? m.send_off :
-		raw_offset(r, s, m.coll == PROTO_COLL_ALLGATHER ? big : bytes, esz);
+	if (tame) {
+		m.send_off = PROTO_ARENA_CTL + 64 * below(r, 8);
+		m.recv_off = chance(r, 30) ? m.send_off : PROTO_ARENA_CTL + 8192 + 64 * below(r, 8);
+	} else {
+		m.send_off = raw_offset(r, s, m.coll == PROTO_COLL_REDUCE_SCATTER ? big : bytes,
+					esz);
+		m.recv_off = chance(r, 30) ? m.send_off :
+			raw_offset(r, s, m.coll == PROTO_COLL_ALLGATHER ? big : bytes, esz);
+	}
 	n = proto_encode_op(buf, sizeof(buf), &m);
 	if (n <= 0) {
 		/* The encoder refuses some fields (a shape that disagrees): a plain
@@ -1496,7 +1514,7 @@ raw_op(struct rng *r, struct rsess *s, int nsess)
 			return;
 	}
 	/* Fields out of every range, past the encoder. */
-	if (chance(r, 12)) {
+	if (chance(r, 12) && !tame) {
 		switch (below(r, 14)) {
 		case 0: buf[OP_COLL] = (uint8_t)below(r, 256); break;
 		case 1: buf[OP_DTYPE] = (uint8_t)(RING_DTYPE_COUNT + below(r, 240)); break;
@@ -1516,6 +1534,12 @@ raw_op(struct rng *r, struct rsess *s, int nsess)
 	}
 	COUNT(raw_ops, 1);
 	send_packet(s->fd, buf, (size_t)n, NULL, 0);
+}
+
+static void
+raw_op(struct rng *r, struct rsess *s, int nsess)
+{
+	raw_op_as(r, s, nsess, false);
 }
 
 /* Something that is not a well-formed message, or one out of place. */
@@ -1604,6 +1628,62 @@ struct raw_ctx {
 	int daemons;
 };
 
+/* The race of completions and closes: a job of 2-4 sessions on one daemon
+ * posts valid operations (collectives that wait for each other, sends and
+ * receives that match or not), then the daemon is stopped, more operations
+ * and the closes come, in a random order, and the daemon goes on to find them
+ * all at once: every reply it sends then fails. */
+static void
+raw_race(struct rng *r, const struct raw_ctx *ctx, int iter)
+{
+	struct rsess ss[MAX_SESS];
+	int ns = chance(r, 60) ? 2 : 2 + (int)below(r, MAX_SESS - 1);
+	int d = (int)below(r, (uint64_t)ctx->daemons), k2 = 1 + (int)below(r, 3);
+	bool stop = chance(r, 90);
+
+	memset(ss, 0, sizeof(ss));
+	for (int i = 0; i < ns; i++) {
+		ss[i] = (struct rsess){ .fd = -1, .daemon = d, .rank = i, .size = ns, .lr = i,
+					.lsize = ns };
+		snprintf(ss[i].job, sizeof(ss[i].job), "fzr-%d-%d", (int)getpid(), iter);
+	}
+	for (int i = 0; i < ns; i++)
+		raw_hello(r, &ss[i]);
+	for (int i = 0; i < ns; i++)
+		raw_drain(&ss[i], ss[i].welcomed ? 0 : 1500);
+	/* Each session posts a few: an all-reduce that waits for the others, a
+	 * send, a receive, in a random order. */
+	for (int i = 0; i < ns; i++)
+		for (int k = (int)below(r, 4); k > 0; k--) {
+			COUNT(actions, 1);
+			raw_op_as(r, &ss[i], ns, true);
+		}
+	sleep_ms(5 + (int)below(r, 30));
+	if (stop) {
+		daemon_signal(d, SIGSTOP);
+		COUNT(daemon_stops, 1);
+	}
+	for (int i = 0; i < k2; i++) {
+		COUNT(actions, 1);
+		raw_op_as(r, &ss[below(r, (uint64_t)ns)], ns, true);
+	}
+	for (int i = 0, first = (int)below(r, (uint64_t)ns); i < ns; i++) {
+		COUNT(actions, 1);
+		if (chance(r, 85))
+			raw_close(r, &ss[(first + i) % ns]);
+	}
+	sleep_ms((int)below(r, 20));
+	if (stop)
+		daemon_signal(d, SIGCONT);
+	for (int i = 0; i < ns; i++) {
+		if (ss[i].fd >= 0 && chance(r, 50))
+			raw_drain(&ss[i], (int)below(r, 200));
+		raw_close(r, &ss[i]);
+		if (ss[i].arena)
+			munmap(ss[i].arena, ss[i].arena_bytes);
+	}
+}
+
 static void
 raw_worker(struct rng *r, const struct raw_ctx *ctx)
 {
@@ -1613,6 +1693,12 @@ raw_worker(struct rng *r, const struct raw_ctx *ctx)
 	int stopped = -1, steps = 5 + (int)below(r, 40);
 	bool same = chance(r, 85);
 
+	if (chance(r, 40)) {
+		/* a few races one after the other: they are short */
+		for (int i = (int)below(r, 6); i >= 0; i--)
+			raw_race(r, ctx, i);
+		_exit(0);
+	}
 	memset(ss, 0, sizeof(ss));
 	for (int i = 0; i < ns; i++) {
 		struct rsess *s = &ss[i];
@@ -1897,8 +1983,8 @@ judge(const struct worker *w, char *why, size_t cap)
 		snprintf(why, cap, "a %s client (pid %d) reported a finding (above)",
 			 wkind_name[w->kind], (int)w->pid);
 	else if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_SAN)
-		snprintf(why, cap, "a sanitizer report in a %s client (pid %d), libring's "
-			 "(above)", wkind_name[w->kind], (int)w->pid);
+		snprintf(why, cap, "a sanitizer report in a %s client (pid %d): libring's, or "
+			 "the fuzzer's own (above)", wkind_name[w->kind], (int)w->pid);
 	else if (WIFEXITED(st))
 		snprintf(why, cap, "a %s client (pid %d) exited with status %d",
 			 wkind_name[w->kind], (int)w->pid, WEXITSTATUS(st));
@@ -2036,7 +2122,7 @@ run_batch(struct rng *r, int round, int batch, char *why, size_t cap)
 {
 	static struct member mem[MAX_WORKERS];
 	struct raw_ctx ctx = { .daemons = cl.n };
-	int ngood = (int)below(r, 3), nraw = (int)below(r, 4), nchaos = (int)below(r, 3), k = 0;
+	int ngood = (int)below(r, 3), nraw = 1 + (int)below(r, 4), nchaos = (int)below(r, 3), k = 0;
 
 	if (ngood + nraw + nchaos == 0)
 		nraw = 1;
