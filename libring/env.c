@@ -11,6 +11,7 @@
  * than a world size: the size is the number of entries.  This module needs
  * nothing from proto's .c files, so its unit test links it alone.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -336,12 +337,49 @@ env_copy(char *dst, size_t dcap, const char *src, const char *what,
 	return 0;
 }
 
+/*
+ * The job name when none is given: the launcher's own id of this job, so that
+ * two jobs started by a launcher never meet under one name by accident (a
+ * process of another job that attached under the same name would only be
+ * refused, but it could not run).  Every rank of one launch sees the same id.
+ * Without a launcher it is "default", shared by whatever runs without a name.
+ */
+static const char *
+env_default_job(char *buf, size_t cap)
+{
+	static const struct {
+		const char *var, *prefix, *step;
+	} ids[] = {
+		{ "SLURM_JOB_ID", "slurm-", "SLURM_STEP_ID" },
+		{ "TORCHELASTIC_RUN_ID", "torchrun-", NULL },
+		{ "PMIX_NAMESPACE", "pmix-", NULL },
+		{ "OMPI_MCA_ess_base_jobid", "ompi-", NULL },
+	};
+	const char *v, *step;
+	size_t i, k;
+
+	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		v = env_get(ids[i].var);
+		if (v == NULL || *v == '\0' || strcmp(v, "none") == 0)
+			continue;	/* torchrun's run id when none was given */
+		step = ids[i].step ? env_get(ids[i].step) : NULL;
+		snprintf(buf, cap, "%s%s%s%s", ids[i].prefix, v, step ? "." : "",
+			 step ? step : "");
+		for (k = 0; buf[k] != '\0'; k++)	/* only what a job name may hold */
+			if (!isalnum((unsigned char)buf[k]) && strchr("._:-", buf[k]) == NULL)
+				buf[k] = '_';
+		return buf;
+	}
+	return "default";
+}
+
 /* The daemon's socket and the job name: opts, then the environment, then the
  * defaults. */
 static int
 env_names(const struct ring_options *opts, struct lr_env *env, char *err,
 	  size_t cap)
 {
+	char def[PROTO_JOB_MAX + 1];
 	const char *s;
 	int rc;
 
@@ -354,7 +392,9 @@ env_names(const struct ring_options *opts, struct lr_env *env, char *err,
 		return rc;
 
 	s = opts->job && *opts->job ? opts->job : env_get("RING_JOB");
-	return env_copy(env->job, sizeof(env->job), s ? s : "default",
+	if (s == NULL)
+		s = env_default_job(def, sizeof(def));
+	return env_copy(env->job, sizeof(env->job), s,
 			opts->job && *opts->job ? "ring_options.job" : "RING_JOB", err, cap);
 }
 

@@ -104,10 +104,12 @@ lr_plan_layout(struct lr_plan *pl)
 		return;		/* nothing to place: one empty request */
 
 	if (!pl->cp->staged) {
+		/* an operand the daemon would read misaligned (a view at an odd
+		 * offset) is staged like host memory: ringd refuses such offsets */
 		pl->sin = lr_arena_find(&c->arena, pl->send, pl->count * pl->es * sblocks,
-					&pl->soff);
+					&pl->soff) && pl->soff % pl->es == 0;
 		pl->rin = lr_arena_find(&c->arena, pl->recv, pl->count * pl->es * rblocks,
-					&pl->roff);
+					&pl->roff) && pl->roff % pl->es == 0;
 	}
 	if (pl->layout == LR_GATHERV) {
 		/* in place only where there is no padding: every count the

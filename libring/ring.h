@@ -50,7 +50,7 @@ typedef struct ring_request ring_request;	/* opaque: one operation in flight */
 
 struct ring_options {		/* zeroed fields come from the environment, then defaults */
 	const char *socket;	/* RING_SOCKET, else the system default path */
-	const char *job;	/* RING_JOB, else "default" */
+	const char *job;	/* RING_JOB, else the launcher's job id, else "default" */
 	int local_rank, local_size;	/* RING_LOCAL_RANK/SIZE, torchrun, OMPI, Slurm */
 	int timeout_ms;		/* per operation; RING_TIMEOUT_MS, else 60000 */
 	size_t arena_bytes;	/* RING_ARENA_MB, else 1024 MiB (reserved, filled lazily) */
@@ -59,8 +59,6 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 				 * variables.  Given, they need local_rank/local_size
 				 * too, and no launcher variable is read at all. */
 };
-
-#define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"
 
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
 /* Leaves the job; returns once the daemon has let go of the session (at most

@@ -223,3 +223,14 @@ fatal(const char *fmt, ...)
 	va_end(ap);
 	exit(1);
 }
+
+void
+fatal_config(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(LOG_LVL_ERR, true, fmt, ap);
+	va_end(ap);
+	exit(LOG_EXIT_CONFIG);
+}

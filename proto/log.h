@@ -18,5 +18,9 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A configuration or command line that cannot work: exit LOG_EXIT_CONFIG,
+ * which ringd's systemd units do not restart (RestartPreventExitStatus). */
+#define LOG_EXIT_CONFIG	64
+void fatal_config(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif /* PROTO_LOG_H */

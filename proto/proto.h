@@ -198,6 +198,15 @@ struct proto_frame {
 				 * they belong to (frames of an older one are
 				 * dropped); 0 elsewhere */
 };
+/* Generations are serial numbers (RFC 1982) that wrap after 2^32 formations:
+ * a is later than b when a - b, as a signed 32-bit difference, is positive.
+ * 0 is never a formation's, so it can stand for "none". */
+static inline bool
+proto_gen_after(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) > 0;
+}
+
 #define PROTO_ROUTE(src, dst)	(((uint32_t)(src) << 16) | (uint32_t)(dst))
 #define PROTO_ROUTE_SRC(r)	((int)((r) >> 16))
 #define PROTO_ROUTE_DST(r)	((int)((r) & 0xffffu))

@@ -16,6 +16,10 @@ enum ring_dtype {
 	RING_DTYPE_COUNT
 };
 
+/* Where ringd listens for clients unless told otherwise (RING_SOCKET, --socket);
+ * its control socket is this path with ".ctl" added. */
+#define RING_DEFAULT_SOCKET "/run/ringd/ringd.sock"
+
 enum ring_op { RING_SUM, RING_PROD, RING_MAX, RING_MIN, RING_AVG, RING_OP_COUNT };
 
 /* Error codes: every function returns 0 or one of these (negative). */

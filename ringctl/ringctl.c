@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "../libring/ring.h"
+#include "../proto/ring_types.h"
 #include "ctlsock.h"
 #include "show.h"
 #include "../proto/clock.h"

@@ -202,7 +202,17 @@ show_peers(json_t *doc, FILE *out)
 		int64_t errors = 0;
 		const char *last = jstr(link, "last_error");
 
+		int64_t retries = 0;
+		const char *state = jstr(link, "state");
+
 		jint(link, "errors", &errors);
+		jint(link, "retries", &retries);
+		if (retries > 0 && state != NULL && strcmp(state, "up") != 0)
+			fprintf(out, "  %s link to rank %s: not up yet, %" PRId64 " connect%s "
+				"refused (is ringd running there?)\n",
+				cell_text(dir, sizeof(dir), jstr(link, "dir")),
+				cell_int(peer_rank, sizeof(peer_rank), link, "peer"), retries,
+				retries == 1 ? "" : "s");
 		if (errors <= 0 && (last == NULL || last[0] == '\0'))
 			continue;
 		fprintf(out, "  %s link to rank %s: %" PRId64 " error%s%s%s\n",

@@ -264,7 +264,7 @@ coll_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, cons
 	if (f->gen != j->fgen || !j->ready) {
 		/* of the next formation: it waits; of an earlier one, or of one that
 		 * has broken here: it is over */
-		if (f->gen > j->fgen && pl != NULL)
+		if (proto_gen_after(f->gen, j->fgen) && pl != NULL)
 			return COLL_RX_STASH;
 		return rx_discard(rd, j, f);
 	}
@@ -296,7 +296,7 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
-		if (f->epoch == rd->epoch && f->gen > j->fgen) {
+		if (f->epoch == rd->epoch && proto_gen_after(f->gen, j->fgen)) {
 			/* the next host formed first: its grant is kept for
 			 * ours, else it is lost and the sender may starve */
 			flow_early_credit(j, f->gen, f->offset);
@@ -313,7 +313,7 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		goto wrong_way;
 	if (f->type == PROTO_F_ABORT)
 		return RX_DONE;	/* failure propagation comes with the failure model */
-	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready))
+	if (proto_gen_after(j->fgen, f->gen) || (f->gen == j->fgen && !j->ready))
 		return flow_drop(j, f, NULL);	/* of a formation that is over here */
 	if (f->gen == j->fgen && PROTO_ROUTE_SRC(f->route) != j->prev_host) {
 		char why[96];

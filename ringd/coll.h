@@ -336,7 +336,9 @@ void flow_early_credit(struct job *j, uint32_t gen, uint64_t offset);
 void flow_rx_credit(struct ringd *rd, struct job *j, bool flush);
 void flow_drain(struct ringd *rd, struct job *j);
 /* Drops the stashed frames whose generation is outside [lo, hi]. */
-void flow_keep(struct job *j, uint32_t lo, uint32_t hi);
+/* Keeps the stashed frames of formation gen (and, with later, of those after
+ * it); drops the others. */
+void flow_keep(struct job *j, uint32_t gen, bool later);
 /* Keeps an early frame in the stash within the credit granted for it; a frame
  * the job cannot take is dropped (flow_drop: counted, logged), never the link. */
 int flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
@@ -358,6 +360,6 @@ void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s);
 /* Drops the early RTS frames whose generation is outside [lo, hi]. */
-void p2p_keep_rts(struct job *j, uint32_t lo, uint32_t hi);
+void p2p_keep_rts(struct job *j, uint32_t gen, bool later);	/* as flow_keep */
 
 #endif /* RINGD_COLL_H */

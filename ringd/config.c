@@ -27,7 +27,7 @@
 #include "config.h"
 #include "config_table.h"
 #include "hostfile.h"
-#include "../libring/ring.h"
+#include "../proto/ring_types.h"
 
 #define CONFIG_LINE_MAX 4096		/* bytes of one line, without its newline */
 #define CONFIG_FILE_MAX (1u << 20)	/* bytes of a whole ringd.conf */

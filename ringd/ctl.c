@@ -190,13 +190,22 @@ ping_args(const char *line, int *count, uint32_t *wait_ms, char *why, size_t len
 	return 0;
 }
 
-/* {"error": text}, malloc'd. */
+/* {"error": text}, malloc'd.  JSON strings are UTF-8: a byte of text outside
+ * printable ASCII (a caller's bytes echoed back) becomes '?' rather than make
+ * the document fail to build. */
 static char *
 error_doc(const char *text)
 {
-	json_t *e = json_pack("{s:s}", "error", text);
-	char *out = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+	char clean[1024], *out;
+	size_t i;
+	json_t *e;
 
+	for (i = 0; text[i] != '\0' && i < sizeof(clean) - 1; i++)
+		clean[i] = (unsigned char)text[i] < 0x20 || (unsigned char)text[i] > 0x7e ?
+			   '?' : text[i];
+	clean[i] = '\0';
+	e = json_pack("{s:s}", "error", clean);
+	out = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
 	json_decref(e);
 	return out != NULL ? out : strdup("{\"error\": \"out of memory\"}");
 }
@@ -208,8 +217,8 @@ link_json(struct ringd *rd, struct link *l)
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-			 "dir", l->dir == LINK_NEXT ? "next" : "prev",
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+			 "s:I}", "dir", l->dir == LINK_NEXT ? "next" : "prev",
 			 "peer", l->peer, "address", addr, "state", link_state_name(l->state),
 			 "transport", l->transport != NULL ? l->transport : "-",
 			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
@@ -218,7 +227,7 @@ link_json(struct ringd *rd, struct link *l)
 			 "heartbeat_age_ms", (json_int_t)(l->state == LINK_UP
 							  ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
 			 "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors,
-			 "last_error", l->last_error);
+			 "last_error", l->last_error, "retries", (json_int_t)l->retries);
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */
@@ -518,9 +527,19 @@ ctl_request(struct ctl_conn *c)
 	char why[512];
 	uint32_t wait_ms = CTL_PING_WAIT_MS;
 	int nargs, count;
+	size_t bad;
 
+	for (bad = 0; c->line[bad] != '\0'; bad++)
+		if ((unsigned char)c->line[bad] < 0x20 || (unsigned char)c->line[bad] > 0x7e)
+			if (c->line[bad] != '\t')
+				break;
 	cmd = ctl_find(c->line, &nargs);
-	if (cmd != NULL && cmd->changes && c->uid != 0) {
+	if (c->line[bad] != '\0') {
+		snprintf(why, sizeof(why), "the request is not a command line: byte 0x%02x at "
+			 "offset %zu (commands are words of printable ASCII, as 'ringctl help' "
+			 "lists them)", (unsigned char)c->line[bad], bad);
+		ctl_reply(c, error_doc(why));
+	} else if (cmd != NULL && cmd->changes && c->uid != 0) {
 		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
 		ctl_reply(c, error_doc(why));
 	} else if (cmd != NULL && nargs > cmd->max_args) {

@@ -279,7 +279,10 @@ coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		snprintf(a->text, sizeof(a->text), "%s", text);
 	}
 pass:
-	if (origin != rd->rank && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	/* an abort stops before it would come home; a probe must come home, also
+	 * through hosts that have no rank of the job, with its answer */
+	if (origin != rd->rank && rd->next != NULL &&
+	    (f->aux == 1 || (rd->rank + 1) % rd->world != origin))
 		link_send(rd->next, f, pl);
 	return RX_DONE;
 }

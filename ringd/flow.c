@@ -42,7 +42,8 @@ flow_reset(struct ringd *rd, struct job *j)
 void
 flow_early_credit(struct job *j, uint32_t gen, uint64_t offset)
 {
-	if (gen > j->early_credit_gen || (gen == j->early_credit_gen && offset > j->early_credit)) {
+	if (proto_gen_after(gen, j->early_credit_gen) ||
+	    (gen == j->early_credit_gen && offset > j->early_credit)) {
 		j->early_credit_gen = gen;
 		j->early_credit = offset;
 	}
@@ -131,7 +132,7 @@ stash_payload(struct job *j, const struct proto_frame *f)
 }
 
 void
-flow_keep(struct job *j, uint32_t lo, uint32_t hi)
+flow_keep(struct job *j, uint32_t gen, bool later)
 {
 	struct evbuffer *keep = evbuffer_new();
 	uint8_t hb[PROTO_FRAME_HDR];
@@ -141,7 +142,7 @@ flow_keep(struct job *j, uint32_t lo, uint32_t hi)
 		evbuffer_copyout(j->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
-		if (keep != NULL && f.gen >= lo && f.gen <= hi)
+		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen))))
 			evbuffer_remove_buffer(j->stash, keep, stash_entry(f.length));
 		else
 			stash_drop_front(j, &f);
@@ -207,7 +208,7 @@ flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	uint8_t hdr[PROTO_FRAME_HDR];
 
-	if (f->gen > j->fgen) {
+	if (proto_gen_after(f->gen, j->fgen)) {
 		/* the sender formed first: it may send the initial credit's worth */
 		if (j->early_bytes + flen > INITIAL_CREDIT)
 			return flow_drop(j, f, "the next formation's frames overran the "

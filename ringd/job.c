@@ -191,7 +191,9 @@ set_world(struct job *j, int world)
 static uint32_t
 job_next_gen(struct job *j)
 {
-	j->gen_max = (j->gen_max > j->fgen ? j->gen_max : j->fgen) + 1;
+	j->gen_max = (proto_gen_after(j->gen_max, j->fgen) ? j->gen_max : j->fgen) + 1;
+	if (j->gen_max == 0)	/* wrapped: 0 means none */
+		j->gen_max = 1;
 	return j->gen_max;
 }
 
@@ -266,6 +268,45 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
+/* Every rank of the job's formation has a host: it runs, or is about to. */
+static bool
+job_complete(const struct job *j)
+{
+	return j->world != 0 && j->nplaced == j->world;
+}
+
+/*
+ * This host's processes cannot join the formation the job has.  When that
+ * formation is complete they are the newcomers, so they alone are refused:
+ * nothing is circulated and the job's own error stays clear, since a process
+ * that attaches with a running job's name and the wrong shape must never fail
+ * the ranks running under it.  A formation still incomplete cannot form with
+ * them or without them: it fails everywhere, so no rank waits for its timeout.
+ */
+static void
+job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
+{
+	char text[PROTO_TEXT_MAX + 1];
+	va_list ap;
+	int i;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (!job_complete(j)) {
+		job_fail_form(rd, j, true, "%s", text);
+		return;
+	}
+	log_warn("job %s: refused this host's processes: %s", j->name, text);
+	for (i = 0; i < j->local_size; i++)
+		if (j->loc[i].sess != NULL && !j->loc[i].member)
+			sess_refuse(j->loc[i].sess, RING_EINVAL, text);
+}
+
 /* Every rank has a host and none has left: agree on the member list and go. */
 static void
 job_check_ready(struct ringd *rd, struct job *j)
@@ -303,7 +344,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 		j->hosts[n] = h;
 		if (h == rd->rank)
 			j->pos = n;
-		if (j->claim_gen[h] > gen)
+		if (gen == 0 || proto_gen_after(j->claim_gen[h], gen))
 			gen = j->claim_gen[h];
 		n++;
 	}
@@ -314,8 +355,8 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->formed = true;
 	j->fgen = gen;
 	/* what the stash holds of this formation was sent under its fresh credit */
-	flow_keep(j, gen, gen);
-	p2p_keep_rts(j, gen, gen);
+	flow_keep(j, gen, false);
+	p2p_keep_rts(j, gen, false);
 	j->early_bytes = 0;
 	flow_reset(rd, j);
 	j->next_seq = 1;
@@ -414,9 +455,9 @@ job_settle(struct ringd *rd, struct job *j)
 	members_free(j);
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
-	flow_keep(j, j->fgen + 1, UINT32_MAX);
+	flow_keep(j, j->fgen, true);
 	j->early_bytes = j->stash_bytes;
-	p2p_keep_rts(j, j->fgen + 1, UINT32_MAX);
+	p2p_keep_rts(j, j->fgen, true);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
 	memset(j->aborts, 0, sizeof(j->aborts));
@@ -449,9 +490,10 @@ job_claim(struct ringd *rd, struct job *j)
 		return;
 	}
 	if (j->world != 0 && j->world != j->local_world) {
-		job_fail_form(rd, j, true, "job %s: world size %d disagrees with %d known here "
-			      "(with unequal processes per host, give the launcher's RANK and "
-			      "WORLD_SIZE)", j->name, j->local_world, j->world);
+		job_refuse(rd, j, "job %s: world size %d disagrees with %d known here "
+			   "(with unequal processes per host, give the launcher's RANK and "
+			   "WORLD_SIZE; a job of another size needs another RING_JOB name)",
+			   j->name, j->local_world, j->world);
 		return;
 	}
 	if (j->world == 0 && set_world(j, j->local_world) != 0) {
@@ -462,8 +504,9 @@ job_claim(struct ringd *rd, struct job *j)
 		int rank = j->loc[i].rank, h = j->host_of[rank];
 
 		if (h != -1 && h != rd->rank) {
-			job_fail_form(rd, j, true, "job %s: rank %d is already attached on host %d",
-				      j->name, rank, h);
+			job_refuse(rd, j, "job %s: rank %d is already attached on host %d "
+				   "(a job of its own needs another RING_JOB name)", j->name,
+				   rank, h);
 			return;
 		}
 	}
@@ -482,7 +525,7 @@ job_claim(struct ringd *rd, struct job *j)
 
 static int
 job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize,
-		 int rank, int world, char *err, size_t errlen)
+		 int rank, int world, int pid, char *err, size_t errlen)
 {
 	int i;
 
@@ -505,8 +548,18 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 	if (j->local_world != world) {
 		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here "
 			 "(with unequal processes per host, give the launcher's RANK and "
-			 "WORLD_SIZE)", name, world, j->local_world);
-		job_fail_form(rd, j, true, "%s", err);
+			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
+			 name, world, j->local_world);
+		if (!job_complete(j))	/* none of it can form: fail all of it */
+			job_fail_form(rd, j, true, "%s", err);
+		return RING_EINVAL;
+	}
+	if (j->loc[lr].sess != NULL && sess_pid(j->loc[lr].sess) == pid) {
+		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
+			 "(rank %d) through a communicator it opened before: open one per "
+			 "process and share it (in Rust, GradientSynchronizer::"
+			 "with_communicator takes the open one)", name, (int)pid, lr,
+			 j->loc[lr].rank);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL) {
@@ -554,7 +607,8 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, err, errlen)) != 0)
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, sess_pid(s), err,
+				   errlen)) != 0)
 		return rc;
 	if (j->nloc == 0) {
 		free(j->loc);
@@ -676,6 +730,17 @@ job_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	return RX_DONE;
 }
 
+static bool
+job_has_host(const struct job *j, int host)
+{
+	int i;
+
+	for (i = 0; i < j->nhosts; i++)
+		if (j->hosts[i] == host)
+			return true;
+	return false;
+}
+
 /* Host `origin` claims its ranks (JOIN) in the formation being made. */
 static void
 job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
@@ -691,13 +756,20 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 			return;
 		hj->m = *m;
 		hj->gen = gen;
-		if (gen > j->gen_max)
+		if (proto_gen_after(gen, j->gen_max))
 			j->gen_max = gen;
 		j->held[origin] = hj;
 		return;
 	}
 	if (j->world == 0 && set_world(j, (int)m->world) != 0)
 		return;
+	if (j->formed && !job_has_host(j, origin)) {
+		/* a formation runs here and a host with no rank in it claims: that
+		 * claim is the newcomer's, and cannot change or fail the formation */
+		log_warn("job %s: ignored host %d's claim (world size %u): a formation of "
+			 "world size %d runs on other hosts", j->name, origin, m->world, j->world);
+		return;
+	}
 	if ((int)m->world != j->world) {
 		job_fail_form(rd, j, true, "host %d says world size %u, host %d says %d (with "
 			      "unequal processes per host, give the launcher's RANK and "
@@ -705,7 +777,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;
 	}
 	j->claim_gen[origin] = gen;
-	if (gen > j->gen_max)
+	if (proto_gen_after(gen, j->gen_max))
 		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {
 		int rank = (int)m->ranks[r];

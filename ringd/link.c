@@ -172,6 +172,8 @@ link_close(struct link *l, const char *why)
 	evbuffer_drain(l->out, evbuffer_get_length(l->out));
 }
 
+static void link_retry_later(struct link *l);
+
 void
 link_fail(struct link *l, const char *why)
 {
@@ -193,7 +195,14 @@ link_fail(struct link *l, const char *why)
 		link_free_later(l);
 		return;
 	}
-	if (l->dir == LINK_NEXT && rd->state != RING_STOPPED) {
+	link_retry_later(l);
+}
+
+/* The connector tries again after its back-off, which doubles up to a bound. */
+static void
+link_retry_later(struct link *l)
+{
+	if (l->dir == LINK_NEXT && l->rd->state != RING_STOPPED) {
 		link_timer_set(l, l->backoff_ms);
 		l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 	}
@@ -233,8 +242,13 @@ int
 link_send(struct link *l, const struct proto_frame *f, const void *payload)
 {
 	uint8_t hdr[PROTO_FRAME_HDR];
+	bool hs = f->type == PROTO_F_HELLO || f->type == PROTO_F_HELLO_ACK ||
+		  f->type == PROTO_F_HELLO_AUTH || f->type == PROTO_F_REJECT;
 
-	if (l->fd < 0)
+	/* Until the handshake is done only its frames go out: anything queued
+	 * on a connection still connecting (a RING frame passed on from the
+	 * previous host) would reach the peer before our HELLO, and be refused. */
+	if (l->fd < 0 || (l->state != LINK_UP && !hs))
 		return -1;
 	proto_frame_encode(hdr, f);
 	if (evbuffer_add(l->out, hdr, sizeof(hdr)) != 0 ||
@@ -435,6 +449,14 @@ connect_done_cb(evutil_socket_t fd, short what, void *arg)
 		err = errno;
 	if (err != 0) {
 		log_debug("link next: connect to host %d: %s", l->peer, strerror(err));
+		if (l->ups == 0 && err == ECONNREFUSED) {
+			/* the next daemon is not listening yet: the normal order
+			 * of a start, a retry and no error */
+			l->retries++;
+			link_close(l, NULL);
+			link_retry_later(l);
+			return;
+		}
 		link_fail(l, strerror(err));
 		return;
 	}
@@ -599,20 +621,16 @@ link_start(struct ringd *rd)
 	if (rd->cfg.tls_cert[0] != '\0') {
 		char err[512];
 
-		if ((link_transport = transport_tls(rd, err, sizeof(err))) == NULL) {
-			log_err("TLS: %s", err);
-			return -1;
-		}
+		if ((link_transport = transport_tls(rd, err, sizeof(err))) == NULL)
+			fatal_config("TLS: %s", err);
 	} else {
 		link_transport = transport_plain();
 	}
 	if (rd->cfg.listen[0] != '\0') {
 		const char *c = strrchr(rd->cfg.listen, ':');
 
-		if (c == NULL || (size_t)(c - rd->cfg.listen) >= sizeof(host)) {
-			log_err("listen = %s: expected ADDR:PORT", rd->cfg.listen);
-			return -1;
-		}
+		if (c == NULL || (size_t)(c - rd->cfg.listen) >= sizeof(host))
+			fatal_config("listen = %s: expected ADDR:PORT", rd->cfg.listen);
 		memcpy(host, rd->cfg.listen, (size_t)(c - rd->cfg.listen));
 		host[c - rd->cfg.listen] = '\0';
 		if (host[0] == '[' && host[strlen(host) - 1] == ']') {

@@ -214,22 +214,22 @@ main(int argc, char **argv)
 	bool fg = false;
 
 	if (parse_args(rd, argc, argv, &fg) != 0)
-		return 64;
+		return LOG_EXIT_CONFIG;
 	log_init("ringd", rd->cfg.log_level, 0);
 	if (hostfile_load(&rd->hf, rd->cfg.hosts, HOSTFILE_DEFAULT_PORT, err, sizeof(err)) != 0)
-		fatal("hostfile %s: %s", rd->cfg.hosts, err);
+		fatal_config("hostfile %s: %s", rd->cfg.hosts, err);
 	rd->world = rd->hf.n;
 	rd->rank = rd->cfg.rank;
 	if (rd->rank < 0 && (rd->rank = hostfile_find_self(&rd->hf)) < 0)
-		fatal("none of the hosts in %s is this machine (or their ports are taken); "
+		fatal_config("none of the hosts in %s is this machine (or their ports are taken); "
 		      "give --rank", rd->cfg.hosts);
 	if (rd->rank >= rd->world)
-		fatal("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
+		fatal_config("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
 	/* before detaching, so that a refusal reaches the operator's terminal */
 	if (auth_init(rd, err, sizeof(err)) != 0)
-		fatal("%s", err);
+		fatal_config("%s", err);
 	if (access_init(&rd->cfg, err, sizeof(err)) != 0)
-		fatal("%s", err);
+		fatal_config("%s", err);
 	if (!fg)
 		daemonize();
 	signal(SIGPIPE, SIG_IGN);

@@ -746,7 +746,7 @@ metrics_start(struct ringd *rd)
 		return;
 	if (config_split_hostport(rd->cfg.metrics_listen, host, sizeof(host), &port, err,
 				  sizeof(err)) != 0)
-		fatal("metrics_listen = %s: %s", rd->cfg.metrics_listen, err);
+		fatal_config("metrics_listen = %s: %s", rd->cfg.metrics_listen, err);
 	if ((m.listen_fd = metrics_socket(host, port, err, sizeof(err))) < 0)
 		fatal("metrics_listen = %s: %s", rd->cfg.metrics_listen, err);
 	m.rd = rd;

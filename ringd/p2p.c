@@ -327,7 +327,7 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
 		return RX_DONE;
 	}
-	if (f->gen < j->fgen || (f->gen == j->fgen && !j->ready && !j->formed)) {
+	if (proto_gen_after(j->fgen, f->gen) || (f->gen == j->fgen && !j->ready && !j->formed)) {
 		j->stale_frames++;
 		return RX_DONE;	/* of a formation that is over here */
 	}
@@ -442,13 +442,13 @@ p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why)
 }
 
 void
-p2p_keep_rts(struct job *j, uint32_t lo, uint32_t hi)
+p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 {
 	struct rts_entry *e, *nx;
 
 	for (e = TAILQ_FIRST(&j->rts_in); e != NULL; e = nx) {
 		nx = TAILQ_NEXT(e, entry);
-		if (e->gen >= lo && e->gen <= hi)
+		if (e->gen == gen || (later && proto_gen_after(e->gen, gen)))
 			continue;
 		TAILQ_REMOVE(&j->rts_in, e, entry);
 		j->nrts--;

@@ -62,6 +62,8 @@ struct link {
 	uint64_t frames_tx, frames_rx;
 	uint64_t errors;		/* handshakes refused, protocol errors, drops */
 	uint64_t ups;			/* times it came up (reconnects: ups - 1) */
+	uint64_t retries;		/* connects refused before it first came up: the
+					 * next daemon was not listening yet */
 	char last_error[256];		/* why it last went down */
 	bool rx_blocked;		/* a frame waits (credit, output room, a step) */
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
@@ -193,7 +195,6 @@ void transport_close(struct transport *t, struct link *l);
 void *tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char *err,
 			 size_t errlen);
 int tls_reload_commit(void *pending, char *what, size_t len);
-void tls_reload_abort(void *pending);
 
 /* link.c */
 int link_start(struct ringd *rd);
@@ -260,7 +261,6 @@ int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 int sess_start(struct ringd *rd);
 int unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
-void sess_reply_done(struct sess *s, uint64_t reqid, int status, const char *text);
 struct arena *sess_arena(struct sess *s);
 void arena_ref(struct arena *a);
 void arena_unref(struct arena *a);

@@ -64,10 +64,14 @@ struct sess {
 	int inflight;			/* operations not yet answered */
 	uint64_t ops;			/* answered so far */
 	bool dead;			/* closed; freed from the loop */
+	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
+	bool closing;			/* a reply failed: no more replies, close queued */
+	char close_why[64];		/* why, for the log line of the close */
 	TAILQ_ENTRY(sess) entry;
 };
 
 static void sess_close(struct sess *s, const char *why);
+static void sess_close_later(struct sess *s, const char *why);
 
 /* Closing a Unix socket with unread input resets the peer, which would lose the
  * ERROR we just sent it.  So a refused connection is closed once its first
@@ -229,11 +233,40 @@ sess_op_done(struct sess *s, uint64_t reqid, int status, const char *text)
 	snprintf(d.text, sizeof(d.text), "%s", text ? text : "");
 	s->inflight--;
 	s->ops++;
-	if (s->dead)
+	if (s->dead || s->closing)
 		return;
 	link_write_ahead(s->rd->next);
 	if (sess_send(s, buf, proto_encode_done(buf, sizeof(buf), &d)) != 0)
-		sess_close(s, "cannot reply");
+		sess_close_later(s, "cannot reply");
+}
+
+static void
+sess_close_later_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sess *s = arg;
+
+	(void)fd;
+	(void)what;
+	sess_close(s, s->close_why);
+}
+
+/*
+ * The engine tells a session of completions, formations and refusals from the
+ * middle of its own loops, holding operations and jobs it will use again.
+ * Closing the session there would fail its other operations, whose replies
+ * could close other sessions and free what the caller still holds.  So a
+ * session whose reply failed is only marked: it takes no more requests and
+ * gets no more replies, and the loop closes it when the engine has returned.
+ */
+static void
+sess_close_later(struct sess *s, const char *why)
+{
+	if (s->dead || s->closing)
+		return;
+	s->closing = true;
+	snprintf(s->close_why, sizeof(s->close_why), "%s", why);
+	event_del(s->ev);
+	event_active(s->close_ev, EV_TIMEOUT, 0);
 }
 
 static void
@@ -264,6 +297,7 @@ sess_close(struct sess *s, const char *why)
 	event_free(s->ev);
 	if (s->hello_ev != NULL)
 		event_free(s->hello_ev);
+	event_free(s->close_ev);
 	close(s->fd);
 	TAILQ_REMOVE(&rd->sessions, s, entry);
 	rd->nsessions--;
@@ -271,12 +305,16 @@ sess_close(struct sess *s, const char *why)
 	event_base_once(rd->base, -1, EV_TIMEOUT, sess_free_cb, s, NULL);
 }
 
-/* Checks that [off, off+len) lies in the arena, past the control page. */
+/* Checks that [off, off+len) lies in the arena, past the control page (-1
+ * if not), and that off is aligned to the element size esz (-2 if not): the
+ * reduction kernels load whole elements. */
 static int
-arena_span(const struct sess *s, uint64_t off, uint64_t len, uint8_t **p)
+arena_span(const struct sess *s, uint64_t off, uint64_t len, uint64_t esz, uint8_t **p)
 {
 	if (off < PROTO_ARENA_CTL || off > s->arena->len || len > s->arena->len - off)
 		return -1;
+	if (esz > 1 && off % esz != 0)
+		return -2;
 	*p = s->arena->base + off;
 	return 0;
 }
@@ -325,34 +363,36 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 	      char *err, size_t errlen)
 {
 	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
-	int n = s->size;
+	int n = s->size, rc = -1;
 
 	*send = *recv = NULL;
 	if (sess_check_fields(m, n, err, errlen) != 0)
 		return RING_EINVAL;
 	if (mul_ok(m->count, esz, &bytes) != 0)
-		goto range;
+		goto bad;
 	stride = m->stride ? m->stride : m->count;
 	switch (m->coll) {
 	case PROTO_COLL_ALLREDUCE:
 	case PROTO_COLL_BARRIER:
 		if (m->coll == PROTO_COLL_BARRIER)
 			bytes = 0;
-		if (bytes > 0 && (arena_span(s, m->send_off, bytes, send) != 0 ||
-				  arena_span(s, m->recv_off, bytes, recv) != 0))
-			goto range;
+		if (bytes > 0 && ((rc = arena_span(s, m->send_off, bytes, esz, send)) != 0 ||
+				  (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0))
+			goto bad;
 		break;
 	case PROTO_COLL_ALLGATHER:
 	case PROTO_COLL_REDUCE_SCATTER:
 		if (stride < m->count || mul_ok(stride, esz * (uint64_t)(n - 1), &big) != 0 ||
 		    big > UINT64_MAX - bytes)
-			goto range;
+			goto bad;
 		big += bytes;
-		if (bytes > 0 && (arena_span(s, m->send_off,
-					     m->coll == PROTO_COLL_ALLGATHER ? bytes : big, send) != 0 ||
-				  arena_span(s, m->recv_off,
-					     m->coll == PROTO_COLL_ALLGATHER ? big : bytes, recv) != 0))
-			goto range;
+		if (bytes > 0 && ((rc = arena_span(s, m->send_off,
+						   m->coll == PROTO_COLL_ALLGATHER ? bytes : big,
+						   esz, send)) != 0 ||
+				  (rc = arena_span(s, m->recv_off,
+						   m->coll == PROTO_COLL_ALLGATHER ? big : bytes,
+						   esz, recv)) != 0))
+			goto bad;
 		break;
 	case PROTO_COLL_BROADCAST:
 		if (m->peer < 0 || m->peer >= n) {
@@ -360,8 +400,8 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 				 n - 1);
 			return RING_EINVAL;
 		}
-		if (bytes > 0 && arena_span(s, m->recv_off, bytes, recv) != 0)
-			goto range;
+		if (bytes > 0 && (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0)
+			goto bad;
 		*send = *recv;
 		break;
 	case PROTO_COLL_SEND:
@@ -371,21 +411,28 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 				 proto_coll_name(m->coll), m->peer, n - 1);
 			return RING_EINVAL;
 		}
-		if (bytes > 0 && arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
-					    : m->recv_off, bytes,
-					    m->coll == PROTO_COLL_SEND ? send : recv) != 0)
-			goto range;
+		if (bytes > 0 && (rc = arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
+						  : m->recv_off, bytes, esz,
+						  m->coll == PROTO_COLL_SEND ? send : recv)) != 0)
+			goto bad;
 		break;
 	default:
 		snprintf(err, errlen, "unknown operation %d", m->coll);
 		return RING_EINVAL;
 	}
 	return 0;
-range:
-	snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
-		 "outside the %zu-byte arena", proto_coll_name(m->coll),
-		 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-		 (unsigned long long)m->count, proto_dtype_name(m->dtype), s->arena->len);
+bad:
+	if (rc == -2)
+		snprintf(err, errlen, "%s operands (offsets %llu/%llu) are not aligned to the "
+			 "%llu bytes of a %s element", proto_coll_name(m->coll),
+			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
+			 (unsigned long long)esz, proto_dtype_name(m->dtype));
+	else
+		snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
+			 "outside the %zu-byte arena", proto_coll_name(m->coll),
+			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
+			 (unsigned long long)m->count, proto_dtype_name(m->dtype),
+			 s->arena->len);
 	return RING_EINVAL;
 }
 
@@ -507,7 +554,7 @@ sess_welcome(struct sess *s)
 	uint8_t out[PROTO_MSG_MAX];
 	int i;
 
-	if (s->welcomed || s->dead)
+	if (s->welcomed || s->dead || s->closing)
 		return;
 	memset(&w, 0, sizeof(w));
 	w.rank = s->rank;
@@ -525,16 +572,18 @@ sess_welcome(struct sess *s)
 	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
 	s->welcomed = true;
 	if (sess_send(s, out, proto_encode_welcome(out, sizeof(out), &w)) != 0)
-		sess_close(s, "cannot send WELCOME");
+		sess_close_later(s, "cannot send WELCOME");
 }
 
 void
 sess_refuse(struct sess *s, int code, const char *text)
 {
-	if (s->dead)
+	if (s->dead || s->closing)
 		return;
+	log_info("client pid %d (job %s, rank %d) refused: %s", (int)s->pid,
+		 s->job ? s->job->name : "-", s->rank, text);
 	sess_error(s, code, text);
-	sess_close(s, text);
+	sess_close_later(s, "refused");
 }
 
 static void
@@ -698,12 +747,15 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	hello.tv_usec = (suseconds_t)(rd->cfg.hello_timeout_ms % 1000) * 1000;
 	s->ev = event_new(rd->base, fd, EV_READ | EV_PERSIST, sess_read_cb, s);
 	s->hello_ev = evtimer_new(rd->base, sess_hello_cb, s);
-	if (s->ev == NULL || s->hello_ev == NULL || event_add(s->ev, NULL) != 0 ||
-	    evtimer_add(s->hello_ev, &hello) != 0) {
+	s->close_ev = evtimer_new(rd->base, sess_close_later_cb, s);
+	if (s->ev == NULL || s->hello_ev == NULL || s->close_ev == NULL ||
+	    event_add(s->ev, NULL) != 0 || evtimer_add(s->hello_ev, &hello) != 0) {
 		if (s->ev)
 			event_free(s->ev);
 		if (s->hello_ev)
 			event_free(s->hello_ev);
+		if (s->close_ev)
+			event_free(s->close_ev);
 		close(fd);
 		free(s);
 		return;

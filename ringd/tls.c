@@ -593,9 +593,3 @@ tls_reload_commit(void *pending, char *what, size_t len)
 	SSL_CTX_free(old);
 	return same ? 0 : 1;
 }
-
-void
-tls_reload_abort(void *pending)
-{
-	SSL_CTX_free(pending);
-}

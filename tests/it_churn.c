@@ -450,3 +450,65 @@ Test(leftovers, failed_op_outlives_its_local_size, .fini = teardown, .timeout = 
 	usleep(300 * 1000);
 	assert_serves("after a process of another local size left");
 }
+
+/* ---- completions whose replies close sessions ---- */
+
+/* Defect of the review: on one host, A's all-reduce waits for B, and A's send
+ * to B is matched when B's receive comes in.  If both processes are gone by
+ * then, the receive's reply fails and closes B, which fails the all-reduce,
+ * whose reply closes A, which frees A's send while the matching still holds
+ * it.  The daemon is stopped while they post and die, so that it meets all of
+ * it at once. */
+static int post_and_wait(ring_comm *comm, int rank, int n, void *arg)
+{
+	struct leftover *lo = arg;
+	ring_request *ar = NULL, *p2p = NULL;
+	size_t shape = 16;
+	float *buf = ring_alloc(comm, 64 * sizeof(float));
+
+	(void)n;
+	if (buf == NULL)
+		return 1;
+	memset(buf, 0, 64 * sizeof(float));
+	atomic_fetch_add(&lo->formed, 1);
+	if (rank == 0) {
+		IT_CALL(ring_iallreduce(comm, buf, buf, 16, RING_FLOAT32, RING_SUM, &ar));
+		IT_CALL(ring_isend(comm, buf + 16, RING_FLOAT32, 1, &shape, 1, &p2p));
+		atomic_store(&lo->phase, 1);
+	} else {
+		while (atomic_load(&lo->phase) < 2)
+			usleep(1000);
+		IT_CALL(ring_irecv(comm, buf + 32, RING_FLOAT32, 1, &shape, 0, &p2p));
+		atomic_store(&lo->phase, 3);
+	}
+	pause();		/* killed by the test */
+	return 0;
+}
+
+Test(leftovers, replies_that_close_sessions, .fini = teardown, .timeout = 120)
+{
+	struct leftover *lo = harness_shared(sizeof(*lo));
+	struct cluster_proc procs[2];
+	struct cluster_job job;
+
+	cr_assert_eq(cluster_start(&cluster, 1, NULL), 0);
+	cluster_procs_local(&cluster, procs, 2, 2);
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, post_and_wait, lo, &job), 0);
+	for (int t = 0; t < 1000 && atomic_load(&lo->phase) < 1; t++)
+		usleep(10000);
+	cr_assert_eq(atomic_load(&lo->phase), 1, "rank 0 did not post its operations");
+	usleep(300 * 1000);	/* the daemon took both */
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGSTOP), 0);
+	atomic_store(&lo->phase, 2);
+	for (int t = 0; t < 1000 && atomic_load(&lo->phase) < 3; t++)
+		usleep(10000);
+	cr_assert_eq(atomic_load(&lo->phase), 3, "rank 1 did not post its receive");
+	cr_assert_eq(cluster_job_kill(&job, 1, SIGKILL), 0);
+	cr_assert_eq(cluster_job_kill(&job, 0, SIGKILL), 0);
+	cluster_wait(&job);
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGCONT), 0);
+	usleep(500 * 1000);
+	cr_assert(cluster_signal(&cluster, 0, 0) == 0, "the daemon died of the closing sessions");
+	cluster.job[0] = '\0';
+	cr_assert_eq(cluster_run(&cluster, 2, once, NULL), 0, "a new job does not run after it");
+}

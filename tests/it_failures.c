@@ -765,6 +765,8 @@ static long long ops_called(json_t *j, int r)
 	return -1;
 }
 
+static void judge_never(struct nc_arg *na, int n);
+
 /*
  * A rank that never calls: rank 2 of 3 stays attached and idle while ranks 0
  * and 1 call an all-reduce with a 3 s operation timeout.  Meanwhile `ringctl
@@ -813,6 +815,41 @@ Test(failures, rank_never_calls, .init = setup, .fini = teardown, .timeout = 120
 	json_decref(d2);
 
 	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
+	judge_never(na, n);
+}
+
+/*
+ * The same on a job of hosts 0 and 1 of a ring of 3: the probe that asks who
+ * never called passes host 2, which has no rank of the job, and must come
+ * back all the same, so the bound and the naming are those of a full ring.
+ */
+Test(failures, rank_never_calls_on_some_hosts, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	struct nc_arg *na = harness_shared(sizeof(*na));
+	struct cluster_proc procs[2];
+	struct cluster_job job;
+
+	cr_assert_not_null(na);
+	na->missing = 1;
+	setenv("RING_TIMEOUT_MS", "3000", 1);
+	start(3, FAULT_ARGS);
+	memset(procs, 0, sizeof(procs));
+	for (int i = 0; i < 2; i++) {
+		procs[i].daemon = i;
+		procs[i].local_size = 1;
+		procs[i].rank = procs[i].expect_rank = i;
+		procs[i].world = procs[i].expect_size = 2;
+	}
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, rank_never, na, &job), 0);
+	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
+	judge_never(na, 2);
+}
+
+/* Every rank but the missing one got RING_ETIMEDOUT naming it, after the
+ * timeout and not much later. */
+static void judge_never(struct nc_arg *na, int n)
+{
 	for (int r = 0; r < n; r++) {
 		struct rank_log *lg = &na->r[r];
 

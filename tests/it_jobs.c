@@ -25,6 +25,7 @@
 #include <criterion/criterion.h>
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -733,4 +734,143 @@ Test(jobs, ringctl_lists_the_job, .init = setup, .fini = teardown, .timeout = 12
 	start(2);
 	cr_assert_eq(cluster_run_local(&cluster, 4, 2, ringctl_jobs, &cluster), 0,
 		     "ringctl jobs --json did not show the job (see above)");
+}
+
+/* ---------------------------------------------------------------------- */
+/* A stray process with a running job's name                               */
+/* ---------------------------------------------------------------------- */
+
+#define STRAYS	3
+
+struct stray_state {
+	atomic_int formed;		/* ranks of the running job that opened */
+	atomic_int ops;			/* its checked all-reduces so far */
+	atomic_int strays_done;		/* strays that have their answer */
+	atomic_int target;		/* all-reduces the job runs in all: both ranks
+					 * stop at the same one, which the test sets
+					 * ahead of where they are */
+	int rc[STRAYS];			/* what each stray's ring_open gave */
+	double secs[STRAYS];		/* ... after how long */
+	char err[STRAYS][256];
+};
+
+static int running_job(ring_comm *comm, int rank, int n, void *arg)
+{
+	struct stray_state *st = arg;
+
+	atomic_fetch_add(&st->formed, 1);
+	for (int i = 0; i < atomic_load(&st->target); i++) {
+		if (allreduce_one(comm, rank, n, RING_FLOAT32, RING_SUM, 1000 + (size_t)i,
+				  IT_ARENA, false, 5000 + (uint64_t)i))
+			return 1;
+		if (rank == 0)
+			atomic_fetch_add(&st->ops, 1);
+	}
+	return 0;
+}
+
+static int stray(ring_comm *unused, int idx, int n, void *arg)
+{
+	struct stray_state *st = arg;
+	int k = idx;
+	ring_comm *comm = NULL;
+	double t0 = harness_now();
+
+	(void)unused;
+	(void)n;
+	st->rc[k] = ring_open(&comm, NULL);
+	st->secs[k] = harness_now() - t0;
+	snprintf(st->err[k], sizeof(st->err[k]), "%s", ring_last_error(comm));
+	if (comm != NULL)
+		ring_close(comm);
+	atomic_fetch_add(&st->strays_done, 1);
+	return 0;
+}
+
+/* A process that attaches with a running job's name and another shape is the
+ * newcomer: it is refused at once, on a host of the job and on a host without
+ * one of its ranks, and the job runs on unharmed. */
+Test(jobs, stray_attach_is_refused, .init = setup, .fini = teardown, .timeout = 150)
+{
+	struct stray_state *st = harness_shared(sizeof(*st));
+	struct cluster_proc procs[2 + STRAYS];
+	struct cluster_job job, strays;
+	char name[48];
+	int before;
+
+	start(3);
+	atomic_store(&st->target, 100000);
+	snprintf(name, sizeof(name), "it-stray-%d", (int)getpid());
+	memset(procs, 0, sizeof(procs));
+	for (int i = 0; i < 2 + STRAYS; i++) {
+		procs[i].job = name;
+		procs[i].local_size = 1;
+		procs[i].expect_rank = procs[i].expect_size = -1;
+	}
+	for (int i = 0; i < 2; i++) {	/* the job: hosts 0 and 1, world 2 */
+		procs[i].daemon = i;
+		procs[i].rank = procs[i].expect_rank = i;
+		procs[i].world = procs[i].expect_size = 2;
+	}
+	/* host 2, launcher ranks of a world of 4 */
+	procs[2] = (struct cluster_proc){ .daemon = 2, .local_size = 1, .rank = 2, .world = 4 };
+	/* host 2, no launcher ranks: rank 2 of 3 */
+	procs[3] = (struct cluster_proc){ .daemon = 2, .local_size = 1, .rank = -1, .world = -1 };
+	/* host 0, beside the job's rank 0: rank 1 of 3 */
+	procs[4] = (struct cluster_proc){ .daemon = 0, .local_size = 1, .rank = 1, .world = 3 };
+	for (int i = 2; i < 2 + STRAYS; i++) {
+		procs[i].job = name;
+		procs[i].expect_rank = procs[i].expect_size = -1;
+		procs[i].fn = stray;
+		procs[i].self_open = true;
+	}
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, running_job, st, &job), 0);
+	for (int t = 0; t < 3000 && atomic_load(&st->ops) < 5; t++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&st->ops), 5, "the job did not run");
+	setenv("RING_TIMEOUT_MS", "10000", 1);
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs + 2, STRAYS, stray, st, &strays), 0);
+	setenv("RING_TIMEOUT_MS", "30000", 1);
+	cr_assert_eq(cluster_wait(&strays), 0, "a stray process failed (see above)");
+	for (int k = 0; k < STRAYS; k++) {
+		cr_assert_eq(st->rc[k], RING_EINVAL, "stray %d: ring_open gave %d (%s): %s", k,
+			     st->rc[k], ring_strerror(st->rc[k]), st->err[k]);
+		cr_assert_lt(st->secs[k], 5.0, "stray %d was refused only after %.1f s", k,
+			     st->secs[k]);
+		cr_assert(strstr(st->err[k], name) != NULL, "stray %d: '%s' does not name the "
+			  "job", k, st->err[k]);
+	}
+	before = atomic_load(&st->ops);
+	atomic_store(&st->target, before + 20);
+	cr_assert_eq(cluster_wait(&job), 0, "the running job failed after the strays");
+	cr_assert_eq(atomic_load(&st->ops), before + 20, "the job stalled after the strays");
+}
+
+/* A process that opens a second communicator of its job is told that it is
+ * itself the holder, and how to share the open one. */
+static int second_open(ring_comm *comm, int rank, int n, void *arg)
+{
+	ring_comm *again = NULL;
+	int rc;
+
+	(void)rank;
+	(void)n;
+	(void)arg;
+	rc = ring_open(&again, NULL);
+	IT_CHECK(rc == RING_EINVAL, "a second ring_open in one process gave %d (%s): %s", rc,
+		 ring_strerror(rc), ring_last_error(again));
+	IT_CHECK(strstr(ring_last_error(again), "this process") != NULL &&
+		 strstr(ring_last_error(again), "share it") != NULL,
+		 "the error does not say the process holds it itself: %s",
+		 ring_last_error(again));
+	ring_close(again);
+	IT_CALL(ring_barrier(comm));	/* the first one still works */
+	return 0;
+}
+
+Test(jobs, second_open_in_one_process, .init = setup, .fini = teardown, .timeout = 120)
+{
+	start(2);
+	cr_assert_eq(cluster_run(&cluster, 2, second_open, NULL), 0,
+		     "a second open in one process (see above)");
 }

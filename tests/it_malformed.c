@@ -520,8 +520,8 @@ static size_t client_hello(uint8_t *out, size_t cap, const char *job, uint64_t a
 	return (size_t)n;
 }
 
-/* A valid all-reduce of 16 floats in place at the arena's first free byte. */
-static size_t client_op(uint8_t *out, size_t cap)
+/* An all-reduce of 16 elements of dt in place at arena offset off. */
+static size_t client_op_at(uint8_t *out, size_t cap, enum ring_dtype dt, uint64_t off)
 {
 	struct proto_op m;
 	int n;
@@ -529,14 +529,20 @@ static size_t client_op(uint8_t *out, size_t cap)
 	memset(&m, 0, sizeof(m));
 	m.reqid = 7;
 	m.coll = PROTO_COLL_ALLREDUCE;
-	m.dtype = RING_FLOAT32;
+	m.dtype = dt;
 	m.redop = RING_SUM;
 	m.peer = -1;
 	m.count = 16;
-	m.send_off = m.recv_off = PROTO_ARENA_CTL;
+	m.send_off = m.recv_off = off;
 	n = proto_encode_op(out, cap, &m);
 	cr_assert(n > 0, "proto_encode_op failed");
 	return (size_t)n;
+}
+
+/* A valid all-reduce of 16 floats in place at the arena's first free byte. */
+static size_t client_op(uint8_t *out, size_t cap)
+{
+	return client_op_at(out, cap, RING_FLOAT32, PROTO_ARENA_CTL);
 }
 
 /* Offsets in an encoded OP (12-byte header, then the fields in order: reqid,
@@ -553,7 +559,13 @@ enum client_case {
 	CC_UNKNOWN_TYPE, CC_DONE_FROM_CLIENT, CC_BAD_JOB,
 	CC_SESSION,	/* from here on: after a valid HELLO and WELCOME */
 	CC_OP_OUTSIDE = CC_SESSION, CC_OP_COLL, CC_OP_COUNT, CC_OP_ARENA, CC_OP_GARBAGE,
-	CC_COUNT
+	CC_OP_MISALIGNED,	/* from here on: misaligned, one dtype each */
+	CC_COUNT = CC_OP_MISALIGNED + 5
+};
+
+/* The dtypes of the misaligned cases, whose kernels load whole elements. */
+static const enum ring_dtype misaligned_dtype[] = {
+	RING_FLOAT32, RING_FLOAT64, RING_FLOAT16, RING_INT64, RING_BFLOAT16,
 };
 
 static const char *const client_case_name[] = {
@@ -566,6 +578,9 @@ static const char *const client_case_name[] = {
 	"a DONE sent by the client", "a HELLO with a job name of bad characters",
 	"an OP whose buffer lies outside the arena", "an OP of collective 99",
 	"an OP of 2^62 elements", "an OP naming arena 5", "garbage after WELCOME",
+	"float32 operands at an odd offset", "float64 operands at an odd offset",
+	"float16 operands at an odd offset", "int64 operands at an odd offset",
+	"bfloat16 operands at an odd offset",
 };
 
 /* Sends case k on a fresh connection to daemon d; fills the fds it passed so
@@ -708,7 +723,13 @@ static int session_case(enum client_case k, int d, int *sent_fds, int *nsent)
 	case CC_OP_ARENA:
 		put32(buf + OP_RECV_ARENA, 5);
 		break;
+	case CC_OP_GARBAGE:
 	default:
+		if (k >= CC_OP_MISALIGNED) {
+			n = client_op_at(buf, sizeof(buf), misaligned_dtype[k - CC_OP_MISALIGNED],
+					 PROTO_ARENA_CTL + 4096 + 1);
+			break;
+		}
 		for (size_t i = 0; i < n; i++)
 			buf[i] = (uint8_t)(i * 7 + 3);
 		break;
@@ -796,9 +817,12 @@ Test(malformed, client_socket, .init = setup, .fini = teardown, .timeout = 180)
 			r = recv(fd, reply, sizeof(reply), 0);
 			got = r > 0 ? (size_t)r : 0;
 			describe_msg(reply, got, said, sizeof(said));
-			if (r > 0 && proto_decode_done(reply, got, &done) == 0)
+			if (r > 0 && proto_decode_done(reply, got, &done) == 0) {
 				cr_expect(done.status < 0, "%s: the daemon ran it: %s", what, said);
-			else
+				cr_expect(k < CC_OP_MISALIGNED || (done.status == RING_EINVAL &&
+					  strstr(done.text, "not aligned") != NULL),
+					  "%s: refused without saying why: %s", what, said);
+			} else
 				cr_assert(r <= 0 || proto_msg_peek(reply, got, &type) == 0,
 					  "%s: the daemon answered %zd bytes that are no message",
 					  what, r);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -831,4 +832,75 @@ Test(ringctl, metrics_over_http, .fini = teardown, .timeout = 120)
 	free(http_names);
 	free(cli_names);
 	free(out);
+}
+
+/* One raw request line to daemon d's control socket, its whole answer into out
+ * (10 s at most), as a caller that is not ringctl would send it. */
+static void control_raw(int d, const char *line, size_t len, char *out, size_t cap)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { 10, 0 };
+	size_t got = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ssize_t n;
+
+	cr_assert(fd >= 0);
+	cr_assert_lt(strlen(cluster.controls[d]), sizeof(a.sun_path));
+	memcpy(a.sun_path, cluster.controls[d], strlen(cluster.controls[d]) + 1);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0,
+		     "cannot connect to %s: %s", a.sun_path, strerror(errno));
+	cr_assert_eq(send(fd, line, len, MSG_NOSIGNAL), (ssize_t)len);
+	while (got + 1 < cap && (n = read(fd, out + got, cap - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(fd);
+}
+
+/* Bytes that are no text get an answer that says so, in valid JSON, not
+ * "out of memory"; the daemon answers the next caller as before. */
+Test(ringctl, control_socket_refuses_non_text, .fini = teardown, .timeout = 60)
+{
+	static const char *const lines[] = { "\xff\xfe status\n", "stat\xc3(us\n",
+					     "jobs\x01\n" };
+	char out[4096];
+
+	cr_assert_eq(cluster_start(&cluster, 1, NULL), 0);
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		json_error_t jerr;
+		json_t *doc;
+		const char *e;
+
+		control_raw(0, lines[i], strlen(lines[i]), out, sizeof(out));
+		doc = json_loads(out, 0, &jerr);
+		cr_assert(doc != NULL, "request %zu: the answer is no JSON: %s", i, out);
+		e = json_string_value(json_object_get(doc, "error"));
+		cr_assert(e != NULL && strstr(e, "not a command line") != NULL &&
+			  strstr(e, "byte 0x") != NULL, "request %zu: answered %s", i, out);
+		json_decref(doc);
+	}
+	cr_assert_eq(wait_status(0, 0), 0, "ringctl status fails after the bytes");
+}
+
+/* A ring that just formed is healthy: the connects refused while the next
+ * daemon was not listening yet, and what a neighbour passed on before our
+ * handshake was done, are the normal order of a start, not errors that an
+ * operator should chase.  Three starts of 6 daemons, every daemon asked. */
+Test(ringctl, fresh_ring_shows_no_errors, .fini = teardown, .timeout = 120)
+{
+	static char out[65536];
+
+	for (int round = 0; round < 3; round++) {
+		cr_assert_eq(cluster_start(&cluster, 6, NULL), 0);
+		cr_assert_eq(cluster_wait_ready(&cluster, 15000), 0);
+		for (int d = 0; d < 6; d++) {
+			cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "status", NULL), 0);
+			cr_assert(strstr(out, "error") == NULL && strstr(out, "refused") == NULL,
+				  "start %d, daemon %d: a healthy ring shows:\n%s", round, d, out);
+			cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "peers", NULL), 0);
+			cr_assert(strstr(out, "error") == NULL && strstr(out, "refused") == NULL,
+				  "start %d, daemon %d: ringctl peers shows:\n%s", round, d, out);
+		}
+		cluster_stop(&cluster);
+	}
 }

@@ -384,6 +384,43 @@ Test(systemd, example_config_parses, .timeout = 60)
 	cr_assert_eq(rc, 0, "ringd refuses systemd/ringd.conf.example:\n%s", out);
 }
 
+/*
+ * Every configuration ringd refuses ends it with 64, the status both units
+ * name in RestartPreventExitStatus, so systemd does not restart it every 2 s
+ * into the same refusal.  The addresses of the non-loopback hostfile are
+ * TEST-NET-1 (RFC 5737): ringd refuses before it opens a socket to them.
+ */
+Test(systemd, configuration_errors_exit_64, .timeout = 120)
+{
+	static char out[OUT_CAP];
+	char ringd[PATH_MAX], dir[] = "/tmp/it_systemd_cfg.XXXXXX";
+	static const char *const cases[][2] = {
+		{ "peers off loopback with neither TLS nor a secret", "--hosts remote --rank 0" },
+		{ "a hostfile that does not exist", "--hosts absent --rank 0" },
+		{ "a rank the hostfile does not have", "--hosts local --rank 5" },
+		{ "half a TLS configuration", "--hosts local --rank 0 --config halftls.conf" },
+		{ "a metrics address that is no address",
+		  "--hosts local --rank 0 --config metrics.conf" },
+		{ "an option ringd does not know", "--hosts local --rank 0 --frobnicate" },
+	};
+	int rc;
+
+	harness_bin(ringd, sizeof(ringd), "ringd");
+	cr_assert_not_null(mkdtemp(dir));
+	rc = sh(out, sizeof(out), "cd %s && printf '192.0.2.1:7100\\n192.0.2.2:7100\\n' >remote && "
+		"printf '127.0.0.1:%d\\n127.0.0.1:%d\\n' >local && "
+		"printf 'tls_cert = %s/none.pem\\n' >halftls.conf && "
+		"printf 'metrics_listen = not-an-address\\n' >metrics.conf", dir,
+		harness_free_port(), harness_free_port(), dir);
+	cr_assert_eq(rc, 0, "cannot write the configurations: %s", out);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		rc = sh(out, sizeof(out), "cd %s && %s --foreground --socket c.sock --control c.ctl "
+			"%s", dir, ringd, cases[i][1]);
+		cr_expect_eq(rc, 64, "%s: ringd exited %d, not 64:\n%s", cases[i][0], rc, out);
+	}
+	sh(out, sizeof(out), "rm -rf %s", dir);
+}
+
 /* ---------------------------------------------------------------------- */
 /* (b) The notify protocol                                                 */
 /* ---------------------------------------------------------------------- */

@@ -22,7 +22,8 @@ static const char *const all_vars[] = {
 	"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 	"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT", "RING_POLL_US",
+	"MLX_RANK", "MLX_HOSTFILE", "RING_STRICT", "RING_POLL_US", "SLURM_JOB_ID",
+	"SLURM_STEP_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
 };
 
 static struct lr_env env;
@@ -540,4 +541,27 @@ Test(env, single_by_default)
 	set("RING_LOCAL_SIZE", "2");
 	cr_assert_eq(resolve(NULL), 0, "%s", err);
 	cr_assert(!lr_env_single_default(&env), "two processes on this host");
+}
+
+/* Without RING_JOB, the job is named by the launcher's id of it, so two
+ * launches never share a name by accident; "default" only without one. */
+Test(env, job_name_from_the_launcher)
+{
+	set("TORCHELASTIC_RUN_ID", "none");	/* torchrun without --rdzv-id */
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_str_eq(env.job, "default");
+	set("TORCHELASTIC_RUN_ID", "3f2c9a1e-77b0-4c1e-9a51-0d2e8b9c6f10");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_str_eq(env.job, "torchrun-3f2c9a1e-77b0-4c1e-9a51-0d2e8b9c6f10");
+	set("SLURM_JOB_ID", "81234");
+	set("SLURM_STEP_ID", "2");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_str_eq(env.job, "slurm-81234.2");
+	scrub();
+	set("PMIX_NAMESPACE", "prterun-node7-4711@1");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_str_eq(env.job, "pmix-prterun-node7-4711_1");
+	set("RING_JOB", "mine");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_str_eq(env.job, "mine");
 }

@@ -2550,3 +2550,15 @@ Test(join, round_trip_and_rejects)
 		cr_assert_eq(proto_frame_decode(hdr, &h, 0), 0);
 	}
 }
+
+/* Formation generations wrap after 2^32: order is by serial number. */
+Test(proto, generations_wrap)
+{
+	cr_assert(proto_gen_after(2, 1));
+	cr_assert(!proto_gen_after(1, 2));
+	cr_assert(!proto_gen_after(7, 7));
+	cr_assert(proto_gen_after(1, UINT32_MAX), "1 comes after 2^32 - 1");
+	cr_assert(proto_gen_after(3, UINT32_MAX - 5));
+	cr_assert(!proto_gen_after(UINT32_MAX, 1));
+	cr_assert(proto_gen_after(0x80000000u + 5, 10));
+}

@@ -70,7 +70,13 @@ globals().update(Op.__members__)
 
 
 def open(**kwargs):  # noqa: A001  (ringd.open, as MLX's init)
-    """A Communicator from the environment; keywords as Communicator's."""
+    """A Communicator from the environment; keywords as Communicator's.
+
+    Open it once per process and pass it to whatever needs it: a second
+    ``open()`` of the same job and local rank while the first is open is
+    refused (``InvalidArgumentError`` naming this process).  For a second,
+    independent communicator of the same ranks use ``comm.split(0)``.
+    """
     return Communicator(**kwargs)
 
 

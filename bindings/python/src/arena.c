@@ -6,7 +6,11 @@
  * as the array's base, so the block lives exactly as long as the array (and
  * any view of it) and is handed back with ring_free when the last one dies.
  * The block also keeps the communicator alive, and close() leaves the arena
- * mapped until the last block is gone (comm.c).  numpy is used through its
+ * mapped until the last block is gone (comm.c).  A block is counted from
+ * before ring_alloc runs (without the GIL) on: a close() of another thread
+ * meanwhile only marks the communicator closed, and empty() then gives the
+ * block back and raises ClosedError rather than return an array that the
+ * closing would leave pointing at an unmapped arena.  numpy is used through its
  * Python API: the module needs numpy's headers neither to build nor to load,
  * only empty() imports it.
  */
@@ -29,17 +33,25 @@ block_getbuffer(PyObject *self, Py_buffer *view, int flags)
 
 static PyBufferProcs block_as_buffer = { block_getbuffer, NULL };
 
+/* Gives block p back, and with it its count: the last one of a closed
+ * communicator closes it. */
+static void
+block_drop(pyr_comm *c, void *p)
+{
+	/* narena > 0 kept ring_close away: c->comm is open. */
+	Py_BEGIN_ALLOW_THREADS
+	ring_free(c->comm, p);
+	Py_END_ALLOW_THREADS
+	pyr_comm_arena_gone(c);
+}
+
 static void
 block_dealloc(PyObject *self)
 {
 	pyr_block *b = (pyr_block *)self;
 	pyr_comm *c = b->comm;
 
-	/* narena > 0 kept ring_close away: c->comm is open. */
-	Py_BEGIN_ALLOW_THREADS
-	ring_free(c->comm, b->ptr);
-	Py_END_ALLOW_THREADS
-	pyr_comm_arena_gone(c);
+	block_drop(c, b->ptr);
 	Py_DECREF((PyObject *)c);
 	PyObject_Free(self);
 }
@@ -55,7 +67,8 @@ PyTypeObject pyr_ArenaBlockType = {
 		  "Communicator.empty).",
 };
 
-/* A new block of bytes in c's arena, or NULL with OutOfMemoryError. */
+/* A new block of bytes in c's arena, or NULL with OutOfMemoryError (or
+ * ClosedError: another thread closed c meanwhile). */
 static PyObject *
 block_new(pyr_comm *c, size_t bytes)
 {
@@ -63,25 +76,35 @@ block_new(pyr_comm *c, size_t bytes)
 	char err[512] = "";
 	void *p;
 
+	/* Counted before the GIL goes: close() leaves ring_close to the last
+	 * block's end (pyr_comm_arena_gone), this one's included. */
+	c->narena++;
 	/* A zero-size array still gets a block of its own: one free each. */
 	Py_BEGIN_ALLOW_THREADS
 	p = ring_alloc(c->comm, bytes ? bytes : 1);
 	if (!p)
 		snprintf(err, sizeof(err), "empty: %s", ring_last_error(c->comm));
 	Py_END_ALLOW_THREADS
+	if (p && c->closed) {
+		snprintf(err, sizeof(err), "empty: the communicator was closed (by another "
+			 "thread) while the array was being made");
+		block_drop(c, p);
+		pyr_raise(RING_ECLOSED, err);
+		return NULL;
+	}
 	if (!p) {
+		pyr_comm_arena_gone(c);
 		pyr_raise(RING_ENOMEM, err);
 		return NULL;
 	}
 	b = PyObject_New(pyr_block, &pyr_ArenaBlockType);
 	if (!b) {
-		ring_free(c->comm, p);
+		block_drop(c, p);
 		return NULL;
 	}
 	b->comm = (pyr_comm *)Py_NewRef((PyObject *)c);
 	b->ptr = p;
 	b->len = (Py_ssize_t)bytes;
-	c->narena++;
 	return (PyObject *)b;
 }
 

@@ -30,7 +30,7 @@ pyr_hold_release(struct pyr_hold *h)
 struct pyr_hold *
 pyr_hold_keep(struct pyr_hold *h)
 {
-	struct pyr_hold *k = malloc(sizeof(*k));
+	struct pyr_hold *k = PyMem_Malloc(sizeof(*k));
 
 	if (!k) {
 		PyErr_NoMemory();
@@ -52,7 +52,7 @@ pyr_hold_free(struct pyr_hold *h)
 	if (!h)
 		return;
 	pyr_hold_release(h);
-	free(h);
+	PyMem_Free(h);
 }
 
 /* ---- formats ---- */

@@ -11,11 +11,17 @@
  * communicator closed (no operation starts any more) and ring_close runs when
  * the last of them is freed.  A `with` block can end while its arena arrays
  * are still bound to names, so refusing would be the wrong answer there.
+ * ring_close itself runs without the GIL, so another thread may call close()
+ * (or drop the last array) meanwhile: ring_close runs once, marked closing,
+ * and the others wait until it is done.
  */
 #include "pyring.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 int
 pyr_comm_usable(pyr_comm *c, const char *fn)
@@ -83,12 +89,25 @@ holds_free(struct pyr_hold *h)
 	}
 }
 
-/* ring_close now; every hold is the caller's again after it. */
+/* ring_close now, once: a second caller (another thread's close() while the
+ * first runs without the GIL) waits until the first is done.  Every hold is
+ * the caller's again after it. */
 static void
 comm_close_now(pyr_comm *c)
 {
+	struct timespec nap = { 0, 1000000 };
 	ring_comm *rc = c->comm;
 
+	if (c->closing) {
+		/* As bounded as ring_close is (libring waits at most
+		 * CLOSE_WAIT_MS for the daemon's goodbye). */
+		while (c->closing) {
+			Py_BEGIN_ALLOW_THREADS
+			nanosleep(&nap, NULL);
+			Py_END_ALLOW_THREADS
+		}
+		return;
+	}
 	if (!rc)
 		return;
 	c->closing = true;
@@ -158,6 +177,26 @@ comm_options(PyObject *const *v, struct ring_options *o)
 	return 0;
 }
 
+/* A refused attach whose local rank this very process holds: the daemon
+ * names the holder's pid ("already attached by pid N", "this same process
+ * (pid N) already holds ...").  Through another pid namespace the pid differs
+ * and the daemon's message stands as it is. */
+static bool
+attached_here(int code, const char *err)
+{
+	char pid[32];
+	const char *p;
+	size_t n;
+
+	if (code != RING_EINVAL || !strstr(err, "already"))
+		return false;
+	n = (size_t)snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+	for (p = err; (p = strstr(p, pid)) != NULL; p += n)
+		if (!isdigit((unsigned char)p[n]))
+			return true;
+	return false;
+}
+
 static int
 comm_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
@@ -185,6 +224,17 @@ comm_init(PyObject *self, PyObject *args, PyObject *kwds)
 	if (code)
 		snprintf(err, sizeof(err), "%s", ring_last_error(NULL));
 	Py_END_ALLOW_THREADS
+	if (code && attached_here(code, err)) {
+		char msg[1024];
+
+		snprintf(msg, sizeof(msg), "Communicator: this process (pid %ld) already has a "
+			 "Communicator open on this job as this local rank, and a process "
+			 "holds a local rank once: use that one (pass it to the code that needs it; "
+			 "comm.split(0) gives a second communicator of the same ranks), or "
+			 "close() it first (the daemon said: %s)", (long)getpid(), err);
+		pyr_raise(code, msg);
+		return -1;
+	}
 	if (code) {
 		pyr_raise(code, err);
 		return -1;
@@ -290,11 +340,13 @@ comm_group_start(PyObject *self, PyObject *unused)
 
 	if (pyr_comm_usable(c, "group_start") < 0)
 		return NULL;
+	c->busy++;	/* without the GIL: a close() meanwhile must refuse */
 	Py_BEGIN_ALLOW_THREADS
 	code = ring_group_start(c->comm);
 	if (code)
 		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
 	Py_END_ALLOW_THREADS
+	c->busy--;
 	if (code) {
 		pyr_raise(code, err);
 		return NULL;
@@ -310,8 +362,11 @@ comm_group_end(PyObject *self, PyObject *unused)
 	char err[512] = "";
 	int code;
 
-	if (!c->comm || c->group_depth == 0) {
-		pyr_raise(c->comm ? RING_EINVAL : RING_ECLOSED, c->comm ?
+	/* Closed: ring_close may be running, and it ends the group itself. */
+	if (!c->comm || c->closed || c->group_depth == 0) {
+		bool open = c->comm && !c->closed;
+
+		pyr_raise(open ? RING_EINVAL : RING_ECLOSED, open ?
 			  "group_end: no group is open (group_start first)" :
 			  "group_end: the communicator is closed");
 		return NULL;
@@ -431,7 +486,14 @@ PyTypeObject pyr_CommType = {
 		  "A communicator of a job on the local ringd (ring_open).  Arguments left "
 		  "None come from the environment (RING_SOCKET, RING_JOB, the launcher's "
 		  "variables, RING_TIMEOUT_MS, RING_ARENA_MB).  Waits until every rank of "
-		  "the job has attached.",
+		  "the job has attached.\n\n"
+		  "A process attaches to a job once per local rank: while a Communicator "
+		  "is open, another one of the same job and local rank in the same "
+		  "process is refused (InvalidArgumentError, saying so).  Share the open "
+		  "one (it may be used from several threads), or comm.split(0) for a "
+		  "second communicator of the same ranks (its own job, its own sequence "
+		  "of operations, e.g. for a library that must not interleave with "
+		  "yours).",
 	.tp_weaklistoffset = offsetof(pyr_comm, weakrefs),
 	.tp_getset = comm_getset,
 	.tp_init = comm_init,

@@ -36,7 +36,10 @@ struct pyr_hold {
 };
 
 void pyr_hold_release(struct pyr_hold *h);
-/* A heap copy of h (which is emptied), for a hold that outlives the call. */
+/* A heap copy of h (which is emptied), for a hold that outlives the call, or
+ * NULL with MemoryError (h untouched).  Holds live in Python's allocator
+ * (PyMem_*): the GIL is held for these three, and the allocator's hooks (the
+ * tests' failure injection, tracemalloc) see them. */
 struct pyr_hold *pyr_hold_keep(struct pyr_hold *h);
 void pyr_hold_free(struct pyr_hold *h);
 
@@ -80,7 +83,7 @@ typedef struct pyr_comm {
 	int group_depth;	/* nesting of group_start */
 	struct pyr_hold *group_holds;	/* blocking calls recorded in the open group */
 	struct pyr_hold *orphans;	/* requests dropped while still in flight */
-	Py_ssize_t narena;	/* live arena blocks: ring_close waits for none */
+	Py_ssize_t narena;	/* arena blocks alive or being made: ring_close waits */
 	int rank, size, local_rank, local_size, host_rank, host_count;
 	PyObject *weakrefs;
 } pyr_comm;

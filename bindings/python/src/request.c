@@ -26,16 +26,20 @@ typedef struct {
 PyObject *
 pyr_request_new(pyr_comm *c, ring_request *req, struct pyr_op *op)
 {
-	pyr_request *r = PyObject_New(pyr_request, &pyr_RequestType);
 	struct pyr_hold *h = pyr_hold_keep(&op->hold);
+	pyr_request *r = h ? PyObject_New(pyr_request, &pyr_RequestType) : NULL;
 
-	if (!r || !h) {
-		/* Cannot keep the buffers: finish the operation here instead. */
+	if (!r) {
+		/* Cannot keep the buffers: finish the operation here instead.  No
+		 * Request was made (a half-built one must not reach req_dealloc),
+		 * and the buffers are in h, or still in op->hold. */
+		PyErr_Clear();
+		c->busy++;
 		Py_BEGIN_ALLOW_THREADS
 		ring_wait(req);
 		ring_request_free(req);
 		Py_END_ALLOW_THREADS
-		Py_XDECREF(r);
+		c->busy--;
 		pyr_hold_free(h);
 		pyr_hold_release(&op->hold);
 		return PyErr_NoMemory();
@@ -236,8 +240,8 @@ req_dealloc(PyObject *self)
 		pyr_hold_free(h);
 	} else {
 		/* libring may still use the buffers: the communicator keeps them. */
-		if (!h)
-			h = calloc(1, sizeof(*h));
+		if (!h)		/* empty: pyr_hold_free takes it (PyMem) */
+			h = PyMem_Calloc(1, sizeof(*h));
 		if (h)
 			pyr_comm_adopt(c, r->req, h);
 	}

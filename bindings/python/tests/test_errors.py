@@ -1,6 +1,7 @@
 """Bad arguments give clear exceptions of the right class, never a crash."""
 
 import array
+import os
 
 import numpy as np
 import pytest
@@ -172,3 +173,20 @@ def test_open_arguments(ring1):
         ringd.Communicator(socket=ring1.socket(0), job="no spaces")
     with pytest.raises(ringd.DaemonError, match="is ringd running"):
         ringd.Communicator(socket=ring1.dir + "/nobody.sock", timeout_ms=2000)
+
+
+def test_second_attach_of_this_process_names_the_remedy(ring1):
+    """A second Communicator of the same job and local rank in one process
+    is refused with a message that says the process holds it already and
+    what to do instead (not "give each process its own LOCAL_RANK")."""
+    kw = dict(socket=ring1.socket(0), job=job_name("twice"), local_rank=0,
+              local_size=1, timeout_ms=5000)
+    with ringd.Communicator(**kw) as c:
+        with pytest.raises(ringd.InvalidArgumentError) as e:
+            ringd.open(**kw)
+        text = str(e.value)
+        assert "this process (pid %d)" % os.getpid() in text, text
+        assert "split(" in text and "close()" in text, text
+        c.barrier()                     # the first one is untouched
+    with ringd.Communicator(**kw) as again:     # and once closed, it opens
+        assert again.size == 1

@@ -111,6 +111,14 @@ unsafe impl Sync for Communicator {}
 impl Communicator {
     /// Opens a communicator: joins the job on the local ringd and returns once
     /// every rank has joined (or fails after the operation timeout).
+    ///
+    /// A process attaches to a job once per local rank: a second open of the
+    /// same job and local rank while the first communicator lives fails with
+    /// [`ErrorCode::Invalid`](crate::ErrorCode::Invalid).  Share the open one
+    /// (it is `Send + Sync`, and the synchroniser's
+    /// [`with_communicator`](crate::sync::GradientSynchronizer::with_communicator)
+    /// takes it), or [`split`](Self::split) it for a second communicator of
+    /// the same ranks.
     pub fn open(opts: &Options) -> Result<Communicator> {
         let socket = opts.socket.clone().map(|s| cstring("the socket path", s)).transpose()?;
         let job = opts.job.clone().map(|j| cstring("the job name", j.into_bytes())).transpose()?;

@@ -131,6 +131,20 @@ impl Error {
     pub fn detail(&self) -> &str {
         &self.detail
     }
+
+    /// A refused attach whose local rank is held by this very process: the
+    /// daemon names the holder's pid ("already attached by pid N", "this same
+    /// process (pid N) already holds ...").  A pid the daemon sees through
+    /// another pid namespace does not match, and the error stays as it was.
+    pub(crate) fn is_attached_by_this_process(&self) -> bool {
+        if self.code != ErrorCode::Invalid || !self.detail.contains("already") {
+            return false;
+        }
+        let pid = format!("pid {}", std::process::id());
+        self.detail.match_indices(&pid).any(|(at, _)| {
+            !self.detail[at + pid.len()..].starts_with(|c: char| c.is_ascii_digit())
+        })
+    }
 }
 
 impl fmt::Display for Error {
@@ -172,5 +186,30 @@ pub(crate) fn check(rc: c_int, comm: *const sys::ring_comm) -> Result<()> {
         Ok(())
     } else {
         Err(Error::last(rc, comm))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attach_held_by_this_process_is_recognised_in_both_daemon_texts() {
+        let me = std::process::id();
+        let said = |text: String| Error::new(ErrorCode::Invalid, text);
+        let old = format!(
+            "job j: local rank 0 (rank 0) is already attached by pid {}; this process asked \
+             for rank 0 (give each process its own LOCAL_RANK)",
+            me
+        );
+        let new = format!("job j: this same process (pid {}) already holds local rank 0", me);
+        assert!(said(old.clone()).is_attached_by_this_process());
+        assert!(said(new).is_attached_by_this_process());
+        // Another process, a pid that only starts like ours, another code.
+        let other = old.replace(&format!("pid {}", me), &format!("pid {}", me + 1));
+        assert!(!said(other).is_attached_by_this_process());
+        let longer = old.replace(&format!("pid {}", me), &format!("pid {}7", me));
+        assert!(!said(longer).is_attached_by_this_process());
+        assert!(!Error::new(ErrorCode::TimedOut, old).is_attached_by_this_process());
     }
 }

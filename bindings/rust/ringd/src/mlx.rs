@@ -223,13 +223,31 @@ fn bytes_of<T: Element>(data: &[T]) -> &[u8] {
 }
 
 /// Runs `f` on the bytes of `data`, then makes them valid values of T again
-/// (a [`Communicator`] is safe to implement, so it may write any byte).
+/// (a [`Communicator`] is safe to implement, so it may write any byte).  The
+/// making valid is a guard's `Drop`, so it also runs when `f` panics: safe
+/// code that catches the unwind (`catch_unwind`) never sees a bool that is
+/// neither false nor true.
 fn with_bytes_mut<T: Element, R>(data: &mut [T], f: impl FnOnce(&mut [u8]) -> R) -> R {
-    let (p, len) = (data.as_mut_ptr(), data.len());
-    // SAFETY: Element types are plain data; the byte view ends before settle.
-    let out = f(unsafe { std::slice::from_raw_parts_mut(p.cast(), std::mem::size_of_val(data)) });
-    // SAFETY: p holds len elements that nothing else accesses now.
-    unsafe { settle(p, len) };
+    /// Settles the elements when dropped, on return and on unwind alike.
+    struct Settled<T: Element> {
+        p: *mut T,
+        len: usize,
+    }
+    impl<T: Element> Drop for Settled<T> {
+        fn drop(&mut self) {
+            // SAFETY: p holds len elements borrowed mutably by with_bytes_mut
+            // for the guard's whole life; the byte view is gone when this runs
+            // (the guard is declared before it, so it is dropped after it).
+            unsafe { settle(self.p, self.len) };
+        }
+    }
+    let bytes = std::mem::size_of_val(data);
+    let guard = Settled { p: data.as_mut_ptr(), len: data.len() };
+    // SAFETY: Element types are plain data; the byte view ends before the
+    // guard settles the elements, and nothing else touches them meanwhile.
+    let view = unsafe { std::slice::from_raw_parts_mut(guard.p.cast::<u8>(), bytes) };
+    let out = f(view);
+    drop(guard);
     out
 }
 

@@ -127,16 +127,39 @@ struct Piece {
 }
 
 impl GradientSynchronizer {
-    /// Opens the communicator the backend needs (none for Single).
+    /// Opens the communicator the backend needs (none for Single), with
+    /// `config.options` and the environment.
+    ///
+    /// A process holds one communicator per job and local rank.  A program
+    /// that has already opened one for itself (`Communicator::from_env()`,
+    /// `Communicator::open`, [`Group::init`](crate::mlx::Group::init)) and
+    /// then calls `new` with the same job and local rank is refused by the
+    /// daemon; the error ([`ErrorCode::Invalid`](crate::ErrorCode::Invalid))
+    /// then says so and names the remedy: build the synchroniser on the open
+    /// communicator with [`with_communicator`](Self::with_communicator)
+    /// (or drop the other one first).
     pub fn new(config: SyncConfig) -> Result<GradientSynchronizer> {
         let comm = match config.backend {
             SyncBackend::Single => None,
-            _ => Some(Communicator::open(&config.options)?),
+            _ => Some(Communicator::open(&config.options).map_err(held_here)?),
         };
         GradientSynchronizer::build(config, comm)
     }
 
-    /// Uses an open communicator (the backend must not be Single).
+    /// Uses an open communicator (the backend must not be Single): the way to
+    /// synchronise over a communicator the program also uses itself.
+    ///
+    /// ```no_run
+    /// # fn main() -> ringd::Result<()> {
+    /// use ringd::sync::{GradientSynchronizer, SyncBackend, SyncConfig};
+    /// let comm = ringd::Communicator::from_env()?;
+    /// // ... comm.rank(), comm.barrier() ...
+    /// let cfg = SyncConfig::new(SyncBackend::CpuStaging);
+    /// let sync = GradientSynchronizer::with_communicator(cfg, comm)?;
+    /// sync.communicator().unwrap().barrier()?; // still reachable here
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_communicator(config: SyncConfig, comm: Communicator) -> Result<GradientSynchronizer> {
         if config.backend == SyncBackend::Single {
             return Err(Error::invalid("the single backend takes no communicator"));
@@ -257,6 +280,26 @@ impl GradientSynchronizer {
         }
         Ok(())
     }
+}
+
+/// `new`'s open refused because this process already holds the rank: the
+/// daemon's text (written for two processes that were given the same
+/// LOCAL_RANK) with what to do instead.
+fn held_here(e: Error) -> Error {
+    if !e.is_attached_by_this_process() {
+        return e;
+    }
+    Error::new(
+        e.code(),
+        format!(
+            "GradientSynchronizer::new: this process (pid {}) already has a communicator \
+             open on this job as this local rank, and a process holds a local rank once; \
+             build the synchroniser on that communicator with GradientSynchronizer::with_communicator\
+             (config, comm) instead of opening a second one (the daemon said: {})",
+            std::process::id(),
+            e.detail()
+        ),
+    )
 }
 
 /// Ring: every gradient's all-reduce in flight at once, then all waited for.

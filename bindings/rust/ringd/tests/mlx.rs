@@ -149,3 +149,77 @@ fn the_single_group_needs_no_daemon() {
     assert_eq!(sub.size(), 1);
     assert!(g.split(-1, 0).unwrap().is_none());
 }
+
+/// A safe implementation of the trait that writes bytes that are no bool and
+/// then panics: what a buggy or hostile backend may do without `unsafe`.
+struct WritesTwoThenPanics;
+
+impl ringd::mlx::Communicator for WritesTwoThenPanics {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_reduce(&self, _: ReduceOp, _: Dtype, data: &mut [u8]) -> ringd::Result<()> {
+        data.fill(2);
+        panic!("the backend panics half-way");
+    }
+    fn all_gather(&self, _: &[u8], output: &mut [u8]) -> ringd::Result<()> {
+        output.fill(2);
+        panic!("the backend panics half-way");
+    }
+    fn send(&self, _: usize, _: &[u8]) -> ringd::Result<()> {
+        Ok(())
+    }
+    fn recv(&self, _: usize, data: &mut [u8]) -> ringd::Result<()> {
+        data.fill(2);
+        panic!("the backend panics half-way");
+    }
+    fn send_typed(&self, _: usize, _: Dtype, _: &[usize], _: &[u8]) -> ringd::Result<()> {
+        Ok(())
+    }
+    fn recv_typed(&self, _: usize, _: Dtype, _: &[usize], data: &mut [u8]) -> ringd::Result<()> {
+        data.fill(2);
+        panic!("the backend panics half-way");
+    }
+    fn split(&self, _: i32, _: i32) -> ringd::Result<Option<Box<dyn ringd::mlx::Communicator>>> {
+        Ok(None)
+    }
+}
+
+/// The bytes of `flags`, read as bytes: a bool must be 0 or 1.
+fn raw_bytes(flags: &[bool]) -> Vec<u8> {
+    // SAFETY: reads flags.len() initialised bytes as u8 (any value is a valid u8),
+    // never as bool.
+    unsafe { std::slice::from_raw_parts(flags.as_ptr().cast::<u8>(), flags.len()).to_vec() }
+}
+
+#[test]
+fn a_backend_that_panics_leaves_only_valid_bools() {
+    let g = Group::new(WritesTwoThenPanics);
+    type Call = fn(&Group, &mut Vec<bool>);
+    let calls: [(&str, Call); 5] = [
+        ("all_sum", |g, v| drop(g.all_sum(v))),
+        ("all_max", |g, v| drop(g.all_max(v))),
+        ("all_min", |g, v| drop(g.all_min(v))),
+        ("all_gather", |g, v| drop(g.all_gather(&[true; 8], v))),
+        ("recv", |g, v| drop(g.recv(v, &[8], 0))),
+    ];
+    // (The panics print their message: the hook is the process's, shared with
+    // the tests running beside this one, so it stays as it is.)
+    let mut results = Vec::new();
+    for (name, call) in calls {
+        let mut flags: Vec<bool> = vec![false; 8];
+        let run = std::panic::AssertUnwindSafe(|| call(&g, &mut flags));
+        let outcome = std::panic::catch_unwind(run);
+        results.push((name, outcome.is_err(), raw_bytes(&flags)));
+    }
+    for (name, panicked, bytes) in results {
+        assert!(panicked, "{}: the backend's panic did not reach catch_unwind", name);
+        let valid = bytes.iter().all(|&b| b <= 1);
+        assert!(valid, "{}: bytes {:?} are not all valid bools", name, bytes);
+        // What the backend wrote (non-zero) reads as true.
+        assert!(bytes.iter().all(|&b| b == 1), "{}: {:?}", name, bytes);
+    }
+}

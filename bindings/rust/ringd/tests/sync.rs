@@ -74,3 +74,25 @@ fn gpu_ids_must_cover_the_local_rank() {
         assert_eq!(outcome.is_err(), local == 1);
     });
 }
+
+/// A program that opened its communicator and then asks the synchroniser to
+/// open one too (the same job and local rank, from the same options or the
+/// same environment) is told to hand it the open one.
+#[test]
+fn a_second_attach_of_this_process_points_at_with_communicator() {
+    let ring = Ring::start(1);
+    let opts = ring.options(0, 0, 1, &common::job_name());
+    let comm = ringd::Communicator::open(&opts).unwrap();
+    let mut cfg = SyncConfig::new(SyncBackend::CpuStaging);
+    cfg.options = opts;
+    let e = GradientSynchronizer::new(cfg.clone()).unwrap_err();
+    assert_eq!(e.code(), ringd::ErrorCode::Invalid, "{}", e);
+    let text = e.to_string();
+    assert!(text.contains("with_communicator"), "the remedy is not named: {}", text);
+    assert!(text.contains("this process"), "{}", text);
+    assert!(text.contains(&std::process::id().to_string()), "{}", text);
+    // The remedy works.
+    let sync = GradientSynchronizer::with_communicator(cfg, comm).unwrap();
+    assert_eq!(sync.world_size(), 1);
+    sync.barrier().unwrap();
+}
