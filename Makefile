@@ -214,7 +214,7 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 
 # The client-protocol fuzzer (tests/fuzz/client_fuzz.c): random clients, raw and
 # through libring, against real daemons.  `make ASAN=1 BUILD=build-asan
-# client-fuzz` builds it with the daemons it drives; tests/fuzz/client-fuzz runs
+# client-fuzz` builds it with the daemons it drives; tests/fuzz/client-fuzz.sh runs
 # it.  It is no test of test-run (it runs for as long as it is told) and no
 # libFuzzer target of tests/fuzz/build.sh.
 CLIENT_FUZZ := $(BUILD)/tests/fuzz/client_fuzz

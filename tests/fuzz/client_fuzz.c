@@ -58,6 +58,7 @@
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -442,6 +443,7 @@ cluster_start(struct rng *r, int n)
 			int nul = open("/dev/null", O_RDONLY);
 
 			setpgid(0, 0);	/* the terminal's ^C is the fuzzer's to pass on */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);	/* and none outlives it */
 			dup2(nul, 0);
 			dup2(fd, 1);
 			dup2(fd, 2);
@@ -1967,6 +1969,7 @@ spawn(enum wkind kind, int job, struct rng *child, const struct member *m,
 	if (p < 0)
 		return -1;
 	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		signal(SIGPIPE, SIG_IGN);
 		clear_launcher_env();
 		if (kind == W_GOOD || kind == W_HEALTH)
