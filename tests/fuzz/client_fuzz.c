@@ -1753,13 +1753,13 @@ raw_worker(struct rng *r, const struct raw_ctx *ctx)
 		struct rsess *s = &ss[below(r, (uint64_t)ns)];
 		int a = (int)below(r, 100);
 
+		/* On a session the daemon closed the sends fail (EBADF): the draws
+		 * are the same whatever the daemon did, so a seed replays them. */
 		COUNT(actions, 1);
 		if (a < 40) {
-			if (s->fd >= 0)
-				raw_op(r, s, ns);
+			raw_op(r, s, ns);
 		} else if (a < 48) {
-			if (s->fd >= 0)
-				raw_malformed(r, s, ns);
+			raw_malformed(r, s, ns);
 		} else if (a < 56) {
 			if (stopped < 0) {
 				stopped = s->daemon;
@@ -2145,6 +2145,9 @@ run_batch(struct rng *r, int round, int batch, char *why, size_t cap)
 	static struct member mem[MAX_WORKERS];
 	struct raw_ctx ctx = { .daemons = cl.n };
 	int ngood = (int)below(r, 3), nraw = 1 + (int)below(r, 4), nchaos = (int)below(r, 3), k = 0;
+	/* The stops and kills while the batch runs draw from a stream of their
+	 * own: how many there are depends on time, what comes next must not. */
+	struct rng during = rng_child(r);
 
 	if (ngood + nraw + nchaos == 0)
 		nraw = 1;
@@ -2187,10 +2190,10 @@ run_batch(struct rng *r, int round, int batch, char *why, size_t cap)
 	if (opt.verbose)
 		say("round %d batch %d: %d good jobs (%d processes), %d raw, %d chaos", round,
 		    batch, ngood, k, nraw, nchaos);
-	return batch_wait(r, chance(r, 70), BATCH_S, why, cap);
+	return batch_wait(&during, chance(r, 70), BATCH_S, why, cap);
 forkfail:
 	snprintf(why, cap, "fork: %s", strerror(errno));
-	batch_wait(r, false, 1, why, cap);
+	batch_wait(&during, false, 1, why, cap);
 	return -2;
 }
 
