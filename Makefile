@@ -395,7 +395,7 @@ uninstall:
 # warnings, and the code with every warning as an error (WARN above includes
 # -Wredundant-decls -Wcast-qual -Wlogical-op).  scripts/install-deps --lint
 # brings shellcheck and groff.
-LINT_SH := $(wildcard scripts/*) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh)
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)
@@ -403,6 +403,7 @@ lint:
 		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \
 		[ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
 	done
+	$(Q)scripts/check-floors
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	@echo "lint: clean"
 

@@ -16,7 +16,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -529,7 +528,7 @@ job_broken(struct ringd *rd, struct job *j, char *err, size_t errlen)
 
 /* The first local process asks for the next collective: its op, numbered. */
 static struct op *
-coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m)
+coll_open(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m)
 {
 	struct op *op;
 
@@ -541,7 +540,7 @@ coll_open(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op
 	}
 	op->nc = j->local_size;
 	op->fp.seq = j->next_seq++;
-	op->tmo_ms = m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s);
+	op->tmo_ms = m->timeout_ms ? m->timeout_ms : s->timeout_ms;
 	op->q = &j->colls;
 	TAILQ_INSERT_TAIL(&j->colls, op, entry);
 	j->ncolls++;
@@ -624,10 +623,10 @@ coll_join_check(struct ringd *rd, struct op *op, const struct contrib *c,
 }
 
 int
-coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	    uint8_t *send, uint8_t *recv, char *err, size_t errlen)
 {
-	int lr = sess_local_rank(s), rc;
+	int lr = s->local_rank, rc;
 	struct contrib *c;
 	struct op *op;
 
@@ -656,10 +655,10 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
 		return RING_EINVAL;
 	}
 	c = &op->c[lr];
-	*c = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s), .send = send,
+	*c = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = s->arena, .send = send,
 			       .recv = recv, .count = m->count,
 			       .stride = m->stride ? m->stride : m->count,
-			       .rank = sess_rank(s), .in = true };
+			       .rank = s->rank, .in = true };
 	arena_ref(c->arena);
 	op->joined++;
 	j->loc[lr].entered = op->fp.seq;
@@ -679,10 +678,10 @@ coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_
  * its contribution, or the slot of a process of the op's formation that has not
  * asked yet.  A process that came for a later formation has none. */
 static struct contrib *
-op_contrib_of(struct op *op, struct sess *s)
+op_contrib_of(struct op *op, struct client *s)
 {
 	struct job *j = op->job;
-	int lr = sess_local_rank(s);
+	int lr = s->local_rank;
 
 	if (lr < 0 || lr >= op->nc)
 		return NULL;
@@ -695,9 +694,9 @@ op_contrib_of(struct op *op, struct sess *s)
 }
 
 void
-coll_sess_gone(struct ringd *rd, struct sess *s)
+coll_sess_gone(struct ringd *rd, struct client *s)
 {
-	struct job *j = sess_job(s);
+	struct job *j = s->job;
 	struct contrib *c = NULL;
 	struct op *op;
 
@@ -724,16 +723,35 @@ coll_sess_gone(struct ringd *rd, struct sess *s)
 		}
 		if (!was_finished)
 			op_finish(rd, op, RING_EABORTED, "rank %d (a process on host %d) went "
-				  "away", sess_rank(s), rd->rank);
+				  "away", s->rank, rd->rank);
 		else
 			op_complete(rd, op);	/* it may have been the last one */
 	}
 	p2p_sess_gone(rd, j, s);
 }
 
+/* An operation of j was freed: the next collective may start; its early
+ * frames may be waiting; or it was the last thing of a formation whose
+ * processes have left. */
+static void
+coll_op_freed(struct ringd *rd, struct job *j, bool coll)
+{
+	if (coll)
+		coll_advance(rd, j);
+	if (j->active == NULL)
+		flow_drain(rd, j);
+	job_settle(rd, j);
+}
+
+static const struct engine_hooks coll_hooks = {
+	.rx_frame = coll_rx_frame,
+	.op_freed = coll_op_freed,
+};
+
 void
 coll_init(struct ringd *rd)
 {
 	TAILQ_INIT(&rd->jobs);
 	rd->njobs = 0;
+	rd->eng = &coll_hooks;
 }

@@ -50,9 +50,46 @@ struct tx_step {
 	bool copy;			/* src is reused: copy it out, do not reference */
 };
 
+/*
+ * A local process as the engine knows it.  The front (sess.c) embeds one in
+ * each session and hands the engine a pointer to it at attach: the engine
+ * reads and sets these fields and tells the process what happened only
+ * through ev, the front's handlers, so it names nothing of the front.
+ */
+struct client;
+struct client_events {
+	/* the reply to request reqid: status 0 or RING_E*, with why */
+	void (*done)(struct client *c, uint64_t reqid, int status, const char *text);
+	void (*welcome)(struct client *c);	/* its job formed: it may go */
+	/* it cannot be in the job: told why, then closed (never from inside
+	 * the call: the engine may still hold its operations) */
+	void (*refuse)(struct client *c, int code, const char *text);
+};
+struct client {
+	const struct client_events *ev;	/* the front's */
+	struct arena *arena;		/* its shared memory (a reference) */
+	struct job *job;		/* set by job_attach */
+	int rank, size;			/* global rank and world size in the job */
+	int local_rank, local_size;	/* its place among the job's processes here */
+	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
+	int pid;			/* SO_PEERCRED, for messages and ringctl */
+};
+
+/*
+ * What the engine's lower files hand up to the collectives (coll_init sets
+ * them in rd->eng), so that flow.c and op.c name nothing above them.
+ */
+struct engine_hooks {
+	/* a frame of a job's stream, taken from its stash (flow_drain) */
+	int (*rx_frame)(struct ringd *rd, struct job *j, const struct proto_frame *f,
+			const uint8_t *pl);
+	/* an operation of j was freed (op_complete); coll: it was a collective */
+	void (*op_freed)(struct ringd *rd, struct job *j, bool coll);
+};
+
 /* One local process's part of an operation. */
 struct contrib {
-	struct sess *sess;		/* NULL once it left */
+	struct client *sess;		/* NULL once it left */
 	uint64_t reqid;			/* its request, echoed in DONE */
 	struct arena *arena;		/* its memory, referenced while the op lives */
 	uint8_t *send, *recv;		/* its operands in that arena */
@@ -141,7 +178,7 @@ struct held_join;
 
 /* One process of a job on this host. */
 struct job_proc {
-	struct sess *sess;		/* NULL: the slot is free */
+	struct client *sess;		/* NULL: the slot is free */
 	int rank;			/* its global rank */
 	uint64_t entered;		/* last sequence number it called */
 	uint64_t done;			/* last one it got an answer for */
@@ -253,9 +290,9 @@ struct job {
 void coll_advance(struct ringd *rd, struct job *j);
 /* The collective #seq of the job, if this daemon holds it. */
 struct op *coll_find(struct job *j, uint64_t seq);
-int coll_submit(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
-void coll_sess_gone(struct ringd *rd, struct sess *s);
+void coll_sess_gone(struct ringd *rd, struct client *s);
 /* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
  * dropped.  RX_DONE, RX_BLOCKED, or COLL_RX_STASH: it is early, keep it. */
 enum { COLL_RX_STASH = 2 };
@@ -302,20 +339,22 @@ void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
-void op_timeout_cb(evutil_socket_t fd, short what, void *arg);
+void fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg);
 /* Tells the other hosts why op failed here, so every rank gets the same error. */
 void op_abort_ring(struct ringd *rd, struct op *op);
 
 /* job.c: membership */
 struct job *job_lookup(struct ringd *rd, uint32_t id);
+/* jobtab.c: frees the member list of a formation (job.c and the table's). */
+void job_members_free(struct job *j);
 /* The job a frame names, created on first sight (NULL past max_jobs). */
 struct job *job_wire(struct ringd *rd, uint32_t id);
 /* Attaches a session as (local_rank of local_size) with global rank/world;
  * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
- * ready everywhere (job_ready_cb in sess.c). */
-int job_attach(struct ringd *rd, struct sess *s, const char *name, int local_rank,
+ * ready everywhere (its ev->welcome). */
+int job_attach(struct ringd *rd, struct client *s, const char *name, int local_rank,
 	       int local_size, int rank, int world, char *err, size_t errlen);
-void job_detach(struct ringd *rd, struct sess *s, struct job *j);
+void job_detach(struct ringd *rd, struct client *s, struct job *j);
 int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 int job_host_of(const struct job *j, int rank);
 void job_ring_up(struct ringd *rd);
@@ -348,17 +387,34 @@ int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
 /* ops.c: the flight recorder and `ringctl ops` */
 void ops_record(struct job *j, const struct op *op);
 char *ops_json(struct ringd *rd);	/* malloc'd; engine thread only */
+/* Operations' outcomes and durations, counted once per operation (ops_count,
+ * from op_complete) and read by the metrics: the front reads the engine's
+ * counts, the engine names nothing of the front. */
+#define OPS_DUR_BUCKETS	15
+#define OPS_NERR	(1 - RING_ERR_MIN)
+extern const double ops_dur_le[OPS_DUR_BUCKETS];	/* bucket bounds, seconds */
+struct ops_counts {
+	uint64_t done[PROTO_API_MAX + 1];	/* operations that succeeded, by API */
+	uint64_t failed[PROTO_API_MAX + 1];	/* ... that failed */
+	uint64_t bucket[PROTO_API_MAX + 1][OPS_DUR_BUCKETS + 1];	/* durations per
+						 * bucket, not cumulative; the last
+						 * above all bounds */
+	uint64_t sum_ms[PROTO_API_MAX + 1];	/* their sum */
+	uint64_t errors[OPS_NERR];		/* failures by -RING_E* code */
+};
+void ops_count(int coll, int status, uint64_t dur_ms);
+const struct ops_counts *ops_counts(void);
 
 /* p2p.c */
 /* A send or recv of a process: matched, refused or waiting. */
-int p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+int p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	     uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 int p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
 uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 		     const void **owner);
 void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
-void p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s);
+void p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s);
 /* Drops the early RTS frames whose generation is outside [lo, hi]. */
 void p2p_keep_rts(struct job *j, uint32_t gen, bool later);	/* as flow_keep */
 

@@ -39,7 +39,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/log.h"
 
 #define CTL_LINE_MAX	256
@@ -59,8 +58,10 @@
  * It belongs to one queue at a time (todo, the engine's ping, done), never to
  * a connection: a connection only knows its id, so one that has gone by the
  * time the answer comes simply finds no match. */
+struct ctl_cmd;
 struct ctl_req {
 	uint64_t id;			/* its connection's request */
+	const struct ctl_cmd *what;	/* the command it names (ctl_cmds) */
 	char cmd[CTL_LINE_MAX];		/* the request line */
 	char *reply;			/* the engine's document (malloc'd) */
 	TAILQ_ENTRY(ctl_req) entry;
@@ -107,18 +108,25 @@ static struct {
 	  .conns = TAILQ_HEAD_INITIALIZER(ctl.conns),
 	  .todo = TAILQ_HEAD_INITIALIZER(ctl.todo), .done = TAILQ_HEAD_INITIALIZER(ctl.done) };
 
-/* Every command the control socket knows. */
+static void ctl_do_status(struct ringd *rd, struct ctl_req *r);
+static void ctl_do_ops(struct ringd *rd, struct ctl_req *r);
+static void ctl_do_metrics(struct ringd *rd, struct ctl_req *r);
+static void ctl_do_ping(struct ringd *rd, struct ctl_req *r);
+
+/* Every command the control socket knows, with the handler that answers it on
+ * the engine thread: a command is one line here and its handler. */
 static const struct ctl_cmd {
 	const char *name;
 	bool changes;			/* changes the daemon: root only */
 	int max_args;			/* words after the name */
+	void (*answer)(struct ringd *rd, struct ctl_req *r);	/* engine thread */
 } ctl_cmds[] = {
-	{ "status", false, 0 },
-	{ "peers", false, 0 },
-	{ "jobs", false, 0 },
-	{ "ops", false, 0 },
-	{ "ping", false, 2 },		/* [COUNT [WAIT_MS]] */
-	{ "metrics", false, 0 },
+	{ "status", false, 0, ctl_do_status },
+	{ "peers", false, 0, ctl_do_status },
+	{ "jobs", false, 0, ctl_do_status },
+	{ "ops", false, 0, ctl_do_ops },
+	{ "ping", false, 2, ctl_do_ping },	/* [COUNT [WAIT_MS]] */
+	{ "metrics", false, 0, ctl_do_metrics },
 };
 
 /* The command a request line names (its first word), and the number of words
@@ -276,7 +284,7 @@ job_json(struct job *j)
 }
 
 char *
-ringd_status_json(struct ringd *rd)
+ctl_status_json(struct ringd *rd)
 {
 	json_t *doc, *links, *peers, *jobs;
 	struct job *j;
@@ -308,7 +316,7 @@ ringd_status_json(struct ringd *rd)
 			"s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:i}}",
 			"version", RING_VERSION_STRING, "cluster", rd->cfg.cluster,
 			"rank", rd->rank, "world", rd->world,
-			"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+			"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 			"uptime_ms", (json_int_t)(now_ms() - rd->started_ms),
 			"listen", rd->cfg.listen[0] ? rd->cfg.listen : buf,
 			"socket", rd->cfg.socket, "pid", (int)getpid(),
@@ -385,7 +393,7 @@ ctl_ping_done_cb(struct ringd *rd, const struct ping_stats *st, int n)
 	for (i = 0; i < n; i++)
 		json_array_append_new(probes, ping_probe_json(rd, &st[i]));
 	doc = json_pack("{s:i, s:i, s:s, s:I, s:i, s:I, s:o}", "rank", rd->rank,
-			"world", rd->world, "state", ringd_state_name(rd->state),
+			"world", rd->world, "state", ring_state_name(rd->state),
 			"epoch", (json_int_t)rd->epoch, "count", ctl_ping.count,
 			"wait_ms", (json_int_t)ctl_ping.wait_ms, "probes", probes);
 	out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
@@ -394,36 +402,45 @@ ctl_ping_done_cb(struct ringd *rd, const struct ping_stats *st, int n)
 		    strdup("{\"error\": \"cannot build the ping document\"}"));
 }
 
-/* Engine thread: one request.  A ping is answered later, from
- * ctl_ping_done_cb; a new ping cancels the run of an older one (link.c runs
- * one at a time), whose caller is told so. */
+/* Engine thread: the handlers of ctl_cmds. */
 static void
-ctl_answer(struct ringd *rd, struct ctl_req *r)
+ctl_do_status(struct ringd *rd, struct ctl_req *r)
 {
-	char why[128], msg[CTL_LINE_MAX + 32];
-	int count;
-	uint32_t wait_ms;
+	ctl_deliver(r, ctl_status_json(rd));
+}
 
-	if (strcmp(r->cmd, "ops") == 0) {
-		ctl_deliver(r, ops_json(rd));
-	} else if (strcmp(r->cmd, "status") == 0 || strcmp(r->cmd, "peers") == 0 ||
-		   strcmp(r->cmd, "jobs") == 0) {
-		ctl_deliver(r, ringd_status_json(rd));
-	} else if (strcmp(r->cmd, "metrics") == 0) {
-		ctl_deliver(r, metrics_json(rd));
-	} else if (strncmp(r->cmd, "ping", 4) == 0 && (r->cmd[4] == '\0' || r->cmd[4] == ' ') &&
-		   ping_args(r->cmd, &count, &wait_ms, why, sizeof(why)) == 0) {
-		if (ctl_ping.req != NULL)
-			ctl_deliver(ctl_ping.req,
-				    error_doc("cancelled by a newer ringctl ping"));
-		ctl_ping.req = r;
-		ctl_ping.count = count;
-		ctl_ping.wait_ms = wait_ms;
-		link_ping_start(rd, count, wait_ms, ctl_ping_done_cb);
-	} else {
-		snprintf(msg, sizeof(msg), "unknown command '%s'", r->cmd);
-		ctl_deliver(r, error_doc(msg));
+static void
+ctl_do_ops(struct ringd *rd, struct ctl_req *r)
+{
+	ctl_deliver(r, ops_json(rd));
+}
+
+static void
+ctl_do_metrics(struct ringd *rd, struct ctl_req *r)
+{
+	ctl_deliver(r, metrics_json(rd));
+}
+
+/* A ping is answered later, from ctl_ping_done_cb; a new ping cancels the run
+ * of an older one (ping.c runs one at a time), whose caller is told so.  Its
+ * words were checked on the control thread. */
+static void
+ctl_do_ping(struct ringd *rd, struct ctl_req *r)
+{
+	char why[128];
+	uint32_t wait_ms;
+	int count;
+
+	if (ping_args(r->cmd, &count, &wait_ms, why, sizeof(why)) != 0) {
+		ctl_deliver(r, error_doc(why));
+		return;
 	}
+	if (ctl_ping.req != NULL)
+		ctl_deliver(ctl_ping.req, error_doc("cancelled by a newer ringctl ping"));
+	ctl_ping.req = r;
+	ctl_ping.count = count;
+	ctl_ping.wait_ms = wait_ms;
+	link_ping_start(rd, count, wait_ms, ctl_ping_done_cb);
 }
 
 /* Engine thread: answer the control thread's requests. */
@@ -441,7 +458,7 @@ ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&ctl.lock);
 	while ((r = TAILQ_FIRST(&todo)) != NULL) {
 		TAILQ_REMOVE(&todo, r, entry);
-		ctl_answer(rd, r);
+		r->what->answer(rd, r);
 	}
 }
 
@@ -497,7 +514,7 @@ ctl_reply(struct ctl_conn *c, char *reply)
 /* Hands the request line to the engine thread; the answer comes through
  * ctl_done_cb, or the timer says the engine was too slow. */
 static void
-ctl_ask_engine(struct ctl_conn *c, uint32_t wait_ms)
+ctl_ask_engine(struct ctl_conn *c, const struct ctl_cmd *cmd, uint32_t wait_ms)
 {
 	struct ctl_req *r;
 
@@ -510,6 +527,7 @@ ctl_ask_engine(struct ctl_conn *c, uint32_t wait_ms)
 	}
 	ctl.nreqs++;
 	r->id = c->req = ++ctl.next_id;
+	r->what = cmd;
 	snprintf(r->cmd, sizeof(r->cmd), "%s", c->line);
 	TAILQ_INSERT_TAIL(&ctl.todo, r, entry);
 	pthread_mutex_unlock(&ctl.lock);
@@ -539,20 +557,24 @@ ctl_request(struct ctl_conn *c)
 			 "offset %zu (commands are words of printable ASCII, as 'ringctl help' "
 			 "lists them)", (unsigned char)c->line[bad], bad);
 		ctl_reply(c, error_doc(why));
-	} else if (cmd != NULL && cmd->changes && c->uid != 0) {
+	} else if (cmd == NULL) {
+		snprintf(why, sizeof(why), "unknown command '%.*s' (ringctl help lists them)",
+			 (int)strcspn(c->line, " "), c->line);
+		ctl_reply(c, error_doc(why));
+	} else if (cmd->changes && c->uid != 0) {
 		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
 		ctl_reply(c, error_doc(why));
-	} else if (cmd != NULL && nargs > cmd->max_args) {
+	} else if (nargs > cmd->max_args) {
 		snprintf(why, sizeof(why), "'%s' takes at most %d argument%s", cmd->name,
 			 cmd->max_args, cmd->max_args == 1 ? "" : "s");
 		ctl_reply(c, error_doc(why));
-	} else if (cmd != NULL && strcmp(cmd->name, "ping") == 0 &&
+	} else if (cmd->answer == ctl_do_ping &&
 		   ping_args(c->line, &count, &wait_ms, why, sizeof(why)) != 0) {
 		ctl_reply(c, error_doc(why));
 	} else {
 		/* a ping's answer comes after its own bound */
-		ctl_ask_engine(c, cmd != NULL && strcmp(cmd->name, "ping") == 0 ?
-			       wait_ms + CTL_ENGINE_MS : CTL_ENGINE_MS);
+		ctl_ask_engine(c, cmd, cmd->answer == ctl_do_ping ? wait_ms + CTL_ENGINE_MS
+			       : CTL_ENGINE_MS);
 	}
 }
 
@@ -764,7 +786,7 @@ ctl_start(struct ringd *rd)
 		snprintf(ctl.path, sizeof(ctl.path), "%s", rd->cfg.control);
 	else
 		snprintf(ctl.path, sizeof(ctl.path), "%s.ctl", rd->cfg.socket);
-	ctl.fd = unix_listen(ctl.path, SOCK_STREAM, 0660);
+	ctl.fd = sess_unix_listen(ctl.path, SOCK_STREAM, 0660);
 	if (ctl.fd < 0)
 		return -1;
 	access_socket_group(ctl.path);

@@ -12,7 +12,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -43,7 +42,7 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 }
 
 void
-op_timeout_cb(evutil_socket_t fd, short what, void *arg)
+fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct op *op = arg;
 	struct ringd *rd = op->rd;
@@ -89,7 +88,7 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 /* The ring lost a link (here, or a host reports it): every operation in flight
  * fails at once with the reason, and every job must form again; the JOINs go out
- * anew once the ring is whole (coll_ring_ready). */
+ * anew once the ring is whole (fail_ring_ready). */
 static void
 ring_broken(struct ringd *rd, const char *why)
 {
@@ -98,7 +97,7 @@ ring_broken(struct ringd *rd, const char *why)
 
 	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
 	rd->whole = false;
-	ringd_update_state(rd);
+	ring_update_state(rd);
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
 		struct op *op;
 
@@ -121,7 +120,7 @@ ring_broken(struct ringd *rd, const char *why)
 }
 
 void
-coll_link_down(struct ringd *rd, struct link *l, const char *why)
+fail_link_down(struct ringd *rd, struct link *l, const char *why)
 {
 	char text[PROTO_TEXT_MAX + 1];
 
@@ -150,7 +149,7 @@ coll_link_down(struct ringd *rd, struct link *l, const char *why)
 
 /* Another host reports a break (an ABORT of job 0 going round). */
 int
-coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		  const uint8_t *pl)
 {
 	char text[PROTO_TEXT_MAX + 1];
@@ -173,32 +172,10 @@ coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 
 /* The ring is whole again: jobs with processes here announce them anew. */
 void
-coll_ring_ready(struct ringd *rd)
+fail_ring_ready(struct ringd *rd)
 {
 	rd->ring_error[0] = '\0';
 	job_ring_up(rd);
-}
-
-/* An op failed here for a reason the other hosts cannot see (a mismatch found on
- * this link, a process that left, a timeout): tell them, so that every rank gets
- * the same error instead of waiting for its own timeout. */
-void
-op_abort_ring(struct ringd *rd, struct op *op)
-{
-	uint8_t buf[PROTO_TEXT_MAX + 16];
-	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
-				 .gen = op->gen };
-	int n;
-
-	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
-	    op->job->nhosts < 2)
-		return;
-	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
-	if (n <= 0)
-		return;
-	f.length = (uint32_t)n;
-	link_send(rd->next, &f, buf);
 }
 
 /* Which of this host's ranks have not called op #seq (for a timeout's message). */
@@ -226,7 +203,7 @@ missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t ca
 
 /* An op ABORT or a timeout probe going round. */
 int
-coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	char text[PROTO_TEXT_MAX + 1];
 	int origin = PROTO_ROUTE_SRC(f->route);

@@ -175,7 +175,7 @@ flow_drain(struct ringd *rd, struct job *j)
 			break;	/* cannot happen: checked on arrival */
 		if ((pl = stash_payload(j, &f)) == NULL)
 			break;
-		r = coll_rx_frame(rd, j, &f, pl);
+		r = rd->eng->rx_frame(rd, j, &f, pl);
 		if (r != RX_DONE)
 			break;
 		evbuffer_drain(j->stash, stash_entry(f.length));

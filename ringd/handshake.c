@@ -165,7 +165,7 @@ link_up(struct link *l)
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
 	link_timer_set(l, rd->cfg.heartbeat_ms);
-	coll_pump(rd);
+	rd->link_ev->room(rd);
 }
 
 /* An accepted connection proved it is our previous host: it becomes rd->prev
@@ -336,7 +336,7 @@ hs_transport_ready(struct link *l)
 	 * wait inside the link_transport, where no socket event announces them (an
 	 * acceptor can finish the whole handshake within accept_cb). */
 	if (transport_rx_ready(link_transport, l))
-		link_rx(l);
+		event_active(l->rev, EV_READ, 0);	/* the reader takes them */
 }
 
 /* A refusal from the peer: its reason is logged, kept for ringctl, and ends the

@@ -21,152 +21,13 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/log.h"
-
-struct job *
-job_lookup(struct ringd *rd, uint32_t id)
-{
-	struct job *j;
-
-	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->id == id)
-			return j;
-	return NULL;
-}
 
 /* A JOIN of the next formation, held until the current one dissolves here. */
 struct held_join {
 	struct proto_join m;		/* the claim */
 	uint32_t gen;			/* its generation (the frame's) */
 };
-
-static void members_free(struct job *j);
-
-static bool
-held_none(const struct ringd *rd, const struct job *j)
-{
-	int h;
-
-	for (h = 0; h < rd->world; h++)
-		if (j->held[h] != NULL)
-			return false;
-	return true;
-}
-
-/* A job nothing refers to any more: no process here, no formation known, nothing
- * in flight or waiting. */
-static bool
-job_idle(const struct ringd *rd, const struct job *j)
-{
-	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) &&
-	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
-	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
-}
-
-static void
-job_free(struct ringd *rd, struct job *j)
-{
-	int h;
-
-	TAILQ_REMOVE(&rd->jobs, j, entry);
-	rd->njobs--;
-	members_free(j);
-	evbuffer_free(j->stash);
-	free(j->host_of);
-	free(j->loc);
-	for (h = 0; h < rd->world; h++)
-		free(j->held[h]);
-	free(j->held);
-	free(j->claim_gen);
-	free(j->gone);
-	free(j->gone_seq);
-	free(j);
-}
-
-/* At max_jobs: forget the jobs that are over, so a long-lived daemon serves any
- * number of jobs one after another. */
-static void
-job_gc(struct ringd *rd)
-{
-	struct job *j, *nx;
-
-	for (j = TAILQ_FIRST(&rd->jobs); j != NULL; j = nx) {
-		nx = TAILQ_NEXT(j, entry);
-		if (job_idle(rd, j))
-			job_free(rd, j);
-	}
-}
-
-struct job *
-job_wire(struct ringd *rd, uint32_t id)
-{
-	struct job *j = job_lookup(rd, id);
-	size_t hosts = (size_t)rd->world;
-
-	if (j != NULL)
-		return j;
-	if (rd->njobs >= rd->cfg.max_jobs)
-		job_gc(rd);
-	if (rd->njobs >= rd->cfg.max_jobs)
-		return NULL;
-	if ((j = calloc(1, sizeof(*j))) == NULL)
-		return NULL;
-	j->stash = evbuffer_new();
-	j->gone = calloc(hosts, 1);
-	j->gone_seq = calloc(hosts, sizeof(uint64_t));
-	j->claim_gen = calloc(hosts, sizeof(uint32_t));
-	j->held = calloc(hosts, sizeof(*j->held));
-	if (j->stash == NULL || j->gone == NULL || j->gone_seq == NULL || j->claim_gen == NULL ||
-	    j->held == NULL) {
-		if (j->stash != NULL)
-			evbuffer_free(j->stash);
-		free(j->gone);
-		free(j->gone_seq);
-		free(j->claim_gen);
-		free(j->held);
-		free(j);
-		return NULL;
-	}
-	j->id = id;
-	j->next_seq = 1;
-	j->pos = -1;
-	j->next_host = j->prev_host = -1;
-	TAILQ_INIT(&j->sends);
-	TAILQ_INIT(&j->recvs);
-	TAILQ_INIT(&j->colls);
-	TAILQ_INIT(&j->rts_in);
-	flow_reset(rd, j);
-	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
-	rd->njobs++;
-	return j;
-}
-
-int
-job_host_of(const struct job *j, int rank)
-{
-	if (rank < 0 || rank >= j->world || j->host_of == NULL)
-		return -1;
-	return j->host_of[rank];
-}
-
-static void
-members_free(struct job *j)
-{
-	int i;
-
-	for (i = 0; i < j->nhosts; i++)
-		free(j->hranks[i]);
-	free(j->hranks);
-	free(j->nhranks);
-	free(j->hosts);
-	j->hranks = NULL;
-	j->nhranks = NULL;
-	j->hosts = NULL;
-	j->nhosts = 0;
-	j->pos = -1;
-	j->next_host = j->prev_host = -1;
-}
 
 static int
 set_world(struct job *j, int world)
@@ -265,7 +126,7 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 	}
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL)
-			sess_refuse(j->loc[i].sess, RING_EINVAL, j->error);
+			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
 /* Every rank of the job's formation has a host: it runs, or is about to. */
@@ -304,7 +165,7 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 	log_warn("job %s: refused this host's processes: %s", j->name, text);
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL && !j->loc[i].member)
-			sess_refuse(j->loc[i].sess, RING_EINVAL, text);
+			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
 /* Every rank has a host and none has left: agree on the member list and go. */
@@ -317,7 +178,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	if (j->ready || j->world == 0 || j->nplaced < j->world || j->error[0] != '\0' ||
 	    !j->joined || job_dead(rd, j))
 		return;
-	members_free(j);
+	job_members_free(j);
 	j->hosts = calloc((size_t)rd->world, sizeof(int));
 	j->hranks = calloc((size_t)rd->world, sizeof(int *));
 	j->nhranks = calloc((size_t)rd->world, sizeof(int));
@@ -368,7 +229,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 		/* sequence numbers start again with the formation */
 		j->loc[i].entered = j->loc[i].done = 0;
 		if (j->loc[i].sess != NULL)
-			sess_welcome(j->loc[i].sess);
+			j->loc[i].sess->ev->welcome(j->loc[i].sess);
 	}
 	flow_drain(rd, j);
 }
@@ -452,7 +313,7 @@ job_settle(struct ringd *rd, struct job *j)
 	j->ready = false;
 	j->formed = false;
 	j->broken = false;
-	members_free(j);
+	job_members_free(j);
 	memset(j->gone, 0, (size_t)rd->world);
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
@@ -554,7 +415,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 			job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
-	if (j->loc[lr].sess != NULL && sess_pid(j->loc[lr].sess) == pid) {
+	if (j->loc[lr].sess != NULL && j->loc[lr].sess->pid == pid) {
 		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
 			 "(rank %d) through a communicator it opened before: open one per "
 			 "process and share it (in Rust, GradientSynchronizer::"
@@ -565,7 +426,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 	if (j->loc[lr].sess != NULL) {
 		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
 			 "%d; this process asked for rank %d (give each process its own "
-			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, sess_pid(j->loc[lr].sess), rank);
+			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, j->loc[lr].sess->pid, rank);
 		return RING_EINVAL;
 	}
 	for (i = 0; i < j->local_size; i++)
@@ -578,7 +439,7 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 }
 
 int
-job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize, int rank,
+job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsize, int rank,
 	   int world, char *err, size_t errlen)
 {
 	uint32_t id = proto_job_id(name);
@@ -607,7 +468,7 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, sess_pid(s), err,
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, s->pid, err,
 				   errlen)) != 0)
 		return rc;
 	if (j->nloc == 0) {
@@ -622,13 +483,17 @@ job_attach(struct ringd *rd, struct sess *s, const char *name, int lr, int lsize
 	}
 	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
 	j->nloc++;
-	sess_set_job(s, j, rank, world, lr, lsize);
+	s->job = j;
+	s->rank = rank;
+	s->size = world;
+	s->local_rank = lr;
+	s->local_size = lsize;
 	job_claim(rd, j);
 	return 0;
 }
 
 void
-job_detach(struct ringd *rd, struct sess *s, struct job *j)
+job_detach(struct ringd *rd, struct client *s, struct job *j)
 {
 	uint64_t last = 0;
 	bool member = false;

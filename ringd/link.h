@@ -31,6 +31,11 @@ io_again(int err)
 
 /* link.c */
 const char *link_dir_name(const struct link *l);
+struct link *link_new(struct ringd *rd, enum link_dir dir, int peer);
+/* Writes queued output as the socket takes it. */
+void link_write(struct link *l);
+/* The connector's next try, after its back-off (doubled each time, bounded). */
+void link_retry_later(struct link *l);
 /* The one place a link's state changes (logged). */
 void link_change_state(struct link *l, enum link_state st);
 void link_timer_set(struct link *l, uint32_t ms);
@@ -48,6 +53,10 @@ void link_set_lowat(struct link *l, size_t bytes);
 void link_write_ahead(struct link *l);
 /* Sends (aux 0) or answers (aux 1) a heartbeat. */
 void link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp);
+
+/* conn.c: the write and timer callbacks a link's events run */
+void link_write_cb(evutil_socket_t fd, short what, void *arg);
+void link_timer_cb(evutil_socket_t fd, short what, void *arg);
 
 /* handshake.c */
 /* Whether a frame type may arrive on this link before it is up. */

@@ -48,7 +48,10 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		}
 		break;
 	case PROTO_COLL_REDUCE_SCATTER:
-		*inplace = L->recv >= L->send && L->recv < L->send + (uint64_t)j->world * sb;
+		/* in place is MPI_IN_PLACE's layout: the result at its own block of
+		 * send.  Only that: a staged recv can lie inside the span of a later
+		 * piece's rows (send + world * stride) without being its block */
+		*inplace = L->recv == L->send + (uint64_t)L->rank * sb;
 		if (op->nc == 1)
 			return;
 		for (b = 0; b < j->world; b++) {

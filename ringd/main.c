@@ -36,6 +36,15 @@
 
 static struct ringd the_ringd;
 
+/* What the ring floor reports, to the engine's handlers. */
+static const struct ring_events engine_events = {
+	.frame = engine_frame,
+	.place = engine_place,
+	.link_down = fail_link_down,
+	.ready = fail_ring_ready,
+	.room = coll_pump,
+};
+
 static void
 usage(FILE *f)
 {
@@ -62,7 +71,7 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	log_info("signal %d (%s): stopping", (int)sig, strsignal((int)sig));
 	/* before the links close: systemd then reads what follows as a stop,
 	 * not as the ring breaking */
-	ringd_notify("STOPPING=1\nSTATUS=stopping (%s)", strsignal((int)sig));
+	ring_notify("STOPPING=1\nSTATUS=stopping (%s)", strsignal((int)sig));
 	event_base_loopexit(rd->base, NULL);
 }
 
@@ -109,7 +118,7 @@ hup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
 	(void)what;
-	ringd_reload(arg);
+	reload_run(arg);
 }
 
 static void
@@ -118,7 +127,7 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	ringd_notify("WATCHDOG=1");
+	ring_notify("WATCHDOG=1");
 }
 
 /*
@@ -156,7 +165,7 @@ watchdog_start(struct ringd *rd)
 	if (rd->watchdog_ev == NULL || event_add(rd->watchdog_ev, &tv) != 0)
 		fatal("cannot start the systemd watchdog timer");
 	log_info("systemd watchdog: a ping every %llu ms", v / 1000u);
-	ringd_notify("WATCHDOG=1");
+	ring_notify("WATCHDOG=1");
 }
 
 static int
@@ -246,14 +255,14 @@ main(int argc, char **argv)
 		fatal("cannot open the client socket %s", rd->cfg.socket);
 	if (ctl_start(rd) != 0)
 		fatal("cannot open the control socket");
-	if (link_start(rd) != 0)
+	if (ring_start(rd, &engine_events) != 0)
 		fatal("cannot start the peer links");
-	ringd_update_state(rd);
+	ring_update_state(rd);
 	if (rd->state != RING_READY) {
 		char msg[PROTO_TEXT_MAX + 64];
 
-		ringd_status_text(rd, msg, sizeof(msg));
-		ringd_notify("%s", msg);
+		ring_status_text(rd, msg, sizeof(msg));
+		ring_notify("%s", msg);
 	}
 	watchdog_start(rd);
 	rd->sig_int = evsignal_new(rd->base, SIGINT, stop_cb, rd);

@@ -5,8 +5,8 @@
  *
  * One collector reads what the daemon counts anyway (the links' byte and frame
  * counters, the ring's state, the jobs and sessions, ctl.c's counters) plus
- * the few kept here (operations by collective, their durations and their
- * error codes, fed by metrics_op_done once per operation, never per byte) into
+ * the engine's counts of operations by collective, their durations and their
+ * error codes (ops.c, counted once per operation, never per byte) into
  * one model: a list of metric families, each with its samples.  One renderer
  * turns the model into the text format; `ringctl metrics --json` gets the model
  * itself, so the two views can never disagree.  Everything here runs on the
@@ -46,52 +46,23 @@
 #define METRICS_BACKLOG		64	/* connections the kernel holds for accept */
 #define METRICS_CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
 
-/* Upper bounds (seconds) of the duration histogram's buckets; +Inf is implied. */
-static const double dur_le[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-};
-#define NLE	(sizeof(dur_le) / sizeof(dur_le[0]))
+#define NLE	OPS_DUR_BUCKETS
 
 static const char *const err_names[] = {
 	"ok", "EINVAL", "ENOMEM", "EDAEMON", "EPEER", "ETIMEDOUT", "EMISMATCH",
 	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED", "EDEVICE",
 };
-#define NERR	(1 - RING_ERR_MIN)
+#define NERR	OPS_NERR
 _Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,
 	       "a name for every RING_E* code");
 
 static struct {
-	uint64_t done[PROTO_API_MAX + 1];	/* operations that succeeded, by collective */
-	uint64_t failed[PROTO_API_MAX + 1];	/* ... that failed */
-	uint64_t bucket[PROTO_API_MAX + 1][NLE + 1];	/* durations: per bucket, not
-							 * cumulative; [NLE] above all */
-	uint64_t sum_ms[PROTO_API_MAX + 1];	/* their sum */
-	uint64_t errors[NERR];		/* failures by -RING_E* code */
 	struct ringd *rd;		/* for the HTTP callbacks */
 	int listen_fd;			/* metrics_listen's socket (with listen_ev) */
 	struct event *listen_ev;	/* accepts on it */
 	int nconns;			/* HTTP connections open */
 	uint64_t evicted;		/* ... closed to make room for a newer one */
 } m;
-
-void
-metrics_op_done(int coll, int status, uint64_t dur_ms)
-{
-	size_t b;
-
-	if (coll < 1 || coll > PROTO_API_MAX)
-		return;
-	if (status == 0)
-		m.done[coll]++;
-	else
-		m.failed[coll]++;
-	if (status < 0 && status >= RING_ERR_MIN)
-		m.errors[-status]++;
-	for (b = 0; b < NLE && (double)dur_ms / 1000.0 > dur_le[b]; b++)
-		;
-	m.bucket[coll][b]++;
-	m.sum_ms[coll] += dur_ms;
-}
 
 /* ------------------------------------------------------------------ */
 /* the model                                                          */
@@ -166,7 +137,7 @@ model_ring(json_t *fams, struct ringd *rd, uint64_t now)
 		   "1 for the ring's current state (forming, ready, degraded, stopped), else 0");
 	for (i = RING_FORMING; i <= RING_STOPPED; i++)
 		sample_u(s, "ringd_ring_state", json_pack("{s:s}", "state",
-			 ringd_state_name((enum ring_state)i)), (int)rd->state == i);
+			 ring_state_name((enum ring_state)i)), (int)rd->state == i);
 	s = family(fams, "ringd_ring_epoch", "gauge",
 		   "The ring's epoch (grows each time the ring re-forms)");
 	sample_u(s, "ringd_ring_epoch", NULL, rd->epoch);
@@ -277,6 +248,7 @@ static void
 model_ops(json_t *fams, struct ringd *rd)
 {
 	char le[32];
+	const struct ops_counts *oc = ops_counts();
 	json_t *s;
 	int c;
 
@@ -284,17 +256,17 @@ model_ops(json_t *fams, struct ringd *rd)
 		   "Operations that succeeded, by collective");
 	for (c = 1; c <= PROTO_API_MAX; c++)
 		sample_u(s, "ringd_ops_completed_total",
-			 json_pack("{s:s}", "coll", proto_coll_name(c)), m.done[c]);
+			 json_pack("{s:s}", "coll", proto_coll_name(c)), oc->done[c]);
 	s = family(fams, "ringd_ops_failed_total", "counter",
 		   "Operations that failed, by collective");
 	for (c = 1; c <= PROTO_API_MAX; c++)
 		sample_u(s, "ringd_ops_failed_total",
-			 json_pack("{s:s}", "coll", proto_coll_name(c)), m.failed[c]);
+			 json_pack("{s:s}", "coll", proto_coll_name(c)), oc->failed[c]);
 	s = family(fams, "ringd_op_errors_total", "counter",
 		   "Failed operations by error code (RING_E*)");
 	for (c = 1; c < NERR; c++)
 		sample_u(s, "ringd_op_errors_total", json_pack("{s:s}", "code", err_names[c]),
-			 m.errors[c]);
+			 oc->errors[c]);
 	s = family(fams, "ringd_reduced_bytes_total", "counter",
 		   "Bytes this daemon reduced (received operands combined with local ones)");
 	sample_u(s, "ringd_reduced_bytes_total", NULL, rd->bytes_reduced);
@@ -306,9 +278,9 @@ model_ops(json_t *fams, struct ringd *rd)
 		size_t b;
 
 		for (b = 0; b <= NLE; b++) {
-			cum += m.bucket[c][b];
+			cum += oc->bucket[c][b];
 			if (b < NLE)
-				snprintf(le, sizeof(le), "%g", dur_le[b]);
+				snprintf(le, sizeof(le), "%g", ops_dur_le[b]);
 			else
 				snprintf(le, sizeof(le), "+Inf");
 			sample_u(s, "ringd_op_duration_seconds_bucket",
@@ -316,7 +288,7 @@ model_ops(json_t *fams, struct ringd *rd)
 		}
 		sample(s, "ringd_op_duration_seconds_sum",
 		       json_pack("{s:s}", "coll", proto_coll_name(c)),
-		       json_real((double)m.sum_ms[c] / 1000.0));
+		       json_real((double)oc->sum_ms[c] / 1000.0));
 		sample_u(s, "ringd_op_duration_seconds_count",
 			 json_pack("{s:s}", "coll", proto_coll_name(c)), cum);
 	}
@@ -422,7 +394,7 @@ metrics_json(struct ringd *rd)
 		metrics_render(fams, text);
 		len = evbuffer_get_length(text);
 		doc = json_pack("{s:i, s:s, s:I, s:s, s:o, s:s%}", "rank", rd->rank,
-				"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+				"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 				"format", "prometheus text 0.0.4", "families", fams,
 				"text", (const char *)evbuffer_pullup(text, -1), len);
 		fams = NULL;

@@ -11,7 +11,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -31,7 +30,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 	op->esz = proto_dtype_size(m->dtype);
 	op->peer = m->peer;
 	op->started_ms = now_ms();
-	op->timer = evtimer_new(rd->base, op_timeout_cb, op);
+	op->timer = evtimer_new(rd->base, fail_op_timeout_cb, op);
 	if (op->timer == NULL) {
 		free(op);
 		return NULL;
@@ -77,6 +76,7 @@ op_complete(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
 	bool coll = op->fp.coll != PROTO_COLL_SEND && op->fp.coll != PROTO_COLL_RECV;
+	struct client *cl;
 	int i;
 
 	if (op->tx_refs > 0 || op->completing)
@@ -90,8 +90,8 @@ op_complete(struct ringd *rd, struct op *op)
 			if (coll && op->gen == j->fgen && i < j->local_size &&
 			    j->loc[i].sess == op->c[i].sess)
 				j->loc[i].done = op->fp.seq;
-			if (op->c[i].sess != NULL)
-				sess_op_done(op->c[i].sess, op->c[i].reqid, op->status, op->text);
+			if ((cl = op->c[i].sess) != NULL)
+				cl->ev->done(cl, op->c[i].reqid, op->status, op->text);
 		}
 	if (!op->counted) {
 		op->counted = true;
@@ -99,7 +99,7 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_completed++;
 		else
 			rd->ops_failed++;
-		metrics_op_done(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
+		ops_count(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
 		if (coll)
 			ops_record(j, op);
 	}
@@ -114,13 +114,29 @@ op_complete(struct ringd *rd, struct op *op)
 			j->ncolls--;
 	}
 	op_free(op);
-	/* the next collective may start; its early frames may be waiting; or it
-	 * was the last thing of a formation whose processes have left */
-	if (coll)
-		coll_advance(rd, j);
-	if (j->active == NULL)
-		flow_drain(rd, j);
-	job_settle(rd, j);
+	rd->eng->op_freed(rd, j, coll);
+}
+
+/* An op failed here for a reason the other hosts cannot see (a mismatch found on
+ * this link, a process that left, a timeout): tell them, so that every rank gets
+ * the same error instead of waiting for its own timeout. */
+void
+op_abort_ring(struct ringd *rd, struct op *op)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT, .job = op->job->id, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .seq = op->fp.seq,
+				 .gen = op->gen };
+	int n;
+
+	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
+	    op->job->nhosts < 2)
+		return;
+	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
+	if (n <= 0)
+		return;
+	f.length = (uint32_t)n;
+	link_send(rd->next, &f, buf);
 }
 
 void

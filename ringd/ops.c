@@ -11,7 +11,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/log.h"
 
 static const char *
@@ -71,7 +70,7 @@ job_ops_json(struct ringd *rd, struct job *j)
 		if (j->loc[i].sess == NULL)
 			continue;
 		json_array_append_new(ranks, json_pack("{s:i, s:i, s:i, s:I, s:I}",
-			"rank", j->loc[i].rank, "local_rank", i, "pid", sess_pid(j->loc[i].sess),
+			"rank", j->loc[i].rank, "local_rank", i, "pid", j->loc[i].sess->pid,
 			"called", (json_int_t)j->loc[i].entered,
 			"answered", (json_int_t)j->loc[i].done));
 	}
@@ -118,11 +117,43 @@ ops_json(struct ringd *rd)
 		if (j->nloc > 0 || j->active != NULL || j->nrec > 0)
 			json_array_append_new(jobs, job_ops_json(rd, j));
 	doc = json_pack("{s:i, s:s, s:I, s:o}", "rank", rd->rank,
-			"state", ringd_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
+			"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
 			"jobs", jobs);
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the ops document\"}");
 	out = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	return out;
+}
+
+/* Upper bounds (seconds) of the duration histogram's buckets; +Inf is implied. */
+const double ops_dur_le[OPS_DUR_BUCKETS] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+};
+
+static struct ops_counts counts;
+
+void
+ops_count(int coll, int status, uint64_t dur_ms)
+{
+	size_t b;
+
+	if (coll < 1 || coll > PROTO_API_MAX)
+		return;
+	if (status == 0)
+		counts.done[coll]++;
+	else
+		counts.failed[coll]++;
+	if (status < 0 && status >= RING_ERR_MIN)
+		counts.errors[-status]++;
+	for (b = 0; b < OPS_DUR_BUCKETS && (double)dur_ms / 1000.0 > ops_dur_le[b]; b++)
+		;
+	counts.bucket[coll][b]++;
+	counts.sum_ms[coll] += dur_ms;
+}
+
+const struct ops_counts *
+ops_counts(void)
+{
+	return &counts;
 }

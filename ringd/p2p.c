@@ -18,7 +18,6 @@
 #include <event2/buffer.h>
 
 #include "coll.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -140,7 +139,7 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 static int p2p_submit(struct ringd *rd, struct op *op);
 
 int
-p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op *m,
+p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	 uint8_t *send, uint8_t *recv, char *err, size_t errlen)
 {
 	struct op *op;
@@ -152,9 +151,9 @@ p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op 
 		return RING_ENOMEM;
 	}
 	op->nc = 1;
-	op->c[0] = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = sess_arena(s),
+	op->c[0] = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = s->arena,
 				     .send = send, .recv = recv, .count = m->count,
-				     .rank = sess_rank(s), .in = true };
+				     .rank = s->rank, .in = true };
 	arena_ref(op->c[0].arena);
 	op->arena = op->c[0].arena;
 	op->started = true;
@@ -164,7 +163,7 @@ p2p_post(struct ringd *rd, struct sess *s, struct job *j, const struct proto_op 
 	op->p2p_len = m->count * op->esz;
 	op->rts.ndim = m->ndim;
 	memcpy(op->rts.shape, m->shape, sizeof(op->rts.shape));
-	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : sess_timeout_ms(s));
+	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : s->timeout_ms);
 	return p2p_submit(rd, op);
 }
 
@@ -408,7 +407,7 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 }
 
 static void
-fail_list(struct ringd *rd, struct opq *q, struct sess *only, int status, const char *why)
+fail_list(struct ringd *rd, struct opq *q, struct client *only, int status, const char *why)
 {
 	struct op *op, *nx;
 
@@ -457,7 +456,7 @@ p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 }
 
 void
-p2p_sess_gone(struct ringd *rd, struct job *j, struct sess *s)
+p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s)
 {
 	fail_list(rd, &j->sends, s, RING_EABORTED, "the client went away");
 	fail_list(rd, &j->recvs, s, RING_EABORTED, "the client went away");

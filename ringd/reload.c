@@ -99,8 +99,8 @@ notify_done(struct ringd *rd)
 
 	if (!rd->sd_ready)
 		return;
-	ringd_status_text(rd, msg, sizeof(msg));
-	ringd_notify("READY=1\n%s", msg);
+	ring_status_text(rd, msg, sizeof(msg));
+	ring_notify("READY=1\n%s", msg);
 }
 
 /* Whether this reload puts a changed key in force; if not, it takes a restart.
@@ -314,14 +314,14 @@ apply(struct reload *r)
 }
 
 void
-ringd_reload(struct ringd *rd)
+reload_run(struct ringd *rd)
 {
 	struct reload r = { .rd = rd, .path = config_file(rd) };
 
 	log_info("SIGHUP: reloading %s", r.path ? r.path : "(no --config file: the TLS and "
 		 "secret files only)");
 	if (rd->sd_ready)
-		ringd_notify("RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading %s",
+		ring_notify("RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading %s",
 			     now_us(), r.path ? r.path : "the configuration");
 	if (prepare(&r) == 0)
 		apply(&r);

@@ -92,12 +92,52 @@ struct arena {
 	int refs;			/* session + evbuffer references */
 };
 
+/*
+ * The floors of the daemon, each naming only those below it: transport (bytes:
+ * transport.c, tls.c) < link (frames to and from one neighbour: link.c, rx.c,
+ * handshake.c, ping.c) < ring (which links exist, the ring's state and token,
+ * frames passed on for other hosts: ring.c) < engine (jobs, operations, flow
+ * control, failure: coll.c and its files) < front (client sessions, control,
+ * metrics, reload) < main.  A floor reports upward only through a table of
+ * callbacks its owner gives it at the start: link_events from the ring to the
+ * link layer, ring_events from main (the engine's handlers) to the ring.
+ */
+struct link_events {
+	/* A whole frame that is not the link's own (handshake, heartbeat, ping):
+	 * RX_DONE, RX_BLOCKED (the link offers it again after link_rx_resume)
+	 * or RX_ERROR (closed, or to be closed with l->last_error). */
+	int (*frame)(struct link *l, const struct proto_frame *f, const uint8_t *pl);
+	/* Where the payload of a frame about to be read may go straight (an
+	 * arena, held by *arena, for *owner), or NULL: the link's buffer. */
+	uint8_t *(*place)(struct link *l, const struct proto_frame *f, struct arena **arena,
+			  const void **owner);
+	void (*changed)(struct link *l);	/* a neighbour link's state changed */
+	void (*down)(struct link *l, const char *why);	/* one that was up went down */
+	void (*room)(struct ringd *rd);		/* output room, or a link came up */
+};
+
+struct ring_events {
+	/* A frame of a job or of the failure model for this host (JOIN, LEAVE,
+	 * ABORT, OPHDR, DATA, CREDIT, P2P_*); as link_events.frame. */
+	int (*frame)(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		     const uint8_t *pl);
+	uint8_t *(*place)(struct ringd *rd, struct link *l, const struct proto_frame *f,
+			  struct arena **arena, const void **owner);	/* as link_events */
+	void (*link_down)(struct ringd *rd, struct link *l, const char *why);
+	void (*ready)(struct ringd *rd);	/* the ring is whole (again) */
+	void (*room)(struct ringd *rd);		/* output room: send what waits */
+};
+
 struct ringd {
 	struct config cfg;		/* settings */
+	const struct link_events *link_ev;	/* the ring's handlers of link events */
+	const struct ring_events *ring_ev;	/* the engine's handlers of ring events */
+	const struct engine_hooks *eng;	/* the collectives' handlers, for the
+					 * engine's lower files (coll.h) */
 	struct hostfile hf;		/* the ring, in order */
 	int rank, world;		/* our host rank, number of hosts */
 	struct event_base *base;	/* the engine thread's loop */
-	enum ring_state state;		/* see ringd_update_state() */
+	enum ring_state state;		/* see ring_update_state() */
 	uint32_t epoch;			/* bumps each time the ring re-forms (agreed) */
 	bool whole;			/* a RING token went all the way round */
 	bool links_up;			/* both our links are up */
@@ -141,22 +181,24 @@ now_us(void)
 	return (uint64_t)proto_now_us();
 }
 
-/* ring.c: the ring's state, systemd's view of it, the states' names */
-void ringd_update_state(struct ringd *rd);
-const char *ringd_state_name(enum ring_state s);
-const char *link_state_name(enum link_state s);
+/* ring.c: the links as a ring (started here), the ring's state, systemd's
+ * view of it, the states' names.  ring_start opens the links and reports to
+ * the engine through ev (kept: static storage). */
+int ring_start(struct ringd *rd, const struct ring_events *ev);
+void ring_update_state(struct ringd *rd);
+const char *ring_state_name(enum ring_state s);
 /* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
  * a no-op otherwise.  Never waits more than a second. */
-void ringd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ring_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "STATUS=ring ready, host 0 of 3, epoch 1" and the reason when not ready. */
-void ringd_status_text(const struct ringd *rd, char *buf, size_t len);
+void ring_status_text(const struct ringd *rd, char *buf, size_t len);
 
 /* reload.c: SIGHUP.  Reads the command line and its --config file again and
  * applies what can change under a running ring (the keys that the live column
  * of config.c's table marks); every other changed key is named in a warning
  * and keeps its running value until a restart.  A configuration that does not
  * parse or check leaves everything as it was, with an error logged. */
-void ringd_reload(struct ringd *rd);
+void reload_run(struct ringd *rd);
 
 /* transport.c: what a link's bytes travel over.  Plain TCP is one
  * implementation; TLS is another of the same interface, so the engine and the
@@ -196,11 +238,18 @@ void *tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char 
 			 size_t errlen);
 int tls_reload_commit(void *pending, char *what, size_t len);
 
-/* link.c */
-int link_start(struct ringd *rd);
+/* The host rank of our previous neighbour. */
+static inline int
+mod_prev(const struct ringd *rd)
+{
+	return (rd->rank + rd->world - 1) % rd->world;
+}
+
+/* link.c; link_start is ring_start's, with the ring's handlers (kept) */
+const char *link_state_name(enum link_state s);
+int link_start(struct ringd *rd, const struct link_events *ev);
 /* Sends a RING token round to find out whether the ring is whole. */
 void link_ring_check(struct ringd *rd);
-int mod_prev(const struct ringd *rd);
 void link_stop(struct ringd *rd);
 /* Appends a frame (header + payload copied) to a link's output. */
 int link_send(struct link *l, const struct proto_frame *f, const void *payload);
@@ -236,6 +285,11 @@ void link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_do
 
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
+/* ring_events.frame and .place: the engine's frames, to their handlers. */
+int engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
+	       const uint8_t *pl);
+uint8_t *engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
+		    struct arena **arena, const void **owner);
 /* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived with its whole payload.
  * RX_BLOCKED: the link keeps it and offers it again after coll_pump. */
 int coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
@@ -248,20 +302,24 @@ void coll_pump(struct ringd *rd);
 
 /* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */
-void coll_link_down(struct ringd *rd, struct link *l, const char *why);
+void fail_link_down(struct ringd *rd, struct link *l, const char *why);
 /* The ring is whole (again). */
-void coll_ring_ready(struct ringd *rd);
+void fail_ring_ready(struct ringd *rd);
 /* ABORT frames: of job 0 (a host lost a link), of an op (seq), a timeout probe. */
-int coll_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
+int fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		      const uint8_t *pl);
-int coll_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
+int fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		  const uint8_t *pl);
 
 /* sess.c: client sessions. */
 int sess_start(struct ringd *rd);
-int unix_listen(const char *path, int type, unsigned int mode);
+int sess_unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
-struct arena *sess_arena(struct sess *s);
+
+/* arena.c: a mapping of a client's memfd, with references (the session, link
+ * output pointing into it, payloads read into it); the last unmaps it.
+ * arena_new takes the mapping with one reference, or NULL (out of memory). */
+struct arena *arena_new(uint8_t *base, size_t len);
 void arena_ref(struct arena *a);
 void arena_unref(struct arena *a);
 
@@ -330,12 +388,10 @@ bool auth_proof_ok(const struct ringd *rd, bool by_acceptor, uint32_t connector,
 /* ctl.c: control socket (own thread) and the status document (engine thread). */
 int ctl_start(struct ringd *rd);
 void ctl_stop(struct ringd *rd);
-char *ringd_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
+char *ctl_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
 
 /* metrics.c: the daemon's metrics, one renderer for `ringctl metrics` and for
  * the HTTP endpoint (metrics_listen).  Engine thread only. */
-/* An operation (collective or send/recv) ended with status after dur_ms. */
-void metrics_op_done(int coll, int status, uint64_t dur_ms);
 /* The document of `ringctl metrics`: {"state", "families": [...], "text"}; malloc'd. */
 char *metrics_json(struct ringd *rd);
 /* Serves GET /metrics at cfg.metrics_listen (nothing when it is empty); a

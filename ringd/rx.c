@@ -16,100 +16,14 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "coll.h"
 #include "link.h"
 #include "../proto/log.h"
-
-/* The RING token: forward it; back home, the ring is whole. */
-static int
-ring_rx(struct link *l, const struct proto_frame *f)
-{
-	struct ringd *rd = l->rd;
-	int origin = PROTO_ROUTE_SRC(f->route);
-	struct proto_frame g = *f;
-
-	if (l->dir != LINK_PREV || origin >= rd->world || f->aux > 1) {
-		snprintf(l->last_error, sizeof(l->last_error), "malformed ring token");
-		return RX_ERROR;
-	}
-	if (f->aux == 0) {
-		if (origin == rd->rank) {
-			/* round and back: tell everyone, with an epoch above all seen */
-			g.aux = 1;
-			g.offset = (f->offset > rd->epoch ? f->offset : rd->epoch) + 1;
-			if (g.offset > UINT32_MAX)
-				g.offset = 1;
-			rd->epoch = (uint32_t)g.offset;
-			rd->whole = true;
-			rd->ring_error[0] = '\0';
-			link_send(rd->next, &g, NULL);
-			ringd_update_state(rd);
-			return RX_DONE;
-		}
-		if (g.offset < rd->epoch)
-			g.offset = rd->epoch;
-		link_send(rd->next, &g, NULL);
-		return RX_DONE;
-	}
-	if (origin == rd->rank)
-		return RX_DONE;
-	if (f->offset > rd->epoch && f->offset <= UINT32_MAX)
-		rd->epoch = (uint32_t)f->offset;
-	if (rd->links_up) {
-		rd->whole = true;
-		rd->ring_error[0] = '\0';
-	}
-	if ((rd->rank + 1) % rd->world != origin)
-		link_send(rd->next, f, NULL);
-	ringd_update_state(rd);
-	return RX_DONE;
-}
-
-/* A job frame for another host: pass it on.  Returns -1 when it is ours. */
-static int
-link_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
-{
-	struct ringd *rd = l->rd;
-	int src = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
-
-	if (src >= rd->world || dst >= rd->world || src == rd->rank) {
-		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame (%d -> %d)",
-			 proto_frame_type_name(f->type), src, dst);
-		return RX_ERROR;
-	}
-	if (dst == rd->rank)
-		return -1;
-	if (f->type == PROTO_F_CREDIT) {
-		/* credit flows against the data, towards the sender */
-		if (l->dir != LINK_NEXT)
-			goto wrong;
-		if (rd->prev != NULL && rd->prev->state == LINK_UP)
-			link_send(rd->prev, f, pl);
-		return RX_DONE;
-	}
-	if (l->dir != LINK_PREV)
-		goto wrong;
-	if (rd->next == NULL || rd->next->state != LINK_UP || pl == NULL)
-		return RX_DONE;	/* the ops it belongs to fail with the link */
-	if (link_tx_room(rd->next) == 0)
-		return RX_BLOCKED;
-	link_send(rd->next, f, pl);
-	return RX_DONE;
-wrong:
-	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
-		 proto_frame_type_name(f->type));
-	return RX_ERROR;
-}
 
 /* One whole frame.  Returns RX_DONE, RX_BLOCKED (offer it again later) or
  * RX_ERROR (the link is closed by then or must be). */
 static int
 link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	struct ringd *rd = l->rd;
-	char why[300];
-	int rc;
-
 	switch (f->type) {
 	case PROTO_F_HELLO:
 	case PROTO_F_HELLO_ACK:
@@ -122,41 +36,12 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		else
 			l->rtt_us = now_us() - f->offset;
 		return RX_DONE;
-	case PROTO_F_RING:
-		return ring_rx(l, f);
 	case PROTO_F_PING:
 	case PROTO_F_PONG:
 		return ping_rx(l, f);
-	case PROTO_F_JOIN:
-	case PROTO_F_LEAVE:
-		return job_rx(rd, l, f, pl);
-	case PROTO_F_ABORT:
-		/* all go round the ring: each host acts on it and passes it on */
-		if (l->dir != LINK_PREV) {
-			link_fail(l, "abort frame on the wrong link");
-			return RX_ERROR;
-		}
-		if (f->job == 0)	/* a host lost a link */
-			return coll_rx_ring_down(rd, l, f, pl);
-		if (f->seq == 0)	/* a job that cannot form */
-			return job_rx(rd, l, f, pl);
-		return coll_rx_abort(rd, l, f, pl);	/* an op failed */
-	case PROTO_F_CREDIT:
-	case PROTO_F_OPHDR:
-	case PROTO_F_DATA:
-		if ((rc = link_route(l, f, pl)) >= 0)
-			return rc;
-		return coll_rx(rd, l, f, pl);
-	case PROTO_F_P2P_RTS:
-	case PROTO_F_P2P_CTS:
-	case PROTO_F_P2P_DATA:
-		if ((rc = link_route(l, f, pl)) >= 0)
-			return rc;
-		return p2p_rx(rd, l, f, pl);
 	default:
-		snprintf(why, sizeof(why), "unexpected %s frame", proto_frame_type_name(f->type));
-		link_fail(l, why);
-		return RX_ERROR;
+		/* not the link's own: its owner's */
+		return l->rd->link_ev->frame(l, f, pl);
 	}
 }
 
@@ -307,12 +192,8 @@ rx_header(struct link *l)
 		l->rxlen -= l->rxoff;
 		l->rxoff = 0;
 	}
-	if (l->state == LINK_UP && f->length >= DIRECT_MIN) {
-		if (f->type == PROTO_F_DATA)
-			l->direct = coll_rx_dest(l->rd, l, f, &l->direct_arena, &l->direct_owner);
-		else if (f->type == PROTO_F_P2P_DATA)
-			l->direct = p2p_rx_dest(l->rd, f, &l->direct_arena, &l->direct_owner);
-	}
+	if (l->state == LINK_UP && f->length >= DIRECT_MIN)
+		l->direct = l->rd->link_ev->place(l, f, &l->direct_arena, &l->direct_owner);
 	if (l->direct != NULL) {
 		size_t take = l->rxlen - l->rxoff;
 

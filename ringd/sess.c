@@ -39,7 +39,6 @@
 
 #include "coll.h"
 #include "link.h"
-#include "sess.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -48,17 +47,13 @@
 #define SESS_INFLIGHT_MAX	64
 
 struct sess {
+	struct client c;		/* what the engine sees of it (first: the
+					 * engine's pointer is the session's) */
 	struct ringd *rd;		/* the daemon */
 	int fd;				/* SEQPACKET connection */
 	struct event *ev;		/* readable */
 	struct event *hello_ev;		/* closes it if HELLO does not come in time */
-	struct arena *arena;		/* the client's shared memory (after HELLO) */
-	struct job *job;		/* its job (after HELLO) */
-	int rank, size;			/* global rank and world size in the job */
-	int local_rank, local_size;
-	uint32_t timeout_ms;		/* default per-op bound it asked for */
-	pid_t pid;			/* SO_PEERCRED */
-	uid_t uid;
+	uid_t uid;			/* SO_PEERCRED, with c.pid */
 	gid_t gid;
 	bool welcomed;			/* the job formed and it was told */
 	int inflight;			/* operations not yet answered */
@@ -131,66 +126,11 @@ refuse_fd(struct ringd *rd, int fd, int code, const char *text)
 		close(fd);
 }
 
-void
-arena_ref(struct arena *a)
+/* The session a client of the engine is: its first member. */
+static struct sess *
+sess_of(struct client *c)
 {
-	if (a != NULL)
-		a->refs++;
-}
-
-void
-arena_unref(struct arena *a)
-{
-	if (a == NULL || --a->refs > 0)
-		return;
-	munmap(a->base, a->len);
-	free(a);
-}
-
-struct arena *
-sess_arena(struct sess *s)
-{
-	return s->arena;
-}
-
-uint32_t
-sess_timeout_ms(const struct sess *s)
-{
-	return s->timeout_ms;
-}
-
-int
-sess_rank(const struct sess *s)
-{
-	return s->rank;
-}
-
-int
-sess_pid(const struct sess *s)
-{
-	return (int)s->pid;
-}
-
-int
-sess_local_rank(const struct sess *s)
-{
-	return s->local_rank;
-}
-
-struct job *
-sess_job(const struct sess *s)
-{
-	return s->job;
-}
-
-void
-sess_set_job(struct sess *s, struct job *j, int rank, int world, int local_rank, int local_size)
-{
-	s->job = j;
-	s->rank = rank;
-	s->size = world;
-	s->local_rank = local_rank;
-	s->local_size = local_size;
+	return (struct sess *)c;
 }
 
 static int
@@ -199,7 +139,7 @@ sess_send(struct sess *s, const uint8_t *buf, int len)
 	if (len <= 0)
 		return -1;
 	if (send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
-		log_warn("client pid %d: reply lost: %s", (int)s->pid, strerror(errno));
+		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -219,14 +159,15 @@ sess_error(struct sess *s, int code, const char *text)
 static void
 sess_drop(struct sess *s, const char *why)
 {
-	log_warn("client pid %d (uid %d) dropped: %s", (int)s->pid, (int)s->uid, why);
+	log_warn("client pid %d (uid %d) dropped: %s", (int)s->c.pid, (int)s->uid, why);
 	sess_error(s, RING_EPROTO, why);
 	sess_close(s, NULL);
 }
 
-void
-sess_op_done(struct sess *s, uint64_t reqid, int status, const char *text)
+static void
+sess_op_done(struct client *c, uint64_t reqid, int status, const char *text)
 {
+	struct sess *s = sess_of(c);
 	struct proto_done d = { .reqid = reqid, .status = status };
 	uint8_t buf[PROTO_MSG_MAX];
 
@@ -276,7 +217,7 @@ sess_free_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	arena_unref(s->arena);
+	arena_unref(s->c.arena);
 	free(s);
 }
 
@@ -289,11 +230,11 @@ sess_close(struct sess *s, const char *why)
 		return;
 	s->dead = true;
 	if (why != NULL)
-		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->pid,
-			 s->job ? s->job->name : "-", s->rank, why);
-	coll_sess_gone(rd, s);
-	if (s->job != NULL)
-		job_detach(rd, s, s->job);
+		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->c.pid,
+			 s->c.job ? s->c.job->name : "-", s->c.rank, why);
+	coll_sess_gone(rd, &s->c);
+	if (s->c.job != NULL)
+		job_detach(rd, &s->c, s->c.job);
 	event_free(s->ev);
 	if (s->hello_ev != NULL)
 		event_free(s->hello_ev);
@@ -311,11 +252,11 @@ sess_close(struct sess *s, const char *why)
 static int
 arena_span(const struct sess *s, uint64_t off, uint64_t len, uint64_t esz, uint8_t **p)
 {
-	if (off < PROTO_ARENA_CTL || off > s->arena->len || len > s->arena->len - off)
+	if (off < PROTO_ARENA_CTL || off > s->c.arena->len || len > s->c.arena->len - off)
 		return -1;
 	if (esz > 1 && off % esz != 0)
 		return -2;
-	*p = s->arena->base + off;
+	*p = s->c.arena->base + off;
 	return 0;
 }
 
@@ -363,7 +304,7 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 	      char *err, size_t errlen)
 {
 	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
-	int n = s->size, rc = -1;
+	int n = s->c.size, rc = -1;
 
 	*send = *recv = NULL;
 	if (sess_check_fields(m, n, err, errlen) != 0)
@@ -406,7 +347,7 @@ sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t 
 		break;
 	case PROTO_COLL_SEND:
 	case PROTO_COLL_RECV:
-		if (m->peer < 0 || m->peer >= n || m->peer == s->rank) {
+		if (m->peer < 0 || m->peer >= n || m->peer == s->c.rank) {
 			snprintf(err, errlen, "%s peer %d is not another rank of 0..%d",
 				 proto_coll_name(m->coll), m->peer, n - 1);
 			return RING_EINVAL;
@@ -432,7 +373,7 @@ bad:
 			 "outside the %zu-byte arena", proto_coll_name(m->coll),
 			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
 			 (unsigned long long)m->count, proto_dtype_name(m->dtype),
-			 s->arena->len);
+			 s->c.arena->len);
 	return RING_EINVAL;
 }
 
@@ -453,7 +394,7 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 		sess_drop(s, "malformed operation request");
 		return;
 	}
-	log_debug("client pid %d: %s count %llu dtype %s", (int)s->pid, proto_coll_name(m.coll),
+	log_debug("client pid %d: %s count %llu dtype %s", (int)s->c.pid, proto_coll_name(m.coll),
 		  (unsigned long long)m.count, proto_dtype_name(m.dtype));
 	if (s->inflight >= SESS_INFLIGHT_MAX) {
 		rc = RING_EINVAL;
@@ -461,7 +402,7 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 			 "wait for some", s->inflight, SESS_INFLIGHT_MAX);
 	} else if ((rc = sess_check_op(s, &m, &send, &recv, err, sizeof(err))) == 0) {
 		s->inflight++;
-		rc = coll_submit(s->rd, s, s->job, &m, send, recv, err, sizeof(err));
+		rc = coll_submit(s->rd, &s->c, s->c.job, &m, send, recv, err, sizeof(err));
 		if (rc != 0)
 			s->inflight--;
 	}
@@ -525,31 +466,29 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 		snprintf(err, errlen, "cannot map the arena: %s", strerror(errno));
 		return RING_ENOMEM;
 	}
-	if ((a = calloc(1, sizeof(*a))) == NULL) {
+	if ((a = arena_new(base, h.arena_bytes)) == NULL) {
 		munmap(base, h.arena_bytes);
 		snprintf(err, errlen, "out of memory");
 		return RING_ENOMEM;
 	}
-	a->base = base;
-	a->len = h.arena_bytes;
-	a->refs = 1;
-	s->arena = a;
-	s->timeout_ms = h.timeout_ms;
-	rc = job_attach(rd, s, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
+	s->c.arena = a;
+	s->c.timeout_ms = h.timeout_ms;
+	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
 		return rc;
 	rd->clients_total++;
 	log_info("client pid %d attached: job %s rank %d/%d (local %d/%d), arena %llu MiB",
-		 (int)s->pid, h.job, s->rank, s->size, s->local_rank, s->local_size,
+		 (int)s->c.pid, h.job, s->c.rank, s->c.size, s->c.local_rank, s->c.local_size,
 		 (unsigned long long)(h.arena_bytes >> 20));
 	return 0;
 }
 
-void
-sess_welcome(struct sess *s)
+static void
+sess_welcome(struct client *c)
 {
+	struct sess *s = sess_of(c);
 	struct ringd *rd = s->rd;
-	struct job *j = s->job;
+	struct job *j = s->c.job;
 	struct proto_welcome w;
 	uint8_t out[PROTO_MSG_MAX];
 	int i;
@@ -557,10 +496,10 @@ sess_welcome(struct sess *s)
 	if (s->welcomed || s->dead || s->closing)
 		return;
 	memset(&w, 0, sizeof(w));
-	w.rank = s->rank;
-	w.size = s->size;
-	w.local_rank = s->local_rank;
-	w.local_size = s->local_size;
+	w.rank = s->c.rank;
+	w.size = s->c.size;
+	w.local_rank = s->c.local_rank;
+	w.local_size = s->c.local_size;
 	w.host_rank = rd->rank;
 	w.nhosts = rd->world;
 	w.job_id = j->id;
@@ -575,16 +514,24 @@ sess_welcome(struct sess *s)
 		sess_close_later(s, "cannot send WELCOME");
 }
 
-void
-sess_refuse(struct sess *s, int code, const char *text)
+static void
+sess_refuse(struct client *c, int code, const char *text)
 {
+	struct sess *s = sess_of(c);
 	if (s->dead || s->closing)
 		return;
-	log_info("client pid %d (job %s, rank %d) refused: %s", (int)s->pid,
-		 s->job ? s->job->name : "-", s->rank, text);
+	log_info("client pid %d (job %s, rank %d) refused: %s", (int)s->c.pid,
+		 s->c.job ? s->c.job->name : "-", s->c.rank, text);
 	sess_error(s, code, text);
 	sess_close_later(s, "refused");
 }
+
+/* What the engine tells a session, through its client. */
+static const struct client_events sess_client_events = {
+	.done = sess_op_done,
+	.welcome = sess_welcome,
+	.refuse = sess_refuse,
+};
 
 static void
 sess_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -627,7 +574,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		sess_drop(s, "malformed message (bad header, length or truncated)");
 		goto out;
 	}
-	if (s->arena == NULL) {
+	if (s->c.arena == NULL) {
 		event_del(s->hello_ev);	/* it spoke: attached or closed below */
 		if (type != PROTO_M_HELLO || nfd != 1) {
 			sess_drop(s, "the first message must be HELLO with one fd");
@@ -635,7 +582,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		rc = sess_on_hello(s, buf, (size_t)n, fds[0], err, sizeof(err));
 		if (rc != 0) {
-			log_warn("client pid %d refused: %s", (int)s->pid, err);
+			log_warn("client pid %d refused: %s", (int)s->c.pid, err);
 			sess_error(s, rc, err);
 			sess_close(s, NULL);
 		}
@@ -653,7 +600,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		sess_close(s, "said goodbye");
 		break;
 	default:
-		log_warn("client pid %d: ignoring message type %u", (int)s->pid, type);
+		log_warn("client pid %d: ignoring message type %u", (int)s->c.pid, type);
 		break;
 	}
 out:
@@ -676,7 +623,7 @@ sess_hello_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	snprintf(why, sizeof(why), "no HELLO within %u ms of connecting (hello_timeout_ms)",
 		 s->rd->cfg.hello_timeout_ms);
-	listener_warn(&sess_silent, "client pid %d (uid %u) closed: %s", (int)s->pid,
+	listener_warn(&sess_silent, "client pid %d (uid %u) closed: %s", (int)s->c.pid,
 		      (unsigned int)s->uid, why);
 	sess_error(s, RING_ETIMEDOUT, why);
 	sess_close(s, NULL);
@@ -737,9 +684,10 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 	s->rd = rd;
 	s->fd = fd;
-	s->rank = -1;
+	s->c.ev = &sess_client_events;
+	s->c.rank = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
-		s->pid = cred.pid;
+		s->c.pid = cred.pid;
 		s->uid = cred.uid;
 		s->gid = cred.gid;
 	}
@@ -766,7 +714,7 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 /* Binds a Unix socket at path, refusing to start over a live instance. */
 int
-unix_listen(const char *path, int type, unsigned int mode)
+sess_unix_listen(const char *path, int type, unsigned int mode)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -830,7 +778,7 @@ sess_start(struct ringd *rd)
 	TAILQ_INIT(&rd->sessions);
 	if (runtime_dir(rd->cfg.socket) != 0)
 		return -1;
-	rd->client_fd = unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
+	rd->client_fd = sess_unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
 	if (rd->client_fd < 0)
 		return -1;
 	access_socket_group(rd->cfg.socket);

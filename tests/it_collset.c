@@ -588,3 +588,47 @@ Test(collset, misaligned_arena_operands, .fini = teardown, .timeout = 120)
 	cr_assert_eq(cluster_run_local(&cluster, 2, 2, misaligned_fn, NULL), 0,
 		     "all-reduce of misaligned arena operands failed (see above)");
 }
+
+/* ---- reduce-scatter from the arena into host memory ---- */
+
+/* Found by tests/fuzz/client_fuzz: with send in the arena and recv staged,
+ * from the third piece on the staging block lay inside the span of the
+ * piece's rows of send, ringd took it for an in-place call and left it
+ * alone, and the result was the first piece's again. */
+static int rs_arena_to_host_fn(ring_comm *comm, int rank, int n, void *arg)
+{
+	const size_t count = 20001;	/* 5 pieces of 16K per rank and more */
+	size_t bytes = count * sizeof(float);
+	float *send = ring_alloc(comm, (size_t)n * bytes);
+	float *recv = malloc(bytes + IT_GUARD), *want = malloc(bytes);
+
+	(void)arg;
+	IT_CHECK(send && recv && want, "out of memory");
+	memset(recv, 0xa5, bytes + IT_GUARD);
+	pattern_fill(send, RING_FLOAT32, RING_SUM, n, rank, (size_t)n * count, 0, 23);
+	{
+		float *all = malloc((size_t)n * bytes);
+
+		IT_CHECK(all != NULL, "out of memory");
+		pattern_expect_reduce(all, RING_FLOAT32, RING_SUM, n, (size_t)n * count, 0, 23);
+		memcpy(want, all + (size_t)rank * count, bytes);
+		free(all);
+	}
+	IT_CALL(ring_reduce_scatter(comm, send, recv, count, RING_FLOAT32, RING_SUM));
+	IT_CHECK(it_check_result(recv, want, RING_FLOAT32, count, "reduce-scatter") == 0,
+		 "reduce-scatter from the arena into host memory");
+	ring_free(comm, send);
+	free(recv);
+	free(want);
+	return 0;
+}
+
+Test(collset, reduce_scatter_arena_to_host, .fini = teardown, .timeout = 120)
+{
+	for (int n = 1; n <= 2; n++) {
+		cr_assert_eq(cluster_start(&cluster, n, PIECE_ARGS), 0, "could not start");
+		cr_assert_eq(cluster_run(&cluster, n, rs_arena_to_host_fn, NULL), 0,
+			     "reduce-scatter from the arena into host memory on %d daemon(s)", n);
+		cluster_stop(&cluster);
+	}
+}

@@ -1,0 +1,57 @@
+/*
+ * engine.c - the engine's door to the ring floor: every frame of a job or of
+ * the failure model that the ring hands up goes to its handler here (the
+ * membership, the collectives, point-to-point, failure), and a payload about
+ * to be read is offered to the operation that can take it in place.  The top
+ * of the engine's files: it calls them, none of them calls it.
+ */
+#include <stdio.h>
+
+#include "coll.h"
+
+/* The engine's frames, from the ring floor, to their handlers. */
+int
+engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	switch (f->type) {
+	case PROTO_F_JOIN:
+	case PROTO_F_LEAVE:
+		return job_rx(rd, l, f, pl);
+	case PROTO_F_ABORT:
+		/* all go round the ring: each host acts on it and passes it on */
+		if (l->dir != LINK_PREV) {
+			snprintf(l->last_error, sizeof(l->last_error), "abort frame on the wrong "
+				 "link");
+			return RX_ERROR;	/* the link closes with that reason */
+		}
+		if (f->job == 0)	/* a host lost a link */
+			return fail_rx_ring_down(rd, l, f, pl);
+		if (f->seq == 0)	/* a job that cannot form */
+			return job_rx(rd, l, f, pl);
+		return fail_rx_abort(rd, l, f, pl);	/* an op failed */
+	case PROTO_F_CREDIT:
+	case PROTO_F_OPHDR:
+	case PROTO_F_DATA:
+		return coll_rx(rd, l, f, pl);
+	case PROTO_F_P2P_RTS:
+	case PROTO_F_P2P_CTS:
+	case PROTO_F_P2P_DATA:
+		return p2p_rx(rd, l, f, pl);
+	default:
+		snprintf(l->last_error, sizeof(l->last_error), "unexpected %s frame",
+			 proto_frame_type_name(f->type));
+		return RX_ERROR;
+	}
+}
+
+uint8_t *
+engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
+	   const void **owner)
+{
+	if (f->type == PROTO_F_DATA)
+		return coll_rx_dest(rd, l, f, arena, owner);
+	if (f->type == PROTO_F_P2P_DATA)
+		return p2p_rx_dest(rd, f, arena, owner);
+	return NULL;
+}
+

@@ -1,0 +1,147 @@
+/*
+ * jobtab.c - the daemon's table of jobs: found by id, made on first sight (from
+ * a client's attach or a frame of the wire), forgotten when nothing refers to
+ * them any more and max_jobs is reached.  Below the membership (job.c), the
+ * point-to-point engine and the collectives, which all look jobs up here.
+ */
+#include <stdlib.h>
+#include <event2/buffer.h>
+
+#include "coll.h"
+
+struct job *
+job_lookup(struct ringd *rd, uint32_t id)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &rd->jobs, entry)
+		if (j->id == id)
+			return j;
+	return NULL;
+}
+
+static bool
+held_none(const struct ringd *rd, const struct job *j)
+{
+	int h;
+
+	for (h = 0; h < rd->world; h++)
+		if (j->held[h] != NULL)
+			return false;
+	return true;
+}
+
+/* A job nothing refers to any more: no process here, no formation known, nothing
+ * in flight or waiting. */
+static bool
+job_idle(const struct ringd *rd, const struct job *j)
+{
+	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) &&
+	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
+	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
+}
+
+static void
+job_free(struct ringd *rd, struct job *j)
+{
+	int h;
+
+	TAILQ_REMOVE(&rd->jobs, j, entry);
+	rd->njobs--;
+	job_members_free(j);
+	evbuffer_free(j->stash);
+	free(j->host_of);
+	free(j->loc);
+	for (h = 0; h < rd->world; h++)
+		free(j->held[h]);
+	free(j->held);
+	free(j->claim_gen);
+	free(j->gone);
+	free(j->gone_seq);
+	free(j);
+}
+
+/* At max_jobs: forget the jobs that are over, so a long-lived daemon serves any
+ * number of jobs one after another. */
+static void
+job_gc(struct ringd *rd)
+{
+	struct job *j, *nx;
+
+	for (j = TAILQ_FIRST(&rd->jobs); j != NULL; j = nx) {
+		nx = TAILQ_NEXT(j, entry);
+		if (job_idle(rd, j))
+			job_free(rd, j);
+	}
+}
+
+struct job *
+job_wire(struct ringd *rd, uint32_t id)
+{
+	struct job *j = job_lookup(rd, id);
+	size_t hosts = (size_t)rd->world;
+
+	if (j != NULL)
+		return j;
+	if (rd->njobs >= rd->cfg.max_jobs)
+		job_gc(rd);
+	if (rd->njobs >= rd->cfg.max_jobs)
+		return NULL;
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return NULL;
+	j->stash = evbuffer_new();
+	j->gone = calloc(hosts, 1);
+	j->gone_seq = calloc(hosts, sizeof(uint64_t));
+	j->claim_gen = calloc(hosts, sizeof(uint32_t));
+	j->held = calloc(hosts, sizeof(*j->held));
+	if (j->stash == NULL || j->gone == NULL || j->gone_seq == NULL || j->claim_gen == NULL ||
+	    j->held == NULL) {
+		if (j->stash != NULL)
+			evbuffer_free(j->stash);
+		free(j->gone);
+		free(j->gone_seq);
+		free(j->claim_gen);
+		free(j->held);
+		free(j);
+		return NULL;
+	}
+	j->id = id;
+	j->next_seq = 1;
+	j->pos = -1;
+	j->next_host = j->prev_host = -1;
+	TAILQ_INIT(&j->sends);
+	TAILQ_INIT(&j->recvs);
+	TAILQ_INIT(&j->colls);
+	TAILQ_INIT(&j->rts_in);
+	flow_reset(rd, j);
+	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
+	rd->njobs++;
+	return j;
+}
+
+int
+job_host_of(const struct job *j, int rank)
+{
+	if (rank < 0 || rank >= j->world || j->host_of == NULL)
+		return -1;
+	return j->host_of[rank];
+}
+
+void
+job_members_free(struct job *j)
+{
+	int i;
+
+	for (i = 0; i < j->nhosts; i++)
+		free(j->hranks[i]);
+	free(j->hranks);
+	free(j->nhranks);
+	free(j->hosts);
+	j->hranks = NULL;
+	j->nhranks = NULL;
+	j->hosts = NULL;
+	j->nhosts = 0;
+	j->pos = -1;
+	j->next_host = j->prev_host = -1;
+}
+
