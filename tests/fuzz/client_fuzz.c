@@ -37,10 +37,9 @@
  * --rounds 1` replays one round alone.
  *
  * Usage: client_fuzz [--seed S] [--time SECONDS] [--rounds N] [--daemons MAX]
- *                    [--bin DIR] [--no-misaligned] [--no-avoid] [-v]
- * --no-misaligned leaves out misaligned arena offsets; by default the fuzzer
- * steers around the open defects it knows (each marked "Known (open)" where it
- * does), --no-avoid goes there too.
+ *                    [--bin DIR] [--no-misaligned] [-v]
+ * --no-misaligned leaves out misaligned arena offsets (to steer around a
+ * daemon that cannot take them, as 2417633's could not).
  * Exit: 0 no finding, 1 a finding, 2 the fuzzer could not run.
  */
 #include <errno.h>
@@ -150,9 +149,8 @@ static struct {
 	int max_daemons;
 	char bin[PATH_MAX];
 	bool misaligned;
-	bool avoid;		/* steer around the known open defects */
 	int verbose;
-} opt = { .time_s = 60, .max_daemons = MAX_DAEMONS, .misaligned = true, .avoid = true };
+} opt = { .time_s = 60, .max_daemons = MAX_DAEMONS, .misaligned = true };
 
 /* What every process adds to, in memory the fuzzer and its children share. */
 struct counters {
@@ -570,9 +568,9 @@ static bool g_inarena[64];
 static int g_nbufs;
 
 static void *
-g_buf_in(struct rng *r, size_t bytes, bool arena_only)
+g_buf(struct rng *r, size_t bytes)
 {
-	void *p = chance(r, 60) || arena_only ? ring_alloc(g_comm, bytes ? bytes : 1) : NULL;
+	void *p = chance(r, 60) ? ring_alloc(g_comm, bytes ? bytes : 1) : NULL;
 	bool arena = p != NULL;
 
 	if (p == NULL)
@@ -585,18 +583,6 @@ g_buf_in(struct rng *r, size_t bytes, bool arena_only)
 		g_bufs[g_nbufs++] = p;
 	}
 	return p;
-}
-
-static void *
-g_buf(struct rng *r, size_t bytes)
-{
-	return g_buf_in(r, bytes, false);
-}
-
-static bool
-g_last_in_arena(void)
-{
-	return g_nbufs > 0 && g_inarena[g_nbufs - 1];
 }
 
 static void
@@ -731,10 +717,7 @@ good_op(struct rng *r, int opno)
 		break;
 	case G_REDSCAT:
 		s = g_buf(r, bytes * (size_t)n);
-		/* Known (open): send in the arena, recv in host memory, more than
-		 * two pieces: the recv's elements from the third piece on are
-		 * wrong (see --no-avoid). */
-		v = g_buf_in(r, bytes, opt.avoid && g_last_in_arena());
+		v = g_buf(r, bytes);
 		want = g_alloc(false, bytes);
 		fill(s, dt, op, me, count * (size_t)n, 0, seed);
 		if (count)
@@ -2236,7 +2219,7 @@ usage(void)
 {
 	fprintf(stderr,
 		"usage: client_fuzz [--seed S] [--time SECONDS] [--rounds N] [--daemons MAX]\n"
-		"                   [--bin DIR] [--no-misaligned] [--no-avoid] [-v]\n");
+		"                   [--bin DIR] [--no-misaligned] [-v]\n");
 	exit(2);
 }
 
@@ -2308,8 +2291,7 @@ main(int argc, char **argv)
 			snprintf(opt.bin, sizeof(opt.bin), "%s", argv[++i]);
 		} else if (!strcmp(argv[i], "--no-misaligned")) {
 			opt.misaligned = false;
-		} else if (!strcmp(argv[i], "--no-avoid")) {
-			opt.avoid = false;
+
 		} else if (!strcmp(argv[i], "-v")) {
 			opt.verbose++;
 		} else {
@@ -2347,9 +2329,8 @@ main(int argc, char **argv)
 	signal(SIGTERM, on_int);
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	fprintf(stderr, "client-fuzz: seed %#" PRIx64 " (replay: --seed %#" PRIx64 "), %.0f s, "
-		"daemons %s/ringd%s%s\n", opt.seed, opt.seed, opt.time_s, opt.bin,
-		opt.misaligned ? "" : ", no misaligned offsets",
-		opt.avoid ? "" : ", known defects too");
+		"daemons %s/ringd%s\n", opt.seed, opt.seed, opt.time_s, opt.bin,
+		opt.misaligned ? "" : ", no misaligned offsets");
 	seeds.s = opt.seed;
 	t0 = now_s();
 	end = t0 + opt.time_s;
