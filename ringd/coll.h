@@ -207,6 +207,15 @@ enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
  */
 #define JOB_ABORTS	8	/* pending aborts of ops not started here */
 
+/* What one job knows of one host of the ring. */
+struct job_host {
+	uint32_t claim_gen;		/* the generation its JOIN proposed */
+	struct held_join *held;		/* its JOIN of the next formation, held until
+					 * the current one dissolves here */
+	uint8_t gone;			/* HOST_*: what it did with its ranks */
+	uint64_t gone_seq;		/* ... after calling this sequence number */
+};
+
 struct job {
 	uint32_t id;			/* proto_job_id(name) */
 	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
@@ -224,11 +233,8 @@ struct job {
 	uint32_t fgen;			/* generation of the current (or last) formation */
 	uint32_t gen_max;		/* the highest generation claimed or formed that
 					 * this host has seen: ours propose above it */
-	uint32_t *claim_gen;		/* [hosts]: generation each host's JOIN proposed */
-	struct held_join **held;	/* [hosts]: JOINs of the next formation, held
-					 * until the current one dissolves here */
-	uint8_t *gone;			/* [hosts]: HOST_* of each host */
-	uint64_t *gone_seq;		/* [hosts]: ... after calling this sequence number */
+	struct job_host *host;		/* [hosts]: each host of the ring, as this job
+					 * knows it (a record per host) */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
 	uint64_t error_ms;		/* when that was found */
 	/* this host's processes */
