@@ -99,6 +99,8 @@ struct contrib {
 	bool replied;			/* it has its DONE */
 };
 
+struct op_p2p;
+
 struct op {
 	struct ringd *rd;		/* the daemon */
 	struct job *job;		/* owner */
@@ -131,21 +133,12 @@ struct op {
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
 	/* p2p (send/recv) */
-	const uint8_t *tx0;		/* send: the message */
-	uint64_t tx0_len;
-	uint8_t *p2p_dst;		/* recv: where it goes */
-	uint64_t p2p_len;
 	int peer;			/* global rank of the other side */
-	uint64_t p2p_id;		/* message id on the wire */
-	struct proto_rts rts;		/* what we send / expect */
-	bool cts;			/* send: the receiver is ready; recv: matched */
-	bool local_peer;		/* both ends on this host */
+	struct op_p2p *p2p;		/* the rest of a send or recv: p2p.c's own */
 	/* progress */
 	bool hdr_sent, hdr_rcvd;
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
-	uint64_t tx0_off;		/* send: bytes of the message sent */
-	bool tx0_done;
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
 	int tx_refs;			/* arena references still in link outputs */
