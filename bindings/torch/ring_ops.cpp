@@ -510,15 +510,16 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 	check_like(output, input, output.numel(), fn, "the output tensor");
 	split_rows(input, inputSplits, size_, fn, "input", ioff, icnt);
 	split_rows(output, outputSplits, size_, fn, "output", ooff, ocnt);
+	bool equal = inputSplits.empty() && outputSplits.empty();
+	if (equal && input.numel() != output.numel())
+		fail(fn, "the input has " + std::to_string(input.numel()) +
+			 " elements, the output " + std::to_string(output.numel()));
 	WorkPtr w = make_work(OpType::ALLTOALL_BASE, fn, {output});
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
-	if (inputSplits.empty() && outputSplits.empty()) {
-		if (input.numel() != output.numel())
-			fail(fn, "the input has " + std::to_string(input.numel()) +
-				 " elements, the output " + std::to_string(output.numel()));
+	if (equal) {
 		issue(*w, [&](ring_request **r) {
 			return ring_ialltoall(comm_, in.data_ptr(), out.data_ptr(),
 					      (size_t)(icnt[0] * per), dt, r);

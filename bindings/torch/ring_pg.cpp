@@ -38,6 +38,11 @@ WorkRing::~WorkRing()
 	 * ring_close, detached from its communicator; either way this frees it. */
 	for (ring_request *r : reqs_)
 		ring_request_free(r);
+	/* An operation that threw after taking its buffers never issued
+	 * anything and never finishes: its storages must not stay held (they
+	 * would never be zero-copy again). */
+	for (const void *key : held_)
+		arena_->unhold(key);
 }
 
 bool

@@ -396,6 +396,29 @@ def s_zero_copy():
         raise AssertionError(f"numpy's array lost its tensor: {a[0]}, {pg.arena_bytes}")
 
 
+def s_failed_op_releases():
+    """An operation refused after it took its tensors (all_to_all_single of
+    an input and an output of different sizes) leaves them free: the input,
+    all-reduced three times after, goes zero-copy like any other."""
+    pg = dist.distributed_c10d._get_default_group()
+    t = torch.ones(N * (1 << 16))
+    try:
+        dist.all_to_all_single(torch.zeros(N * 2), t)
+    except RuntimeError as e:
+        if "elements" not in str(e):
+            raise AssertionError(f"unexpected message: {e}")
+    else:
+        raise AssertionError("all_to_all_single of unequal sizes did not raise")
+    before = pg.arena_bytes
+    for i in range(3):
+        t.fill_(R + i)
+        dist.all_reduce(t)
+        same(t[:4], torch.full((4,), float(sum(r + i for r in range(N)))), f"pass {i}")
+    if pg.arena_bytes < before + t.numel() * 4:
+        raise AssertionError(f"arena_bytes {pg.arena_bytes} (was {before}): the refused "
+                             "operation kept the tensor from the zero-copy path")
+
+
 def s_mismatch():
     t = torch.zeros(4 if R == 0 else 5)
     try:
@@ -410,7 +433,7 @@ SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_g
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
             s_send_recv, s_recv_anysource, s_barrier, s_async_future, s_objects, s_dtypes,
             s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
-            s_mismatch]
+            s_failed_op_releases, s_mismatch]
 
 
 def walk(args):
