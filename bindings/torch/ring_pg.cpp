@@ -252,25 +252,33 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 
 	place_ = place(*store, rank, size);
 	comm_ = open_comm(place_, rank, size, tmo);
-	arena_ = std::make_shared<Arena>(comm_);
-	progress_ = std::thread([this] { progress_loop(); });
-	p2p_thread_ = std::thread([this] { p2p_loop(); });
+	eng_ = std::make_shared<Engine>();
+	eng_->comm = comm_;
+	eng_->arena = arena_ = std::make_shared<Arena>(comm_);
+	progress_ = std::thread([e = eng_] { e->progress_loop(); });
+	p2p_thread_ = std::thread([e = eng_] { e->p2p_loop(); });
 	init();
 }
 
-/* Drains every work still in flight (each is bounded by libring's timeout),
- * then leaves the job. */
+/* Stops the threads once they have drained every work still in flight (each
+ * is bounded by libring's timeout).  Called on one of them, that one is left
+ * to finish alone, and the job is left when it is done. */
 ProcessGroupRing::~ProcessGroupRing()
 {
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		stopping_ = true;
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		eng_->stopping = true;
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	join(progress_);
 	join(p2p_thread_);
-	arena_->release();	/* storages still alive leave the arena first */
-	ring_close(comm_);
+	eng_.reset();
+}
+
+Engine::~Engine()
+{
+	arena->release();	/* storages still alive leave the arena first */
+	ring_close(comm);
 }
 
 /* A thread holding the GIL lets go of it while it waits: the works' futures
@@ -292,17 +300,17 @@ ProcessGroupRing::join(std::thread &t)
 }
 
 void
-ProcessGroupRing::progress_loop()
+Engine::progress_loop()
 {
 	for (;;) {
 		WorkPtr w;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-			if (queue_.empty())
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] { return stopping || !queue.empty(); });
+			if (queue.empty())
 				return;
-			w = queue_.front();
-			queue_.pop_front();
+			w = queue.front();
+			queue.pop_front();
 		}
 		try {
 			w->complete();
@@ -316,18 +324,18 @@ ProcessGroupRing::progress_loop()
 /* libring has no wait-for-any: while sends or receives are in flight, test
  * them all, backing off from 50 us to 5 ms while none completes. */
 void
-ProcessGroupRing::p2p_loop()
+Engine::p2p_loop()
 {
 	auto pause = std::chrono::microseconds(50);
 
 	for (;;) {
 		std::vector<WorkPtr> live;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !p2p_.empty(); });
-			if (p2p_.empty())
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] { return stopping || !p2p.empty(); });
+			if (p2p.empty())
 				return;
-			live.assign(p2p_.begin(), p2p_.end());
+			live.assign(p2p.begin(), p2p.end());
 		}
 		bool any = false;
 		for (const WorkPtr &w : live) {
@@ -340,8 +348,8 @@ ProcessGroupRing::p2p_loop()
 			if (!done)
 				continue;
 			any = true;
-			std::lock_guard<std::mutex> lock(queue_mu_);
-			p2p_.erase(std::find(p2p_.begin(), p2p_.end(), w));
+			std::lock_guard<std::mutex> lock(mu);
+			p2p.erase(std::find(p2p.begin(), p2p.end(), w));
 		}
 		if (any) {
 			pause = std::chrono::microseconds(50);
@@ -395,10 +403,10 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		(w->p2p() ? p2p_ : queue_).push_back(w);
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
 	 * hold its buffers until they complete. */
 	if (!w->issue_error().empty())

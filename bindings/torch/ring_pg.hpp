@@ -110,6 +110,30 @@ class WorkRing : public c10d::Work {
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+/*
+ * What a group's two threads work on: the communicator, the arena and the
+ * queues.  The group and each of its threads own it together, because a
+ * future's callback (run on one of those threads) may drop the group's last
+ * reference: the group is then destroyed on that very thread, which cannot
+ * join itself, and lets it go on draining its queue alone.  The last owner
+ * moves the arena's storages out and leaves the job.
+ */
+struct Engine {
+	using WorkPtr = c10::intrusive_ptr<WorkRing>;
+
+	~Engine();
+	void progress_loop();
+	void p2p_loop();
+
+	ring_comm *comm = nullptr;
+	std::shared_ptr<Arena> arena;
+	std::mutex mu;
+	std::condition_variable cv;
+	std::deque<WorkPtr> queue;		/* collectives issued, not yet completed */
+	std::deque<WorkPtr> p2p;		/* sends and receives in flight */
+	bool stopping = false;
+};
+
 class ProcessGroupRing : public c10d::ProcessGroup {
  public:
 	ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
@@ -176,19 +200,13 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	void issue_group(WorkRing &w, const std::vector<Starter> &starts);
 	/* Queues w for the progress thread; throws when its issue failed. */
 	c10::intrusive_ptr<c10d::Work> submit(const WorkPtr &w);
-	void progress_loop();
-	void p2p_loop();
 	void join(std::thread &t);
 
 	Placement place_;
-	ring_comm *comm_ = nullptr;
-	std::shared_ptr<Arena> arena_;
+	ring_comm *comm_ = nullptr;		/* eng_'s, valid while the group is */
+	std::shared_ptr<Arena> arena_;		/* eng_'s */
+	std::shared_ptr<Engine> eng_;
 	std::mutex issue_mu_;			/* issue order = queue order */
-	std::mutex queue_mu_;
-	std::condition_variable queue_cv_;
-	std::deque<WorkPtr> queue_;		/* collectives issued, not yet completed */
-	std::deque<WorkPtr> p2p_;		/* sends and receives in flight */
-	bool stopping_ = false;
 	std::thread progress_;
 	std::thread p2p_thread_;
 };

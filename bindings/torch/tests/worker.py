@@ -3,16 +3,18 @@
 
 usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
 
-Scenarios: walk (every section below, in order), churn, killed, single.  Each section
-prints "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes
-on to the next, so one run reports on every part of the API.  The values are
-chosen so that every rank can compute every other rank's contribution, and
-every check compares exact results.
+Scenarios: walk (every section below, in order), churn, killed, single,
+lastref (groups freed by their own futures' callbacks).  Each section prints
+"SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to
+the next, so one run reports on every part of the API.  The values are chosen so that
+every rank can compute every other rank's contribution, and every check
+compares exact results.
 """
 import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -521,10 +523,45 @@ def single(args):
     print("SINGLE ok", flush=True)
 
 
+def lastref(args):
+    """Process groups whose last reference is a future's callback: in each
+    cycle one rank (taking turns) issues an all-reduce on a group made for it,
+    hangs a callback that holds the group on its future and drops every other
+    reference while the work waits for the other rank, which comes 0.2 s
+    later.  The group is destroyed when the callback is done with it, on the
+    thread that ran it."""
+    from ringd._torch import ProcessGroupRing
+    store = dist.FileStore(args.init[len("file://"):], N)
+    for i in range(args.cycles):
+        pg = ProcessGroupRing(dist.PrefixStore(f"lastref{i}", store), R, N,
+                              timedelta(seconds=30))
+        t = torch.full((1000,), float(R + 1))
+        if R == i % N:
+            done, got = threading.Event(), []
+
+            def cb(f, pg=pg):
+                got.append(f.value()[0][0].item())
+                done.set()
+            w = pg.allreduce([t])
+            w.get_future().then(cb)
+            del pg, w, cb
+            if not done.wait(30):
+                raise AssertionError(f"cycle {i}: the callback never ran")
+            if got != [float(sum(range(1, N + 1)))]:
+                raise AssertionError(f"cycle {i}: the callback saw {got}")
+        else:
+            time.sleep(0.2)
+            pg.allreduce([t]).wait()
+            del pg
+    time.sleep(0.5)	# the last group's thread finishes its work
+    print("LASTREF ok", flush=True)
+
+
 def main():
     global R, N
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["walk", "churn", "killed", "single"])
+    p.add_argument("scenario",
+                   choices=["walk", "churn", "killed", "single", "lastref"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -534,7 +571,8 @@ def main():
     args = p.parse_args()
     R, N = args.rank, args.world
     torch.set_num_threads(1)
-    {"walk": walk, "churn": churn, "killed": killed, "single": single}[args.scenario](args)
+    {"walk": walk, "churn": churn, "killed": killed, "single": single,
+     "lastref": lastref}[args.scenario](args)
 
 
 if __name__ == "__main__":
