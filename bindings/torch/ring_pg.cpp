@@ -8,13 +8,15 @@
  * futures; someone must wait for the requests and complete the futures while
  * the backward pass goes on.  One thread per group waits for the collectives
  * in the order they were issued, which is the order they complete in; another
- * tests the sends and receives, which complete in any order.
+ * tests the sends and receives, which complete in any order.  Neither runs a
+ * future's callbacks: those run on the threads of the Completer below.
  */
 #include <Python.h>
 
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
+#include <system_error>
 
 #include "bindings/torch/ring_pg.hpp"
 
@@ -194,8 +196,96 @@ WorkRing::poll()
 	return true;
 }
 
-/* Copies the results out, completes the Work, then the future (its callbacks
- * run here, outside our lock: a callback may wait on this very work). */
+/*
+ * Where futures are completed.  markCompleted runs the future's callbacks on
+ * the thread that calls it, and a callback may issue another operation and
+ * wait for its future (torch's PowerSGD hooks do, DDP's Reducer waits for the
+ * hook's future): were that the progress thread, or any one thread that also
+ * completes the other futures, nothing would ever complete the one it waits
+ * for.  So each completion is handed to an idle thread of this pool, and when
+ * none is idle a new one starts: a callback that waits holds up nothing but
+ * itself (gloo likewise completes its futures on its worker threads, not on
+ * the one that waits).  Threads idle for IDLE_END end.  The pool serves every
+ * group of the process and is never destroyed, so no completion outlives it.
+ */
+class Completer {
+ public:
+	static Completer &get()
+	{
+		static Completer *c = new Completer;	/* never destroyed: see above */
+		return *c;
+	}
+
+	void post(std::function<void()> fn)
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		q_.push_back(std::move(fn));
+		if (q_.size() <= idle_) {
+			cv_.notify_one();
+			return;
+		}
+		try {
+			std::thread([this] { loop(); }).detach();
+		} catch (const std::system_error &) {
+			/* no thread to be had: an idle one, if any, takes it */
+			cv_.notify_one();
+		}
+	}
+
+	/* Waits, within the bound, until no completion is queued or running. */
+	void drain(std::chrono::milliseconds bound)
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		drained_.wait_for(lock, bound, [this] { return q_.empty() && !busy_; });
+	}
+
+ private:
+	static constexpr std::chrono::seconds IDLE_END{10};
+
+	void loop()
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		for (;;) {
+			idle_++;
+			bool got = cv_.wait_for(lock, IDLE_END, [this] { return !q_.empty(); });
+			idle_--;
+			if (!got)
+				return;
+			std::function<void()> fn = std::move(q_.front());
+			q_.pop_front();
+			busy_++;
+			lock.unlock();
+			try {
+				fn();
+			} catch (...) {
+				/* a callback's exception must not end the process */
+			}
+			fn = nullptr;	/* what it held goes here, unlocked */
+			lock.lock();
+			if (!--busy_ && q_.empty())
+				drained_.notify_all();
+		}
+	}
+
+	std::mutex mu_;
+	std::condition_variable cv_;		/* a completion is queued */
+	std::condition_variable drained_;	/* none is queued or running */
+	std::deque<std::function<void()>> q_;	/* completions not yet taken */
+	size_t idle_ = 0;			/* threads waiting for one */
+	size_t busy_ = 0;			/* threads running one */
+};
+
+void
+drain_completions(std::chrono::milliseconds bound)
+{
+	Completer::get().drain(bound);
+}
+
+/* Copies the results out and completes the Work; the future is completed by
+ * the Completer (outside our lock: a callback may wait on this very work). */
 void
 WorkRing::finalize(int rc, const std::string &msg)
 {
@@ -223,10 +313,13 @@ WorkRing::finalize(int rc, const std::string &msg)
 		held_.clear();
 		finish(err);
 	}
-	if (err)
-		future_->setError(err);
-	else
-		future_->markCompleted(c10::IValue(outputs_));
+	c10::intrusive_ptr<c10::ivalue::Future> fut = future_;
+	if (err) {
+		Completer::get().post([fut, err] { fut->setError(err); });
+	} else {
+		c10::IValue value(outputs_);
+		Completer::get().post([fut, value] { fut->markCompleted(value); });
+	}
 }
 
 /* ---- ProcessGroupRing: life ---- */
@@ -315,8 +408,8 @@ Engine::progress_loop()
 		try {
 			w->complete();
 		} catch (...) {
-			/* complete() catches its own failures; a future callback's
-			 * exception must not end the process. */
+			/* complete() catches its own failures; nothing else may
+			 * end the process */
 		}
 	}
 }

@@ -4,8 +4,10 @@
  * group (the default one and each new_group) is a ringd job of its own, named
  * and placed through torch's Store (ring_rdzv.cpp).  Each operation issues one
  * or more non-blocking libring requests and returns a WorkRing; a per-group
- * progress thread waits for the works in issue order and completes their
- * futures (DDP reads its buckets through them), while Work::wait() waits for
+ * progress thread waits for the works in issue order and completes them, and
+ * hands their futures (DDP reads its buckets through them) to threads that
+ * run nothing else (a callback may wait for another future), while
+ * Work::wait() waits for
  * its own requests directly, so an explicit wait never depends on an older
  * operation that has not finished yet.  Sends and receives complete in any
  * order (as their peers get to them), so they are not in that queue: a second
@@ -210,6 +212,11 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	std::thread progress_;
 	std::thread p2p_thread_;
 };
+
+/* Waits, within the bound, for the futures being completed (and their
+ * callbacks) to be done: at interpreter exit, before a callback's thread can
+ * no longer take the GIL and is ended in the middle of it. */
+void drain_completions(std::chrono::milliseconds bound);
 
 /* ---- helpers shared by the operations (ring_ops.cpp) ---- */
 /* The ring dtype of t's elements and how many of them make one of t's

@@ -2,11 +2,13 @@
 """One rank of a test of the "ring" backend; the tests start several.
 
 usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
+                 [--backend B] [--hook H]
 
 Scenarios: walk (every section below, in order), churn, killed, single,
-lastref (groups freed by their own futures' callbacks).  Each section prints
-"SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to
-the next, so one run reports on every part of the API.  The values are chosen so that
+lastref (groups freed by their own futures' callbacks), powersgd (DDP with one
+of torch's PowerSGD hooks, on "ring" or gloo).  Each section prints "SECTION
+<name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to the next,
+so one run reports on every part of the API.  The values are chosen so that
 every rank can compute every other rank's contribution, and every check
 compares exact results.
 """
@@ -523,6 +525,49 @@ def single(args):
     print("SINGLE ok", flush=True)
 
 
+def powersgd(args):
+    """DDP with torch's stock PowerSGD hook (--hook powerSGD or batched): a
+    small MLP of square layers (compressed from step 2 on), the same data
+    and seeds on every backend; prints "PSGD step S loss L" for each step.
+    The hook's callbacks issue all-reduces and wait for them inside the
+    future chain of the bucket's all-reduce."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+    orthogonalize = psgd._orthogonalize
+    if args.hook == "batched" and torch.__version__ < "2":
+        # torch 1.13's batched hook passes one matrix where _orthogonalize
+        # wants a batch (an AssertionError on gloo too): give it a batch of
+        # one, a view, so the hook's own matrix is the one orthogonalized.
+        psgd._orthogonalize = lambda m, epsilon=0: orthogonalize(
+            m.unsqueeze(0) if m.dim() == 2 else m, epsilon)
+    dist.init_process_group(args.backend, init_method=args.init, rank=R, world_size=N,
+                            timeout=timedelta(seconds=60))
+    torch.manual_seed(11)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                          nn.Linear(64, 8))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                               start_powerSGD_iter=2, random_seed=5)
+    hook = {"powerSGD": psgd.powerSGD_hook, "batched": psgd.batched_powerSGD_hook}[args.hook]
+    ddp.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for step in range(args.cycles):
+        g = torch.Generator().manual_seed(1000 * step + R)
+        x, y = torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        print(f"PSGD step {step} loss {loss.item():.9g}", flush=True)
+    dist.destroy_process_group()
+    print("PSGD ok", flush=True)
+    if args.backend != "ring":
+        # gloo, the reference, runs its futures' callbacks on its own
+        # threads, which on torch 1.13 sometimes abort ("terminate called
+        # without an active exception") or hang when the interpreter exits
+        # under them: its run is over, leave without that.
+        os._exit(0)
+
+
 def lastref(args):
     """Process groups whose last reference is a future's callback: in each
     cycle one rank (taking turns) issues an all-reduce on a group made for it,
@@ -561,18 +606,21 @@ def main():
     global R, N
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
-                   choices=["walk", "churn", "killed", "single", "lastref"])
+                   choices=["walk", "churn", "killed", "single", "lastref", "powersgd"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
     p.add_argument("--cycles", type=int, default=20)
     p.add_argument("--timeout", type=float, default=0,
                    help="init_process_group's timeout in seconds (0: its default)")
+    p.add_argument("--backend", default=ringd.torch.BACKEND, help="powersgd: ring or gloo")
+    p.add_argument("--hook", default="powerSGD", choices=["powerSGD", "batched"],
+                   help="powersgd: which of torch's PowerSGD hooks")
     args = p.parse_args()
     R, N = args.rank, args.world
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
-     "lastref": lastref}[args.scenario](args)
+     "powersgd": powersgd, "lastref": lastref}[args.scenario](args)
 
 
 if __name__ == "__main__":
