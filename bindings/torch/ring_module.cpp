@@ -54,8 +54,8 @@ PYBIND11_MODULE(_torch, m)
 			return ring_host_count(pg.comm());
 		})
 		.def_property_readonly("arena_bytes", &ProcessGroupRing::arena_bytes,
-				       "Bytes of tensor storage moved into libring's arena "
-				       "(zero-copy; see RING_TORCH_ZEROCOPY).")
+				       "Bytes of the group's own buffers placed in libring's "
+				       "arena so far (zero-copy; see RING_TORCH_ZEROCOPY).")
 		.def_property_readonly("placement_source", [](const ProcessGroupRing &pg) {
 			return pg.placement().source;
 		}, "Where the local rank and size came from (a launcher, or the store).");

@@ -40,11 +40,6 @@ WorkRing::~WorkRing()
 	 * ring_close, detached from its communicator; either way this frees it. */
 	for (ring_request *r : reqs_)
 		ring_request_free(r);
-	/* An operation that threw after taking its buffers never issued
-	 * anything and never finishes: its storages must not stay held (they
-	 * would never be zero-copy again). */
-	for (const void *key : held_)
-		arena_->unhold(key);
 }
 
 bool
@@ -109,33 +104,30 @@ WorkRing::wait(std::chrono::milliseconds timeout)
 	return true;
 }
 
-/* Holds t for libring: alive until the work finishes, and its storage kept
- * where it is meanwhile. */
+/* Holds t for libring: alive until the work finishes. */
 void
 WorkRing::keep(const at::Tensor &t)
 {
 	keep_.push_back(t);
-	held_.push_back(arena_->hold(t));
 }
 
+/* A contiguous copy is the work's own: it goes in the arena. */
 at::Tensor
-WorkRing::input(const at::Tensor &t, bool reused)
+WorkRing::input(const at::Tensor &t)
 {
 	if (t.is_contiguous()) {
-		if (reused)
-			arena_->consider(t);
 		keep(t);
 		return t;
 	}
-	at::Tensor c = t.contiguous();
-	keep(c);
+	at::Tensor c = scratch(t.numel(), t.options()).view(t.sizes());
+	c.copy_(t);
 	return c;
 }
 
 at::Tensor
-WorkRing::inout(at::Tensor &t, bool reused)
+WorkRing::inout(at::Tensor &t)
 {
-	at::Tensor c = input(t, reused);
+	at::Tensor c = input(t);
 
 	if (!t.is_contiguous()) {
 		/* the result goes back into the caller's strided tensor */
@@ -148,7 +140,7 @@ WorkRing::inout(at::Tensor &t, bool reused)
 at::Tensor
 WorkRing::scratch(int64_t numel, const at::TensorOptions &opts)
 {
-	at::Tensor s = at::empty({numel}, opts);
+	at::Tensor s = arena_->empty(numel, opts);
 
 	keep(s);
 	return s;
@@ -308,9 +300,6 @@ WorkRing::finalize(int rc, const std::string &msg)
 		}
 		steps_.clear();
 		keep_.clear();	/* the requests are done with them */
-		for (const void *key : held_)
-			arena_->unhold(key);
-		held_.clear();
 		finish(err);
 	}
 	c10::intrusive_ptr<c10::ivalue::Future> fut = future_;
@@ -370,7 +359,7 @@ ProcessGroupRing::~ProcessGroupRing()
 
 Engine::~Engine()
 {
-	arena->release();	/* storages still alive leave the arena first */
+	arena->release();	/* its blocks still alive never go back to it */
 	ring_close(comm);
 }
 

@@ -72,13 +72,12 @@ class WorkRing : public c10d::Work {
 	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
 	/* ---- for the operations, before the work is submitted ---- */
-	/* A contiguous tensor with t's contents (t itself when it is one).
-	 * reused: t is one an application passes again and again (a DDP
-	 * bucket), whose storage may move into the arena (ring_arena.hpp). */
-	at::Tensor input(const at::Tensor &t, bool reused = false);
+	/* A contiguous tensor with t's contents (t itself when it is one). */
+	at::Tensor input(const at::Tensor &t);
 	/* A contiguous tensor the result goes into; copied back into t at the end
 	 * when t is not contiguous itself. */
-	at::Tensor inout(at::Tensor &t, bool reused = false);
+	at::Tensor inout(at::Tensor &t);
+	/* The operation's own buffer, in the arena when there is room. */
 	at::Tensor scratch(int64_t numel, const at::TensorOptions &opts);
 	void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
 	void add_request(ring_request *r) { reqs_.push_back(r); }
@@ -101,8 +100,7 @@ class WorkRing : public c10d::Work {
 	const char *name_;			/* the torch.distributed call, for messages */
 	std::vector<ring_request *> reqs_;
 	std::vector<at::Tensor> keep_;		/* buffers libring holds */
-	std::shared_ptr<Arena> arena_;
-	std::vector<const void *> held_;	/* keep_'s storages, held in arena_ */
+	std::shared_ptr<Arena> arena_;		/* where scratch() allocates */
 	std::vector<std::function<void()>> steps_;	/* result copies, in order */
 	std::vector<at::Tensor> outputs_;	/* the future's value */
 	std::string issue_err_;			/* a failure while issuing */
@@ -118,7 +116,7 @@ class WorkRing : public c10d::Work {
  * future's callback (run on one of those threads) may drop the group's last
  * reference: the group is then destroyed on that very thread, which cannot
  * join itself, and lets it go on draining its queue alone.  The last owner
- * moves the arena's storages out and leaves the job.
+ * releases the arena and leaves the job.
  */
 struct Engine {
 	using WorkPtr = c10::intrusive_ptr<WorkRing>;
@@ -145,7 +143,7 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	const std::string getBackendName() const override { return "ring"; }
 	const Placement &placement() const { return place_; }
 	ring_comm *comm() const { return comm_; }
-	size_t arena_bytes() const { return arena_->adopted_bytes(); }
+	size_t arena_bytes() const { return arena_->arena_bytes(); }
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
 						 const c10d::BroadcastOptions &opts) override;
