@@ -212,6 +212,19 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
 
+# The client-protocol fuzzer (tests/fuzz/client_fuzz.c): random clients, raw and
+# through libring, against real daemons.  `make ASAN=1 BUILD=build-asan
+# client-fuzz` builds it with the daemons it drives; tests/fuzz/client-fuzz.sh runs
+# it.  It is no test of test-run (it runs for as long as it is told) and no
+# libFuzzer target of tests/fuzz/build.sh.
+CLIENT_FUZZ := $(BUILD)/tests/fuzz/client_fuzz
+$(CLIENT_FUZZ): $(call obj,tests/fuzz/client_fuzz.c) $(PATTERN_OBJ) $(LIB_A)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+.PHONY: client-fuzz
+client-fuzz: $(CLIENT_FUZZ) $(BIN_RINGD) $(BIN_CTL)
+
 # The README's commands for a fresh machine are scripts/demo and scripts/test
 # (a bare Debian has no make yet); `make demo` and `make test` are the same for
 # those who have make.  They install what is missing first and only then run

@@ -502,7 +502,7 @@ job_p2p_runnable(struct ringd *rd, struct job *j, const struct proto_op *m, char
 	    (j->nhosts > 1 && rd->state != RING_READY))
 		return job_runnable(rd, j, err, errlen);
 	h = job_host_of(j, m->peer);
-	if (h < 0 || j->gone[h] == HOST_GONE) {
+	if (h < 0 || j->host[h].gone == HOST_GONE) {
 		snprintf(err, errlen, "%s rank %d: it left job %s", m->coll == PROTO_COLL_SEND ?
 			 "send to" : "recv from", m->peer, j->name);
 		return RING_EABORTED;
@@ -517,10 +517,10 @@ job_broken(struct ringd *rd, struct job *j, char *err, size_t errlen)
 	int h;
 
 	for (h = 0; h < rd->world; h++)
-		if (j->gone[h] && (uint32_t)j->next_seq > (uint32_t)j->gone_seq[h]) {
+		if (j->host[h].gone && (uint32_t)j->next_seq > (uint32_t)j->host[h].gone_seq) {
 			snprintf(err, errlen, "job %s is broken: a process on host %d left after "
 				 "#%llu (reopen the communicator on every rank)", j->name, h,
-				 (unsigned long long)j->gone_seq[h]);
+				 (unsigned long long)j->host[h].gone_seq);
 			return RING_EABORTED;
 		}
 	return 0;

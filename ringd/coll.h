@@ -99,6 +99,8 @@ struct contrib {
 	bool replied;			/* it has its DONE */
 };
 
+struct op_p2p;
+
 struct op {
 	struct ringd *rd;		/* the daemon */
 	struct job *job;		/* owner */
@@ -131,21 +133,12 @@ struct op {
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
 	/* p2p (send/recv) */
-	const uint8_t *tx0;		/* send: the message */
-	uint64_t tx0_len;
-	uint8_t *p2p_dst;		/* recv: where it goes */
-	uint64_t p2p_len;
 	int peer;			/* global rank of the other side */
-	uint64_t p2p_id;		/* message id on the wire */
-	struct proto_rts rts;		/* what we send / expect */
-	bool cts;			/* send: the receiver is ready; recv: matched */
-	bool local_peer;		/* both ends on this host */
+	struct op_p2p *p2p;		/* the rest of a send or recv: p2p.c's own */
 	/* progress */
 	bool hdr_sent, hdr_rcvd;
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
-	uint64_t tx0_off;		/* send: bytes of the message sent */
-	bool tx0_done;
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
 	int tx_refs;			/* arena references still in link outputs */
@@ -207,6 +200,15 @@ enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
  */
 #define JOB_ABORTS	8	/* pending aborts of ops not started here */
 
+/* What one job knows of one host of the ring. */
+struct job_host {
+	uint32_t claim_gen;		/* the generation its JOIN proposed */
+	struct held_join *held;		/* its JOIN of the next formation, held until
+					 * the current one dissolves here */
+	uint8_t gone;			/* HOST_*: what it did with its ranks */
+	uint64_t gone_seq;		/* ... after calling this sequence number */
+};
+
 struct job {
 	uint32_t id;			/* proto_job_id(name) */
 	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
@@ -224,11 +226,8 @@ struct job {
 	uint32_t fgen;			/* generation of the current (or last) formation */
 	uint32_t gen_max;		/* the highest generation claimed or formed that
 					 * this host has seen: ours propose above it */
-	uint32_t *claim_gen;		/* [hosts]: generation each host's JOIN proposed */
-	struct held_join **held;	/* [hosts]: JOINs of the next formation, held
-					 * until the current one dissolves here */
-	uint8_t *gone;			/* [hosts]: HOST_* of each host */
-	uint64_t *gone_seq;		/* [hosts]: ... after calling this sequence number */
+	struct job_host *host;		/* [hosts]: each host of the ring, as this job
+					 * knows it (a record per host) */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
 	uint64_t error_ms;		/* when that was found */
 	/* this host's processes */

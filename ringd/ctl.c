@@ -68,25 +68,6 @@ struct ctl_req {
 };
 TAILQ_HEAD(ctl_reqs, ctl_req);
 
-/* A caller on the control thread. */
-struct ctl_conn {
-	int fd;
-	struct event *rev, *wev;	/* readable, writable */
-	struct event *timer;		/* the bound of the current step */
-	enum {
-		CC_READ,		/* reading the request line (CTL_READ_MS from accept) */
-		CC_ENGINE,		/* waiting for the engine's answer */
-		CC_WRITE,		/* writing the reply (CTL_WRITE_MS) */
-		CC_LINGER,		/* refused: waiting for its line or EOF before closing */
-	} state;
-	char line[CTL_LINE_MAX];	/* the request line so far */
-	size_t len;
-	uid_t uid;			/* SO_PEERCRED, checked at accept */
-	uint64_t req;			/* CC_ENGINE: the id of the request it waits for */
-	char *reply;			/* CC_WRITE: the document (malloc'd) */
-	size_t off;			/* ... written so far */
-	TAILQ_ENTRY(ctl_conn) entry;	/* oldest first */
-};
 
 static struct {
 	pthread_t thread;
@@ -97,15 +78,13 @@ static struct {
 	struct event_base *base;	/* the control thread's loop */
 	struct event *listen_ev;	/* accepts on fd */
 	struct event *done_ev;		/* the engine says: answers are in done */
-	TAILQ_HEAD(, ctl_conn) conns;	/* control thread only */
-	int nconns;
+	struct bconn_set conns;		/* its callers: control thread only */
 	uint64_t next_id;
 	pthread_mutex_t lock;		/* guards the three below */
 	struct ctl_reqs todo;		/* for the engine thread */
 	struct ctl_reqs done;		/* answered, for the control thread */
 	int nreqs;			/* made and not yet taken back */
 } ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1,
-	  .conns = TAILQ_HEAD_INITIALIZER(ctl.conns),
 	  .todo = TAILQ_HEAD_INITIALIZER(ctl.todo), .done = TAILQ_HEAD_INITIALIZER(ctl.done) };
 
 static void ctl_do_status(struct ringd *rd, struct ctl_req *r);
@@ -466,55 +445,39 @@ ctl_engine_cb(evutil_socket_t fd, short what, void *arg)
 /* the control thread                                                 */
 /* ------------------------------------------------------------------ */
 
+/* Starts writing reply (taken; an error document when NULL), then closes;
+ * bounded by CTL_WRITE_MS from now.  after: BC_AFTER_LINE for a refusal, whose
+ * caller may not have sent its line yet. */
 static void
-ctl_timer_set(struct ctl_conn *c, uint32_t ms)
+ctl_reply_then(struct bconn *c, char *reply, uint32_t ms, enum bconn_after after)
 {
-	struct timeval tv = { ms / 1000, (suseconds_t)(ms % 1000) * 1000 };
+	static const char oom[] = "{\"error\": \"out of memory\"}";
+	struct evbuffer *out = evbuffer_new();
 
-	evtimer_add(c->timer, &tv);
+	if (out == NULL) {
+		free(reply);
+		bconn_close(c);
+		return;
+	}
+	if (reply != NULL)
+		evbuffer_add(out, reply, strlen(reply));
+	else
+		evbuffer_add(out, oom, sizeof(oom) - 1);
+	free(reply);
+	bconn_reply(c, out, ms, after);
+	evbuffer_free(out);
 }
 
 static void
-ctl_free_cb(evutil_socket_t fd, short what, void *arg)
+ctl_reply(struct bconn *c, char *reply)
 {
-	(void)fd;
-	(void)what;
-	free(arg);
-}
-
-static void
-ctl_close(struct ctl_conn *c)
-{
-	event_free(c->rev);
-	event_free(c->wev);
-	event_free(c->timer);
-	close(c->fd);
-	free(c->reply);
-	TAILQ_REMOVE(&ctl.conns, c, entry);
-	ctl.nconns--;
-	/* never freed inside its own callback; once the thread has stopped,
-	 * nothing runs callbacks any more */
-	if (!ctl.running || event_base_once(ctl.base, -1, EV_TIMEOUT, ctl_free_cb, c, NULL) != 0)
-		free(c);
-}
-
-/* Starts writing reply (taken); bounded by CTL_WRITE_MS from now. */
-static void
-ctl_reply(struct ctl_conn *c, char *reply)
-{
-	free(c->reply);
-	c->reply = reply != NULL ? reply : strdup("{\"error\": \"out of memory\"}");
-	c->off = 0;
-	c->state = CC_WRITE;
-	event_del(c->rev);
-	event_add(c->wev, NULL);
-	ctl_timer_set(c, CTL_WRITE_MS);
+	ctl_reply_then(c, reply, CTL_WRITE_MS, BC_AFTER_CLOSE);
 }
 
 /* Hands the request line to the engine thread; the answer comes through
  * ctl_done_cb, or the timer says the engine was too slow. */
 static void
-ctl_ask_engine(struct ctl_conn *c, const struct ctl_cmd *cmd, uint32_t wait_ms)
+ctl_ask_engine(struct bconn *c, const char *line, const struct ctl_cmd *cmd, uint32_t wait_ms)
 {
 	struct ctl_req *r;
 
@@ -526,20 +489,18 @@ ctl_ask_engine(struct ctl_conn *c, const struct ctl_cmd *cmd, uint32_t wait_ms)
 		return;
 	}
 	ctl.nreqs++;
-	r->id = c->req = ++ctl.next_id;
+	r->id = c->tag = ++ctl.next_id;
 	r->what = cmd;
-	snprintf(r->cmd, sizeof(r->cmd), "%s", c->line);
+	snprintf(r->cmd, sizeof(r->cmd), "%s", line);
 	TAILQ_INSERT_TAIL(&ctl.todo, r, entry);
 	pthread_mutex_unlock(&ctl.lock);
-	c->state = CC_ENGINE;
-	event_del(c->rev);
-	ctl_timer_set(c, wait_ms);
+	bconn_busy(c, wait_ms);
 	event_active(ctl.rd->ctl_ev, EV_READ, 0);
 }
 
-/* The whole request line is in c->line: answer it. */
+/* The whole request line is in: answer it. */
 static void
-ctl_request(struct ctl_conn *c)
+ctl_request(struct bconn *c, const char *line)
 {
 	const struct ctl_cmd *cmd;
 	char why[512];
@@ -547,19 +508,19 @@ ctl_request(struct ctl_conn *c)
 	int nargs, count;
 	size_t bad;
 
-	for (bad = 0; c->line[bad] != '\0'; bad++)
-		if ((unsigned char)c->line[bad] < 0x20 || (unsigned char)c->line[bad] > 0x7e)
-			if (c->line[bad] != '\t')
+	for (bad = 0; line[bad] != '\0'; bad++)
+		if ((unsigned char)line[bad] < 0x20 || (unsigned char)line[bad] > 0x7e)
+			if (line[bad] != '\t')
 				break;
-	cmd = ctl_find(c->line, &nargs);
-	if (c->line[bad] != '\0') {
+	cmd = ctl_find(line, &nargs);
+	if (line[bad] != '\0') {
 		snprintf(why, sizeof(why), "the request is not a command line: byte 0x%02x at "
 			 "offset %zu (commands are words of printable ASCII, as 'ringctl help' "
-			 "lists them)", (unsigned char)c->line[bad], bad);
+			 "lists them)", (unsigned char)line[bad], bad);
 		ctl_reply(c, error_doc(why));
 	} else if (cmd == NULL) {
 		snprintf(why, sizeof(why), "unknown command '%.*s' (ringctl help lists them)",
-			 (int)strcspn(c->line, " "), c->line);
+			 (int)strcspn(line, " "), line);
 		ctl_reply(c, error_doc(why));
 	} else if (cmd->changes && c->uid != 0) {
 		snprintf(why, sizeof(why), "'%s' changes the daemon: only root may", cmd->name);
@@ -569,110 +530,63 @@ ctl_request(struct ctl_conn *c)
 			 cmd->max_args, cmd->max_args == 1 ? "" : "s");
 		ctl_reply(c, error_doc(why));
 	} else if (cmd->answer == ctl_do_ping &&
-		   ping_args(c->line, &count, &wait_ms, why, sizeof(why)) != 0) {
+		   ping_args(line, &count, &wait_ms, why, sizeof(why)) != 0) {
 		ctl_reply(c, error_doc(why));
 	} else {
 		/* a ping's answer comes after its own bound */
-		ctl_ask_engine(c, cmd, cmd->answer == ctl_do_ping ? wait_ms + CTL_ENGINE_MS
+		ctl_ask_engine(c, line, cmd, cmd->answer == ctl_do_ping ? wait_ms + CTL_ENGINE_MS
 			       : CTL_ENGINE_MS);
 	}
 }
 
+/* Input so far: once its line is in, the request is answered. */
 static void
-ctl_read_cb(evutil_socket_t fd, short what, void *arg)
+ctl_input(struct bconn *c, struct evbuffer *in)
 {
-	struct ctl_conn *c = arg;
-	char *nl;
-	ssize_t n;
+	struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, NULL);
+	char line[CTL_LINE_MAX];
 
-	(void)what;
-	if (c->state == CC_LINGER) {
-		char sink[CTL_LINE_MAX];
-
-		/* refused: the answer is out; once its line (or EOF) is in, the
-		 * caller is reading it and the connection can go */
-		n = read(fd, sink, sizeof(sink));
-		if ((n < 0 && errno != EAGAIN && errno != EINTR) || n == 0 ||
-		    (n > 0 && memchr(sink, '\n', (size_t)n) != NULL))
-			ctl_close(c);
+	if (nl.pos < 0) {
+		if (evbuffer_get_length(in) >= CTL_LINE_MAX - 1)
+			bconn_close(c);		/* too long for any command: drop */
 		return;
 	}
-	n = read(fd, c->line + c->len, sizeof(c->line) - 1 - c->len);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		ctl_close(c);
+	if (nl.pos >= CTL_LINE_MAX) {
+		bconn_close(c);
 		return;
 	}
-	c->len += (size_t)n;
-	c->line[c->len] = '\0';
-	if ((nl = strchr(c->line, '\n')) == NULL) {
-		if (c->len == sizeof(c->line) - 1)
-			ctl_close(c);	/* too long for any command: drop */
-		return;
-	}
-	*nl = '\0';
-	if (nl > c->line && nl[-1] == '\r')
-		nl[-1] = '\0';
-	ctl_request(c);
+	evbuffer_remove(in, line, (size_t)nl.pos + 1);
+	line[nl.pos] = '\0';
+	if (nl.pos > 0 && line[nl.pos - 1] == '\r')
+		line[nl.pos - 1] = '\0';
+	evbuffer_drain(in, evbuffer_get_length(in));
+	ctl_request(c, line);
 }
 
+/* The engine did not answer within the request's bound (a ping's own and the
+ * usual one). */
 static void
-ctl_write_cb(evutil_socket_t fd, short what, void *arg)
+ctl_busy_timeout(struct bconn *c)
 {
-	struct ctl_conn *c = arg;
-	size_t len = strlen(c->reply);
-	ssize_t n;
-
-	(void)what;
-	n = send(fd, c->reply + c->off, len - c->off, MSG_NOSIGNAL);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		ctl_close(c);
-		return;
-	}
-	c->off += (size_t)n;
-	if (c->off < len)
-		return;
-	if (c->state == CC_LINGER) {
-		event_del(c->wev);
-		event_add(c->rev, NULL);
-		return;
-	}
-	ctl_close(c);
-}
-
-/* The bound of the step the connection is in, counted from its start, so no
- * trickle of bytes can stretch it. */
-static void
-ctl_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl_conn *c = arg;
 	char msg[160];
 
-	(void)fd;
-	(void)what;
-	if (c->state != CC_ENGINE) {
-		ctl_close(c);
-		return;
-	}
-	c->req = 0;	/* its answer, when it comes, is dropped */
-	if (strncmp(c->line, "ping", 4) == 0)
-		snprintf(msg, sizeof(msg), "the engine thread did not answer within the "
-			 "ping's bound and %d ms", CTL_ENGINE_MS);
-	else
-		snprintf(msg, sizeof(msg), "the engine thread did not answer within %d ms",
-			 CTL_ENGINE_MS);
+	c->tag = 0;	/* its answer, when it comes, is dropped */
+	snprintf(msg, sizeof(msg), "the engine thread did not answer within the request's "
+		 "bound (%d ms after a ping's own)", CTL_ENGINE_MS);
 	ctl_reply(c, error_doc(msg));
 }
+
+static const struct bconn_ops ctl_conn_ops = {
+	.input = ctl_input,
+	.busy_timeout = ctl_busy_timeout,
+};
 
 /* Control thread: the engine's answers are in. */
 static void
 ctl_done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ctl_reqs done = TAILQ_HEAD_INITIALIZER(done);
-	struct ctl_conn *c;
+	struct bconn *c;
 	struct ctl_req *r;
 
 	(void)fd;
@@ -683,8 +597,8 @@ ctl_done_cb(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&ctl.lock);
 	while ((r = TAILQ_FIRST(&done)) != NULL) {
 		TAILQ_REMOVE(&done, r, entry);
-		TAILQ_FOREACH(c, &ctl.conns, entry)
-			if (c->state == CC_ENGINE && c->req == r->id)
+		TAILQ_FOREACH(c, &ctl.conns.conns, entry)
+			if (c->state == BC_BUSY && c->tag == r->id)
 				break;
 		if (c != NULL) {
 			ctl_reply(c, r->reply);
@@ -698,29 +612,13 @@ ctl_done_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* At the cap, the oldest connection that has not sent its line makes room:
- * ringctl sends its line at once, so those silent longest are the least
- * likely to be a ringctl. */
-static bool
-ctl_make_room(void)
-{
-	struct ctl_conn *c;
-
-	TAILQ_FOREACH(c, &ctl.conns, entry)
-		if (c->state == CC_READ || c->state == CC_LINGER) {
-			ctl_close(c);
-			return true;
-		}
-	return false;
-}
-
 /* Refusals are logged a line a second at most (control thread only). */
 static struct listener_warn ctl_refusals;
 
 static void
 ctl_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
-	struct ctl_conn *c;
+	struct bconn *c;
 	char why[512];
 	int fd;
 
@@ -729,42 +627,13 @@ ctl_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	(void)arg;
 	if ((fd = listener_accept(ctl.listen_ev, "the control socket")) < 0)
 		return;
-	if (ctl.nconns >= CTL_CONN_MAX && !ctl_make_room()) {
-		close(fd);	/* every one is being answered: this caller retries */
+	if ((c = bconn_open(&ctl.conns, fd, CTL_READ_MS)) == NULL)
 		return;
-	}
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->rev = event_new(ctl.base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
-	c->wev = event_new(ctl.base, fd, EV_WRITE | EV_PERSIST, ctl_write_cb, c);
-	c->timer = evtimer_new(ctl.base, ctl_timer_cb, c);
-	if (c->rev == NULL || c->wev == NULL || c->timer == NULL) {
-		if (c->rev != NULL)
-			event_free(c->rev);
-		if (c->wev != NULL)
-			event_free(c->wev);
-		if (c->timer != NULL)
-			event_free(c->timer);
-		close(fd);
-		free(c);
-		return;
-	}
-	TAILQ_INSERT_TAIL(&ctl.conns, c, entry);
-	ctl.nconns++;
 	/* a caller that may not ask is told so at once, and holds nothing */
 	if (access_peer_allowed(fd, &c->uid, why, sizeof(why)) != 0) {
 		listener_warn(&ctl_refusals, "control: refused: %s", why);
-		ctl_reply(c, error_doc(why));
-		c->state = CC_LINGER;
-		ctl_timer_set(c, CTL_REFUSED_MS);
-		return;
+		ctl_reply_then(c, error_doc(why), CTL_REFUSED_MS, BC_AFTER_LINE);
 	}
-	c->state = CC_READ;
-	event_add(c->rev, NULL);
-	ctl_timer_set(c, CTL_READ_MS);
 }
 
 static void *
@@ -797,6 +666,9 @@ ctl_start(struct ringd *rd)
 	/* the control thread's own loop: its sockets never wait on the engine's */
 	if ((ctl.base = event_base_new()) == NULL)
 		return -1;
+	ctl.conns = (struct bconn_set){ .base = ctl.base, .ops = &ctl_conn_ops,
+					.in_max = CTL_LINE_MAX, .max = CTL_CONN_MAX };
+	TAILQ_INIT(&ctl.conns.conns);
 	ctl.listen_ev = event_new(ctl.base, ctl.fd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
 	ctl.done_ev = event_new(ctl.base, -1, 0, ctl_done_cb, NULL);
 	if (ctl.listen_ev == NULL || ctl.done_ev == NULL || event_add(ctl.listen_ev, NULL) != 0)
@@ -811,7 +683,7 @@ ctl_start(struct ringd *rd)
 void
 ctl_stop(struct ringd *rd)
 {
-	struct ctl_conn *c;
+	struct bconn *c;
 	struct ctl_req *r;
 
 	metrics_stop(rd);
@@ -830,15 +702,16 @@ ctl_stop(struct ringd *rd)
 	if (ctl.done_ev != NULL)
 		event_free(ctl.done_ev);
 	ctl.done_ev = NULL;
-	while ((c = TAILQ_FIRST(&ctl.conns)) != NULL) {
+	ctl.conns.stopped = true;
+	while ((c = TAILQ_FIRST(&ctl.conns.conns)) != NULL) {
 		static const char stopping[] = "{\"error\": \"the daemon is stopping\"}";
 
 		/* a caller waiting for the engine hears why there is no answer */
-		if (c->state == CC_ENGINE &&
+		if (c->state == BC_BUSY &&
 		    send(c->fd, stopping, sizeof(stopping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("control: cannot tell a caller the daemon stops: %s",
 				  strerror(errno));
-		ctl_close(c);
+		bconn_close(c);
 	}
 	TAILQ_CONCAT(&ctl.done, &ctl.todo, entry);
 	if (ctl_ping.req != NULL)

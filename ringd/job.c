@@ -80,7 +80,7 @@ job_dead(const struct ringd *rd, const struct job *j)
 	if (j->broken)
 		return true;
 	for (h = 0; h < rd->world; h++)
-		if (j->gone[h] != HOST_IN)
+		if (j->host[h].gone != HOST_IN)
 			return true;
 	return false;
 }
@@ -205,8 +205,8 @@ job_check_ready(struct ringd *rd, struct job *j)
 		j->hosts[n] = h;
 		if (h == rd->rank)
 			j->pos = n;
-		if (gen == 0 || proto_gen_after(j->claim_gen[h], gen))
-			gen = j->claim_gen[h];
+		if (gen == 0 || proto_gen_after(j->host[h].claim_gen, gen))
+			gen = j->host[h].claim_gen;
 		n++;
 	}
 	j->nhosts = n;
@@ -244,7 +244,7 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 	static uint8_t buf[96 + 4 * PROTO_JOIN_MAX];
 	struct proto_frame f = { .type = type, .job = j->id, .epoch = rd->epoch,
 				 .route = PROTO_ROUTE(rd->rank, rd->rank),
-				 .gen = j->claim_gen[rd->rank] };
+				 .gen = j->host[rd->rank].claim_gen };
 	int i, n;
 
 	if (rd->world < 2)
@@ -253,7 +253,7 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 	snprintf(m.job, sizeof(m.job), "%s", j->name);
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
-	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->claim_gen[rd->rank];
+	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->host[rd->rank].claim_gen;
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL && j->loc[i].member)
 			m.ranks[m.nranks++] = (uint32_t)j->loc[i].rank;
@@ -272,8 +272,8 @@ job_free_held(const struct ringd *rd, struct job *j)
 	int h;
 
 	for (h = 0; h < rd->world; h++) {
-		free(j->held[h]);
-		j->held[h] = NULL;
+		free(j->host[h].held);
+		j->host[h].held = NULL;
 	}
 }
 
@@ -294,7 +294,7 @@ job_dissolved(const struct ringd *rd, const struct job *j)
 	    !TAILQ_EMPTY(&j->recvs))
 		return false;
 	for (h = 0; h < rd->world; h++)
-		if (j->gone[h] != HOST_GONE && host_placed(j, h))
+		if (j->host[h].gone != HOST_GONE && host_placed(j, h))
 			return false;
 	return true;
 }
@@ -314,7 +314,8 @@ job_settle(struct ringd *rd, struct job *j)
 	j->formed = false;
 	j->broken = false;
 	job_members_free(j);
-	memset(j->gone, 0, (size_t)rd->world);
+	for (h = 0; h < rd->world; h++)
+		j->host[h].gone = HOST_IN;
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
 	j->early_bytes = j->stash_bytes;
@@ -327,10 +328,10 @@ job_settle(struct ringd *rd, struct job *j)
 	if (j->nloc > 0 && j->nloc == j->local_size)
 		job_claim(rd, j);
 	for (h = 0; h < rd->world; h++)
-		if (j->held[h] != NULL) {
-			struct held_join *hj = j->held[h];
+		if (j->host[h].held != NULL) {
+			struct held_join *hj = j->host[h].held;
 
-			j->held[h] = NULL;
+			j->host[h].held = NULL;
 			job_apply_join(rd, j, h, &hj->m, hj->gen);
 			free(hj);
 		}
@@ -378,7 +379,7 @@ job_claim(struct ringd *rd, struct job *j)
 		j->loc[i].member = true;
 	}
 	j->nmember = j->nloc;
-	j->claim_gen[rd->rank] = job_next_gen(j);
+	j->host[rd->rank].claim_gen = job_next_gen(j);
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
 	job_check_ready(rd, j);
@@ -511,8 +512,8 @@ job_detach(struct ringd *rd, struct client *s, struct job *j)
 		job_withdraw(rd, j);
 	} else if (member && j->joined) {
 		j->nmember--;
-		j->gone[rd->rank] = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
-		j->gone_seq[rd->rank] = last;
+		j->host[rd->rank].gone = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
+		j->host[rd->rank].gone_seq = last;
 		j->ready = false;	/* the job cannot go on as it was */
 		/* Every host hears that a process of ours left and when: operations it
 		 * never called fail at once everywhere instead of timing out. */
@@ -541,9 +542,10 @@ job_break(struct ringd *rd, struct job *j)
 		}
 	/* what our own processes did stands: a host that began to leave cannot
 	 * form again until they have all gone */
-	mine = j->gone[rd->rank];
-	memset(j->gone, 0, (size_t)rd->world);
-	j->gone[rd->rank] = mine;
+	mine = j->host[rd->rank].gone;
+	for (int h = 0; h < rd->world; h++)
+		j->host[h].gone = HOST_IN;
+	j->host[rd->rank].gone = mine;
 	j->ready = false;
 	if (j->formed)
 		j->broken = true;
@@ -564,8 +566,8 @@ job_ring_up(struct ringd *rd)
 	 * reopen, and a new one forms of those that do.  A claim whose formation
 	 * never formed, or processes that were waiting, claim (again) now. */
 	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->joined && !j->formed && j->gone[rd->rank] == HOST_IN) {
-			j->claim_gen[rd->rank] = job_next_gen(j);
+		if (j->joined && !j->formed && j->host[rd->rank].gone == HOST_IN) {
+			j->host[rd->rank].claim_gen = job_next_gen(j);
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 		} else if (!j->joined && j->nloc > 0) {
 			job_claim(rd, j);
@@ -615,7 +617,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
-		struct held_join *hj = j->held[origin];
+		struct held_join *hj = j->host[origin].held;
 
 		if (hj == NULL && (hj = malloc(sizeof(*hj))) == NULL)
 			return;
@@ -623,7 +625,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		hj->gen = gen;
 		if (proto_gen_after(gen, j->gen_max))
 			j->gen_max = gen;
-		j->held[origin] = hj;
+		j->host[origin].held = hj;
 		return;
 	}
 	if (j->world == 0 && set_world(j, (int)m->world) != 0)
@@ -641,7 +643,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 			      "WORLD_SIZE)", origin, m->world, rd->rank, j->world);
 		return;
 	}
-	j->claim_gen[origin] = gen;
+	j->host[origin].claim_gen = gen;
 	if (proto_gen_after(gen, j->gen_max))
 		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {
@@ -674,8 +676,8 @@ job_withdraw(struct ringd *rd, struct job *j)
 		j->loc[i].member = false;
 	j->nmember = 0;
 	send_membership(rd, j, PROTO_F_LEAVE, 0);
-	j->gone[rd->rank] = HOST_GONE;
-	j->gone_seq[rd->rank] = 0;
+	j->host[rd->rank].gone = HOST_GONE;
+	j->host[rd->rank].gone_seq = 0;
 	j->joined = false;
 	log_info("job %s: a host left before the job formed here; this host's processes "
 		 "wait for the next formation", j->name);
@@ -688,18 +690,18 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 {
 	struct op *op;
 
-	if (j->held[origin] != NULL && j->held[origin]->gen == gen) {
+	if (j->host[origin].held != NULL && j->host[origin].held->gen == gen) {
 		/* it gave up on a claim that was still waiting here */
 		if (m->nranks == 0) {
-			free(j->held[origin]);
-			j->held[origin] = NULL;
+			free(j->host[origin].held);
+			j->host[origin].held = NULL;
 		}
 		return;
 	}
-	if (j->world == 0 || j->claim_gen[origin] != gen || !host_placed(j, origin))
+	if (j->world == 0 || j->host[origin].claim_gen != gen || !host_placed(j, origin))
 		return;	/* of a formation that is over here */
-	j->gone[origin] = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
-	j->gone_seq[origin] = m->gen;
+	j->host[origin].gone = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
+	j->host[origin].gone_seq = m->gen;
 	/* A host that left may just have finished its part (a broadcast root, the
 	 * first to complete): the others go on with what it called; an op it never
 	 * called fails now. */

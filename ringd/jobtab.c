@@ -26,7 +26,7 @@ held_none(const struct ringd *rd, const struct job *j)
 	int h;
 
 	for (h = 0; h < rd->world; h++)
-		if (j->held[h] != NULL)
+		if (j->host[h].held != NULL)
 			return false;
 	return true;
 }
@@ -53,11 +53,8 @@ job_free(struct ringd *rd, struct job *j)
 	free(j->host_of);
 	free(j->loc);
 	for (h = 0; h < rd->world; h++)
-		free(j->held[h]);
-	free(j->held);
-	free(j->claim_gen);
-	free(j->gone);
-	free(j->gone_seq);
+		free(j->host[h].held);
+	free(j->host);
 	free(j);
 }
 
@@ -90,18 +87,11 @@ job_wire(struct ringd *rd, uint32_t id)
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return NULL;
 	j->stash = evbuffer_new();
-	j->gone = calloc(hosts, 1);
-	j->gone_seq = calloc(hosts, sizeof(uint64_t));
-	j->claim_gen = calloc(hosts, sizeof(uint32_t));
-	j->held = calloc(hosts, sizeof(*j->held));
-	if (j->stash == NULL || j->gone == NULL || j->gone_seq == NULL || j->claim_gen == NULL ||
-	    j->held == NULL) {
+	j->host = calloc(hosts, sizeof(*j->host));
+	if (j->stash == NULL || j->host == NULL) {
 		if (j->stash != NULL)
 			evbuffer_free(j->stash);
-		free(j->gone);
-		free(j->gone_seq);
-		free(j->claim_gen);
-		free(j->held);
+		free(j->host);
 		free(j);
 		return NULL;
 	}

@@ -10,19 +10,9 @@
  * one model: a list of metric families, each with its samples.  One renderer
  * turns the model into the text format; `ringctl metrics --json` gets the model
  * itself, so the two views can never disagree.  Everything here runs on the
- * engine thread: the HTTP server is served by the engine's own event loop, and
- * the control thread asks the engine for the document like for any other.
- *
- * The HTTP server is small and bounded, because anyone who reaches the port
- * can use it: one request per connection (answered with Connection: close),
- * request headers capped, only GET and HEAD served (405 otherwise), any path
- * but /metrics 404.  Each connection has METRICS_DEADLINE_MS from accept to
- * the last byte of its answer, however it trickles (an idle timeout, which
- * every byte starts again, let a byte every few seconds hold a connection for
- * ever); at most METRICS_CONN_MAX are open, the oldest still silent closed to
- * make room for a new one, so idle connections cannot lock a scraper out.
- * libevent's evhttp (2.1) can do neither: it has no connection cap and no
- * per-request deadline, and takes no connection accepted by someone else.
+ * engine thread: the HTTP server (http.c) is served by the engine's own event
+ * loop, and the control thread asks the engine for the document like for any
+ * other.
  */
 #include <errno.h>
 #include <math.h>
@@ -39,12 +29,6 @@
 #include "coll.h"
 #include "../proto/log.h"
 
-#define METRICS_HEADERS_MAX	8192	/* bytes of a request's headers */
-#define METRICS_DEADLINE_MS	5000	/* a connection's bound from accept to the end
-					 * of its answer, whatever it sends meanwhile */
-#define METRICS_CONN_MAX	64	/* connections at once (a scraper needs one) */
-#define METRICS_BACKLOG		64	/* connections the kernel holds for accept */
-#define METRICS_CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
 
 #define NLE	OPS_DUR_BUCKETS
 
@@ -55,14 +39,6 @@ static const char *const err_names[] = {
 #define NERR	OPS_NERR
 _Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,
 	       "a name for every RING_E* code");
-
-static struct {
-	struct ringd *rd;		/* for the HTTP callbacks */
-	int listen_fd;			/* metrics_listen's socket (with listen_ev) */
-	struct event *listen_ev;	/* accepts on it */
-	int nconns;			/* HTTP connections open */
-	uint64_t evicted;		/* ... closed to make room for a newer one */
-} m;
 
 /* ------------------------------------------------------------------ */
 /* the model                                                          */
@@ -204,11 +180,13 @@ model_ports(json_t *fams, struct ringd *rd)
 	sample_u(s, "ringd_listener_rests_total", NULL, listener_rests());
 	s = family(fams, "ringd_metrics_connections", "gauge",
 		   "Connections to the metrics port open now");
-	sample_u(s, "ringd_metrics_connections", NULL, (uint64_t)m.nconns);
+	sample_u(s, "ringd_metrics_connections", NULL,
+		 rd->http != NULL ? (uint64_t)rd->http->n : 0);
 	s = family(fams, "ringd_metrics_connections_evicted_total", "counter",
 		   "Metrics connections closed before their request came, to make room "
 		   "for a newer one");
-	sample_u(s, "ringd_metrics_connections_evicted_total", NULL, m.evicted);
+	sample_u(s, "ringd_metrics_connections_evicted_total", NULL,
+		 rd->http != NULL ? rd->http->evicted : 0);
 }
 
 /* Jobs and clients here. */
@@ -407,339 +385,12 @@ metrics_json(struct ringd *rd)
 	return out != NULL ? out : strdup("{\"error\": \"cannot build the metrics document\"}");
 }
 
-/* ------------------------------------------------------------------ */
-/* HTTP                                                               */
-/* ------------------------------------------------------------------ */
-
-/* One connection to the metrics port: one request, one answer, then close.
- * A scraper opens a new connection per scrape (Connection: close says so), so
- * nothing is kept between requests. */
-struct mconn {
-	int fd;
-	struct event *rev, *wev;	/* readable, writable */
-	struct event *deadline;		/* METRICS_DEADLINE_MS after accept */
-	struct evbuffer *in;		/* the request so far (capped) */
-	struct evbuffer *out;		/* the answer not yet written */
-	enum { MC_READ, MC_WRITE, MC_DRAIN } state;
-	TAILQ_ENTRY(mconn) entry;	/* oldest first */
-};
-
-static TAILQ_HEAD(, mconn) mconns = TAILQ_HEAD_INITIALIZER(mconns);
-
-static void
-mconn_free_cb(evutil_socket_t fd, short what, void *arg)
+/* The text format of the metrics, appended to out (the HTTP endpoint's body). */
+void
+metrics_text(struct ringd *rd, struct evbuffer *out)
 {
-	(void)fd;
-	(void)what;
-	free(arg);
-}
+	json_t *fams = metrics_model(rd);
 
-static void
-mconn_close(struct ringd *rd, struct mconn *c)
-{
-	event_free(c->rev);
-	event_free(c->wev);
-	event_free(c->deadline);
-	evbuffer_free(c->in);
-	evbuffer_free(c->out);
-	close(c->fd);
-	TAILQ_REMOVE(&mconns, c, entry);
-	m.nconns--;
-	/* never freed inside its own callback */
-	if (event_base_once(rd->base, -1, EV_TIMEOUT, mconn_free_cb, c, NULL) != 0)
-		free(c);
-}
-
-/* The answer: status line, headers (always Connection: close) and, unless
- * the request was HEAD, the body; body is drained. */
-static void
-mconn_answer(struct mconn *c, int code, const char *reason, const char *type,
-	     const char *extra, struct evbuffer *body, bool head)
-{
-	evbuffer_add_printf(c->out, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-			    "Content-Length: %zu\r\n%sConnection: close\r\n\r\n", code, reason,
-			    type, evbuffer_get_length(body), extra);
-	if (head)
-		evbuffer_drain(body, evbuffer_get_length(body));
-	else
-		evbuffer_add_buffer(c->out, body);
-	c->state = MC_WRITE;
-	event_del(c->rev);
-	event_add(c->wev, NULL);
-}
-
-static void
-mconn_plain(struct mconn *c, int code, const char *reason, const char *extra, bool head,
-	    const char *text)
-{
-	struct evbuffer *body = evbuffer_new();
-
-	if (body != NULL)
-		evbuffer_add_printf(body, "%s\n", text);
-	mconn_answer(c, code, reason, "text/plain; charset=utf-8", extra, body, head);
-	evbuffer_free(body);
-}
-
-/* The path of a request target: origin form ("/metrics?x") or absolute form
- * ("http://host:port/metrics"), without its query. */
-static void
-mconn_path(const char *target, char *path, size_t len)
-{
-	const char *p = target;
-
-	if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
-		p = strstr(p, "//") + 2;
-		p += strcspn(p, "/");
-		if (*p == '\0')
-			p = "/";
-	}
-	snprintf(path, len, "%.*s", (int)strcspn(p, "?#"), p);
-}
-
-/* The request's headers are in: answer it. */
-static void
-mconn_serve(struct ringd *rd, struct mconn *c, const char *line)
-{
-	char method[16], target[1024], version[16], path[1024];
-	struct evbuffer *body;
-	json_t *fams;
-	bool head;
-
-	if (sscanf(line, "%15s %1023s %15s", method, target, version) != 3 ||
-	    strncmp(version, "HTTP/1.", 7) != 0) {
-		mconn_plain(c, 400, "Bad Request", "", false, "not an HTTP/1.x request line");
-		return;
-	}
-	head = strcmp(method, "HEAD") == 0;
-	if (!head && strcmp(method, "GET") != 0) {
-		mconn_plain(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n", false,
-			    "only GET and HEAD are served here");
-		return;
-	}
-	mconn_path(target, path, sizeof(path));
-	if (strcmp(path, "/metrics") != 0) {
-		mconn_plain(c, 404, "Not Found", "", head,
-			    "not found: the metrics are at /metrics");
-		return;
-	}
-	if ((body = evbuffer_new()) == NULL) {
-		mconn_plain(c, 500, "Internal Server Error", "", head, "out of memory");
-		return;
-	}
-	fams = metrics_model(rd);
-	metrics_render(fams, body);
+	metrics_render(fams, out);
 	json_decref(fams);
-	mconn_answer(c, 200, "OK", METRICS_CONTENT_TYPE, "Cache-Control: no-store\r\n", body,
-		     head);
-	evbuffer_free(body);
-}
-
-static void
-mconn_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct mconn *c = arg;
-	struct ringd *rd = m.rd;
-	struct evbuffer_ptr end;
-	char line[1100];
-	size_t n;
-	int r;
-
-	(void)what;
-	r = evbuffer_read(c->in, fd, METRICS_HEADERS_MAX);
-	if (r < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (r <= 0) {
-		mconn_close(rd, c);
-		return;
-	}
-	if (c->state == MC_DRAIN) {
-		/* answered: what the client still sends is read and dropped until it
-		 * closes, so that closing first cannot reset the answer away */
-		evbuffer_drain(c->in, evbuffer_get_length(c->in));
-		return;
-	}
-	end = evbuffer_search(c->in, "\r\n\r\n", 4, NULL);
-	if (end.pos < 0)
-		end = evbuffer_search(c->in, "\n\n", 2, NULL);
-	if ((end.pos < 0 && evbuffer_get_length(c->in) > METRICS_HEADERS_MAX) ||
-	    end.pos > METRICS_HEADERS_MAX) {
-		mconn_plain(c, 431, "Request Header Fields Too Large", "", false,
-			    "the request's headers are too long");
-		return;
-	}
-	if (end.pos < 0)
-		return;
-	n = evbuffer_copyout(c->in, line, sizeof(line) - 1);
-	line[n] = '\0';
-	line[strcspn(line, "\r\n")] = '\0';
-	evbuffer_drain(c->in, evbuffer_get_length(c->in));
-	mconn_serve(rd, c, line);
-}
-
-static void
-mconn_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct mconn *c = arg;
-
-	(void)what;
-	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
-		mconn_close(m.rd, c);
-		return;
-	}
-	if (evbuffer_get_length(c->out) > 0)
-		return;
-	/* all written: say so with a FIN, then wait for the client's */
-	shutdown(fd, SHUT_WR);
-	c->state = MC_DRAIN;
-	event_del(c->wev);
-	event_add(c->rev, NULL);
-}
-
-/* The bound from accept to the last byte, whatever the client sends or reads
- * meanwhile: a client trickling a byte now and then cannot hold a connection. */
-static void
-mconn_deadline_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct mconn *c = arg;
-
-	(void)fd;
-	(void)what;
-	if (c->state != MC_DRAIN)
-		log_debug("metrics: closed a connection still %s after %d ms",
-			  c->state == MC_READ ? "sending its request" : "reading its answer",
-			  METRICS_DEADLINE_MS);
-	mconn_close(m.rd, c);
-}
-
-/* At the cap, the oldest connection still sending its request makes room: a
- * scraper sends its request at once, so the connections that have been
- * silent longest are the least likely to be one. */
-static bool
-mconn_make_room(struct ringd *rd)
-{
-	struct mconn *c;
-
-	TAILQ_FOREACH(c, &mconns, entry)
-		if (c->state != MC_WRITE) {
-			if (c->state == MC_READ)
-				m.evicted++;
-			mconn_close(rd, c);
-			return true;
-		}
-	return false;
-}
-
-static void
-metrics_accept_cb(evutil_socket_t lfd, short what, void *arg)
-{
-	static const struct timeval bound = {
-		METRICS_DEADLINE_MS / 1000, (METRICS_DEADLINE_MS % 1000) * 1000
-	};
-	struct ringd *rd = arg;
-	struct mconn *c;
-	int fd;
-
-	(void)lfd;
-	(void)what;
-	if ((fd = listener_accept(m.listen_ev, "the metrics port")) < 0)
-		return;
-	if (m.nconns >= METRICS_CONN_MAX && !mconn_make_room(rd)) {
-		close(fd);	/* every one of them is being answered */
-		return;
-	}
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->rev = event_new(rd->base, fd, EV_READ | EV_PERSIST, mconn_read_cb, c);
-	c->wev = event_new(rd->base, fd, EV_WRITE | EV_PERSIST, mconn_write_cb, c);
-	c->deadline = evtimer_new(rd->base, mconn_deadline_cb, c);
-	c->in = evbuffer_new();
-	c->out = evbuffer_new();
-	if (c->rev == NULL || c->wev == NULL || c->deadline == NULL || c->in == NULL ||
-	    c->out == NULL || event_add(c->rev, NULL) != 0 ||
-	    evtimer_add(c->deadline, &bound) != 0) {
-		if (c->rev != NULL)
-			event_free(c->rev);
-		if (c->wev != NULL)
-			event_free(c->wev);
-		if (c->deadline != NULL)
-			event_free(c->deadline);
-		if (c->in != NULL)
-			evbuffer_free(c->in);
-		if (c->out != NULL)
-			evbuffer_free(c->out);
-		close(fd);
-		free(c);
-		return;
-	}
-	TAILQ_INSERT_TAIL(&mconns, c, entry);
-	m.nconns++;
-}
-
-/* A listening TCP socket at host:port; -1 with the reason in err. */
-static int
-metrics_socket(const char *host, int port, char *err, size_t errlen)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-	struct addrinfo *res;
-	char serv[16];
-	int fd, one = 1, rc;
-
-	snprintf(serv, sizeof(serv), "%d", port);
-	if ((rc = getaddrinfo(host, serv, &hints, &res)) != 0) {
-		snprintf(err, errlen, "cannot resolve the address: %s", gai_strerror(rc));
-		return -1;
-	}
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd >= 0) {
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
-		    listen(fd, METRICS_BACKLOG) != 0) {
-			close(fd);
-			fd = -1;
-		}
-	}
-	if (fd < 0)
-		snprintf(err, errlen, "cannot listen there: %s", strerror(errno));
-	freeaddrinfo(res);
-	return fd;
-}
-
-void
-metrics_start(struct ringd *rd)
-{
-	char host[CONFIG_PATH_MAX], err[256];
-	int port;
-
-	if (rd->cfg.metrics_listen[0] == '\0')
-		return;
-	if (config_split_hostport(rd->cfg.metrics_listen, host, sizeof(host), &port, err,
-				  sizeof(err)) != 0)
-		fatal_config("metrics_listen = %s: %s", rd->cfg.metrics_listen, err);
-	if ((m.listen_fd = metrics_socket(host, port, err, sizeof(err))) < 0)
-		fatal("metrics_listen = %s: %s", rd->cfg.metrics_listen, err);
-	m.rd = rd;
-	m.listen_ev = event_new(rd->base, m.listen_fd, EV_READ | EV_PERSIST, metrics_accept_cb,
-				rd);
-	if (m.listen_ev == NULL || event_add(m.listen_ev, NULL) != 0)
-		fatal("metrics: cannot watch the listening socket");
-	log_info("metrics: http://%s/metrics", rd->cfg.metrics_listen);
-}
-
-void
-metrics_stop(struct ringd *rd)
-{
-	struct mconn *c;
-
-	while ((c = TAILQ_FIRST(&mconns)) != NULL)
-		mconn_close(rd, c);
-	if (m.listen_ev != NULL) {
-		listener_forget(m.listen_ev);
-		event_free(m.listen_ev);
-		close(m.listen_fd);
-		m.listen_ev = NULL;
-	}
 }

@@ -64,6 +64,7 @@ op_free(struct op *op)
 	free(op->tx);
 	free(op->rx);
 	free(op->vecs);
+	free(op->p2p);
 	free(op);
 }
 

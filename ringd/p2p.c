@@ -23,6 +23,20 @@
 
 #define MAX_RTS_PER_JOB 4096
 
+/* The part of an operation only a send or a receive has: this file's own. */
+struct op_p2p {
+	const uint8_t *tx0;		/* send: the message */
+	uint64_t tx0_len;
+	uint64_t tx0_off;		/* ... bytes of it sent */
+	bool tx0_done;
+	uint8_t *dst;			/* recv: where it goes */
+	uint64_t len;
+	uint64_t id;			/* message id on the wire */
+	struct proto_rts rts;		/* what we send / expect */
+	bool cts;			/* send: the receiver is ready; recv: matched */
+	bool local_peer;		/* both ends on this host */
+};
+
 struct rts_entry {
 	struct proto_rts rts;		/* what the sender announced */
 	uint64_t id;			/* its message id */
@@ -97,14 +111,14 @@ p2p_local(struct ringd *rd, struct op *snd, struct op *rcv)
 {
 	char text[PROTO_TEXT_MAX + 1];
 
-	if (!rts_same(&rcv->rts, &snd->rts)) {
-		mismatch_text(&rcv->rts, &snd->rts, text, sizeof(text));
+	if (!rts_same(&rcv->p2p->rts, &snd->p2p->rts)) {
+		mismatch_text(&rcv->p2p->rts, &snd->p2p->rts, text, sizeof(text));
 		op_finish(rd, rcv, RING_EMISMATCH, "%s", text);
 		op_finish(rd, snd, RING_EMISMATCH, "%s", text);
 		return;
 	}
-	if (snd->tx0_len > 0)
-		memcpy(rcv->p2p_dst, snd->tx0, snd->tx0_len);
+	if (snd->p2p->tx0_len > 0)
+		memcpy(rcv->p2p->dst, snd->p2p->tx0, snd->p2p->tx0_len);
 	op_finish(rd, rcv, 0, NULL);
 	op_finish(rd, snd, 0, NULL);
 }
@@ -117,10 +131,10 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 	struct proto_cts c = { .src = rts->src, .dst = rts->dst };
 	uint8_t buf[PROTO_TEXT_MAX + 64];
 
-	op->p2p_id = id;
-	if (!rts_same(rts, &op->rts)) {
+	op->p2p->id = id;
+	if (!rts_same(rts, &op->p2p->rts)) {
 		c.status = RING_EMISMATCH;
-		mismatch_text(&op->rts, rts, c.text, sizeof(c.text));
+		mismatch_text(&op->p2p->rts, rts, c.text, sizeof(c.text));
 		send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
 			 proto_encode_cts(buf, sizeof(buf), &c));
 		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
@@ -131,8 +145,8 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 		op_finish(rd, op, RING_EPEER, "recv from rank %u: the ring is down", rts->src);
 		return;
 	}
-	op->cts = true;
-	if (op->p2p_len == 0)
+	op->p2p->cts = true;
+	if (op->p2p->len == 0)
 		op_finish(rd, op, 0, NULL);
 }
 
@@ -144,7 +158,8 @@ p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_o
 {
 	struct op *op;
 
-	if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL) {
+	if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL ||
+	    (op->p2p = calloc(1, sizeof(*op->p2p))) == NULL) {
 		if (op != NULL)
 			op_free(op);
 		snprintf(err, errlen, "out of memory");
@@ -157,12 +172,12 @@ p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_o
 	arena_ref(op->c[0].arena);
 	op->arena = op->c[0].arena;
 	op->started = true;
-	op->tx0 = send;
-	op->tx0_len = m->count * op->esz;
-	op->p2p_dst = recv;
-	op->p2p_len = m->count * op->esz;
-	op->rts.ndim = m->ndim;
-	memcpy(op->rts.shape, m->shape, sizeof(op->rts.shape));
+	op->p2p->tx0 = send;
+	op->p2p->tx0_len = m->count * op->esz;
+	op->p2p->dst = recv;
+	op->p2p->len = m->count * op->esz;
+	op->p2p->rts.ndim = m->ndim;
+	memcpy(op->p2p->rts.shape, m->shape, sizeof(op->p2p->rts.shape));
 	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : s->timeout_ms);
 	return p2p_submit(rd, op);
 }
@@ -176,35 +191,35 @@ p2p_submit(struct ringd *rd, struct op *op)
 	struct op *o;
 
 	op->fp.seq = 0;
-	op->rts.src = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? self : op->peer);
-	op->rts.dst = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? op->peer : self);
-	op->rts.dtype = (uint8_t)op->dtype;
-	op->rts.bytes = op->fp.coll == PROTO_COLL_SEND ? op->tx0_len : op->p2p_len;
-	op->local_peer = peer_host == rd->rank;
+	op->p2p->rts.src = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? self : op->peer);
+	op->p2p->rts.dst = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? op->peer : self);
+	op->p2p->rts.dtype = (uint8_t)op->dtype;
+	op->p2p->rts.bytes = op->fp.coll == PROTO_COLL_SEND ? op->p2p->tx0_len : op->p2p->len;
+	op->p2p->local_peer = peer_host == rd->rank;
 	op->hdr_sent = true;
 	if (op->fp.coll == PROTO_COLL_SEND) {
 		op_enqueue(op, &j->sends);
-		if (op->local_peer) {
+		if (op->p2p->local_peer) {
 			TAILQ_FOREACH(o, &j->recvs, entry)
-				if (o->local_peer && !o->finished && o->rts.src == op->rts.src &&
-				    o->rts.dst == op->rts.dst)
+				if (o->p2p->local_peer && !o->finished && o->p2p->rts.src == op->p2p->rts.src &&
+				    o->p2p->rts.dst == op->p2p->rts.dst)
 					break;
 			if (o != NULL)
 				p2p_local(rd, op, o);
 			return 0;
 		}
-		op->p2p_id = ++j->p2p_next_id;
-		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p_id, peer_host, buf,
-			     proto_encode_rts(buf, sizeof(buf), &op->rts)) != 0)
+		op->p2p->id = ++j->p2p_next_id;
+		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p->id, peer_host, buf,
+			     proto_encode_rts(buf, sizeof(buf), &op->p2p->rts)) != 0)
 			op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
 				  op->peer);
 		return 0;
 	}
 	op_enqueue(op, &j->recvs);
-	if (op->local_peer) {
+	if (op->p2p->local_peer) {
 		TAILQ_FOREACH(o, &j->sends, entry)
-			if (o->local_peer && !o->finished && o->rts.src == op->rts.src &&
-			    o->rts.dst == op->rts.dst)
+			if (o->p2p->local_peer && !o->finished && o->p2p->rts.src == op->p2p->rts.src &&
+			    o->p2p->rts.dst == op->p2p->rts.dst)
 				break;
 		if (o != NULL)
 			p2p_local(rd, o, op);
@@ -214,8 +229,8 @@ p2p_submit(struct ringd *rd, struct op *op)
 		struct rts_entry *e;
 
 		TAILQ_FOREACH(e, &j->rts_in, entry)
-			if (e->gen == j->fgen && e->rts.src == op->rts.src &&
-			    e->rts.dst == op->rts.dst)
+			if (e->gen == j->fgen && e->rts.src == op->p2p->rts.src &&
+			    e->rts.dst == op->p2p->rts.dst)
 				break;
 		if (e != NULL) {
 			TAILQ_REMOVE(&j->rts_in, e, entry);
@@ -238,21 +253,21 @@ again:
 	TAILQ_FOREACH(op, &j->sends, entry) {
 		uint32_t route;
 
-		if (!op->cts || op->finished || op->tx0_done || op->local_peer)
+		if (!op->p2p->cts || op->finished || op->p2p->tx0_done || op->p2p->local_peer)
 			continue;
 		route = PROTO_ROUTE(rd->rank, job_host_of(j, op->peer));
-		while (op->tx0_off < op->tx0_len) {
-			uint64_t left = op->tx0_len - op->tx0_off;
+		while (op->p2p->tx0_off < op->p2p->tx0_len) {
+			uint64_t left = op->p2p->tx0_len - op->p2p->tx0_off;
 			uint32_t len = (uint32_t)(left < seg ? left : seg);
 
 			if (rd->next == NULL || link_tx_room(rd->next) == 0)
 				return;
-			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, op->p2p_id,
-					 op->tx0_off, op->tx0 + op->tx0_off, len) != 0)
+			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, op->p2p->id,
+					 op->p2p->tx0_off, op->p2p->tx0 + op->p2p->tx0_off, len) != 0)
 				return;
-			op->tx0_off += len;
+			op->p2p->tx0_off += len;
 		}
-		op->tx0_done = true;
+		op->p2p->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
 		/* the list may have changed: from its head again, for the next
 		 * send that has its CTS (nothing else may call us for it: the
@@ -272,8 +287,8 @@ p2p_recv_for(struct ringd *rd, const struct proto_frame *f)
 	if (j == NULL || f->gen != j->fgen)
 		return NULL;
 	TAILQ_FOREACH(op, &j->recvs, entry)
-		if (op->cts && !op->finished && !op->local_peer && op->p2p_id == f->seq &&
-		    job_host_of(j, (int)op->rts.src) == src_host)
+		if (op->p2p->cts && !op->finished && !op->p2p->local_peer && op->p2p->id == f->seq &&
+		    job_host_of(j, (int)op->p2p->rts.src) == src_host)
 			return op;
 	return NULL;
 }
@@ -285,11 +300,11 @@ p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 	struct op *op;
 
 	if (PROTO_ROUTE_DST(f->route) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
-	    f->offset != op->rx_off || f->length > op->p2p_len - op->rx_off)
+	    f->offset != op->rx_off || f->length > op->p2p->len - op->rx_off)
 		return NULL;
 	*arena = op->arena;
 	*owner = op;
-	return op->p2p_dst + op->rx_off;
+	return op->p2p->dst + op->rx_off;
 }
 
 /* Data of a matched receive; anything else (its recv gave up) goes. */
@@ -299,12 +314,12 @@ p2p_rx_data(struct ringd *rd, const struct proto_frame *f, const uint8_t *pl)
 	struct op *op = p2p_recv_for(rd, f);
 
 	if (op == NULL || pl == NULL || f->offset != op->rx_off ||
-	    f->length > op->p2p_len - op->rx_off)
+	    f->length > op->p2p->len - op->rx_off)
 		return;
-	if (pl != op->p2p_dst + op->rx_off)
-		memcpy(op->p2p_dst + op->rx_off, pl, f->length);
+	if (pl != op->p2p->dst + op->rx_off)
+		memcpy(op->p2p->dst + op->rx_off, pl, f->length);
 	op->rx_off += f->length;
-	if (op->rx_off == op->p2p_len)
+	if (op->rx_off == op->p2p->len)
 		op_finish(rd, op, 0, NULL);
 }
 
@@ -331,8 +346,8 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		return RX_DONE;	/* of a formation that is over here */
 	}
 	TAILQ_FOREACH(op, &j->recvs, entry)
-		if (f->gen == j->fgen && !op->cts && !op->finished && !op->local_peer &&
-		    op->rts.src == m.src && op->rts.dst == m.dst)
+		if (f->gen == j->fgen && !op->p2p->cts && !op->finished && !op->p2p->local_peer &&
+		    op->p2p->rts.src == m.src && op->p2p->rts.dst == m.dst)
 			break;
 	if (op != NULL) {
 		p2p_match(rd, op, &m, f->seq, src_host);
@@ -369,7 +384,7 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	if (j == NULL || f->gen != j->fgen)
 		return RX_DONE;
 	TAILQ_FOREACH(op, &j->sends, entry)
-		if (op->p2p_id == f->seq && !op->cts && !op->finished && !op->local_peer)
+		if (op->p2p->id == f->seq && !op->p2p->cts && !op->finished && !op->p2p->local_peer)
 			break;
 	if (op == NULL)
 		return RX_DONE;	/* the send gave up already */
@@ -377,9 +392,9 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		op_finish(rd, op, c.status, "%s", c.text);
 		return RX_DONE;
 	}
-	op->cts = true;
-	if (op->tx0_len == 0) {
-		op->tx0_done = true;
+	op->p2p->cts = true;
+	if (op->p2p->tx0_len == 0) {
+		op->p2p->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
 		return RX_DONE;
 	}

@@ -132,6 +132,8 @@ struct ringd {
 	struct config cfg;		/* settings */
 	const struct link_events *link_ev;	/* the ring's handlers of link events */
 	const struct ring_events *ring_ev;	/* the engine's handlers of ring events */
+	const struct bconn_set *http;	/* the metrics endpoint's connections
+					 * (http.c), NULL when it does not run */
 	const struct engine_hooks *eng;	/* the collectives' handlers, for the
 					 * engine's lower files (coll.h) */
 	struct hostfile hf;		/* the ring, in order */
@@ -343,6 +345,56 @@ struct listener_warn {
 void listener_warn(struct listener_warn *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* bconn.c: bounded connections, the control socket's and the metrics port's.
+ * A set (filled in by its owner, conns initialised) holds at most max; each
+ * connection reads one request into in (at most in_max bytes a read; the
+ * owner's input callback looks at all of it after every read and answers, or
+ * waits for more), may be busy while its owner works (bconn_busy: input
+ * paused, its own bound), writes its answer (bconn_reply, with the bound of
+ * the write, 0 keeping the current one), then closes at once, after the
+ * caller's EOF (our FIN sent first), or after the caller's line or EOF (a
+ * refusal).  Every step is bounded by its timer: at a bound a busy
+ * connection goes to busy_timeout, any other closes (timeout, when set, is
+ * told first). */
+enum bconn_state { BC_READ, BC_BUSY, BC_WRITE, BC_DRAIN };
+enum bconn_after { BC_AFTER_CLOSE, BC_AFTER_EOF, BC_AFTER_LINE };
+struct bconn;
+struct bconn_ops {
+	void (*input)(struct bconn *c, struct evbuffer *in);
+	void (*busy_timeout)(struct bconn *c);	/* may be NULL: then it closes */
+	void (*timeout)(struct bconn *c);	/* may be NULL */
+};
+struct bconn_set {
+	struct event_base *base;	/* the loop its connections run on */
+	const struct bconn_ops *ops;
+	size_t in_max;			/* bytes read at once at most */
+	int max;			/* connections at once */
+	int n;				/* open */
+	uint64_t evicted;		/* ... closed while reading to make room */
+	bool stopped;			/* its loop runs no more: free at once */
+	TAILQ_HEAD(, bconn) conns;	/* oldest first */
+};
+struct bconn {
+	struct bconn_set *set;
+	int fd;
+	struct event *rev, *wev, *timer;	/* readable, writable, the step's bound */
+	struct evbuffer *in, *out;	/* the request so far; the answer to write */
+	enum bconn_state state;
+	enum bconn_after after;		/* what follows the answer */
+	uid_t uid;			/* the owner's: the caller's credentials */
+	uint64_t tag;			/* the owner's: the request it is busy with */
+	TAILQ_ENTRY(bconn) entry;
+};
+/* Takes fd (closed on failure: NULL), bounded by read_ms to send its request;
+ * at the cap the oldest idle one makes room, or fd is refused (closed). */
+struct bconn *bconn_open(struct bconn_set *s, int fd, uint32_t read_ms);
+void bconn_busy(struct bconn *c, uint32_t ms);
+void bconn_reply(struct bconn *c, struct evbuffer *answer, uint32_t ms,
+		 enum bconn_after after);	/* answer is drained into c */
+void bconn_close(struct bconn *c);
+bool bconn_make_room(struct bconn_set *s);
+void bconn_close_all(struct bconn_set *s);
+
 /* access.c: who may use the daemon (clients and ringctl) */
 /* Resolves allow_users / allow_groups (start-up; -1 with the reason in err). */
 int access_init(const struct config *cfg, char *err, size_t errlen);
@@ -394,8 +446,10 @@ char *ctl_status_json(struct ringd *rd);	/* malloc'd; engine thread only */
  * the HTTP endpoint (metrics_listen).  Engine thread only. */
 /* The document of `ringctl metrics`: {"state", "families": [...], "text"}; malloc'd. */
 char *metrics_json(struct ringd *rd);
-/* Serves GET /metrics at cfg.metrics_listen (nothing when it is empty); a
- * start-up error (fatal) when it cannot listen there. */
+/* The text format, appended to out (http.c's body). */
+void metrics_text(struct ringd *rd, struct evbuffer *out);
+/* http.c: serves GET /metrics at cfg.metrics_listen (nothing when it is
+ * empty); a start-up error (fatal) when it cannot listen there. */
 void metrics_start(struct ringd *rd);
 void metrics_stop(struct ringd *rd);
 

@@ -1,28 +1,25 @@
 /*
- * ring_arena.hpp - zero-copy for the tensors a group uses again and again.
+ * ring_arena.hpp - the backend's own buffers in libring's shared arena.
  *
  * ringd reads and writes operands in libring's shared arena in place; any
- * other buffer is staged through it, a copy in and a copy out on every
- * operation, which costs as much as the all-reduce itself on a loaded host.
- * DDP all-reduces the same bucket tensors every step, so the second time an
- * operation meets a large storage that torch's CPU allocator made, the storage
- * moves into the arena: its data is copied once into a ring_alloc'd block and
- * the StorageImpl's data pointer is swapped, so every tensor and view sharing
- * it (DDP's bucket views, gradients that are bucket views) follows.  Before the
- * group closes (ring_close unmaps the arena), every storage still alive moves
- * back to ordinary memory.
+ * other buffer libring stages through it, copying it in and the result out in
+ * pieces while ringd works.  The buffers an operation allocates for itself
+ * (the flat blocks of an all-gather, a gather, a scatter, a reduce-scatter or
+ * an all-to-all of tensor lists) are placed in the arena, so that those need
+ * no staging: nothing but the operation ever sees them, and they are freed
+ * when it finishes, before the group closes (ring_close unmaps the arena).
  *
- * A storage never moves while an operation of this group holds it (its old
- * address is libring's until the request completes), nor when another owner
- * made it (numpy arrays, from_blob, shared memory): their memory is not ours
- * to swap.  RING_TORCH_ZEROCOPY=0 turns the moving off.
+ * The caller's tensors are never moved into the arena: their memory may be
+ * seen by something that would not follow a move (a numpy array from
+ * .numpy(), a DLPack capsule, a memoryview, a ctypes pointer, another group's
+ * operation in flight), and torch cannot tell whether it is.  They are staged
+ * by libring.  RING_TORCH_ZEROCOPY=0 keeps the backend's buffers out of the
+ * arena too.
  */
 #pragma once
 
 #include <memory>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -35,31 +32,24 @@ class Arena {
 	explicit Arena(ring_comm *comm);
 	~Arena();
 
-	/* t is about to go to libring: move its storage into the arena if it
-	 * has earned it.  Call it before taking t's data pointer. */
-	void consider(const at::Tensor &t);
-	/* An operation in flight uses t's storage (returns the key for unhold). */
-	const void *hold(const at::Tensor &t);
-	void unhold(const void *key);
-	/* Moves every adopted storage back to ordinary memory; after this the
-	 * arena is never touched again.  Call it before ring_close. */
+	/* A tensor of numel elements for the operation's own use: in the arena
+	 * when there is room (and zero-copy is on), else ordinary memory. */
+	at::Tensor empty(int64_t numel, const at::TensorOptions &opts);
+	/* After this the arena is never touched again (blocks still alive are
+	 * not freed to it).  Call it before ring_close. */
 	void release();
-	size_t adopted_bytes() const;
+	/* Bytes of arena blocks handed out so far. */
+	size_t arena_bytes() const;
 
  private:
-	struct Owner;			/* what the data pointers' deleters share */
+	struct Owner;			/* what the blocks' deleters share */
 	struct Block;			/* one data pointer's arena block */
 	static void free_block(void *ctx);
-	bool eligible(const c10::StorageImpl &s) const;
-	void adopt(c10::StorageImpl &s);
 
 	std::shared_ptr<Owner> owner_;
 	bool enabled_;
 	mutable std::mutex mu_;
-	std::unordered_map<const void *, int> seen_;	/* storage -> uses so far */
-	std::unordered_map<const void *, int> held_;	/* storage -> works in flight */
-	std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> adopted_;
-	size_t adopted_bytes_ = 0;
+	size_t arena_bytes_ = 0;
 };
 
 }  // namespace ringd_torch

@@ -20,6 +20,14 @@ PYBIND11_MODULE(_torch, m)
 	m.doc() = "torch.distributed's \"ring\" backend on ringd (see ringd.torch)";
 	/* The base classes must be registered before ours derives from them. */
 	py::module::import("torch.distributed");
+	/* Futures' callbacks run on threads of the backend's own (ring_pg.cpp):
+	 * one still running when the interpreter finalizes is ended where it
+	 * waits for the GIL, and std::terminate aborts the process.  At exit,
+	 * atexit's handlers still run before that: let them finish (5 s). */
+	py::module::import("atexit").attr("register")(py::cpp_function([] {
+		py::gil_scoped_release nogil;
+		ringd_torch::drain_completions(std::chrono::seconds(5));
+	}));
 
 	py::class_<ProcessGroupRing, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupRing>>(
 		m, "ProcessGroupRing",
@@ -46,8 +54,8 @@ PYBIND11_MODULE(_torch, m)
 			return ring_host_count(pg.comm());
 		})
 		.def_property_readonly("arena_bytes", &ProcessGroupRing::arena_bytes,
-				       "Bytes of tensor storage moved into libring's arena "
-				       "(zero-copy; see RING_TORCH_ZEROCOPY).")
+				       "Bytes of the group's own buffers placed in libring's "
+				       "arena so far (zero-copy; see RING_TORCH_ZEROCOPY).")
 		.def_property_readonly("placement_source", [](const ProcessGroupRing &pg) {
 			return pg.placement().source;
 		}, "Where the local rank and size came from (a launcher, or the store).");

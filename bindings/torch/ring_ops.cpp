@@ -145,7 +145,7 @@ ProcessGroupRing::broadcast(std::vector<at::Tensor> &tensors, const c10d::Broadc
 	int64_t per;
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	WorkPtr w = make_work(OpType::BROADCAST, fn, {t});
-	at::Tensor buf = rank_ == root ? w->input(t, true) : w->inout(t, true);
+	at::Tensor buf = rank_ == root ? w->input(t) : w->inout(t);
 	size_t n = (size_t)(t.numel() * per);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
@@ -164,7 +164,7 @@ ProcessGroupRing::allreduce(std::vector<at::Tensor> &tensors, const c10d::Allred
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	enum ring_op op = op_of(opts.reduceOp, t, fn);
 	WorkPtr w = make_work(OpType::ALLREDUCE, fn, {t});
-	at::Tensor buf = w->inout(t, true);
+	at::Tensor buf = w->inout(t);
 	size_t n = (size_t)(t.numel() * per);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
@@ -191,7 +191,7 @@ ProcessGroupRing::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 		int64_t per;
 		enum ring_dtype dt = dtype_of(t, fn, &per);
 		enum ring_op op = op_of(opts.reduceOp, t, fn);
-		at::Tensor buf = w->inout(t, true);
+		at::Tensor buf = w->inout(t);
 		size_t n = (size_t)(t.numel() * per);
 
 		starts.push_back([this, buf, n, dt, op](ring_request **r) {
@@ -214,7 +214,7 @@ ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOpt
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	enum ring_op op = op_of(opts.reduceOp, t, fn);
 	WorkPtr w = make_work(OpType::REDUCE, fn, {t});
-	at::Tensor in = rank_ == root ? w->inout(t, true) : w->input(t, true);
+	at::Tensor in = rank_ == root ? w->inout(t) : w->input(t);
 	void *out = rank_ == root ? in.data_ptr() : nullptr;
 	size_t n = (size_t)(t.numel() * per);
 
@@ -268,8 +268,8 @@ ProcessGroupRing::_allgather_base(at::Tensor &output, at::Tensor &input,
 	enum ring_dtype dt = dtype_of(input, fn, &per);
 	check_like(output, input, input.numel() * size_, fn, "the output tensor");
 	WorkPtr w = make_work(OpType::_ALLGATHER_BASE, fn, {output});
-	at::Tensor in = w->input(input, true);
-	at::Tensor out = w->inout(output, true);
+	at::Tensor in = w->input(input);
+	at::Tensor out = w->inout(output);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
 	issue(*w, [&](ring_request **r) {
@@ -449,8 +449,8 @@ ProcessGroupRing::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 	enum ring_op op = op_of(opts.reduceOp, output, fn);
 	check_like(input, output, output.numel() * size_, fn, "the input tensor");
 	WorkPtr w = make_work(OpType::_REDUCE_SCATTER_BASE, fn, {output});
-	at::Tensor in = w->input(input, true);
-	at::Tensor out = w->inout(output, true);
+	at::Tensor in = w->input(input);
+	at::Tensor out = w->inout(output);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
 	issue(*w, [&](ring_request **r) {
@@ -510,15 +510,16 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 	check_like(output, input, output.numel(), fn, "the output tensor");
 	split_rows(input, inputSplits, size_, fn, "input", ioff, icnt);
 	split_rows(output, outputSplits, size_, fn, "output", ooff, ocnt);
+	bool equal = inputSplits.empty() && outputSplits.empty();
+	if (equal && input.numel() != output.numel())
+		fail(fn, "the input has " + std::to_string(input.numel()) +
+			 " elements, the output " + std::to_string(output.numel()));
 	WorkPtr w = make_work(OpType::ALLTOALL_BASE, fn, {output});
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
 	std::lock_guard<std::mutex> lock(issue_mu_);
-	if (inputSplits.empty() && outputSplits.empty()) {
-		if (input.numel() != output.numel())
-			fail(fn, "the input has " + std::to_string(input.numel()) +
-				 " elements, the output " + std::to_string(output.numel()));
+	if (equal) {
 		issue(*w, [&](ring_request **r) {
 			return ring_ialltoall(comm_, in.data_ptr(), out.data_ptr(),
 					      (size_t)(icnt[0] * per), dt, r);

@@ -8,13 +8,15 @@
  * futures; someone must wait for the requests and complete the futures while
  * the backward pass goes on.  One thread per group waits for the collectives
  * in the order they were issued, which is the order they complete in; another
- * tests the sends and receives, which complete in any order.
+ * tests the sends and receives, which complete in any order.  Neither runs a
+ * future's callbacks: those run on the threads of the Completer below.
  */
 #include <Python.h>
 
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
+#include <system_error>
 
 #include "bindings/torch/ring_pg.hpp"
 
@@ -102,33 +104,30 @@ WorkRing::wait(std::chrono::milliseconds timeout)
 	return true;
 }
 
-/* Holds t for libring: alive until the work finishes, and its storage kept
- * where it is meanwhile. */
+/* Holds t for libring: alive until the work finishes. */
 void
 WorkRing::keep(const at::Tensor &t)
 {
 	keep_.push_back(t);
-	held_.push_back(arena_->hold(t));
 }
 
+/* A contiguous copy is the work's own: it goes in the arena. */
 at::Tensor
-WorkRing::input(const at::Tensor &t, bool reused)
+WorkRing::input(const at::Tensor &t)
 {
 	if (t.is_contiguous()) {
-		if (reused)
-			arena_->consider(t);
 		keep(t);
 		return t;
 	}
-	at::Tensor c = t.contiguous();
-	keep(c);
+	at::Tensor c = scratch(t.numel(), t.options()).view(t.sizes());
+	c.copy_(t);
 	return c;
 }
 
 at::Tensor
-WorkRing::inout(at::Tensor &t, bool reused)
+WorkRing::inout(at::Tensor &t)
 {
-	at::Tensor c = input(t, reused);
+	at::Tensor c = input(t);
 
 	if (!t.is_contiguous()) {
 		/* the result goes back into the caller's strided tensor */
@@ -141,7 +140,7 @@ WorkRing::inout(at::Tensor &t, bool reused)
 at::Tensor
 WorkRing::scratch(int64_t numel, const at::TensorOptions &opts)
 {
-	at::Tensor s = at::empty({numel}, opts);
+	at::Tensor s = arena_->empty(numel, opts);
 
 	keep(s);
 	return s;
@@ -189,8 +188,96 @@ WorkRing::poll()
 	return true;
 }
 
-/* Copies the results out, completes the Work, then the future (its callbacks
- * run here, outside our lock: a callback may wait on this very work). */
+/*
+ * Where futures are completed.  markCompleted runs the future's callbacks on
+ * the thread that calls it, and a callback may issue another operation and
+ * wait for its future (torch's PowerSGD hooks do, DDP's Reducer waits for the
+ * hook's future): were that the progress thread, or any one thread that also
+ * completes the other futures, nothing would ever complete the one it waits
+ * for.  So each completion is handed to an idle thread of this pool, and when
+ * none is idle a new one starts: a callback that waits holds up nothing but
+ * itself (gloo likewise completes its futures on its worker threads, not on
+ * the one that waits).  Threads idle for IDLE_END end.  The pool serves every
+ * group of the process and is never destroyed, so no completion outlives it.
+ */
+class Completer {
+ public:
+	static Completer &get()
+	{
+		static Completer *c = new Completer;	/* never destroyed: see above */
+		return *c;
+	}
+
+	void post(std::function<void()> fn)
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		q_.push_back(std::move(fn));
+		if (q_.size() <= idle_) {
+			cv_.notify_one();
+			return;
+		}
+		try {
+			std::thread([this] { loop(); }).detach();
+		} catch (const std::system_error &) {
+			/* no thread to be had: an idle one, if any, takes it */
+			cv_.notify_one();
+		}
+	}
+
+	/* Waits, within the bound, until no completion is queued or running. */
+	void drain(std::chrono::milliseconds bound)
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		drained_.wait_for(lock, bound, [this] { return q_.empty() && !busy_; });
+	}
+
+ private:
+	static constexpr std::chrono::seconds IDLE_END{10};
+
+	void loop()
+	{
+		std::unique_lock<std::mutex> lock(mu_);
+
+		for (;;) {
+			idle_++;
+			bool got = cv_.wait_for(lock, IDLE_END, [this] { return !q_.empty(); });
+			idle_--;
+			if (!got)
+				return;
+			std::function<void()> fn = std::move(q_.front());
+			q_.pop_front();
+			busy_++;
+			lock.unlock();
+			try {
+				fn();
+			} catch (...) {
+				/* a callback's exception must not end the process */
+			}
+			fn = nullptr;	/* what it held goes here, unlocked */
+			lock.lock();
+			if (!--busy_ && q_.empty())
+				drained_.notify_all();
+		}
+	}
+
+	std::mutex mu_;
+	std::condition_variable cv_;		/* a completion is queued */
+	std::condition_variable drained_;	/* none is queued or running */
+	std::deque<std::function<void()>> q_;	/* completions not yet taken */
+	size_t idle_ = 0;			/* threads waiting for one */
+	size_t busy_ = 0;			/* threads running one */
+};
+
+void
+drain_completions(std::chrono::milliseconds bound)
+{
+	Completer::get().drain(bound);
+}
+
+/* Copies the results out and completes the Work; the future is completed by
+ * the Completer (outside our lock: a callback may wait on this very work). */
 void
 WorkRing::finalize(int rc, const std::string &msg)
 {
@@ -213,15 +300,15 @@ WorkRing::finalize(int rc, const std::string &msg)
 		}
 		steps_.clear();
 		keep_.clear();	/* the requests are done with them */
-		for (const void *key : held_)
-			arena_->unhold(key);
-		held_.clear();
 		finish(err);
 	}
-	if (err)
-		future_->setError(err);
-	else
-		future_->markCompleted(c10::IValue(outputs_));
+	c10::intrusive_ptr<c10::ivalue::Future> fut = future_;
+	if (err) {
+		Completer::get().post([fut, err] { fut->setError(err); });
+	} else {
+		c10::IValue value(outputs_);
+		Completer::get().post([fut, value] { fut->markCompleted(value); });
+	}
 }
 
 /* ---- ProcessGroupRing: life ---- */
@@ -247,25 +334,33 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 
 	place_ = place(*store, rank, size);
 	comm_ = open_comm(place_, rank, size, tmo);
-	arena_ = std::make_shared<Arena>(comm_);
-	progress_ = std::thread([this] { progress_loop(); });
-	p2p_thread_ = std::thread([this] { p2p_loop(); });
+	eng_ = std::make_shared<Engine>();
+	eng_->comm = comm_;
+	eng_->arena = arena_ = std::make_shared<Arena>(comm_);
+	progress_ = std::thread([e = eng_] { e->progress_loop(); });
+	p2p_thread_ = std::thread([e = eng_] { e->p2p_loop(); });
 	init();
 }
 
-/* Drains every work still in flight (each is bounded by libring's timeout),
- * then leaves the job. */
+/* Stops the threads once they have drained every work still in flight (each
+ * is bounded by libring's timeout).  Called on one of them, that one is left
+ * to finish alone, and the job is left when it is done. */
 ProcessGroupRing::~ProcessGroupRing()
 {
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		stopping_ = true;
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		eng_->stopping = true;
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	join(progress_);
 	join(p2p_thread_);
-	arena_->release();	/* storages still alive leave the arena first */
-	ring_close(comm_);
+	eng_.reset();
+}
+
+Engine::~Engine()
+{
+	arena->release();	/* its blocks still alive never go back to it */
+	ring_close(comm);
 }
 
 /* A thread holding the GIL lets go of it while it waits: the works' futures
@@ -287,23 +382,23 @@ ProcessGroupRing::join(std::thread &t)
 }
 
 void
-ProcessGroupRing::progress_loop()
+Engine::progress_loop()
 {
 	for (;;) {
 		WorkPtr w;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-			if (queue_.empty())
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] { return stopping || !queue.empty(); });
+			if (queue.empty())
 				return;
-			w = queue_.front();
-			queue_.pop_front();
+			w = queue.front();
+			queue.pop_front();
 		}
 		try {
 			w->complete();
 		} catch (...) {
-			/* complete() catches its own failures; a future callback's
-			 * exception must not end the process. */
+			/* complete() catches its own failures; nothing else may
+			 * end the process */
 		}
 	}
 }
@@ -311,18 +406,18 @@ ProcessGroupRing::progress_loop()
 /* libring has no wait-for-any: while sends or receives are in flight, test
  * them all, backing off from 50 us to 5 ms while none completes. */
 void
-ProcessGroupRing::p2p_loop()
+Engine::p2p_loop()
 {
 	auto pause = std::chrono::microseconds(50);
 
 	for (;;) {
 		std::vector<WorkPtr> live;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !p2p_.empty(); });
-			if (p2p_.empty())
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] { return stopping || !p2p.empty(); });
+			if (p2p.empty())
 				return;
-			live.assign(p2p_.begin(), p2p_.end());
+			live.assign(p2p.begin(), p2p.end());
 		}
 		bool any = false;
 		for (const WorkPtr &w : live) {
@@ -335,8 +430,8 @@ ProcessGroupRing::p2p_loop()
 			if (!done)
 				continue;
 			any = true;
-			std::lock_guard<std::mutex> lock(queue_mu_);
-			p2p_.erase(std::find(p2p_.begin(), p2p_.end(), w));
+			std::lock_guard<std::mutex> lock(mu);
+			p2p.erase(std::find(p2p.begin(), p2p.end(), w));
 		}
 		if (any) {
 			pause = std::chrono::microseconds(50);
@@ -390,10 +485,10 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		(w->p2p() ? p2p_ : queue_).push_back(w);
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
 	 * hold its buffers until they complete. */
 	if (!w->issue_error().empty())

@@ -4,8 +4,10 @@
  * group (the default one and each new_group) is a ringd job of its own, named
  * and placed through torch's Store (ring_rdzv.cpp).  Each operation issues one
  * or more non-blocking libring requests and returns a WorkRing; a per-group
- * progress thread waits for the works in issue order and completes their
- * futures (DDP reads its buckets through them), while Work::wait() waits for
+ * progress thread waits for the works in issue order and completes them, and
+ * hands their futures (DDP reads its buckets through them) to threads that
+ * run nothing else (a callback may wait for another future), while
+ * Work::wait() waits for
  * its own requests directly, so an explicit wait never depends on an older
  * operation that has not finished yet.  Sends and receives complete in any
  * order (as their peers get to them), so they are not in that queue: a second
@@ -70,13 +72,12 @@ class WorkRing : public c10d::Work {
 	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
 	/* ---- for the operations, before the work is submitted ---- */
-	/* A contiguous tensor with t's contents (t itself when it is one).
-	 * reused: t is one an application passes again and again (a DDP
-	 * bucket), whose storage may move into the arena (ring_arena.hpp). */
-	at::Tensor input(const at::Tensor &t, bool reused = false);
+	/* A contiguous tensor with t's contents (t itself when it is one). */
+	at::Tensor input(const at::Tensor &t);
 	/* A contiguous tensor the result goes into; copied back into t at the end
 	 * when t is not contiguous itself. */
-	at::Tensor inout(at::Tensor &t, bool reused = false);
+	at::Tensor inout(at::Tensor &t);
+	/* The operation's own buffer, in the arena when there is room. */
 	at::Tensor scratch(int64_t numel, const at::TensorOptions &opts);
 	void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
 	void add_request(ring_request *r) { reqs_.push_back(r); }
@@ -99,8 +100,7 @@ class WorkRing : public c10d::Work {
 	const char *name_;			/* the torch.distributed call, for messages */
 	std::vector<ring_request *> reqs_;
 	std::vector<at::Tensor> keep_;		/* buffers libring holds */
-	std::shared_ptr<Arena> arena_;
-	std::vector<const void *> held_;	/* keep_'s storages, held in arena_ */
+	std::shared_ptr<Arena> arena_;		/* where scratch() allocates */
 	std::vector<std::function<void()>> steps_;	/* result copies, in order */
 	std::vector<at::Tensor> outputs_;	/* the future's value */
 	std::string issue_err_;			/* a failure while issuing */
@@ -108,6 +108,30 @@ class WorkRing : public c10d::Work {
 	std::mutex finish_mu_;			/* one finalize */
 	bool finished_ = false;
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/*
+ * What a group's two threads work on: the communicator, the arena and the
+ * queues.  The group and each of its threads own it together, because a
+ * future's callback (run on one of those threads) may drop the group's last
+ * reference: the group is then destroyed on that very thread, which cannot
+ * join itself, and lets it go on draining its queue alone.  The last owner
+ * releases the arena and leaves the job.
+ */
+struct Engine {
+	using WorkPtr = c10::intrusive_ptr<WorkRing>;
+
+	~Engine();
+	void progress_loop();
+	void p2p_loop();
+
+	ring_comm *comm = nullptr;
+	std::shared_ptr<Arena> arena;
+	std::mutex mu;
+	std::condition_variable cv;
+	std::deque<WorkPtr> queue;		/* collectives issued, not yet completed */
+	std::deque<WorkPtr> p2p;		/* sends and receives in flight */
+	bool stopping = false;
 };
 
 class ProcessGroupRing : public c10d::ProcessGroup {
@@ -119,7 +143,7 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	const std::string getBackendName() const override { return "ring"; }
 	const Placement &placement() const { return place_; }
 	ring_comm *comm() const { return comm_; }
-	size_t arena_bytes() const { return arena_->adopted_bytes(); }
+	size_t arena_bytes() const { return arena_->arena_bytes(); }
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
 						 const c10d::BroadcastOptions &opts) override;
@@ -176,22 +200,21 @@ class ProcessGroupRing : public c10d::ProcessGroup {
 	void issue_group(WorkRing &w, const std::vector<Starter> &starts);
 	/* Queues w for the progress thread; throws when its issue failed. */
 	c10::intrusive_ptr<c10d::Work> submit(const WorkPtr &w);
-	void progress_loop();
-	void p2p_loop();
 	void join(std::thread &t);
 
 	Placement place_;
-	ring_comm *comm_ = nullptr;
-	std::shared_ptr<Arena> arena_;
+	ring_comm *comm_ = nullptr;		/* eng_'s, valid while the group is */
+	std::shared_ptr<Arena> arena_;		/* eng_'s */
+	std::shared_ptr<Engine> eng_;
 	std::mutex issue_mu_;			/* issue order = queue order */
-	std::mutex queue_mu_;
-	std::condition_variable queue_cv_;
-	std::deque<WorkPtr> queue_;		/* collectives issued, not yet completed */
-	std::deque<WorkPtr> p2p_;		/* sends and receives in flight */
-	bool stopping_ = false;
 	std::thread progress_;
 	std::thread p2p_thread_;
 };
+
+/* Waits, within the bound, for the futures being completed (and their
+ * callbacks) to be done: at interpreter exit, before a callback's thread can
+ * no longer take the GIL and is ended in the middle of it. */
+void drain_completions(std::chrono::milliseconds bound);
 
 /* ---- helpers shared by the operations (ring_ops.cpp) ---- */
 /* The ring dtype of t's elements and how many of them make one of t's

@@ -2,17 +2,21 @@
 """One rank of a test of the "ring" backend; the tests start several.
 
 usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
+                 [--backend B] [--hook H]
 
-Scenarios: walk (every section below, in order), churn, killed, single.  Each section
-prints "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes
-on to the next, so one run reports on every part of the API.  The values are
-chosen so that every rank can compute every other rank's contribution, and
-every check compares exact results.
+Scenarios: walk (every section below, in order), churn, killed, single,
+lastref (groups freed by their own futures' callbacks), powersgd (DDP with one
+of torch's PowerSGD hooks, on "ring" or gloo).  Each section prints "SECTION
+<name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to the next,
+so one run reports on every part of the API.  The values are chosen so that
+every rank can compute every other rank's contribution, and every check
+compares exact results.
 """
 import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -374,26 +378,60 @@ def s_group_while_inflight():
 
 
 def s_zero_copy():
-    """A storage all-reduced again and again moves into the arena (views
-    follow it); memory torch's allocator did not make (numpy's) never does."""
+    """A tensor all-reduced again and again stays where it is: a view, a
+    numpy array, a memoryview of it and a tensor over it through DLPack, all
+    taken before, see every result, and its address never changes (nothing
+    may move memory that others may alias).  The backend's own buffers (an
+    all_gather's flat result) go into the arena."""
+    from torch.utils import dlpack
     pg = dist.distributed_c10d._get_default_group()
-    before = pg.arena_bytes
-    t = torch.zeros(1 << 18)
-    view = t[5:9]
+    t = torch.zeros(1 << 20)
+    addr, view, a = t.data_ptr(), t[5:9], t.numpy()
+    mv, via_dlpack = memoryview(a), dlpack.from_dlpack(dlpack.to_dlpack(t))
     for i in range(3):
         t.fill_(R + i)
         dist.all_reduce(t)
-        same(view, torch.full((4,), float(sum(r + i for r in range(N)))), f"view, pass {i}")
-    if pg.arena_bytes < before + t.numel() * 4:
-        raise AssertionError(f"arena_bytes {pg.arena_bytes}: the tensor was not moved")
+        want = float(sum(r + i for r in range(N)))
+        same(view, torch.full((4,), want), f"view, pass {i}")
+        got = [a[0], a[-1], mv[123], via_dlpack[77].item()]
+        if got != [want] * 4:
+            raise AssertionError(f"pass {i}: numpy, memoryview, DLPack read {got}, want {want}")
+    if t.data_ptr() != addr:
+        raise AssertionError("the tensor's storage moved")
     import numpy as np
-    a = np.ones(1 << 18, dtype=np.float32)
-    tn = torch.from_numpy(a)
-    before = pg.arena_bytes
+    an = np.ones(1 << 18, dtype=np.float32)
+    tn = torch.from_numpy(an)
     for i in range(3):
         dist.all_reduce(tn)
-    if a[0] != N ** 3 or pg.arena_bytes != before:
-        raise AssertionError(f"numpy's array lost its tensor: {a[0]}, {pg.arena_bytes}")
+    if an[0] != N ** 3 or tn.data_ptr() != an.ctypes.data:
+        raise AssertionError(f"numpy's array lost its tensor: {an[0]}")
+    before = pg.arena_bytes
+    outs = [torch.zeros(1 << 16) for _ in range(N)]
+    dist.all_gather(outs, contrib(R, (1 << 16,)))
+    for r in range(N):
+        same(outs[r], contrib(r, (1 << 16,)), f"all_gather block {r}")
+    if pg.arena_bytes < before + N * (1 << 16) * 4:
+        raise AssertionError(f"arena_bytes {pg.arena_bytes} (was {before}): the all-gather's "
+                             "buffer was not in the arena")
+
+
+def s_failed_op_releases():
+    """An operation refused after it took its tensors (all_to_all_single of
+    an input and an output of different sizes) leaves them as they were and
+    the group usable: the input, all-reduced three times after, is right."""
+    t = torch.ones(N * (1 << 16))
+    try:
+        dist.all_to_all_single(torch.zeros(N * 2), t)
+    except RuntimeError as e:
+        if "elements" not in str(e):
+            raise AssertionError(f"unexpected message: {e}")
+    else:
+        raise AssertionError("all_to_all_single of unequal sizes did not raise")
+    same(t, torch.ones(N * (1 << 16)), "the refused operation's input")
+    for i in range(3):
+        t.fill_(R + i)
+        dist.all_reduce(t)
+        same(t[:4], torch.full((4,), float(sum(r + i for r in range(N)))), f"pass {i}")
 
 
 def s_mismatch():
@@ -410,7 +448,7 @@ SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_g
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
             s_send_recv, s_recv_anysource, s_barrier, s_async_future, s_objects, s_dtypes,
             s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
-            s_mismatch]
+            s_failed_op_releases, s_mismatch]
 
 
 def walk(args):
@@ -430,9 +468,10 @@ def walk(args):
 
 def churn(args):
     """Cycles of init / all-reduce / destroy.  A large tensor all-reduced in
-    every cycle moves into each group's arena and must leave it intact when
-    the group goes (read after destroy, and used by the next group)."""
+    every cycle stays where it is (a numpy array of it reads each result,
+    after destroy too) and serves the next group."""
     big = torch.zeros(1 << 18)
+    addr, alias = big.data_ptr(), big.numpy()
     for i in range(args.cycles):
         t0 = time.monotonic()
         dist.init_process_group("ring", init_method=f"{args.init}.{i}", rank=R, world_size=N)
@@ -442,11 +481,11 @@ def churn(args):
         for _ in range(2):
             big.fill_(R + i)
             dist.all_reduce(big)
-        in_arena = big.data_ptr()
         dist.destroy_process_group()
-        if big.data_ptr() == in_arena:
-            raise AssertionError("the tensor did not leave the arena at destroy")
-        same(big[:3], torch.full((3,), float(sum(r + i for r in range(N)))), "after destroy")
+        want = float(sum(r + i for r in range(N)))
+        same(big[:3], torch.full((3,), want), "after destroy")
+        if big.data_ptr() != addr or alias[-1] != want:
+            raise AssertionError(f"the tensor moved or its numpy array reads {alias[-1]}")
         print(f"cycle {i} ok {time.monotonic() - t0:.2f}s", flush=True)
     print("CHURN ok", flush=True)
 
@@ -498,20 +537,102 @@ def single(args):
     print("SINGLE ok", flush=True)
 
 
+def powersgd(args):
+    """DDP with torch's stock PowerSGD hook (--hook powerSGD or batched): a
+    small MLP of square layers (compressed from step 2 on), the same data
+    and seeds on every backend; prints "PSGD step S loss L" for each step.
+    The hook's callbacks issue all-reduces and wait for them inside the
+    future chain of the bucket's all-reduce."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+    orthogonalize = psgd._orthogonalize
+    if args.hook == "batched" and torch.__version__ < "2":
+        # torch 1.13's batched hook passes one matrix where _orthogonalize
+        # wants a batch (an AssertionError on gloo too): give it a batch of
+        # one, a view, so the hook's own matrix is the one orthogonalized.
+        psgd._orthogonalize = lambda m, epsilon=0: orthogonalize(
+            m.unsqueeze(0) if m.dim() == 2 else m, epsilon)
+    dist.init_process_group(args.backend, init_method=args.init, rank=R, world_size=N,
+                            timeout=timedelta(seconds=60))
+    torch.manual_seed(11)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                          nn.Linear(64, 8))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                               start_powerSGD_iter=2, random_seed=5)
+    hook = {"powerSGD": psgd.powerSGD_hook, "batched": psgd.batched_powerSGD_hook}[args.hook]
+    ddp.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for step in range(args.cycles):
+        g = torch.Generator().manual_seed(1000 * step + R)
+        x, y = torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        print(f"PSGD step {step} loss {loss.item():.9g}", flush=True)
+    dist.destroy_process_group()
+    print("PSGD ok", flush=True)
+    if args.backend != "ring":
+        # gloo, the reference, runs its futures' callbacks on its own
+        # threads, which on torch 1.13 sometimes abort ("terminate called
+        # without an active exception") or hang when the interpreter exits
+        # under them: its run is over, leave without that.
+        os._exit(0)
+
+
+def lastref(args):
+    """Process groups whose last reference is a future's callback: in each
+    cycle one rank (taking turns) issues an all-reduce on a group made for it,
+    hangs a callback that holds the group on its future and drops every other
+    reference while the work waits for the other rank, which comes 0.2 s
+    later.  The group is destroyed when the callback is done with it, on the
+    thread that ran it."""
+    from ringd._torch import ProcessGroupRing
+    store = dist.FileStore(args.init[len("file://"):], N)
+    for i in range(args.cycles):
+        pg = ProcessGroupRing(dist.PrefixStore(f"lastref{i}", store), R, N,
+                              timedelta(seconds=30))
+        t = torch.full((1000,), float(R + 1))
+        if R == i % N:
+            done, got = threading.Event(), []
+
+            def cb(f, pg=pg):
+                got.append(f.value()[0][0].item())
+                done.set()
+            w = pg.allreduce([t])
+            w.get_future().then(cb)
+            del pg, w, cb
+            if not done.wait(30):
+                raise AssertionError(f"cycle {i}: the callback never ran")
+            if got != [float(sum(range(1, N + 1)))]:
+                raise AssertionError(f"cycle {i}: the callback saw {got}")
+        else:
+            time.sleep(0.2)
+            pg.allreduce([t]).wait()
+            del pg
+    time.sleep(0.5)	# the last group's thread finishes its work
+    print("LASTREF ok", flush=True)
+
+
 def main():
     global R, N
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["walk", "churn", "killed", "single"])
+    p.add_argument("scenario",
+                   choices=["walk", "churn", "killed", "single", "lastref", "powersgd"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
     p.add_argument("--cycles", type=int, default=20)
     p.add_argument("--timeout", type=float, default=0,
                    help="init_process_group's timeout in seconds (0: its default)")
+    p.add_argument("--backend", default=ringd.torch.BACKEND, help="powersgd: ring or gloo")
+    p.add_argument("--hook", default="powerSGD", choices=["powerSGD", "batched"],
+                   help="powersgd: which of torch's PowerSGD hooks")
     args = p.parse_args()
     R, N = args.rank, args.world
     torch.set_num_threads(1)
-    {"walk": walk, "churn": churn, "killed": killed, "single": single}[args.scenario](args)
+    {"walk": walk, "churn": churn, "killed": killed, "single": single,
+     "powersgd": powersgd, "lastref": lastref}[args.scenario](args)
 
 
 if __name__ == "__main__":
