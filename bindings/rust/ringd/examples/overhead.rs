@@ -19,8 +19,14 @@ fn raw_blocking(comm: &Communicator, iters: usize) {
     for _ in 0..iters {
         // SAFETY: one f64 each way, both alive for the call.
         let rc = unsafe {
-            sys::ring_allreduce(comm.as_raw(), (&x as *const f64).cast(),
-                                (&mut y as *mut f64).cast(), 1, sys::RING_FLOAT64, sys::RING_SUM)
+            sys::ring_allreduce(
+                comm.as_raw(),
+                (&x as *const f64).cast(),
+                (&mut y as *mut f64).cast(),
+                1,
+                sys::RING_FLOAT64,
+                sys::RING_SUM,
+            )
         };
         assert_eq!(rc, 0);
     }
@@ -46,9 +52,15 @@ fn raw_nonblocking(comm: &Communicator, iters: usize) {
         let mut req = std::ptr::null_mut();
         // SAFETY: as raw_blocking; the request is waited for and freed here.
         unsafe {
-            let rc = sys::ring_iallreduce(comm.as_raw(), (&x as *const f64).cast(),
-                                          (&mut y as *mut f64).cast(), 1, sys::RING_FLOAT64,
-                                          sys::RING_SUM, &mut req);
+            let rc = sys::ring_iallreduce(
+                comm.as_raw(),
+                (&x as *const f64).cast(),
+                (&mut y as *mut f64).cast(),
+                1,
+                sys::RING_FLOAT64,
+                sys::RING_SUM,
+                &mut req,
+            );
             assert_eq!(rc, 0);
             assert_eq!(sys::ring_wait(req), 0);
             sys::ring_request_free(req);
@@ -59,7 +71,11 @@ fn raw_nonblocking(comm: &Communicator, iters: usize) {
 fn safe_nonblocking(comm: &Communicator, iters: usize) {
     let (x, mut y) = ([1.0f64], [0.0f64]);
     for _ in 0..iters {
-        comm.scope(|s| s.iallreduce(&x, &mut y, ReduceOp::Sum).and_then(Request::wait)).unwrap();
+        comm.scope(|s| {
+            s.iallreduce(&x, &mut y, ReduceOp::Sum)
+                .and_then(Request::wait)
+        })
+        .unwrap();
     }
 }
 
@@ -99,11 +115,21 @@ fn main() -> ringd::Result<()> {
         }
     }
     let per_call: Vec<f64> = times.into_iter().map(median).collect();
-    println!("8-byte all-reduce, rank {} of {}, {} calls x {} rounds (median round)",
-             comm.rank(), comm.size(), iters, rounds);
+    println!(
+        "8-byte all-reduce, rank {} of {}, {} calls x {} rounds (median round)",
+        comm.rank(),
+        comm.size(),
+        iters,
+        rounds
+    );
     for (i, (name, _)) in cases.iter().enumerate() {
         let base = if i >= 3 { per_call[3] } else { per_call[0] };
-        println!("  {:38} {:9.3} us/call  ({:+.3} us over C)", name, per_call[i], per_call[i] - base);
+        println!(
+            "  {:38} {:9.3} us/call  ({:+.3} us over C)",
+            name,
+            per_call[i],
+            per_call[i] - base
+        );
     }
     Ok(())
 }

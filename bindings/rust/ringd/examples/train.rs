@@ -28,18 +28,36 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { steps: 20, rows: 64, lr: 0.5, backend: None, ranks: None };
+    let mut a = Args {
+        steps: 20,
+        rows: 64,
+        lr: 0.5,
+        backend: None,
+        ranks: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{} needs a value", flag));
-        let num = |v: String| v.parse::<usize>().map_err(|_| format!("{}: not a number", v));
+        let num = |v: String| {
+            v.parse::<usize>()
+                .map_err(|_| format!("{}: not a number", v))
+        };
         match flag.as_str() {
             "--steps" => a.steps = num(value()?)?,
             "--rows" => a.rows = num(value()?)?,
-            "--lr" => a.lr = value()?.parse().map_err(|_| "--lr: not a number".to_string())?,
+            "--lr" => {
+                a.lr = value()?
+                    .parse()
+                    .map_err(|_| "--lr: not a number".to_string())?
+            }
             "--backend" => a.backend = Some(value()?),
             "--ranks" => a.ranks = Some(num(value()?)?),
-            _ => return Err(format!("unknown option {} (see the top of examples/train.rs)", flag)),
+            _ => {
+                return Err(format!(
+                    "unknown option {} (see the top of examples/train.rs)",
+                    flag
+                ))
+            }
         }
     }
     Ok(a)
@@ -47,24 +65,41 @@ fn parse_args() -> Result<Args, String> {
 
 /// One rank: opens the synchroniser from the environment and trains.
 fn run_rank(a: &Args) -> ringd::Result<()> {
-    let default = if std::env::var_os("RING_SOCKET").is_some() { "cpu" } else { "single" };
+    let default = if std::env::var_os("RING_SOCKET").is_some() {
+        "cpu"
+    } else {
+        "single"
+    };
     let backend: SyncBackend = a.backend.as_deref().unwrap_or(default).parse()?;
     let sync = GradientSynchronizer::new(SyncConfig::new(backend))?;
     if sync.is_primary() {
-        println!("training on {} rank(s), backend {}, global batch {}", sync.world_size(),
-                 backend, a.rows);
+        println!(
+            "training on {} rank(s), backend {}, global batch {}",
+            sync.world_size(),
+            backend,
+            a.rows
+        );
     }
     let mut total = 0.0;
     let model = mlp::train(&sync, a.steps, a.rows, a.lr, |step, loss, secs| {
         total += secs;
         if sync.is_primary() {
-            println!("step {:3}  loss {:.7e}  time {:.3} ms", step, loss, secs * 1e3);
+            println!(
+                "step {:3}  loss {:.7e}  time {:.3} ms",
+                step,
+                loss,
+                secs * 1e3
+            );
         }
     })?;
     sync.barrier()?;
     if sync.is_primary() {
         let n: usize = model.params.iter().map(Vec::len).sum();
-        println!("done: {} parameters, {:.3} ms per step", n, total * 1e3 / a.steps.max(1) as f64);
+        println!(
+            "done: {} parameters, {:.3} ms per step",
+            n,
+            total * 1e3 / a.steps.max(1) as f64
+        );
     }
     Ok(())
 }
@@ -76,7 +111,10 @@ fn launch(ranks: usize, a: &Args) -> Result<(), String> {
         .and_then(|v| v.parse().ok())
         .ok_or("--ranks needs the environment of scripts/ring-local (RING_HOSTS, RING_SOCKET_I)")?;
     if ranks == 0 || ranks % hosts != 0 {
-        return Err(format!("--ranks {} does not split over {} daemons", ranks, hosts));
+        return Err(format!(
+            "--ranks {} does not split over {} daemons",
+            ranks, hosts
+        ));
     }
     let per = ranks / hosts;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -86,14 +124,22 @@ fn launch(ranks: usize, a: &Args) -> Result<(), String> {
         let socket = std::env::var(format!("RING_SOCKET_{}", i / per))
             .map_err(|_| format!("RING_SOCKET_{} is not set", i / per))?;
         let mut cmd = Command::new(&exe);
-        cmd.args(["--steps", &a.steps.to_string(), "--rows", &a.rows.to_string()])
-            .args(["--lr", &a.lr.to_string()])
-            .args(["--backend", a.backend.as_deref().unwrap_or("cpu")])
-            .env("RING_SOCKET", socket)
-            .env("RING_JOB", &job)
-            .env("RING_LOCAL_RANK", (i % per).to_string())
-            .env("RING_LOCAL_SIZE", per.to_string());
-        children.push(cmd.spawn().map_err(|e| format!("cannot start rank {}: {}", i, e))?);
+        cmd.args([
+            "--steps",
+            &a.steps.to_string(),
+            "--rows",
+            &a.rows.to_string(),
+        ])
+        .args(["--lr", &a.lr.to_string()])
+        .args(["--backend", a.backend.as_deref().unwrap_or("cpu")])
+        .env("RING_SOCKET", socket)
+        .env("RING_JOB", &job)
+        .env("RING_LOCAL_RANK", (i % per).to_string())
+        .env("RING_LOCAL_SIZE", per.to_string());
+        children.push(
+            cmd.spawn()
+                .map_err(|e| format!("cannot start rank {}: {}", i, e))?,
+        );
     }
     wait_children(children, Duration::from_secs(120))
 }
@@ -120,7 +166,11 @@ fn wait_children(mut children: Vec<Child>, bound: Duration) -> Result<(), String
             }
         }
     }
-    if failed.is_empty() { Ok(()) } else { Err(failed.join(", ")) }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join(", "))
+    }
 }
 
 fn main() -> ExitCode {

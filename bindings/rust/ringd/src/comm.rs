@@ -120,13 +120,23 @@ impl Communicator {
     /// takes it), or [`split`](Self::split) it for a second communicator of
     /// the same ranks.
     pub fn open(opts: &Options) -> Result<Communicator> {
-        let socket = opts.socket.clone().map(|s| cstring("the socket path", s)).transpose()?;
-        let job = opts.job.clone().map(|j| cstring("the job name", j.into_bytes())).transpose()?;
+        let socket = opts
+            .socket
+            .clone()
+            .map(|s| cstring("the socket path", s))
+            .transpose()?;
+        let job = opts
+            .job
+            .clone()
+            .map(|j| cstring("the job name", j.into_bytes()))
+            .transpose()?;
         let (local_rank, local_size) = match opts.local {
             Some((r, s)) => (c_int_of("local_rank", r)?, c_int_of("local_size", s)?),
             None => (0, 0),
         };
-        let timeout = opts.timeout_ms.map_or(Ok(0), |t| c_int_of("timeout_ms", t as usize))?;
+        let timeout = opts
+            .timeout_ms
+            .map_or(Ok(0), |t| c_int_of("timeout_ms", t as usize))?;
         let raw_opts = sys::ring_options {
             socket: socket.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
             job: job.as_ref().map_or(ptr::null(), |j| j.as_ptr()),
@@ -231,8 +241,14 @@ impl Communicator {
         self.want("allreduce", send.len(), recv.len(), "recv")?;
         // SAFETY: both slices hold count elements of the dtype and outlive the call.
         let rc = unsafe {
-            sys::ring_allreduce(self.as_raw(), send.as_ptr().cast(), recv.as_mut_ptr().cast(),
-                                send.len(), T::DTYPE.raw(), op.raw())
+            sys::ring_allreduce(
+                self.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+            )
         };
         self.check(rc)
     }
@@ -253,8 +269,13 @@ impl Communicator {
         self.want("allgather", send.len() * self.size(), recv.len(), "recv")?;
         // SAFETY: recv holds size * count elements; both outlive the call.
         let rc = unsafe {
-            sys::ring_allgather(self.as_raw(), send.as_ptr().cast(), recv.as_mut_ptr().cast(),
-                                send.len(), T::DTYPE.raw())
+            sys::ring_allgather(
+                self.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE.raw(),
+            )
         };
         self.check(rc)?;
         // SAFETY: recv was written by libring and is ours again.
@@ -264,12 +285,28 @@ impl Communicator {
 
     /// Reduce-scatter: rank r's `recv` is op over every rank's block r of `send`
     /// (`send` holds `size * recv.len()` elements).
-    pub fn reduce_scatter<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
-        self.want("reduce_scatter", recv.len() * self.size(), send.len(), "send")?;
+    pub fn reduce_scatter<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.want(
+            "reduce_scatter",
+            recv.len() * self.size(),
+            send.len(),
+            "send",
+        )?;
         // SAFETY: send holds size * recvcount elements; both outlive the call.
         let rc = unsafe {
-            sys::ring_reduce_scatter(self.as_raw(), send.as_ptr().cast(),
-                                     recv.as_mut_ptr().cast(), recv.len(), T::DTYPE.raw(), op.raw())
+            sys::ring_reduce_scatter(
+                self.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                recv.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+            )
         };
         self.check(rc)
     }
@@ -279,8 +316,13 @@ impl Communicator {
         let root = c_int_of("root", root)?;
         // SAFETY: buf outlives the call.
         let rc = unsafe {
-            sys::ring_broadcast(self.as_raw(), buf.as_mut_ptr().cast(), buf.len(),
-                                T::DTYPE.raw(), root)
+            sys::ring_broadcast(
+                self.as_raw(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                T::DTYPE.raw(),
+                root,
+            )
         };
         self.check(rc)?;
         // SAFETY: buf was written by libring and is ours again.
@@ -301,8 +343,14 @@ impl Communicator {
         let (ndim, dst) = self.p2p_args("send", buf.len(), shape, dst)?;
         // SAFETY: buf holds the shape's elements; shape is copied by libring.
         let rc = unsafe {
-            sys::ring_send(self.as_raw(), buf.as_ptr().cast(), T::DTYPE.raw(), ndim,
-                           shape.as_ptr(), dst)
+            sys::ring_send(
+                self.as_raw(),
+                buf.as_ptr().cast(),
+                T::DTYPE.raw(),
+                ndim,
+                shape.as_ptr(),
+                dst,
+            )
         };
         self.check(rc)
     }
@@ -312,8 +360,14 @@ impl Communicator {
         let (ndim, src) = self.p2p_args("recv", buf.len(), shape, src)?;
         // SAFETY: buf holds the shape's elements and outlives the call.
         let rc = unsafe {
-            sys::ring_recv(self.as_raw(), buf.as_mut_ptr().cast(), T::DTYPE.raw(), ndim,
-                           shape.as_ptr(), src)
+            sys::ring_recv(
+                self.as_raw(),
+                buf.as_mut_ptr().cast(),
+                T::DTYPE.raw(),
+                ndim,
+                shape.as_ptr(),
+                src,
+            )
         };
         self.check(rc)?;
         // SAFETY: buf was written by libring and is ours again.
@@ -322,17 +376,26 @@ impl Communicator {
     }
 
     /// Checks a shape against a buffer; returns ndim and the peer as C ints.
-    pub(crate) fn p2p_args(&self, what: &str, len: usize, shape: &[usize], peer: usize)
-        -> Result<(c_int, c_int)> {
+    pub(crate) fn p2p_args(
+        &self,
+        what: &str,
+        len: usize,
+        shape: &[usize],
+        peer: usize,
+    ) -> Result<(c_int, c_int)> {
         if shape.len() > sys::RING_MAX_NDIM as usize {
             return Err(Error::invalid(format!(
-                "{}: shape {:?} has more than {} dimensions", what, shape, sys::RING_MAX_NDIM
+                "{}: shape {:?} has more than {} dimensions",
+                what,
+                shape,
+                sys::RING_MAX_NDIM
             )));
         }
         let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
         if n != Some(len) {
             return Err(Error::invalid(format!(
-                "{}: shape {:?} does not hold the buffer's {} elements", what, shape, len
+                "{}: shape {:?} does not hold the buffer's {} elements",
+                what, shape, len
             )));
         }
         Ok((shape.len() as c_int, c_int_of("peer rank", peer)?))
@@ -384,11 +447,16 @@ impl<'c, T: Element> ArenaBuf<'c, T> {
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| Error::invalid(format!("alloc: {} elements overflow", len)))?;
         if bytes == 0 {
-            return Ok(ArenaBuf { comm, ptr: NonNull::dangling(), len: 0 });
+            return Ok(ArenaBuf {
+                comm,
+                ptr: NonNull::dangling(),
+                len: 0,
+            });
         }
         // SAFETY: a live communicator.
         let p = unsafe { sys::ring_alloc(comm.as_raw(), bytes) };
-        let ptr = NonNull::new(p.cast::<T>()).ok_or_else(|| Error::last(sys::RING_ENOMEM, comm.as_raw()))?;
+        let ptr = NonNull::new(p.cast::<T>())
+            .ok_or_else(|| Error::last(sys::RING_ENOMEM, comm.as_raw()))?;
         // Arena blocks are LR_ALIGN (64-byte) aligned; zeroes are a valid T.
         debug_assert_eq!(ptr.as_ptr() as usize % std::mem::align_of::<T>(), 0);
         // SAFETY: a fresh block of `bytes` bytes that only we use.

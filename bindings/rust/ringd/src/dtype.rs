@@ -249,7 +249,11 @@ fn f32_to_f16(x: f32) -> u16 {
     let exp = ((b >> 23) & 0xff) as i32;
     let man = b & 0x7f_ffff;
     if exp == 0xff {
-        let nan = if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+        let nan = if man != 0 {
+            0x200 | (man >> 13) as u16
+        } else {
+            0
+        };
         return sign | 0x7c00 | nan;
     }
     let e = exp - 127 + 15;
@@ -314,7 +318,12 @@ mod tests {
     fn dtypes_agree_with_libring() {
         for d in Dtype::ALL {
             // SAFETY: ring_dtype_size takes any value.
-            assert_eq!(unsafe { sys::ring_dtype_size(d.raw()) }, d.size(), "{:?}", d);
+            assert_eq!(
+                unsafe { sys::ring_dtype_size(d.raw()) },
+                d.size(),
+                "{:?}",
+                d
+            );
         }
         assert_eq!(Dtype::BFloat16.name(), "bfloat16");
     }

@@ -141,9 +141,9 @@ impl Error {
             return false;
         }
         let pid = format!("pid {}", std::process::id());
-        self.detail.match_indices(&pid).any(|(at, _)| {
-            !self.detail[at + pid.len()..].starts_with(|c: char| c.is_ascii_digit())
-        })
+        self.detail
+            .match_indices(&pid)
+            .any(|(at, _)| !self.detail[at + pid.len()..].starts_with(|c: char| c.is_ascii_digit()))
     }
 }
 
@@ -202,7 +202,10 @@ mod tests {
              for rank 0 (give each process its own LOCAL_RANK)",
             me
         );
-        let new = format!("job j: this same process (pid {}) already holds local rank 0", me);
+        let new = format!(
+            "job j: this same process (pid {}) already holds local rank 0",
+            me
+        );
         assert!(said(old.clone()).is_attached_by_this_process());
         assert!(said(new).is_attached_by_this_process());
         // Another process, a pid that only starts like ours, another code.

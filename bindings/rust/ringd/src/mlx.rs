@@ -51,8 +51,7 @@ pub trait Communicator: Send + Sync {
     /// Sends an array of `dtype` and `shape`; the header carries both.
     fn send_typed(&self, dst: usize, dtype: Dtype, shape: &[usize], data: &[u8]) -> Result<()>;
     /// Receives an array that must have `dtype` and `shape` (else `Mismatch`).
-    fn recv_typed(&self, src: usize, dtype: Dtype, shape: &[usize], data: &mut [u8])
-        -> Result<()>;
+    fn recv_typed(&self, src: usize, dtype: Dtype, shape: &[usize], data: &mut [u8]) -> Result<()>;
     /// A new group of the ranks that pass the same `color >= 0`, ordered by
     /// `key` (then rank); `None` for a negative color.  Every rank calls it.
     fn split(&self, color: i32, key: i32) -> Result<Option<Box<dyn Communicator>>>;
@@ -94,8 +93,14 @@ impl RingCommunicator {
     }
 
     /// Runs a raw byte-level call with a C int peer and dtype.
-    fn p2p(&self, what: &str, dtype: Dtype, shape: &[usize], len: usize, peer: usize)
-        -> Result<(std::os::raw::c_int, std::os::raw::c_int)> {
+    fn p2p(
+        &self,
+        what: &str,
+        dtype: Dtype,
+        shape: &[usize],
+        len: usize,
+        peer: usize,
+    ) -> Result<(std::os::raw::c_int, std::os::raw::c_int)> {
         let count = count_of(what, dtype, len)?;
         self.comm.p2p_args(what, count, shape, peer)
     }
@@ -115,9 +120,8 @@ impl Communicator for RingCommunicator {
         let p = data.as_mut_ptr().cast();
         let op = RingOp::from(op).raw();
         // SAFETY: data holds count elements of dtype; in place (send == recv).
-        let rc = unsafe {
-            crate::sys::ring_allreduce(self.comm.as_raw(), p, p, count, dtype.raw(), op)
-        };
+        let rc =
+            unsafe { crate::sys::ring_allreduce(self.comm.as_raw(), p, p, count, dtype.raw(), op) };
         self.comm.check(rc)
     }
 
@@ -138,19 +142,30 @@ impl Communicator for RingCommunicator {
         let (ndim, dst) = self.p2p("send", dtype, shape, data.len(), dst)?;
         // SAFETY: data holds the shape's elements of dtype; libring copies shape.
         let rc = unsafe {
-            crate::sys::ring_send(self.comm.as_raw(), data.as_ptr().cast(), dtype.raw(), ndim,
-                                  shape.as_ptr(), dst)
+            crate::sys::ring_send(
+                self.comm.as_raw(),
+                data.as_ptr().cast(),
+                dtype.raw(),
+                ndim,
+                shape.as_ptr(),
+                dst,
+            )
         };
         self.comm.check(rc)
     }
 
-    fn recv_typed(&self, src: usize, dtype: Dtype, shape: &[usize], data: &mut [u8])
-        -> Result<()> {
+    fn recv_typed(&self, src: usize, dtype: Dtype, shape: &[usize], data: &mut [u8]) -> Result<()> {
         let (ndim, src) = self.p2p("recv", dtype, shape, data.len(), src)?;
         // SAFETY: as send_typed; data is bytes, any value is valid.
         let rc = unsafe {
-            crate::sys::ring_recv(self.comm.as_raw(), data.as_mut_ptr().cast(), dtype.raw(),
-                                  ndim, shape.as_ptr(), src)
+            crate::sys::ring_recv(
+                self.comm.as_raw(),
+                data.as_mut_ptr().cast(),
+                dtype.raw(),
+                ndim,
+                shape.as_ptr(),
+                src,
+            )
         };
         self.comm.check(rc)
     }
@@ -212,7 +227,11 @@ impl Communicator for SingleCommunicator {
     }
 
     fn split(&self, color: i32, _key: i32) -> Result<Option<Box<dyn Communicator>>> {
-        Ok(if color < 0 { None } else { Some(Box::new(SingleCommunicator)) })
+        Ok(if color < 0 {
+            None
+        } else {
+            Some(Box::new(SingleCommunicator))
+        })
     }
 }
 
@@ -242,7 +261,10 @@ fn with_bytes_mut<T: Element, R>(data: &mut [T], f: impl FnOnce(&mut [u8]) -> R)
         }
     }
     let bytes = std::mem::size_of_val(data);
-    let guard = Settled { p: data.as_mut_ptr(), len: data.len() };
+    let guard = Settled {
+        p: data.as_mut_ptr(),
+        len: data.len(),
+    };
     // SAFETY: Element types are plain data; the byte view ends before the
     // guard settles the elements, and nothing else touches them meanwhile.
     let view = unsafe { std::slice::from_raw_parts_mut(guard.p.cast::<u8>(), bytes) };
@@ -277,7 +299,9 @@ impl Group {
 
     /// A group over any implementation of the trait.
     pub fn new(comm: impl Communicator + 'static) -> Group {
-        Group { comm: Arc::new(comm) }
+        Group {
+            comm: Arc::new(comm),
+        }
     }
 
     /// The world group from the environment (RING_SOCKET, RING_JOB, the

@@ -33,7 +33,11 @@ impl Slot {
         // consumed); waiting is bounded.
         unsafe {
             let rc = sys::ring_wait(self.req);
-            let outcome = if rc == 0 { Ok(()) } else { Err(Error::of_request(rc, self.req)) };
+            let outcome = if rc == 0 {
+                Ok(())
+            } else {
+                Err(Error::of_request(rc, self.req))
+            };
             if let Some(s) = &self.settle {
                 // The request is complete: libring is done with the buffer,
                 // which the scope still borrows.  Byte-wise: no bool is read.
@@ -125,7 +129,9 @@ impl Communicator {
     {
         let scope = Scope {
             comm: self,
-            live: Live { slots: Mutex::new(Vec::new()) },
+            live: Live {
+                slots: Mutex::new(Vec::new()),
+            },
             scope: PhantomData,
             env: PhantomData,
         };
@@ -141,14 +147,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Registers a request just issued (rc is the issuing call's result).
-    pub(crate) fn issued(&'scope self, rc: c_int, req: *mut sys::ring_request, settle: Option<Settle>)
-        -> Result<Request<'scope>> {
+    pub(crate) fn issued(
+        &'scope self,
+        rc: c_int,
+        req: *mut sys::ring_request,
+        settle: Option<Settle>,
+    ) -> Result<Request<'scope>> {
         self.comm.check(rc)?;
         if req.is_null() {
             return Err(Error::invalid("libring issued no request"));
         }
         let index = self.live.push(Slot { req, settle });
-        Ok(Request { live: &self.live, index, raw: req })
+        Ok(Request {
+            live: &self.live,
+            index,
+            raw: req,
+        })
     }
 
     /// What to normalise in buf once the request completes (bool only).
@@ -157,68 +171,127 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Non-blocking [`Communicator::allreduce`].
-    pub fn iallreduce<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
-                                  op: ReduceOp) -> Result<Request<'scope>> {
-        self.comm.want("iallreduce", send.len(), recv.len(), "recv")?;
+    pub fn iallreduce<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<Request<'scope>> {
+        self.comm
+            .want("iallreduce", send.len(), recv.len(), "recv")?;
         let mut req = ptr::null_mut();
         // SAFETY: the buffers are borrowed for the scope, which outlives the request.
         let rc = unsafe {
-            sys::ring_iallreduce(self.comm.as_raw(), send.as_ptr().cast(),
-                                 recv.as_mut_ptr().cast(), send.len(), T::DTYPE.raw(),
-                                 op.raw(), &mut req)
+            sys::ring_iallreduce(
+                self.comm.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                &mut req,
+            )
         };
         self.issued(rc, req, None)
     }
 
     /// Non-blocking [`Communicator::allreduce_in_place`].
-    pub fn iallreduce_in_place<T: Element>(&'scope self, buf: &'scope mut [T], op: ReduceOp)
-        -> Result<Request<'scope>> {
+    pub fn iallreduce_in_place<T: Element>(
+        &'scope self,
+        buf: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<Request<'scope>> {
         let p = buf.as_mut_ptr().cast::<c_void>();
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce.
         let rc = unsafe {
-            sys::ring_iallreduce(self.comm.as_raw(), p, p, buf.len(), T::DTYPE.raw(), op.raw(),
-                                 &mut req)
+            sys::ring_iallreduce(
+                self.comm.as_raw(),
+                p,
+                p,
+                buf.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                &mut req,
+            )
         };
         self.issued(rc, req, None)
     }
 
     /// Non-blocking [`Communicator::allgather`].
-    pub fn iallgather<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T])
-        -> Result<Request<'scope>> {
-        self.comm.want("iallgather", send.len() * self.comm.size(), recv.len(), "recv")?;
+    pub fn iallgather<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+    ) -> Result<Request<'scope>> {
+        self.comm.want(
+            "iallgather",
+            send.len() * self.comm.size(),
+            recv.len(),
+            "recv",
+        )?;
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce.
         let rc = unsafe {
-            sys::ring_iallgather(self.comm.as_raw(), send.as_ptr().cast(),
-                                 recv.as_mut_ptr().cast(), send.len(), T::DTYPE.raw(), &mut req)
+            sys::ring_iallgather(
+                self.comm.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE.raw(),
+                &mut req,
+            )
         };
         self.issued(rc, req, Settle::of(recv))
     }
 
     /// Non-blocking [`Communicator::reduce_scatter`].
-    pub fn ireduce_scatter<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
-                                       op: ReduceOp) -> Result<Request<'scope>> {
-        self.comm.want("ireduce_scatter", recv.len() * self.comm.size(), send.len(), "send")?;
+    pub fn ireduce_scatter<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<Request<'scope>> {
+        self.comm.want(
+            "ireduce_scatter",
+            recv.len() * self.comm.size(),
+            send.len(),
+            "send",
+        )?;
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce.
         let rc = unsafe {
-            sys::ring_ireduce_scatter(self.comm.as_raw(), send.as_ptr().cast(),
-                                      recv.as_mut_ptr().cast(), recv.len(), T::DTYPE.raw(),
-                                      op.raw(), &mut req)
+            sys::ring_ireduce_scatter(
+                self.comm.as_raw(),
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                recv.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                &mut req,
+            )
         };
         self.issued(rc, req, None)
     }
 
     /// Non-blocking [`Communicator::broadcast`].
-    pub fn ibroadcast<T: Element>(&'scope self, buf: &'scope mut [T], root: usize)
-        -> Result<Request<'scope>> {
+    pub fn ibroadcast<T: Element>(
+        &'scope self,
+        buf: &'scope mut [T],
+        root: usize,
+    ) -> Result<Request<'scope>> {
         let root = c_int_of("root", root)?;
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce.
         let rc = unsafe {
-            sys::ring_ibroadcast(self.comm.as_raw(), buf.as_mut_ptr().cast(), buf.len(),
-                                 T::DTYPE.raw(), root, &mut req)
+            sys::ring_ibroadcast(
+                self.comm.as_raw(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                T::DTYPE.raw(),
+                root,
+                &mut req,
+            )
         };
         self.issued(rc, req, Settle::of(buf))
     }
@@ -232,27 +305,49 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Non-blocking [`Communicator::send`].
-    pub fn isend<T: Element>(&'scope self, buf: &'scope [T], shape: &[usize], dst: usize)
-        -> Result<Request<'scope>> {
+    pub fn isend<T: Element>(
+        &'scope self,
+        buf: &'scope [T],
+        shape: &[usize],
+        dst: usize,
+    ) -> Result<Request<'scope>> {
         let (ndim, dst) = self.comm.p2p_args("isend", buf.len(), shape, dst)?;
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce; libring copies the shape.
         let rc = unsafe {
-            sys::ring_isend(self.comm.as_raw(), buf.as_ptr().cast(), T::DTYPE.raw(), ndim,
-                            shape.as_ptr(), dst, &mut req)
+            sys::ring_isend(
+                self.comm.as_raw(),
+                buf.as_ptr().cast(),
+                T::DTYPE.raw(),
+                ndim,
+                shape.as_ptr(),
+                dst,
+                &mut req,
+            )
         };
         self.issued(rc, req, None)
     }
 
     /// Non-blocking [`Communicator::recv`].
-    pub fn irecv<T: Element>(&'scope self, buf: &'scope mut [T], shape: &[usize], src: usize)
-        -> Result<Request<'scope>> {
+    pub fn irecv<T: Element>(
+        &'scope self,
+        buf: &'scope mut [T],
+        shape: &[usize],
+        src: usize,
+    ) -> Result<Request<'scope>> {
         let (ndim, src) = self.comm.p2p_args("irecv", buf.len(), shape, src)?;
         let mut req = ptr::null_mut();
         // SAFETY: as iallreduce; libring copies the shape.
         let rc = unsafe {
-            sys::ring_irecv(self.comm.as_raw(), buf.as_mut_ptr().cast(), T::DTYPE.raw(), ndim,
-                            shape.as_ptr(), src, &mut req)
+            sys::ring_irecv(
+                self.comm.as_raw(),
+                buf.as_mut_ptr().cast(),
+                T::DTYPE.raw(),
+                ndim,
+                shape.as_ptr(),
+                src,
+                &mut req,
+            )
         };
         self.issued(rc, req, Settle::of(buf))
     }
@@ -269,7 +364,10 @@ impl Settle {
         if T::ANY_BITS {
             return None;
         }
-        Some(Settle { ptr: buf.as_mut_ptr().cast(), len: std::mem::size_of_val(buf) })
+        Some(Settle {
+            ptr: buf.as_mut_ptr().cast(),
+            len: std::mem::size_of_val(buf),
+        })
     }
 }
 
@@ -349,26 +447,40 @@ fn record(issued: Result<Request<'_>>) -> Result<()> {
 
 impl<'scope, 'env> GroupScope<'scope, 'env> {
     /// [`Communicator::allreduce`], in the group.
-    pub fn allreduce<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
-                                 op: ReduceOp) -> Result<()> {
+    pub fn allreduce<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
         record(self.inner.iallreduce(send, recv, op))
     }
 
     /// [`Communicator::allreduce_in_place`], in the group.
-    pub fn allreduce_in_place<T: Element>(&'scope self, buf: &'scope mut [T], op: ReduceOp)
-        -> Result<()> {
+    pub fn allreduce_in_place<T: Element>(
+        &'scope self,
+        buf: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
         record(self.inner.iallreduce_in_place(buf, op))
     }
 
     /// [`Communicator::allgather`], in the group.
-    pub fn allgather<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T])
-        -> Result<()> {
+    pub fn allgather<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+    ) -> Result<()> {
         record(self.inner.iallgather(send, recv))
     }
 
     /// [`Communicator::reduce_scatter`], in the group.
-    pub fn reduce_scatter<T: Element>(&'scope self, send: &'scope [T], recv: &'scope mut [T],
-                                      op: ReduceOp) -> Result<()> {
+    pub fn reduce_scatter<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
         record(self.inner.ireduce_scatter(send, recv, op))
     }
 
@@ -378,14 +490,22 @@ impl<'scope, 'env> GroupScope<'scope, 'env> {
     }
 
     /// [`Communicator::send`], in the group.
-    pub fn send<T: Element>(&'scope self, buf: &'scope [T], shape: &[usize], dst: usize)
-        -> Result<()> {
+    pub fn send<T: Element>(
+        &'scope self,
+        buf: &'scope [T],
+        shape: &[usize],
+        dst: usize,
+    ) -> Result<()> {
         record(self.inner.isend(buf, shape, dst))
     }
 
     /// [`Communicator::recv`], in the group.
-    pub fn recv<T: Element>(&'scope self, buf: &'scope mut [T], shape: &[usize], src: usize)
-        -> Result<()> {
+    pub fn recv<T: Element>(
+        &'scope self,
+        buf: &'scope mut [T],
+        shape: &[usize],
+        src: usize,
+    ) -> Result<()> {
         record(self.inner.irecv(buf, shape, src))
     }
 }
@@ -472,12 +592,18 @@ impl Communicator {
         let group = GroupScope {
             inner: Scope {
                 comm,
-                live: Live { slots: Mutex::new(Vec::new()) },
+                live: Live {
+                    slots: Mutex::new(Vec::new()),
+                },
                 scope: PhantomData,
                 env: PhantomData,
             },
         };
-        let mut guard = GroupGuard { comm: comm.as_raw(), live: &group.inner.live, open: true };
+        let mut guard = GroupGuard {
+            comm: comm.as_raw(),
+            live: &group.inner.live,
+            open: true,
+        };
         let out = f(&group);
         guard.open = false;
         // SAFETY: the group opened above.

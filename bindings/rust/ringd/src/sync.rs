@@ -50,7 +50,9 @@ impl FromStr for SyncBackend {
     fn from_str(name: &str) -> Result<SyncBackend> {
         match name.trim().to_ascii_lowercase().as_str() {
             "single" | "none" | "local" => Ok(SyncBackend::Single),
-            "cpu" | "cpu-staging" | "cpu_staging" | "staging" | "host" => Ok(SyncBackend::CpuStaging),
+            "cpu" | "cpu-staging" | "cpu_staging" | "staging" | "host" => {
+                Ok(SyncBackend::CpuStaging)
+            }
             "ring" | "ringd" => Ok(SyncBackend::Ring),
             "gpu" | "cuda" | "nccl" => Err(Error::new(
                 crate::ErrorCode::NotSupported,
@@ -160,7 +162,10 @@ impl GradientSynchronizer {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn with_communicator(config: SyncConfig, comm: Communicator) -> Result<GradientSynchronizer> {
+    pub fn with_communicator(
+        config: SyncConfig,
+        comm: Communicator,
+    ) -> Result<GradientSynchronizer> {
         if config.backend == SyncBackend::Single {
             return Err(Error::invalid("the single backend takes no communicator"));
         }
@@ -169,7 +174,9 @@ impl GradientSynchronizer {
 
     fn build(config: SyncConfig, comm: Option<Communicator>) -> Result<GradientSynchronizer> {
         if config.bucket_bytes == 0 || config.buckets_in_flight == 0 {
-            return Err(Error::invalid("bucket_bytes and buckets_in_flight must be above 0"));
+            return Err(Error::invalid(
+                "bucket_bytes and buckets_in_flight must be above 0",
+            ));
         }
         let sync = GradientSynchronizer { config, comm };
         let ids = &sync.config.gpu_ids;
@@ -256,12 +263,19 @@ impl GradientSynchronizer {
     }
 
     /// CpuStaging: waves of up to buckets_in_flight arena buckets.
-    fn sync_buckets<T: Element, G: AsMut<[T]>>(&self, comm: &Communicator, grads: &mut [G])
-        -> Result<()> {
+    fn sync_buckets<T: Element, G: AsMut<[T]>>(
+        &self,
+        comm: &Communicator,
+        grads: &mut [G],
+    ) -> Result<()> {
         let cap = (self.config.bucket_bytes / std::mem::size_of::<T>()).max(1);
         let lens: Vec<usize> = grads.iter_mut().map(|g| g.as_mut().len()).collect();
         let plan = plan_buckets(&lens, cap);
-        let longest = plan.iter().map(|b| b.iter().map(|p| p.len).sum()).max().unwrap_or(0);
+        let longest = plan
+            .iter()
+            .map(|b| b.iter().map(|p| p.len).sum())
+            .max()
+            .unwrap_or(0);
         let mut arena: Vec<ArenaBuf<'_, T>> = (0..plan.len().min(self.config.buckets_in_flight))
             .map(|_| comm.alloc(longest))
             .collect::<Result<_>>()?;
@@ -323,7 +337,11 @@ fn plan_buckets(lens: &[usize], cap: usize) -> Vec<Vec<Piece>> {
         let mut start = 0;
         while start < len {
             let take = (len - start).min(room);
-            bucket.push(Piece { grad, start, len: take });
+            bucket.push(Piece {
+                grad,
+                start,
+                len: take,
+            });
             start += take;
             room -= take;
             if room == 0 {
@@ -366,7 +384,9 @@ mod tests {
     fn buckets_cover_every_element_once_in_order() {
         let lens = [5, 0, 12, 1, 3];
         let plan = plan_buckets(&lens, 4);
-        assert!(plan.iter().all(|b| b.iter().map(|p| p.len).sum::<usize>() <= 4));
+        assert!(plan
+            .iter()
+            .all(|b| b.iter().map(|p| p.len).sum::<usize>() <= 4));
         let flat: Vec<(usize, usize)> = plan
             .iter()
             .flatten()
@@ -383,17 +403,33 @@ mod tests {
 
     #[test]
     fn backend_names() {
-        assert_eq!("single".parse::<SyncBackend>().unwrap(), SyncBackend::Single);
-        assert_eq!("CPU".parse::<SyncBackend>().unwrap(), SyncBackend::CpuStaging);
-        assert_eq!("cpu_staging".parse::<SyncBackend>().unwrap(), SyncBackend::CpuStaging);
+        assert_eq!(
+            "single".parse::<SyncBackend>().unwrap(),
+            SyncBackend::Single
+        );
+        assert_eq!(
+            "CPU".parse::<SyncBackend>().unwrap(),
+            SyncBackend::CpuStaging
+        );
+        assert_eq!(
+            "cpu_staging".parse::<SyncBackend>().unwrap(),
+            SyncBackend::CpuStaging
+        );
         assert_eq!("ring".parse::<SyncBackend>().unwrap(), SyncBackend::Ring);
-        for b in [SyncBackend::Single, SyncBackend::CpuStaging, SyncBackend::Ring] {
+        for b in [
+            SyncBackend::Single,
+            SyncBackend::CpuStaging,
+            SyncBackend::Ring,
+        ] {
             assert_eq!(b.to_string().parse::<SyncBackend>().unwrap(), b);
         }
         let e = "nccl".parse::<SyncBackend>().unwrap_err();
         assert_eq!(e.code(), crate::ErrorCode::NotSupported);
         assert!(e.detail().contains("ring_allreduce_cuda"), "{}", e);
-        assert_eq!("mpi".parse::<SyncBackend>().unwrap_err().code(), crate::ErrorCode::Invalid);
+        assert_eq!(
+            "mpi".parse::<SyncBackend>().unwrap_err().code(),
+            crate::ErrorCode::Invalid
+        );
     }
 
     #[test]

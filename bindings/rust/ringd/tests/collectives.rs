@@ -29,11 +29,24 @@ fn allreduce<T: Val>(comm: &Communicator) {
             let mut recv = vec![T::of(0); count];
             comm.allreduce(&send, &mut recv, op).unwrap();
             let want: Vec<T> = (0..count).map(|i| expect(n, i, op)).collect();
-            assert!(recv == want, "{:?} {:?} count {}: rank {} got {:?}..",
-                    T::DTYPE, op, count, r, &recv[..count.min(8)]);
+            assert!(
+                recv == want,
+                "{:?} {:?} count {}: rank {} got {:?}..",
+                T::DTYPE,
+                op,
+                count,
+                r,
+                &recv[..count.min(8)]
+            );
             let mut buf = send.clone();
             comm.allreduce_in_place(&mut buf, op).unwrap();
-            assert!(buf == want, "{:?} {:?} in place, count {}", T::DTYPE, op, count);
+            assert!(
+                buf == want,
+                "{:?} {:?} in place, count {}",
+                T::DTYPE,
+                op,
+                count
+            );
         }
     }
 }
@@ -44,19 +57,35 @@ fn allreduce_prod_avg<T: Val>(comm: &Communicator) {
     comm.allreduce_in_place(&mut buf, ReduceOp::Prod).unwrap();
     for (i, v) in buf.iter().enumerate() {
         let want: i64 = (0..n).map(|q| 1 + ((q + i) % 2) as i64).product();
-        assert_eq!(*v, T::of(if T::DTYPE == Dtype::Bool { 1 } else { want }), "prod at {}", i);
+        assert_eq!(
+            *v,
+            T::of(if T::DTYPE == Dtype::Bool { 1 } else { want }),
+            "prod at {}",
+            i
+        );
     }
     let mut buf: Vec<T> = (0..100).map(|i| T::of(small(r, i))).collect();
     let avg = comm.allreduce_in_place(&mut buf, ReduceOp::Avg);
     if !T::DTYPE.is_float() {
-        assert_eq!(avg.unwrap_err().code(), ringd::ErrorCode::Invalid, "{:?} avg", T::DTYPE);
+        assert_eq!(
+            avg.unwrap_err().code(),
+            ringd::ErrorCode::Invalid,
+            "{:?} avg",
+            T::DTYPE
+        );
         return;
     }
     avg.unwrap();
     for (i, v) in buf.iter().enumerate() {
         let want = (0..n).map(|q| small(q, i)).sum::<i64>() as f64 / n as f64;
-        assert!((v.as_f64() - want).abs() <= want.abs() * 1e-2 + 1e-6,
-                "{:?} avg at {}: {:?}, want {}", T::DTYPE, i, v, want);
+        assert!(
+            (v.as_f64() - want).abs() <= want.abs() * 1e-2 + 1e-6,
+            "{:?} avg at {}: {:?}, want {}",
+            T::DTYPE,
+            i,
+            v,
+            want
+        );
     }
 }
 
@@ -68,8 +97,12 @@ fn allgather<T: Val>(comm: &Communicator) {
         comm.allgather(&send, &mut recv).unwrap();
         for q in 0..n {
             let want: Vec<T> = (0..count).map(|i| T::of(small(q, i))).collect();
-            assert!(recv[q * count..(q + 1) * count] == want[..], "{:?} allgather block {}",
-                    T::DTYPE, q);
+            assert!(
+                recv[q * count..(q + 1) * count] == want[..],
+                "{:?} allgather block {}",
+                T::DTYPE,
+                q
+            );
         }
     }
 }
@@ -79,9 +112,18 @@ fn reduce_scatter<T: Val>(comm: &Communicator) {
     for &count in COUNTS {
         let send: Vec<T> = (0..count * n).map(|i| T::of(small(r, i))).collect();
         let mut recv = vec![T::of(0); count];
-        comm.reduce_scatter(&send, &mut recv, ReduceOp::Sum).unwrap();
-        let want: Vec<T> = (0..count).map(|i| expect(n, r * count + i, ReduceOp::Sum)).collect();
-        assert!(recv == want, "{:?} reduce_scatter count {} rank {}", T::DTYPE, count, r);
+        comm.reduce_scatter(&send, &mut recv, ReduceOp::Sum)
+            .unwrap();
+        let want: Vec<T> = (0..count)
+            .map(|i| expect(n, r * count + i, ReduceOp::Sum))
+            .collect();
+        assert!(
+            recv == want,
+            "{:?} reduce_scatter count {} rank {}",
+            T::DTYPE,
+            count,
+            r
+        );
     }
 }
 
@@ -92,7 +134,13 @@ fn broadcast<T: Val>(comm: &Communicator) {
             let mut buf: Vec<T> = (0..count).map(|i| T::of(small(r, i))).collect();
             comm.broadcast(&mut buf, root).unwrap();
             let want: Vec<T> = (0..count).map(|i| T::of(small(root, i))).collect();
-            assert!(buf == want, "{:?} broadcast from {} count {}", T::DTYPE, root, count);
+            assert!(
+                buf == want,
+                "{:?} broadcast from {} count {}",
+                T::DTYPE,
+                root,
+                count
+            );
         }
     }
 }
@@ -134,9 +182,23 @@ fn barrier_and_the_place_of_each_rank() {
     let ring = Ring::start(2);
     let places = ring.run(2, |comm| {
         comm.barrier().unwrap();
-        (comm.rank(), comm.local_rank(), comm.local_size(), comm.host_rank(), comm.host_count())
+        (
+            comm.rank(),
+            comm.local_rank(),
+            comm.local_size(),
+            comm.host_rank(),
+            comm.host_count(),
+        )
     });
-    assert_eq!(places, vec![(0, 0, 2, 0, 2), (1, 1, 2, 0, 2), (2, 0, 2, 1, 2), (3, 1, 2, 1, 2)]);
+    assert_eq!(
+        places,
+        vec![
+            (0, 0, 2, 0, 2),
+            (1, 1, 2, 0, 2),
+            (2, 0, 2, 1, 2),
+            (3, 1, 2, 1, 2)
+        ]
+    );
 }
 
 #[test]
@@ -145,8 +207,14 @@ fn bad_lengths_are_refused_before_libring() {
     ring.run(2, |comm| {
         let e = comm.allgather(&[1.0f32; 4], &mut [0.0f32; 5]).unwrap_err();
         assert_eq!(e.code(), ringd::ErrorCode::Invalid);
-        assert!(e.detail().contains("recv has 5 elements, 8 expected"), "{}", e);
-        let e = comm.allreduce(&[1u8; 3], &mut [0u8; 2], ReduceOp::Sum).unwrap_err();
+        assert!(
+            e.detail().contains("recv has 5 elements, 8 expected"),
+            "{}",
+            e
+        );
+        let e = comm
+            .allreduce(&[1u8; 3], &mut [0u8; 2], ReduceOp::Sum)
+            .unwrap_err();
         assert_eq!(e.code(), ringd::ErrorCode::Invalid);
         let e = comm.broadcast(&mut [0u8; 2], 7).unwrap_err();
         assert_eq!(e.code(), ringd::ErrorCode::Invalid, "{}", e);

@@ -19,7 +19,10 @@ fn all_reduce_bytes_of_every_dtype_and_bool_as_or_or_and() {
         // 3 ranks hold true at index 0; only rank 0 at index 1; all at 2.
         let flags = [(r != 1) as u8, (r == 0) as u8 * 7, 1, 0];
         let want = [[1, 1, 1, 0], [1, 1, 1, 0], [0, 0, 1, 0]];
-        for (op, want) in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].iter().zip(want) {
+        for (op, want) in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]
+            .iter()
+            .zip(want)
+        {
             let mut b = flags;
             g.all_reduce(*op, Dtype::Bool, &mut b).unwrap();
             assert_eq!(b, want, "bool {:?}", op);
@@ -28,9 +31,15 @@ fn all_reduce_bytes_of_every_dtype_and_bool_as_or_or_and() {
             let mut buf = vec![0u8; 3 * d.size()];
             g.all_reduce(ReduceOp::Max, d, &mut buf).unwrap();
         }
-        let e = g.all_reduce(ReduceOp::Sum, Dtype::Float32, &mut [0u8; 6]).unwrap_err();
+        let e = g
+            .all_reduce(ReduceOp::Sum, Dtype::Float32, &mut [0u8; 6])
+            .unwrap_err();
         assert_eq!(e.code(), ErrorCode::Invalid);
-        assert!(e.detail().contains("not a whole number of float32"), "{}", e);
+        assert!(
+            e.detail().contains("not a whole number of float32"),
+            "{}",
+            e
+        );
 
         let mut out = vec![0u8; 3 * g.size()];
         g.all_gather(&[r as u8; 3], &mut out).unwrap();
@@ -69,22 +78,46 @@ fn typed_mismatch_fails_both_sides_and_the_link_stays_aligned() {
         let mut seen = Vec::new();
         if g.rank() == 0 {
             // float32 [2, 3] where the receiver expects int32 [2, 3].
-            seen.push(g.send(&[1.5f32; 6], &[2, 3], 1).map_err(|e| (e.code(), e.to_string())));
+            seen.push(
+                g.send(&[1.5f32; 6], &[2, 3], 1)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
             // The wrong shape: [3, 2] where [2, 3] is expected.
-            seen.push(g.send(&[2i32; 6], &[3, 2], 1).map_err(|e| (e.code(), e.to_string())));
-            seen.push(g.send(&[7i32, 8, 9, 10, 11, 12], &[2, 3], 1).map_err(|e| (e.code(), e.to_string())));
+            seen.push(
+                g.send(&[2i32; 6], &[3, 2], 1)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
+            seen.push(
+                g.send(&[7i32, 8, 9, 10, 11, 12], &[2, 3], 1)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
         } else {
             let mut buf = [0i32; 6];
-            seen.push(g.recv(&mut buf, &[2, 3], 0).map_err(|e| (e.code(), e.to_string())));
-            seen.push(g.recv(&mut buf, &[2, 3], 0).map_err(|e| (e.code(), e.to_string())));
-            seen.push(g.recv(&mut buf, &[2, 3], 0).map_err(|e| (e.code(), e.to_string())));
-            assert_eq!(buf, [7, 8, 9, 10, 11, 12], "the message after the mismatches");
+            seen.push(
+                g.recv(&mut buf, &[2, 3], 0)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
+            seen.push(
+                g.recv(&mut buf, &[2, 3], 0)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
+            seen.push(
+                g.recv(&mut buf, &[2, 3], 0)
+                    .map_err(|e| (e.code(), e.to_string())),
+            );
+            assert_eq!(
+                buf,
+                [7, 8, 9, 10, 11, 12],
+                "the message after the mismatches"
+            );
         }
         seen
     });
     for (rank, seen) in outcome.iter().enumerate() {
         for (i, s) in seen[..2].iter().enumerate() {
-            let (code, text) = s.clone().expect_err(&format!("rank {} message {} succeeded", rank, i));
+            let (code, text) = s
+                .clone()
+                .expect_err(&format!("rank {} message {} succeeded", rank, i));
             assert_eq!(code, ErrorCode::Mismatch, "rank {}: {}", rank, text);
         }
         assert!(seen[2].is_ok(), "rank {}: {:?}", rank, seen[2]);
@@ -92,7 +125,11 @@ fn typed_mismatch_fails_both_sides_and_the_link_stays_aligned() {
     // Both sides' messages name both dtypes.
     for seen in &outcome {
         let text = &seen[0].as_ref().unwrap_err().1;
-        assert!(text.contains("float32") && text.contains("int32"), "{}", text);
+        assert!(
+            text.contains("float32") && text.contains("int32"),
+            "{}",
+            text
+        );
     }
 }
 
@@ -117,7 +154,10 @@ fn byte_send_recv_and_split() {
 
         let group = Group::new(g);
         // Odd and even ranks, each ordered by descending rank.
-        let sub = group.split((r % 2) as i32, (10 - r) as i32).unwrap().unwrap();
+        let sub = group
+            .split((r % 2) as i32, (10 - r) as i32)
+            .unwrap()
+            .unwrap();
         assert_eq!(sub.size(), 2);
         assert_eq!(sub.rank(), if r < 2 { 1 } else { 0 });
         let mut x = [r as u32];
@@ -125,8 +165,10 @@ fn byte_send_recv_and_split() {
         assert_eq!(x[0], if r % 2 == 0 { 2 } else { 4 });
         // Rank 3 stays out; the rest keep rank order with key -1.
         let some = group.split(if r == 3 { -1 } else { 0 }, -1).unwrap();
-        assert_eq!(some.as_ref().map(|s| (s.rank(), s.size())),
-                   if r == 3 { None } else { Some((r, 3)) });
+        assert_eq!(
+            some.as_ref().map(|s| (s.rank(), s.size())),
+            if r == 3 { None } else { Some((r, 3)) }
+        );
     });
 }
 
@@ -143,8 +185,14 @@ fn the_single_group_needs_no_daemon() {
     let mut out = [0u16; 2];
     g.all_gather(&[4u16, 5], &mut out).unwrap();
     assert_eq!(out, [4, 5]);
-    assert_eq!(g.send(&[1u8], &[1], 0).unwrap_err().code(), ErrorCode::Invalid);
-    assert_eq!(g.recv(&mut [1u8], &[1], 0).unwrap_err().code(), ErrorCode::Invalid);
+    assert_eq!(
+        g.send(&[1u8], &[1], 0).unwrap_err().code(),
+        ErrorCode::Invalid
+    );
+    assert_eq!(
+        g.recv(&mut [1u8], &[1], 0).unwrap_err().code(),
+        ErrorCode::Invalid
+    );
     let sub = g.split(0, -1).unwrap().unwrap();
     assert_eq!(sub.size(), 1);
     assert!(g.split(-1, 0).unwrap().is_none());
@@ -216,7 +264,11 @@ fn a_backend_that_panics_leaves_only_valid_bools() {
         results.push((name, outcome.is_err(), raw_bytes(&flags)));
     }
     for (name, panicked, bytes) in results {
-        assert!(panicked, "{}: the backend's panic did not reach catch_unwind", name);
+        assert!(
+            panicked,
+            "{}: the backend's panic did not reach catch_unwind",
+            name
+        );
         let valid = bytes.iter().all(|&b| b <= 1);
         assert!(valid, "{}: bytes {:?} are not all valid bools", name, bytes);
         // What the backend wrote (non-zero) reads as true.

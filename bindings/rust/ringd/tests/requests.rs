@@ -24,7 +24,8 @@ fn every_non_blocking_collective() {
                 s.iallreduce(&send, &mut sum, ReduceOp::Sum).unwrap(),
                 s.iallreduce_in_place(&mut inplace, ReduceOp::Max).unwrap(),
                 s.iallgather(&mine, &mut gathered).unwrap(),
-                s.ireduce_scatter(&blocks, &mut scattered, ReduceOp::Sum).unwrap(),
+                s.ireduce_scatter(&blocks, &mut scattered, ReduceOp::Sum)
+                    .unwrap(),
                 s.ibroadcast(&mut bcast, n - 1).unwrap(),
                 s.ibarrier().unwrap(),
             ];
@@ -35,7 +36,13 @@ fn every_non_blocking_collective() {
         let want: Vec<u16> = (0..n).flat_map(|q| [q as u16; 3]).collect();
         assert_eq!(gathered, want);
         let base: i64 = (0..n as i64).sum();
-        assert_eq!(scattered, vec![n as i64 * (2 * r) as i64 + base, n as i64 * (2 * r + 1) as i64 + base]);
+        assert_eq!(
+            scattered,
+            vec![
+                n as i64 * (2 * r) as i64 + base,
+                n as i64 * (2 * r + 1) as i64 + base
+            ]
+        );
         assert_eq!(bcast, vec![n as u8 - 1; 4]);
     });
 }
@@ -78,7 +85,11 @@ fn a_failed_request_carries_its_own_error() {
         });
         let e = outcome.unwrap_err();
         assert_eq!(e.code(), ErrorCode::Mismatch);
-        assert!(e.detail().contains("uint16") && e.detail().contains("int16"), "{}", e);
+        assert!(
+            e.detail().contains("uint16") && e.detail().contains("int16"),
+            "{}",
+            e
+        );
         // The link is aligned: the next exchange works.
         if r == 0 {
             comm.send(&[5i16, 6, 7, 8], &[4], 1).unwrap();
@@ -118,12 +129,22 @@ fn arena_buffers_are_zero_copy_slices() {
         let r = comm.rank();
         let mut x = comm.alloc::<f32>(1 << 20).unwrap();
         assert!(x.iter().all(|&v| v == 0.0));
-        x.iter_mut().enumerate().for_each(|(i, v)| *v = (i % 7) as f32 + r as f32);
+        x.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = (i % 7) as f32 + r as f32);
         comm.allreduce_in_place(&mut x, ReduceOp::Sum).unwrap();
-        assert!(x.iter().enumerate().all(|(i, &v)| v == 2.0 * (i % 7) as f32 + 1.0));
+        assert!(x
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == 2.0 * (i % 7) as f32 + 1.0));
         let mut flags = comm.alloc::<bool>(3).unwrap();
         flags[r] = true;
-        comm.scope(|s| s.iallreduce_in_place(&mut flags, ReduceOp::Max).unwrap().wait().unwrap());
+        comm.scope(|s| {
+            s.iallreduce_in_place(&mut flags, ReduceOp::Max)
+                .unwrap()
+                .wait()
+                .unwrap()
+        });
         assert_eq!(&flags[..], &[true, true, false]);
         let empty = comm.alloc::<u64>(0).unwrap();
         assert!(empty.is_empty());
@@ -135,7 +156,10 @@ fn arena_buffers_are_zero_copy_slices() {
 
 #[test]
 fn opening_without_a_daemon_says_where_it_looked() {
-    let opts = ringd::Options::new().socket("/nonexistent/ringd.sock").job("nobody").timeout_ms(2000);
+    let opts = ringd::Options::new()
+        .socket("/nonexistent/ringd.sock")
+        .job("nobody")
+        .timeout_ms(2000);
     let e = ringd::Communicator::open(&opts).unwrap_err();
     assert_eq!(e.code(), ErrorCode::Daemon, "{}", e);
     assert!(e.detail().contains("/nonexistent/ringd.sock"), "{}", e);

@@ -11,21 +11,38 @@ fn rooted<T: Val>(comm: &Communicator) {
     let mine: Vec<T> = (0..5).map(|i| T::of(small(r, i))).collect();
     for root in 0..n {
         let mut out = vec![T::of(0); 5];
-        comm.reduce(&mine, (r == root).then(|| &mut out[..]), ReduceOp::Max, root).unwrap();
+        comm.reduce(
+            &mine,
+            (r == root).then(|| &mut out[..]),
+            ReduceOp::Max,
+            root,
+        )
+        .unwrap();
         if r == root {
-            let want: Vec<T> = (0..5).map(|i| T::of((0..n).map(|q| small(q, i)).max().unwrap())).collect();
+            let want: Vec<T> = (0..5)
+                .map(|i| T::of((0..n).map(|q| small(q, i)).max().unwrap()))
+                .collect();
             assert!(out == want, "{:?} reduce to {}", T::DTYPE, root);
         }
         let mut all = vec![T::of(0); 5 * n];
-        comm.gather(&mine, (r == root).then(|| &mut all[..]), root).unwrap();
+        comm.gather(&mine, (r == root).then(|| &mut all[..]), root)
+            .unwrap();
         if r == root {
-            let want: Vec<T> = (0..n).flat_map(|q| (0..5).map(move |i| T::of(small(q, i)))).collect();
+            let want: Vec<T> = (0..n)
+                .flat_map(|q| (0..5).map(move |i| T::of(small(q, i))))
+                .collect();
             assert!(all == want, "{:?} gather to {}", T::DTYPE, root);
         }
         let blocks: Vec<T> = (0..3 * n).map(|i| T::of(small(root, i))).collect();
         let mut part = vec![T::of(0); 3];
-        comm.scatter((r == root).then(|| &blocks[..]), &mut part, root).unwrap();
-        assert!(part[..] == blocks[3 * r..3 * r + 3], "{:?} scatter from {}", T::DTYPE, root);
+        comm.scatter((r == root).then(|| &blocks[..]), &mut part, root)
+            .unwrap();
+        assert!(
+            part[..] == blocks[3 * r..3 * r + 3],
+            "{:?} scatter from {}",
+            T::DTYPE,
+            root
+        );
     }
 }
 
@@ -36,31 +53,51 @@ fn exchanges<T: Val>(comm: &Communicator) {
     let displs: Vec<usize> = (0..n).map(|q| q * (q + 1) / 2 + 2 * q).collect();
     let send: Vec<T> = (0..=r).map(|i| T::of(small(r, i))).collect();
     let mut recv = vec![T::of(0); displs[n - 1] + n + 2];
-    comm.allgatherv(&send, &mut recv, &counts, Some(&displs)).unwrap();
+    comm.allgatherv(&send, &mut recv, &counts, Some(&displs))
+        .unwrap();
     for q in 0..n {
         let want: Vec<T> = (0..=q).map(|i| T::of(small(q, i))).collect();
-        assert!(recv[displs[q]..displs[q] + q + 1] == want[..], "{:?} allgatherv block {}", T::DTYPE, q);
+        assert!(
+            recv[displs[q]..displs[q] + q + 1] == want[..],
+            "{:?} allgatherv block {}",
+            T::DTYPE,
+            q
+        );
     }
     // alltoall: element i of block q is small(r * 10 + q, i).
-    let send: Vec<T> = (0..2 * n).map(|i| T::of(small(r * 10 + i / 2, i % 2))).collect();
+    let send: Vec<T> = (0..2 * n)
+        .map(|i| T::of(small(r * 10 + i / 2, i % 2)))
+        .collect();
     let mut recv = vec![T::of(0); 2 * n];
     comm.alltoall(&send, &mut recv).unwrap();
-    let want: Vec<T> = (0..2 * n).map(|i| T::of(small((i / 2) * 10 + r, i % 2))).collect();
+    let want: Vec<T> = (0..2 * n)
+        .map(|i| T::of(small((i / 2) * 10 + r, i % 2)))
+        .collect();
     assert!(recv == want, "{:?} alltoall", T::DTYPE);
     // alltoallv: rank r sends q + 1 elements to rank q (packed on both sides).
     let scounts: Vec<usize> = (0..n).map(|q| q + 1).collect();
     let rcounts = vec![r + 1; n];
-    let send: Vec<T> = (0..n).flat_map(|q| (0..=q).map(move |i| T::of(small(r + q, i)))).collect();
+    let send: Vec<T> = (0..n)
+        .flat_map(|q| (0..=q).map(move |i| T::of(small(r + q, i))))
+        .collect();
     let mut recv = vec![T::of(0); n * (r + 1)];
-    comm.alltoallv(&send, &scounts, None, &mut recv, &rcounts, None).unwrap();
-    let want: Vec<T> = (0..n).flat_map(|q| (0..=r).map(move |i| T::of(small(q + r, i)))).collect();
+    comm.alltoallv(&send, &scounts, None, &mut recv, &rcounts, None)
+        .unwrap();
+    let want: Vec<T> = (0..n)
+        .flat_map(|q| (0..=r).map(move |i| T::of(small(q + r, i))))
+        .collect();
     assert!(recv == want, "{:?} alltoallv", T::DTYPE);
     // sendrecv: a shift round the ring.
     let mut got = vec![T::of(0); 4];
     let out: Vec<T> = (0..4).map(|i| T::of(small(r, i))).collect();
-    comm.sendrecv(&out, (r + 1) % n, &mut got, (r + n - 1) % n).unwrap();
+    comm.sendrecv(&out, (r + 1) % n, &mut got, (r + n - 1) % n)
+        .unwrap();
     let prev = (r + n - 1) % n;
-    assert!(got == (0..4).map(|i| T::of(small(prev, i))).collect::<Vec<T>>(), "{:?} sendrecv", T::DTYPE);
+    assert!(
+        got == (0..4).map(|i| T::of(small(prev, i))).collect::<Vec<T>>(),
+        "{:?} sendrecv",
+        T::DTYPE
+    );
 }
 
 #[test]
@@ -96,13 +133,18 @@ fn non_blocking_forms() {
         let rid = [r as i32];
         comm.scope(|s| {
             let reqs = vec![
-                s.ireduce(&mine, (r == 1).then(|| &mut red[..]), ReduceOp::Sum, 1).unwrap(),
-                s.igather(&rid, (r == 0).then(|| &mut gathered[..]), 0).unwrap(),
-                s.iscatter((r == 2).then(|| &blocks[..]), &mut part, 2).unwrap(),
+                s.ireduce(&mine, (r == 1).then(|| &mut red[..]), ReduceOp::Sum, 1)
+                    .unwrap(),
+                s.igather(&rid, (r == 0).then(|| &mut gathered[..]), 0)
+                    .unwrap(),
+                s.iscatter((r == 2).then(|| &blocks[..]), &mut part, 2)
+                    .unwrap(),
                 s.iallgatherv(&one, &mut all, &counts, None).unwrap(),
                 s.ialltoall(&a2a, &mut a2a_out).unwrap(),
-                s.ialltoallv(&a2a, &counts, None, &mut a2av_out, &counts, None).unwrap(),
-                s.isendrecv(&truth, (r + 1) % n, &mut flag, (r + n - 1) % n).unwrap(),
+                s.ialltoallv(&a2a, &counts, None, &mut a2av_out, &counts, None)
+                    .unwrap(),
+                s.isendrecv(&truth, (r + 1) % n, &mut flag, (r + n - 1) % n)
+                    .unwrap(),
             ];
             Request::wait_all(reqs).unwrap();
         });
@@ -114,7 +156,10 @@ fn non_blocking_forms() {
         }
         assert_eq!(part, [r as u8]);
         assert_eq!(all, (0..n as i64).collect::<Vec<_>>());
-        assert_eq!(a2a_out, (0..n).map(|q| (10 * q + r) as u16).collect::<Vec<_>>());
+        assert_eq!(
+            a2a_out,
+            (0..n).map(|q| (10 * q + r) as u16).collect::<Vec<_>>()
+        );
         assert_eq!(a2av_out, a2a_out);
         assert_eq!(flag, [(r + n - 1) % n % 2 == 0]);
     });
@@ -126,10 +171,20 @@ fn blocks_outside_a_buffer_are_refused() {
     ring.run(2, |comm| {
         let r = comm.rank();
         let mut recv = [0u32; 4];
-        let e = comm.allgatherv(&[1u32; 2][..], &mut recv, &[2, 2], Some(&[0, 3])).unwrap_err();
+        let e = comm
+            .allgatherv(&[1u32; 2][..], &mut recv, &[2, 2], Some(&[0, 3]))
+            .unwrap_err();
         assert_eq!(e.code(), ErrorCode::Invalid);
         assert!(e.detail().contains("overruns"), "{}", e);
-        let e = comm.alltoallv(&[1u8; 2][..], &[1, 1], None, &mut [0u8; 2][..], &[1, 1], Some(&[0, usize::MAX]))
+        let e = comm
+            .alltoallv(
+                &[1u8; 2][..],
+                &[1, 1],
+                None,
+                &mut [0u8; 2][..],
+                &[1, 1],
+                Some(&[0, usize::MAX]),
+            )
             .unwrap_err();
         assert_eq!(e.code(), ErrorCode::Invalid, "{}", e);
         let e = comm.alltoall(&[1u8; 3][..], &mut [0u8; 3][..]).unwrap_err();

@@ -22,8 +22,11 @@ fn check_average(ring: &Ring, per: usize, backend: SyncBackend, bucket_bytes: us
         cfg.gpu_ids = vec![4, 5, 6, 7];
         let sync = GradientSynchronizer::with_communicator(cfg, comm).unwrap();
         let (r, n) = (sync.rank(), sync.world_size());
-        let mut grads: Vec<Vec<f32>> =
-            LENS.iter().enumerate().map(|(g, &len)| (0..len).map(|i| value(r, g, i)).collect()).collect();
+        let mut grads: Vec<Vec<f32>> = LENS
+            .iter()
+            .enumerate()
+            .map(|(g, &len)| (0..len).map(|i| value(r, g, i)).collect())
+            .collect();
         let mut halves: Vec<Vec<BF16>> = grads
             .iter()
             .map(|g| g.iter().map(|&v| BF16::from_f32(v)).collect())
@@ -54,13 +57,23 @@ fn cpu_staging_averages_in_waves_of_small_buckets() {
 #[test]
 fn cpu_staging_averages_with_default_buckets() {
     let ring = Ring::start(2);
-    check_average(&ring, 1, SyncBackend::CpuStaging, ringd::sync::DEFAULT_BUCKET_BYTES);
+    check_average(
+        &ring,
+        1,
+        SyncBackend::CpuStaging,
+        ringd::sync::DEFAULT_BUCKET_BYTES,
+    );
 }
 
 #[test]
 fn ring_backend_averages_in_place() {
     let ring = Ring::start(1);
-    check_average(&ring, 3, SyncBackend::Ring, ringd::sync::DEFAULT_BUCKET_BYTES);
+    check_average(
+        &ring,
+        3,
+        SyncBackend::Ring,
+        ringd::sync::DEFAULT_BUCKET_BYTES,
+    );
 }
 
 #[test]
@@ -88,7 +101,11 @@ fn a_second_attach_of_this_process_points_at_with_communicator() {
     let e = GradientSynchronizer::new(cfg.clone()).unwrap_err();
     assert_eq!(e.code(), ringd::ErrorCode::Invalid, "{}", e);
     let text = e.to_string();
-    assert!(text.contains("with_communicator"), "the remedy is not named: {}", text);
+    assert!(
+        text.contains("with_communicator"),
+        "the remedy is not named: {}",
+        text
+    );
     assert!(text.contains("this process"), "{}", text);
     assert!(text.contains(&std::process::id().to_string()), "{}", text);
     // The remedy works.

@@ -29,9 +29,21 @@ fn assert_close(one: &[f32], many: &[f32], what: &str) {
     assert_eq!(one.len(), many.len(), "{}: steps", what);
     for (step, (a, b)) in one.iter().zip(many).enumerate() {
         let rel = ((a - b) / a).abs();
-        assert!(rel <= 1e-5, "{} step {}: {} vs {} (relative {:e})", what, step, a, b, rel);
+        assert!(
+            rel <= 1e-5,
+            "{} step {}: {} vs {} (relative {:e})",
+            what,
+            step,
+            a,
+            b,
+            rel
+        );
     }
-    assert!(one[STEPS - 1] < 0.5 * one[0], "the model does not learn: {:?}", one);
+    assert!(
+        one[STEPS - 1] < 0.5 * one[0],
+        "the model does not learn: {:?}",
+        one
+    );
 }
 
 #[test]
@@ -40,7 +52,8 @@ fn four_ranks_match_one_process() {
     let ring = Ring::start(2);
     for backend in [SyncBackend::CpuStaging, SyncBackend::Ring] {
         let per_rank = ring.run(2, |comm| {
-            let sync = GradientSynchronizer::with_communicator(SyncConfig::new(backend), comm).unwrap();
+            let sync =
+                GradientSynchronizer::with_communicator(SyncConfig::new(backend), comm).unwrap();
             losses(&sync)
         });
         for (rank, l) in per_rank.iter().enumerate() {
@@ -52,8 +65,18 @@ fn four_ranks_match_one_process() {
 /// The example binary beside this test's (cargo test builds the examples).
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
-    assert!(path.exists(), "{} is not built: run `cargo test` without a target filter", path.display());
+    let path = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo test` without a target filter",
+        path.display()
+    );
     path
 }
 
@@ -62,15 +85,31 @@ fn the_example_as_four_processes_matches_one() {
     let one = single_losses();
     let ring = Ring::start(2);
     let out = Command::new(example("train"))
-        .args(["--ranks", "4", "--steps", &STEPS.to_string(), "--rows", &ROWS.to_string()])
+        .args([
+            "--ranks",
+            "4",
+            "--steps",
+            &STEPS.to_string(),
+            "--rows",
+            &ROWS.to_string(),
+        ])
         .args(["--lr", &LR.to_string()])
         .envs(ring.vars().iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env_remove("RING_SOCKET")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "train failed: {}{}", text, String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("training on 4 rank(s), backend cpu"), "{}", text);
+    assert!(
+        out.status.success(),
+        "train failed: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("training on 4 rank(s), backend cpu"),
+        "{}",
+        text
+    );
     let many: Vec<f32> = text
         .lines()
         .filter_map(|l| l.split("loss").nth(1))
@@ -83,15 +122,31 @@ fn the_example_as_four_processes_matches_one() {
 fn the_example_alone_with_ring_single_is_a_size_1_group() {
     let one = single_losses();
     let out = Command::new(example("train"))
-        .args(["--backend", "cpu", "--steps", &STEPS.to_string(), "--rows", &ROWS.to_string()])
+        .args([
+            "--backend",
+            "cpu",
+            "--steps",
+            &STEPS.to_string(),
+            "--rows",
+            &ROWS.to_string(),
+        ])
         .args(["--lr", &LR.to_string()])
         .env("RING_SINGLE", "1")
         .env_remove("RING_SOCKET")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "train failed: {}{}", text, String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("training on 1 rank(s), backend cpu"), "{}", text);
+    assert!(
+        out.status.success(),
+        "train failed: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("training on 1 rank(s), backend cpu"),
+        "{}",
+        text
+    );
     let alone: Vec<f32> = text
         .lines()
         .filter_map(|l| l.split("loss").nth(1))

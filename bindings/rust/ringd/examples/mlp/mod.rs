@@ -128,16 +128,27 @@ pub fn batch(teacher: &Mlp, step: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
     let mut rng = Rng::new(1000 + step as u64);
     let mut xs = vec![0.0; rows * INPUTS];
     rng.fill(&mut xs, 1.0);
-    let ts = xs.chunks(INPUTS).flat_map(|x| teacher.forward(x).1).collect();
+    let ts = xs
+        .chunks(INPUTS)
+        .flat_map(|x| teacher.forward(x).1)
+        .collect();
     (xs, ts)
 }
 
 /// Trains for `steps` on global batches of `rows`, this rank taking its share
 /// of every batch; calls `report(step, loss, seconds)` with the global loss.
-pub fn train(sync: &GradientSynchronizer, steps: usize, rows: usize, lr: f32,
-             mut report: impl FnMut(usize, f32, f64)) -> Result<Mlp> {
+pub fn train(
+    sync: &GradientSynchronizer,
+    steps: usize,
+    rows: usize,
+    lr: f32,
+    mut report: impl FnMut(usize, f32, f64),
+) -> Result<Mlp> {
     let (rank, world) = (sync.rank(), sync.world_size());
-    assert!(rows % world == 0, "the global batch must split evenly over the ranks");
+    assert!(
+        rows % world == 0,
+        "the global batch must split evenly over the ranks"
+    );
     let teacher = Mlp::new(7);
     let mut model = Mlp::new(42);
     let share = rows / world;

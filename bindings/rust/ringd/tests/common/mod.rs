@@ -45,7 +45,9 @@ impl Ring {
                 .unwrap_or_else(|| panic!("ring-local printed no {}: {}", name, text))
         };
         let dir = var("RING_LOCAL_DIR");
-        let sockets = (0..n).map(|i| PathBuf::from(var(&format!("RING_SOCKET_{}", i)))).collect();
+        let sockets = (0..n)
+            .map(|i| PathBuf::from(var(&format!("RING_SOCKET_{}", i))))
+            .collect();
         let vars = text
             .lines()
             .filter_map(|l| l.split_once('='))
@@ -126,7 +128,11 @@ impl Drop for Ring {
 /// A job name no other test of this run uses.
 pub fn job_name() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    format!("rs{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "rs{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The shapes of world the tests cover: (daemons, processes per daemon).
