@@ -34,6 +34,10 @@ part_p2p(struct ring_comm *c, const char *fn, int coll, const void *buf, size_t 
 	struct lr_plan pl;
 
 	lr_plan_init(&pl, c, &lr_copier_host, coll, dtype, 0, peer, count);
+	/* an all-to-all's parts (held) meet only each other, never the caller's
+	 * own sends and receives between the same ranks; sendrecv's are those */
+	if (held)
+		pl.tmpl.flags |= PROTO_OP_F_EXCHANGE;
 	pl.tmpl.ndim = 1;
 	pl.tmpl.shape[0] = count;
 	pl.send = buf;

@@ -18,10 +18,12 @@
 
 #include "ring_types.h"
 
-#define PROTO_VERSION		4	/* 2: OP carries flags; 3: job frames carry
+#define PROTO_VERSION		5	/* 2: OP carries flags; 3: job frames carry
 					 * the formation generation, LEAVE the
 					 * ranks that stay; 4: OP and the
-					 * fingerprint carry the API collective */
+					 * fingerprint carry the API collective;
+					 * 5: PROTO_OP_F_EXCHANGE, and RTS's comm
+					 * is the matching context */
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -257,12 +259,15 @@ int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);
 /* P2P request to send (rendezvous) and clear to send. */
 struct proto_rts {
 	uint32_t src, dst;	/* global ranks */
-	uint32_t comm;		/* communicator id within the job (0 = world) */
+	uint32_t comm;		/* the matching context within the job: 0, the
+				 * ranks' own sends and receives; PROTO_CTX_EXCHANGE,
+				 * the parts of exchanges (PROTO_OP_F_EXCHANGE) */
 	uint8_t dtype;
 	uint8_t ndim;
 	uint64_t bytes;		/* payload bytes that will follow a CTS */
 	uint64_t shape[PROTO_MAX_NDIM];
 };
+#define PROTO_CTX_EXCHANGE	1u
 struct proto_cts {
 	uint32_t src, dst;	/* as in the RTS they answer */
 	int32_t status;		/* 0: send now; else RING_E* and no data follows */
@@ -353,7 +358,12 @@ struct proto_op {
  * the op on every rank with RING_EABORTED naming it, so no rank waits for the
  * timeout and the next op is aligned.  Collectives only, not send/recv. */
 #define PROTO_OP_F_ABORT	0x1u
-#define PROTO_OP_F_ALL		PROTO_OP_F_ABORT
+/* A send or recv that is a part of an exchange (all-to-all): it is matched
+ * only with parts of exchanges, never with the caller's own sends and
+ * receives, which may be in flight between the same ranks at the same time
+ * (as MPI keeps a collective's messages apart from point-to-point's). */
+#define PROTO_OP_F_EXCHANGE	0x2u
+#define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE)
 
 struct proto_done {
 	uint64_t reqid;

@@ -59,6 +59,14 @@ shape_format(const struct proto_rts *m, char *buf, size_t cap)
 		snprintf(buf + off, cap - off, "]");
 }
 
+/* The same pair of ranks in the same matching context: a send and a receive
+ * that may meet. */
+static bool
+rts_pair(const struct proto_rts *a, const struct proto_rts *b)
+{
+	return a->src == b->src && a->dst == b->dst && a->comm == b->comm;
+}
+
 static bool
 rts_same(const struct proto_rts *a, const struct proto_rts *b)
 {
@@ -177,6 +185,7 @@ p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_o
 	op->p2p->dst = recv;
 	op->p2p->len = m->count * op->esz;
 	op->p2p->rts.ndim = m->ndim;
+	op->p2p->rts.comm = m->flags & PROTO_OP_F_EXCHANGE ? PROTO_CTX_EXCHANGE : 0;
 	memcpy(op->p2p->rts.shape, m->shape, sizeof(op->p2p->rts.shape));
 	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : s->timeout_ms);
 	return p2p_submit(rd, op);
@@ -201,8 +210,8 @@ p2p_submit(struct ringd *rd, struct op *op)
 		op_enqueue(op, &j->sends);
 		if (op->p2p->local_peer) {
 			TAILQ_FOREACH(o, &j->recvs, entry)
-				if (o->p2p->local_peer && !o->finished && o->p2p->rts.src == op->p2p->rts.src &&
-				    o->p2p->rts.dst == op->p2p->rts.dst)
+				if (o->p2p->local_peer && !o->finished &&
+				    rts_pair(&o->p2p->rts, &op->p2p->rts))
 					break;
 			if (o != NULL)
 				p2p_local(rd, op, o);
@@ -218,8 +227,8 @@ p2p_submit(struct ringd *rd, struct op *op)
 	op_enqueue(op, &j->recvs);
 	if (op->p2p->local_peer) {
 		TAILQ_FOREACH(o, &j->sends, entry)
-			if (o->p2p->local_peer && !o->finished && o->p2p->rts.src == op->p2p->rts.src &&
-			    o->p2p->rts.dst == op->p2p->rts.dst)
+			if (o->p2p->local_peer && !o->finished &&
+			    rts_pair(&o->p2p->rts, &op->p2p->rts))
 				break;
 		if (o != NULL)
 			p2p_local(rd, o, op);
@@ -229,8 +238,7 @@ p2p_submit(struct ringd *rd, struct op *op)
 		struct rts_entry *e;
 
 		TAILQ_FOREACH(e, &j->rts_in, entry)
-			if (e->gen == j->fgen && e->rts.src == op->p2p->rts.src &&
-			    e->rts.dst == op->p2p->rts.dst)
+			if (e->gen == j->fgen && rts_pair(&e->rts, &op->p2p->rts))
 				break;
 		if (e != NULL) {
 			TAILQ_REMOVE(&j->rts_in, e, entry);
@@ -347,7 +355,7 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	}
 	TAILQ_FOREACH(op, &j->recvs, entry)
 		if (f->gen == j->fgen && !op->p2p->cts && !op->finished && !op->p2p->local_peer &&
-		    op->p2p->rts.src == m.src && op->p2p->rts.dst == m.dst)
+		    rts_pair(&op->p2p->rts, &m))
 			break;
 	if (op != NULL) {
 		p2p_match(rd, op, &m, f->seq, src_host);

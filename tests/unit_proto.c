@@ -329,7 +329,7 @@ Test(frame, header_layout)
 	};
 	static const uint8_t want[PROTO_FRAME_HDR] = {
 		0x52, 0x47, 0x4e, 0x50,		/* "RGNP" */
-		0x04, 0x00,			/* version */
+		PROTO_VERSION, 0x00,		/* version */
 		0x11, 0x00,			/* type */
 		0x44, 0x33, 0x22, 0x11,		/* job */
 		0x88, 0x77, 0x66, 0x55,		/* aux */
@@ -1493,7 +1493,9 @@ Test(msg, op_invalid)
 
 	b = m; b.coll = 0;
 	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
-	b = m; b.flags = 0x2;	/* unknown flag */
+	b = m; b.flags = 0x4;	/* unknown flag */
+	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
+	b = m; b.coll = PROTO_COLL_ALLREDUCE; b.flags = PROTO_OP_F_EXCHANGE;	/* p2p only */
 	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
 	b = m; b.coll = PROTO_COLL_SEND; b.flags = PROTO_OP_F_ABORT;	/* collectives only */
 	cr_assert_eq(proto_encode_op(buf, sizeof(buf), &b), RING_EINVAL);
