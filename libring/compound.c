@@ -42,7 +42,8 @@ compound_next(struct ring_request *r)
 		if (x->status == 0 && x->npart[s] > 0) {
 			x->pending = x->npart[s];
 			for (i = 0; i < x->npart[s]; i++)
-				lr_req_activate(x->part[s][i], 0, NULL);
+				if (x->part[s][i] != NULL)
+					lr_req_activate(x->part[s][i], 0, NULL);
 			return;
 		}
 		for (i = 0; i < x->npart[s]; i++) {
@@ -60,8 +61,14 @@ lr_compound_part_done(struct ring_request *part)
 {
 	struct ring_request *r = part->parent;
 	struct lr_compound *x = r->cpd;
+	size_t i;
 
 	part->parent = NULL;
+	/* it frees itself now (freed): the compound must not look at it again,
+	 * as ring_wait does while the stage's other parts still run */
+	for (i = 0; i < x->npart[x->stage]; i++)
+		if (x->part[x->stage][i] == part)
+			x->part[x->stage][i] = NULL;
 	if (part->status && !x->status) {
 		x->status = part->status;
 		lr_req_err(r, "%s: %s", r->fn, part->err);
