@@ -13,7 +13,9 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "bindings/torch/ring_pg.hpp"
@@ -82,13 +84,18 @@ WorkRing::getFuture()
 	return future_;
 }
 
-/* No timeout: wait for our own requests (not for older works).  A timeout:
- * the progress thread completes the work; wait for that, within the bound. */
+/* No timeout: wait for our own requests (not for older works).  A timeout,
+ * a receive (the matcher gives it its requests), a work with a bound of its
+ * own or a coalesced whole: the progress threads complete the work (or an
+ * abort fails it); wait for that. */
 bool
 WorkRing::wait(std::chrono::milliseconds timeout)
 {
-	if (timeout == kNoTimeout) {
+	if (timeout == kNoTimeout && !p2p() && !whole_ && !has_deadline_) {
 		complete();
+	} else if (timeout == kNoTimeout) {
+		std::unique_lock<std::mutex> lock(mutex_);
+		cv_.wait(lock, [this] { return completed_; });
 	} else {
 		std::unique_lock<std::mutex> lock(mutex_);
 		if (!cv_.wait_for(lock, timeout, [this] { return completed_; }))
@@ -102,8 +109,8 @@ WorkRing::wait(std::chrono::milliseconds timeout)
 	return true;
 }
 
-/* Holds t for libring: alive until the work finishes, and its storage kept
- * where it is meanwhile. */
+/* Holds t for libring: alive until the requests are done, and its storage
+ * kept where it is meanwhile. */
 void
 WorkRing::keep(const at::Tensor &t)
 {
@@ -155,6 +162,15 @@ WorkRing::set_issue_error(const std::string &msg)
 }
 
 void
+WorkRing::set_deadline(std::chrono::milliseconds t)
+{
+	if (t.count() <= 0)
+		return;		/* unset (-1) or none: the group's bound */
+	has_deadline_ = true;
+	deadline_ = std::chrono::steady_clock::now() + t;
+}
+
+void
 WorkRing::complete()
 {
 	std::string msg;
@@ -178,6 +194,8 @@ WorkRing::complete()
 bool
 WorkRing::poll()
 {
+	if (pending_)
+		return false;
 	for (ring_request *r : reqs_) {
 		int done = 0;
 
@@ -189,8 +207,34 @@ WorkRing::poll()
 	return true;
 }
 
-/* Copies the results out, completes the Work, then the future (its callbacks
- * run here, outside our lock: a callback may wait on this very work). */
+/* The requests are done with the buffers (call it under finish_mu_). */
+void
+WorkRing::release()
+{
+	if (released_)
+		return;
+	released_ = true;
+	steps_.clear();
+	keep_.clear();
+	for (const void *key : held_)
+		arena_->unhold(key);
+	held_.clear();
+}
+
+/* Completes the Work, then the future (its callbacks run here, outside our
+ * locks: a callback may wait on this very work). */
+void
+WorkRing::finish_user(std::exception_ptr err)
+{
+	finish(err);
+	if (err)
+		future_->setError(err);
+	else
+		future_->markCompleted(c10::IValue(outputs_));
+}
+
+/* Every request is done: copies the results out (unless the work failed
+ * already) and lets go of the buffers. */
 void
 WorkRing::finalize(int rc, const std::string &msg)
 {
@@ -198,8 +242,10 @@ WorkRing::finalize(int rc, const std::string &msg)
 
 	{
 		std::lock_guard<std::mutex> lock(finish_mu_);
-		if (finished_)
+		if (finished_) {
+			release();
 			return;
+		}
 		finished_ = true;
 		if (rc)
 			err = std::make_exception_ptr(std::runtime_error(msg));
@@ -211,17 +257,51 @@ WorkRing::finalize(int rc, const std::string &msg)
 			err = std::make_exception_ptr(std::runtime_error(
 				std::string("ring: ") + name_ + ": copying the result: " + e.what()));
 		}
-		steps_.clear();
-		keep_.clear();	/* the requests are done with them */
-		for (const void *key : held_)
-			arena_->unhold(key);
-		held_.clear();
-		finish(err);
+		release();
 	}
-	if (err)
-		future_->setError(err);
-	else
-		future_->markCompleted(c10::IValue(outputs_));
+	finish_user(err);
+}
+
+/* The whole completes when its last part does, with the first failure. */
+void
+WorkRing::wait_for_parts(const std::vector<c10::intrusive_ptr<WorkRing>> &parts)
+{
+	auto left = std::make_shared<std::atomic<size_t>>(parts.size());
+	auto err = std::make_shared<std::string>();
+	auto err_mu = std::make_shared<std::mutex>();
+	c10::intrusive_ptr<WorkRing> self = c10::intrusive_ptr<WorkRing>::reclaim_copy(this);
+
+	whole_ = true;
+	if (parts.empty()) {
+		finalize(0, "");
+		return;
+	}
+	for (const auto &part : parts) {
+		part->getFuture()->addCallback([self, left, err, err_mu](c10::ivalue::Future &f) {
+			if (f.hasError()) {
+				std::lock_guard<std::mutex> lock(*err_mu);
+				if (err->empty())
+					*err = f.tryRetrieveErrorMessage();
+			}
+			if (--*left == 0)
+				self->finalize(err->empty() ? 0 : RING_EABORTED, *err);
+		});
+	}
+}
+
+bool
+WorkRing::fail(const std::string &msg)
+{
+	{
+		std::lock_guard<std::mutex> lock(finish_mu_);
+		if (finished_)
+			return false;
+		finished_ = true;
+		if (reqs_.empty())
+			release();	/* nothing of libring's holds them */
+	}
+	finish_user(std::make_exception_ptr(std::runtime_error(msg)));
+	return true;
 }
 
 /* ---- ProcessGroupRing: life ---- */
@@ -238,34 +318,109 @@ timeout_ms_of(std::chrono::milliseconds t)
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank,
 				   int size, std::chrono::milliseconds timeout)
-	: c10d::ProcessGroup(rank, size)
+	: GroupBase(rank, size)
 {
 	/* RING_TIMEOUT_MS, the operator's bound, wins over torch's timeout
 	 * argument, whose 30-minute default nobody chose. */
 	const char *env_tmo = getenv("RING_TIMEOUT_MS");
 	int tmo = env_tmo && *env_tmo ? 0 : timeout_ms_of(timeout);
 
+	if (tmo > 0)
+		op_timeout_ms_ = tmo;
+	else if (env_tmo && atoi(env_tmo) > 0)
+		op_timeout_ms_ = atoi(env_tmo);
 	place_ = place(*store, rank, size);
 	comm_ = open_comm(place_, rank, size, tmo);
 	arena_ = std::make_shared<Arena>(comm_);
+	match_.readers.resize((size_t)size);
 	progress_ = std::thread([this] { progress_loop(); });
 	p2p_thread_ = std::thread([this] { p2p_loop(); });
 	init();
 }
 
-/* Drains every work still in flight (each is bounded by libring's timeout),
- * then leaves the job. */
 ProcessGroupRing::~ProcessGroupRing()
+{
+	close(true);
+}
+
+bool
+ProcessGroupRing::aborted() const
+{
+	std::lock_guard<std::mutex> lock(queue_mu_);
+	return aborted_;
+}
+
+void
+ProcessGroupRing::check_open(const char *fn)
+{
+	std::lock_guard<std::mutex> lock(queue_mu_);
+	if (aborted_ || stopping_)
+		throw std::runtime_error(std::string("ring: ") + fn + ": the group " +
+					 (aborted_ ? "was aborted (" + abort_why_ + ")"
+						   : std::string("is shut down")));
+}
+
+/* Every work in flight fails now; the progress threads stop at their next
+ * step (the one waiting ends within libring's bound), and close() then
+ * leaves the job, which fails what libring still runs. */
+void
+ProcessGroupRing::abort_all(const std::string &why)
+{
+	std::vector<WorkPtr> all;
+	{
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		if (aborted_ || closed_)
+			return;
+		aborted_ = true;
+		abort_why_ = why;
+		all.assign(queue_.begin(), queue_.end());
+		all.insert(all.end(), p2p_.begin(), p2p_.end());
+		all.insert(all.end(), coalesced_.begin(), coalesced_.end());
+	}
+	queue_cv_.notify_all();
+	std::string msg = "ring: the group was aborted (" + why + ")";
+	for (const WorkPtr &w : all)
+		w->fail(msg);
+}
+
+/* Drains every work still in flight (each is bounded by libring's timeout)
+ * unless the group was aborted, then leaves the job; after an abort what is
+ * left fails at ring_close, which lets go of its buffers. */
+void
+ProcessGroupRing::close(bool drain)
 {
 	{
 		std::lock_guard<std::mutex> lock(queue_mu_);
+		if (closed_)
+			return;
+		closed_ = true;
 		stopping_ = true;
+		if (!drain)
+			aborted_ = true;
 	}
 	queue_cv_.notify_all();
 	join(progress_);
 	join(p2p_thread_);
+	std::lock_guard<std::mutex> issue(issue_mu_);	/* no issue races the close */
 	arena_->release();	/* storages still alive leave the arena first */
 	ring_close(comm_);
+	/* Whatever is left has its requests failed by the close: complete() no
+	 * longer waits, and lets go of the buffers. */
+	std::deque<WorkPtr> left;
+	{
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		left.swap(queue_);
+		left.insert(left.end(), p2p_.begin(), p2p_.end());
+		p2p_.clear();
+		left.insert(left.end(), coalesced_.begin(), coalesced_.end());
+		coalesced_.clear();
+	}
+	for (const WorkPtr &w : left) {
+		w->fail("ring: " + std::string(w->name()) + ": the group was closed");
+		w->complete();
+	}
+	p2p_free();
+	comm_ = nullptr;
 }
 
 /* A thread holding the GIL lets go of it while it waits: the works' futures
@@ -286,6 +441,10 @@ ProcessGroupRing::join(std::thread &t)
 	}
 }
 
+/* Waits for the collectives in issue order.  A work with a bound of its own
+ * is tested until that passes instead of waited for, and fails then (its
+ * buffers stay held until libring is done with them).  After an abort the
+ * thread stops: close() finishes what is left. */
 void
 ProcessGroupRing::progress_loop()
 {
@@ -293,23 +452,39 @@ ProcessGroupRing::progress_loop()
 		WorkPtr w;
 		{
 			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-			if (queue_.empty())
+			queue_cv_.wait(lock, [this] { return stopping_ || aborted_ || !queue_.empty(); });
+			if (aborted_ || queue_.empty())
 				return;
 			w = queue_.front();
-			queue_.pop_front();
 		}
 		try {
-			w->complete();
+			if (w->has_deadline()) {
+				auto pause = std::chrono::microseconds(20);
+				while (!w->poll()) {
+					if (std::chrono::steady_clock::now() > w->deadline())
+						w->fail(std::string("ring: ") + w->name() +
+							" did not complete within its timeout");
+					if (aborted())
+						return;
+					std::this_thread::sleep_for(pause);
+					pause = std::min(pause * 2, std::chrono::microseconds(1000));
+				}
+			} else {
+				w->complete();
+			}
 		} catch (...) {
 			/* complete() catches its own failures; a future callback's
 			 * exception must not end the process. */
 		}
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		if (!queue_.empty() && queue_.front() == w)
+			queue_.pop_front();
 	}
 }
 
 /* libring has no wait-for-any: while sends or receives are in flight, test
- * them all, backing off from 50 us to 5 ms while none completes. */
+ * them all and move the tag matcher on, backing off from 50 us to 1 ms while
+ * nothing moves. */
 void
 ProcessGroupRing::p2p_loop()
 {
@@ -319,12 +494,18 @@ ProcessGroupRing::p2p_loop()
 		std::vector<WorkPtr> live;
 		{
 			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || !p2p_.empty(); });
-			if (p2p_.empty())
+			queue_cv_.wait(lock, [this] {
+				return stopping_ || aborted_ || !p2p_.empty() || p2p_busy();
+			});
+			if (aborted_ || (stopping_ && p2p_.empty()))
 				return;
 			live.assign(p2p_.begin(), p2p_.end());
 		}
 		bool any = false;
+		try {
+			any = p2p_round();
+		} catch (...) {
+		}
 		for (const WorkPtr &w : live) {
 			bool done = false;
 			try {
@@ -336,13 +517,15 @@ ProcessGroupRing::p2p_loop()
 				continue;
 			any = true;
 			std::lock_guard<std::mutex> lock(queue_mu_);
-			p2p_.erase(std::find(p2p_.begin(), p2p_.end(), w));
+			auto it = std::find(p2p_.begin(), p2p_.end(), w);
+			if (it != p2p_.end())
+				p2p_.erase(it);
 		}
 		if (any) {
 			pause = std::chrono::microseconds(50);
 		} else {
 			std::this_thread::sleep_for(pause);
-			pause = std::min(pause * 2, std::chrono::microseconds(5000));
+			pause = std::min(pause * 2, std::chrono::microseconds(1000));
 		}
 	}
 }
@@ -352,6 +535,7 @@ ProcessGroupRing::p2p_loop()
 ProcessGroupRing::WorkPtr
 ProcessGroupRing::make_work(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
 {
+	check_open(name);
 	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs), arena_);
 }
 
@@ -386,12 +570,17 @@ ProcessGroupRing::issue_group(WorkRing &w, const std::vector<Starter> &starts)
 		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
 }
 
+/* Inside startCoalescing/endCoalescing the works wait for the group's end:
+ * their requests cannot be waited for or tested before it. */
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
 		std::lock_guard<std::mutex> lock(queue_mu_);
-		(w->p2p() ? p2p_ : queue_).push_back(w);
+		if (coalescing_)
+			coalesced_.push_back(w);
+		else
+			(w->p2p() ? p2p_ : queue_).push_back(w);
 	}
 	queue_cv_.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
@@ -399,6 +588,55 @@ ProcessGroupRing::submit(const WorkPtr &w)
 	if (!w->issue_error().empty())
 		throw std::runtime_error(w->issue_error());
 	return w;
+}
+
+void
+ProcessGroupRing::start_coalescing()
+{
+	check_open("start_coalescing");
+	std::lock_guard<std::mutex> issue(issue_mu_);
+	{
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		if (coalescing_)
+			throw std::runtime_error("ring: start_coalescing: the group is coalescing "
+						 "already (coalescing managers do not nest)");
+	}
+	if (ring_group_start(comm_) != 0)
+		throw std::runtime_error(std::string("ring: start_coalescing: ") +
+					 ring_last_error(comm_));
+	std::lock_guard<std::mutex> lock(queue_mu_);
+	coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRing::end_coalescing()
+{
+	std::vector<WorkPtr> parts;
+	WorkPtr whole = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::UNKNOWN, "end_coalescing",
+						    std::vector<at::Tensor>{}, arena_);
+	std::string err;
+	{
+		std::lock_guard<std::mutex> issue(issue_mu_);
+		{
+			std::lock_guard<std::mutex> lock(queue_mu_);
+			if (!coalescing_)
+				throw std::runtime_error("ring: end_coalescing: no start_coalescing "
+							 "before it");
+		}
+		if (ring_group_end(comm_) != 0)
+			err = std::string("ring: end_coalescing: ") + ring_last_error(comm_);
+		std::lock_guard<std::mutex> lock(queue_mu_);
+		coalescing_ = false;
+		parts.swap(coalesced_);
+		for (const WorkPtr &w : parts)
+			(w->p2p() ? p2p_ : queue_).push_back(w);
+	}
+	queue_cv_.notify_all();
+	if (!err.empty())
+		throw std::runtime_error(err);
+	/* The parts are the progress threads'; the whole completes with them. */
+	whole->wait_for_parts(parts);
+	return whole;
 }
 
 }  // namespace ringd_torch
