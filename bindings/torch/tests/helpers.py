@@ -52,6 +52,9 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if k not in LAUNCHER_VARS and not k.startswith(LAUNCHER_PREFIXES)}
     env["PYTHONPATH"] = str(BUILD / "python")
+    # torch 2.x built without libuv (Debian 13's 2.6) cannot make an env://
+    # TCPStore otherwise; torch 1.13 does not read it.
+    env["USE_LIBUV"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

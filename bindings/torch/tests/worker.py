@@ -530,7 +530,7 @@ def s_mismatch():
     except RuntimeError as e:
         print(f"mismatch raised: {e}", flush=True)
     else:
-        raise AssertionError("all_reduce of 4 and 5 elements did not raise")
+        raise AssertionError(f"all_reduce of 4 and 5 elements did not raise (got {t.tolist()})")
 
 
 SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_gather,
