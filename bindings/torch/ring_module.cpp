@@ -56,7 +56,7 @@ PYBIND11_MODULE(_torch, m)
 		.def("abort_group", [](ProcessGroupRing &pg) { pg.abort_all("abort_group()"); },
 		     "Fails every operation in flight now and refuses new ones.",
 		     py::call_guard<py::gil_scoped_release>())
-		.def("close", [](ProcessGroupRing &pg) { pg.close(true); },
+		.def("close", [](ProcessGroupRing &pg) { pg.close(); },
 		     "Waits for the operations in flight, then leaves the job.",
 		     py::call_guard<py::gil_scoped_release>())
 		.def("start_coalescing", &ProcessGroupRing::start_coalescing,

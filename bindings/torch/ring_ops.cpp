@@ -157,7 +157,7 @@ ProcessGroupRing::broadcast(std::vector<at::Tensor> &tensors, const c10d::Broadc
 	at::Tensor buf = rank_ == root ? w->input(t, true) : w->inout(t, true);
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ibroadcast(comm_, buf.data_ptr(), n, dt, root, r);
 	});
@@ -194,7 +194,7 @@ ProcessGroupRing::allreduce_bitwise(std::vector<at::Tensor> &tensors,
 		}
 		t.copy_(acc.view(t.sizes()));
 	});
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallgather(comm_, in.data_ptr(), flat.data_ptr(), (size_t)numel, dt, r);
 	});
@@ -220,7 +220,7 @@ ProcessGroupRing::allreduce(std::vector<at::Tensor> &tensors, const c10d::Allred
 	at::Tensor buf = w->inout(t, true);
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallreduce(comm_, buf.data_ptr(), buf.data_ptr(), n, dt, op, r);
 	});
@@ -252,7 +252,7 @@ ProcessGroupRing::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 			return ring_iallreduce(comm_, buf.data_ptr(), buf.data_ptr(), n, dt, op, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -273,7 +273,7 @@ ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOpt
 	void *out = rank_ == root ? in.data_ptr() : nullptr;
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce(comm_, in.data_ptr(), out, n, dt, op, root, r);
 	});
@@ -305,7 +305,7 @@ ProcessGroupRing::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 		for (size_t i = 0; i < outs.size(); i++)
 			outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
 	});
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallgather(comm_, in.data_ptr(), flat.data_ptr(), (size_t)(numel * per),
 				       dt, r);
@@ -328,7 +328,7 @@ ProcessGroupRing::_allgather_base(at::Tensor &output, at::Tensor &input,
 	at::Tensor in = w->input(input, true);
 	at::Tensor out = w->inout(output, true);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallgather(comm_, in.data_ptr(), out.data_ptr(),
 				       (size_t)(input.numel() * per), dt, r);
@@ -377,7 +377,7 @@ ProcessGroupRing::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
 					       (size_t)(numel * per), dt, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -417,7 +417,7 @@ ProcessGroupRing::gather(std::vector<std::vector<at::Tensor>> &outputs,
 				outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_igather(comm_, in.data_ptr(), flat_p, (size_t)(numel * per), dt, root,
 				    r);
@@ -457,7 +457,7 @@ ProcessGroupRing::scatter(std::vector<at::Tensor> &outputs,
 	}
 	at::Tensor out = w->inout(t);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iscatter(comm_, flat_p, out.data_ptr(), (size_t)(numel * per), dt,
 				     root, r);
@@ -490,7 +490,7 @@ ProcessGroupRing::reduce_scatter(std::vector<at::Tensor> &outputs,
 		block(flat, r, numel).copy_(inputs[0][r].reshape({-1}));
 	at::Tensor out = w->inout(t);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce_scatter(comm_, flat.data_ptr(), out.data_ptr(),
 					    (size_t)(numel * per), dt, op, r);
@@ -514,7 +514,7 @@ ProcessGroupRing::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 	at::Tensor in = w->input(input, true);
 	at::Tensor out = w->inout(output, true);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(),
 					    (size_t)(output.numel() * per), dt, op, r);
@@ -552,7 +552,7 @@ ProcessGroupRing::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
 			return ring_iallgather(comm_, in.data_ptr(), out.data_ptr(), n, dt, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -588,7 +588,7 @@ ProcessGroupRing::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outpu
 			return ring_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(), n, dt, op, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -644,16 +644,17 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 	check_like(output, input, output.numel(), fn, "the output tensor");
 	split_rows(input, inputSplits, size_, fn, "input", ioff, icnt);
 	split_rows(output, outputSplits, size_, fn, "output", ooff, ocnt);
+	bool equal = inputSplits.empty() && outputSplits.empty();
+	if (equal && input.numel() != output.numel())
+		fail(fn, "the input has " + std::to_string(input.numel()) +
+			 " elements, the output " + std::to_string(output.numel()));
 	WorkPtr w = make_work(OpType::ALLTOALL_BASE, fn, {output});
 	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
-	if (inputSplits.empty() && outputSplits.empty()) {
-		if (input.numel() != output.numel())
-			fail(fn, "the input has " + std::to_string(input.numel()) +
-				 " elements, the output " + std::to_string(output.numel()));
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
+	if (equal) {
 		issue(*w, [&](ring_request **r) {
 			return ring_ialltoall(comm_, in.data_ptr(), out.data_ptr(),
 					      (size_t)(icnt[0] * per), dt, r);
@@ -711,7 +712,7 @@ ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Ten
 			off += o.numel();
 		}
 	});
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ialltoallv(comm_, sflat.data_ptr(), sc.data(), nullptr, rflat.data_ptr(),
 				       rc.data(), nullptr, dt, r);
@@ -727,7 +728,7 @@ ProcessGroupRing::barrier(const c10d::BarrierOptions &opts)
 	WorkPtr w = make_work(OpType::BARRIER, "barrier", {});
 	w->set_deadline(opts.timeout);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) { return ring_ibarrier(comm_, r); });
 	return submit(w);
 }

@@ -65,7 +65,7 @@ ProcessGroupRing::send(std::vector<at::Tensor> &tensors, int dst, int tag)
 	h[1] = dt;
 	h[2] = (int64_t)shape;
 	h[3] = kMagic;
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_isend(comm_, hdr.data_ptr(), RING_INT64, 1, kHeaderShape, dst, r);
 	});
@@ -87,7 +87,7 @@ ProcessGroupRing::recv(std::vector<at::Tensor> &tensors, int src, int tag)
 	WorkPtr w = make_work(OpType::RECV, fn, {t});
 	at::Tensor out = w->inout(t);
 
-	p2p_post_recv(w, out, src, tag, dt, (size_t)(t.numel() * per));
+	eng_->p2p_post_recv(w, out, src, tag, dt, (size_t)(t.numel() * per));
 	return submit(w);
 }
 
@@ -104,7 +104,7 @@ ProcessGroupRing::recvAnysource(std::vector<at::Tensor> &tensors, int tag)
 	WorkPtr w = make_work(OpType::RECVANYSOURCE, fn, {t});
 	at::Tensor out = w->inout(t);
 
-	p2p_post_recv(w, out, -1, tag, dt, (size_t)(t.numel() * per));
+	eng_->p2p_post_recv(w, out, -1, tag, dt, (size_t)(t.numel() * per));
 	return submit(w);
 }
 
@@ -117,16 +117,16 @@ describe(int src, int tag, enum ring_dtype dt, size_t count)
 
 /* Takes a stashed message when one matches, else waits for one. */
 void
-ProcessGroupRing::p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int tag,
+Engine::p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int tag,
 				enum ring_dtype dt, size_t count)
 {
-	std::lock_guard<std::mutex> lock(queue_mu_);
+	std::lock_guard<std::mutex> lock(mu);
 
-	for (auto it = match_.arrived.begin(); it != match_.arrived.end(); ++it) {
+	for (auto it = match.arrived.begin(); it != match.arrived.end(); ++it) {
 		if ((src >= 0 && it->src != src) || it->tag != tag)
 			continue;
 		P2P::Arrived a = *it;
-		match_.arrived.erase(it);
+		match.arrived.erase(it);
 		w->add_request(a.payload);
 		w->keep(a.stash);
 		w->set_source_rank(a.src);
@@ -145,31 +145,35 @@ ProcessGroupRing::p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int t
 		return;
 	}
 	w->set_pending(true);
-	match_.pending.push_back(P2P::Pending{
+	match.pending.push_back(P2P::Pending{
 		w, buf, src, tag, dt, count,
-		Clock::now() + std::chrono::milliseconds(op_timeout_ms_ + 1000) });
+		Clock::now() + std::chrono::milliseconds(op_timeout_ms + 1000) });
 }
 
 bool
-ProcessGroupRing::p2p_busy() const
+Engine::p2p_busy() const
 {
-	if (!match_.pending.empty() || !match_.arrived.empty())
+	if (!match.pending.empty() || !match.arrived.empty())
 		return true;
-	for (const P2P::Reader &rd : match_.readers)
+	for (const P2P::Reader &rd : match.readers)
 		if (rd.req)
 			return true;
 	return false;
 }
 
-/* Fails every receive that waits for a message from src (any-source ones
- * too when every other peer has failed as well). */
+/* Works to fail once the locks are let go (their futures' callbacks may
+ * issue operations). */
+using Failures = std::vector<std::pair<c10::intrusive_ptr<WorkRing>, std::string>>;
+
+/* Takes every receive that waits for a message from src alone off the
+ * queue, to fail (any-source ones wait for their bound). */
 static void
-fail_waiting_for(P2P &m, int src, const std::string &why)
+fail_waiting_for(P2P &m, int src, const std::string &why, Failures &out)
 {
 	for (auto it = m.pending.begin(); it != m.pending.end();) {
 		if (it->src == src) {
 			it->w->set_pending(false);
-			it->w->fail(why);
+			out.emplace_back(it->w, why);
 			it = m.pending.erase(it);
 		} else {
 			++it;
@@ -178,33 +182,44 @@ fail_waiting_for(P2P &m, int src, const std::string &why)
 }
 
 bool
-ProcessGroupRing::p2p_round()
+Engine::p2p_round()
 {
-	std::lock_guard<std::mutex> issue(issue_mu_);
-	std::lock_guard<std::mutex> lock(queue_mu_);
+	Failures fails;
+	bool moved = p2p_match(fails);
+
+	for (auto &f : fails)
+		f.first->fail(f.second);
+	return moved;
+}
+
+bool
+Engine::p2p_match(Failures &fails)
+{
+	std::lock_guard<std::mutex> issue(issue_mu);
+	std::lock_guard<std::mutex> lock(mu);
 	bool moved = false;
 	auto now = Clock::now();
 
-	if (coalescing_ || aborted_ || closed_)
+	if (coalescing || aborted)
 		return false;
 	/* Receives past their bound. */
-	for (auto it = match_.pending.begin(); it != match_.pending.end();) {
+	for (auto it = match.pending.begin(); it != match.pending.end();) {
 		if (now < it->deadline) {
 			++it;
 			continue;
 		}
 		it->w->set_pending(false);
-		it->w->fail("ring: recv: no message " +
+		fails.emplace_back(it->w, "ring: recv: no message " +
 			    (it->src >= 0 ? "from rank " + std::to_string(it->src)
 					  : std::string("from any rank")) +
 			    " with tag " + std::to_string(it->tag) + " within " +
-			    std::to_string(op_timeout_ms_) + " ms");
-		it = match_.pending.erase(it);
+			    std::to_string(op_timeout_ms) + " ms");
+		it = match.pending.erase(it);
 		moved = true;
 	}
 	/* Headers that came. */
-	for (int q = 0; q < size_; q++) {
-		P2P::Reader &rd = match_.readers[(size_t)q];
+	for (int q = 0; q < size; q++) {
+		P2P::Reader &rd = match.readers[(size_t)q];
 		int done = 0, rc;
 
 		if (!rd.req)
@@ -223,39 +238,39 @@ ProcessGroupRing::p2p_round()
 		if (!err.empty()) {
 			rd.err = err;
 			rd.retry = now + std::chrono::milliseconds(100);
-			fail_waiting_for(match_, q, "ring: recv: " + err);
+			fail_waiting_for(match, q, "ring: recv: " + err, fails);
 			continue;
 		}
 		rd.err.clear();
 		int tag = (int)h[0];
 		auto dt = (enum ring_dtype)h[1];
 		size_t count = (size_t)h[2];
-		auto p = match_.pending.begin();
-		for (; p != match_.pending.end(); ++p)
+		auto p = match.pending.begin();
+		for (; p != match.pending.end(); ++p)
 			if ((p->src == q || p->src < 0) && p->tag == tag)
 				break;
 		at::Tensor into;
-		bool direct = p != match_.pending.end() && p->dt == dt && p->count == count;
+		bool direct = p != match.pending.end() && p->dt == dt && p->count == count;
 		if (direct)
 			into = p->buf;
 		else
 			into = at::empty({(int64_t)(count * ring_dtype_size(dt))},
 					 at::TensorOptions().dtype(at::kByte));
 		ring_request *r = nullptr;
-		rc = ring_irecv(comm_, into.data_ptr(), dt, 1, &count, q, &r);
+		rc = ring_irecv(comm, into.data_ptr(), dt, 1, &count, q, &r);
 		if (rc) {
-			std::string why = std::string("ring: recv: ") + ring_last_error(comm_);
-			if (p != match_.pending.end()) {
+			std::string why = std::string("ring: recv: ") + ring_last_error(comm);
+			if (p != match.pending.end()) {
 				p->w->set_pending(false);
-				p->w->fail(why);
-				match_.pending.erase(p);
+				fails.emplace_back(p->w, why);
+				match.pending.erase(p);
 			}
 			rd.err = why;
 			rd.retry = now + std::chrono::milliseconds(100);
 			continue;
 		}
-		if (p == match_.pending.end()) {
-			match_.arrived.push_back(P2P::Arrived{ q, tag, dt, count, into, r });
+		if (p == match.pending.end()) {
+			match.arrived.push_back(P2P::Arrived{ q, tag, dt, count, into, r });
 			continue;
 		}
 		WorkPtr w = p->w;
@@ -264,20 +279,20 @@ ProcessGroupRing::p2p_round()
 		w->set_pending(false);
 		if (!direct) {
 			w->keep(into);
-			w->fail("ring: recv: rank " + std::to_string(q) + " sent " +
+			fails.emplace_back(w, "ring: recv: rank " + std::to_string(q) + " sent " +
 				describe(q, tag, dt, count) + "; this receive takes " +
 				std::to_string(p->count) + " " + ring_dtype_name(p->dt));
 		}
-		match_.pending.erase(p);
+		match.pending.erase(p);
 	}
 	/* Header receives where a receive waits and none is in flight. */
-	for (int q = 0; q < size_; q++) {
-		P2P::Reader &rd = match_.readers[(size_t)q];
+	for (int q = 0; q < size; q++) {
+		P2P::Reader &rd = match.readers[(size_t)q];
 		bool wanted = false;
 
-		if (q == rank_ || rd.req || (!rd.err.empty() && now < rd.retry))
+		if (q == rank || rd.req || (!rd.err.empty() && now < rd.retry))
 			continue;
-		for (const P2P::Pending &p : match_.pending)
+		for (const P2P::Pending &p : match.pending)
 			if (p.src == q || p.src < 0) {
 				wanted = true;
 				break;
@@ -286,11 +301,11 @@ ProcessGroupRing::p2p_round()
 			continue;
 		if (!rd.hdr.defined())
 			rd.hdr = at::zeros({(int64_t)kHeaderLen}, at::TensorOptions().dtype(at::kLong));
-		if (ring_irecv(comm_, rd.hdr.data_ptr(), RING_INT64, 1, kHeaderShape, q, &rd.req)) {
+		if (ring_irecv(comm, rd.hdr.data_ptr(), RING_INT64, 1, kHeaderShape, q, &rd.req)) {
 			rd.req = nullptr;
-			rd.err = ring_last_error(comm_);
+			rd.err = ring_last_error(comm);
 			rd.retry = now + std::chrono::milliseconds(100);
-			fail_waiting_for(match_, q, "ring: recv: " + rd.err);
+			fail_waiting_for(match, q, "ring: recv: " + rd.err, fails);
 			continue;
 		}
 		moved = true;
@@ -298,31 +313,22 @@ ProcessGroupRing::p2p_round()
 	return moved;
 }
 
-void
-ProcessGroupRing::p2p_fail_all(const std::string &why)
-{
-	std::lock_guard<std::mutex> lock(queue_mu_);
-
-	for (P2P::Pending &p : match_.pending) {
-		p.w->set_pending(false);
-		p.w->fail(why);
-	}
-	match_.pending.clear();
-}
-
 /* After ring_close: every request here is done (failed by the close). */
 void
-ProcessGroupRing::p2p_free()
+Engine::p2p_free()
 {
-	p2p_fail_all("ring: recv: the group was closed");
-	std::lock_guard<std::mutex> lock(queue_mu_);
-	for (P2P::Reader &rd : match_.readers) {
+	for (P2P::Pending &p : match.pending) {
+		p.w->set_pending(false);
+		p.w->fail("ring: recv: the group was closed");
+	}
+	match.pending.clear();
+	for (P2P::Reader &rd : match.readers) {
 		ring_request_free(rd.req);
 		rd.req = nullptr;
 	}
-	for (P2P::Arrived &a : match_.arrived)
+	for (P2P::Arrived &a : match.arrived)
 		ring_request_free(a.payload);
-	match_.arrived.clear();
+	match.arrived.clear();
 }
 
 }  // namespace ringd_torch

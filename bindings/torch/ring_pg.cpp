@@ -40,6 +40,11 @@ WorkRing::~WorkRing()
 	 * ring_close, detached from its communicator; either way this frees it. */
 	for (ring_request *r : reqs_)
 		ring_request_free(r);
+	/* An operation that threw after taking its buffers never issued
+	 * anything and never finishes: its storages must not stay held (they
+	 * would never be zero-copy again). */
+	for (const void *key : held_)
+		arena_->unhold(key);
 }
 
 bool
@@ -325,102 +330,115 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 	const char *env_tmo = getenv("RING_TIMEOUT_MS");
 	int tmo = env_tmo && *env_tmo ? 0 : timeout_ms_of(timeout);
 
-	if (tmo > 0)
-		op_timeout_ms_ = tmo;
-	else if (env_tmo && atoi(env_tmo) > 0)
-		op_timeout_ms_ = atoi(env_tmo);
 	place_ = place(*store, rank, size);
 	comm_ = open_comm(place_, rank, size, tmo);
-	arena_ = std::make_shared<Arena>(comm_);
-	match_.readers.resize((size_t)size);
-	progress_ = std::thread([this] { progress_loop(); });
-	p2p_thread_ = std::thread([this] { p2p_loop(); });
+	eng_ = std::make_shared<Engine>();
+	eng_->comm = comm_;
+	eng_->arena = arena_ = std::make_shared<Arena>(comm_);
+	eng_->rank = rank;
+	eng_->size = size;
+	if (tmo > 0)
+		eng_->op_timeout_ms = tmo;
+	else if (env_tmo && atoi(env_tmo) > 0)
+		eng_->op_timeout_ms = atoi(env_tmo);
+	eng_->match.readers.resize((size_t)size);
+	progress_ = std::thread([e = eng_] { e->progress_loop(); });
+	p2p_thread_ = std::thread([e = eng_] { e->p2p_loop(); });
 	init();
 }
 
 ProcessGroupRing::~ProcessGroupRing()
 {
-	close(true);
+	close();
 }
 
 bool
 ProcessGroupRing::aborted() const
 {
-	std::lock_guard<std::mutex> lock(queue_mu_);
-	return aborted_;
+	if (!eng_)
+		return false;
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	return eng_->aborted;
 }
 
 void
 ProcessGroupRing::check_open(const char *fn)
 {
-	std::lock_guard<std::mutex> lock(queue_mu_);
-	if (aborted_ || stopping_)
-		throw std::runtime_error(std::string("ring: ") + fn + ": the group " +
-					 (aborted_ ? "was aborted (" + abort_why_ + ")"
-						   : std::string("is shut down")));
+	if (!eng_)
+		throw std::runtime_error(std::string("ring: ") + fn + ": the group is closed");
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	if (eng_->aborted)
+		throw std::runtime_error(std::string("ring: ") + fn + ": the group was aborted (" +
+					 eng_->abort_why + ")");
 }
 
-/* Every work in flight fails now; the progress threads stop at their next
- * step (the one waiting ends within libring's bound), and close() then
- * leaves the job, which fails what libring still runs. */
 void
 ProcessGroupRing::abort_all(const std::string &why)
 {
+	if (eng_)
+		eng_->abort(why);
+}
+
+/* Stops the threads once they have drained every work still in flight (each
+ * is bounded by libring's timeout; after an abort they stop at once).
+ * Called on one of them, that one is left to finish alone, and the job is
+ * left when it is done. */
+void
+ProcessGroupRing::close()
+{
+	if (!eng_)
+		return;
+	{
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		eng_->stopping = true;
+	}
+	eng_->cv.notify_all();
+	join(progress_);
+	join(p2p_thread_);
+	eng_.reset();
+}
+
+/* Every work in flight fails now; the threads stop at their next step (the
+ * one in ring_wait ends within libring's bound), and the last owner's
+ * ring_close fails what libring still runs. */
+bool
+Engine::abort(const std::string &why)
+{
 	std::vector<WorkPtr> all;
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		if (aborted_ || closed_)
-			return;
-		aborted_ = true;
-		abort_why_ = why;
-		all.assign(queue_.begin(), queue_.end());
-		all.insert(all.end(), p2p_.begin(), p2p_.end());
-		all.insert(all.end(), coalesced_.begin(), coalesced_.end());
+		std::lock_guard<std::mutex> lock(mu);
+		if (aborted)
+			return false;
+		aborted = true;
+		abort_why = why;
+		all.assign(queue.begin(), queue.end());
+		all.insert(all.end(), p2p.begin(), p2p.end());
+		all.insert(all.end(), coalesced.begin(), coalesced.end());
 	}
-	queue_cv_.notify_all();
+	cv.notify_all();
 	std::string msg = "ring: the group was aborted (" + why + ")";
 	for (const WorkPtr &w : all)
 		w->fail(msg);
+	return true;
 }
 
-/* Drains every work still in flight (each is bounded by libring's timeout)
- * unless the group was aborted, then leaves the job; after an abort what is
- * left fails at ring_close, which lets go of its buffers. */
-void
-ProcessGroupRing::close(bool drain)
+Engine::~Engine()
 {
-	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		if (closed_)
-			return;
-		closed_ = true;
-		stopping_ = true;
-		if (!drain)
-			aborted_ = true;
-	}
-	queue_cv_.notify_all();
-	join(progress_);
-	join(p2p_thread_);
-	std::lock_guard<std::mutex> issue(issue_mu_);	/* no issue races the close */
-	arena_->release();	/* storages still alive leave the arena first */
-	ring_close(comm_);
-	/* Whatever is left has its requests failed by the close: complete() no
-	 * longer waits, and lets go of the buffers. */
+	arena->release();	/* storages still alive leave the arena first */
+	ring_close(comm);
+	/* What an abort left is failed by the close: complete() no longer
+	 * waits, and lets go of the buffers. */
 	std::deque<WorkPtr> left;
-	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		left.swap(queue_);
-		left.insert(left.end(), p2p_.begin(), p2p_.end());
-		p2p_.clear();
-		left.insert(left.end(), coalesced_.begin(), coalesced_.end());
-		coalesced_.clear();
-	}
+	left.swap(queue);
+	left.insert(left.end(), p2p.begin(), p2p.end());
+	left.insert(left.end(), coalesced.begin(), coalesced.end());
+	p2p.clear();
+	coalesced.clear();
 	for (const WorkPtr &w : left) {
-		w->fail("ring: " + std::string(w->name()) + ": the group was closed");
+		w->fail(std::string("ring: ") + w->name() + ": the group was closed");
 		w->complete();
 	}
 	p2p_free();
-	comm_ = nullptr;
 }
 
 /* A thread holding the GIL lets go of it while it waits: the works' futures
@@ -444,18 +462,18 @@ ProcessGroupRing::join(std::thread &t)
 /* Waits for the collectives in issue order.  A work with a bound of its own
  * is tested until that passes instead of waited for, and fails then (its
  * buffers stay held until libring is done with them).  After an abort the
- * thread stops: close() finishes what is left. */
+ * thread stops: the last owner's close fails what is left. */
 void
-ProcessGroupRing::progress_loop()
+Engine::progress_loop()
 {
 	for (;;) {
 		WorkPtr w;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] { return stopping_ || aborted_ || !queue_.empty(); });
-			if (aborted_ || queue_.empty())
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] { return stopping || aborted || !queue.empty(); });
+			if (aborted || queue.empty())
 				return;
-			w = queue_.front();
+			w = queue.front();
 		}
 		try {
 			if (w->has_deadline()) {
@@ -464,8 +482,11 @@ ProcessGroupRing::progress_loop()
 					if (std::chrono::steady_clock::now() > w->deadline())
 						w->fail(std::string("ring: ") + w->name() +
 							" did not complete within its timeout");
-					if (aborted())
-						return;
+					{
+						std::lock_guard<std::mutex> lock(mu);
+						if (aborted)
+							return;
+					}
 					std::this_thread::sleep_for(pause);
 					pause = std::min(pause * 2, std::chrono::microseconds(1000));
 				}
@@ -476,9 +497,9 @@ ProcessGroupRing::progress_loop()
 			/* complete() catches its own failures; a future callback's
 			 * exception must not end the process. */
 		}
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		if (!queue_.empty() && queue_.front() == w)
-			queue_.pop_front();
+		std::lock_guard<std::mutex> lock(mu);
+		if (!queue.empty() && queue.front() == w)
+			queue.pop_front();
 	}
 }
 
@@ -486,20 +507,20 @@ ProcessGroupRing::progress_loop()
  * them all and move the tag matcher on, backing off from 50 us to 1 ms while
  * nothing moves. */
 void
-ProcessGroupRing::p2p_loop()
+Engine::p2p_loop()
 {
 	auto pause = std::chrono::microseconds(50);
 
 	for (;;) {
 		std::vector<WorkPtr> live;
 		{
-			std::unique_lock<std::mutex> lock(queue_mu_);
-			queue_cv_.wait(lock, [this] {
-				return stopping_ || aborted_ || !p2p_.empty() || p2p_busy();
+			std::unique_lock<std::mutex> lock(mu);
+			cv.wait(lock, [this] {
+				return stopping || aborted || !p2p.empty() || p2p_busy();
 			});
-			if (aborted_ || (stopping_ && p2p_.empty()))
+			if (aborted || (stopping && p2p.empty()))
 				return;
-			live.assign(p2p_.begin(), p2p_.end());
+			live.assign(p2p.begin(), p2p.end());
 		}
 		bool any = false;
 		try {
@@ -516,10 +537,10 @@ ProcessGroupRing::p2p_loop()
 			if (!done)
 				continue;
 			any = true;
-			std::lock_guard<std::mutex> lock(queue_mu_);
-			auto it = std::find(p2p_.begin(), p2p_.end(), w);
-			if (it != p2p_.end())
-				p2p_.erase(it);
+			std::lock_guard<std::mutex> lock(mu);
+			auto it = std::find(p2p.begin(), p2p.end(), w);
+			if (it != p2p.end())
+				p2p.erase(it);
 		}
 		if (any) {
 			pause = std::chrono::microseconds(50);
@@ -570,19 +591,19 @@ ProcessGroupRing::issue_group(WorkRing &w, const std::vector<Starter> &starts)
 		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
 }
 
-/* Inside startCoalescing/endCoalescing the works wait for the group's end:
- * their requests cannot be waited for or tested before it. */
+/* Inside start/end_coalescing the works wait for the group's end: their
+ * requests cannot be waited for or tested before it. */
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		if (coalescing_)
-			coalesced_.push_back(w);
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		if (eng_->coalescing)
+			eng_->coalesced.push_back(w);
 		else
-			(w->p2p() ? p2p_ : queue_).push_back(w);
+			(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
 	 * hold its buffers until they complete. */
 	if (!w->issue_error().empty())
@@ -594,44 +615,46 @@ void
 ProcessGroupRing::start_coalescing()
 {
 	check_open("start_coalescing");
-	std::lock_guard<std::mutex> issue(issue_mu_);
+	std::lock_guard<std::mutex> issue(eng_->issue_mu);
 	{
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		if (coalescing_)
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		if (eng_->coalescing)
 			throw std::runtime_error("ring: start_coalescing: the group is coalescing "
 						 "already (coalescing managers do not nest)");
 	}
 	if (ring_group_start(comm_) != 0)
 		throw std::runtime_error(std::string("ring: start_coalescing: ") +
 					 ring_last_error(comm_));
-	std::lock_guard<std::mutex> lock(queue_mu_);
-	coalescing_ = true;
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	eng_->coalescing = true;
 }
 
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::end_coalescing()
 {
 	std::vector<WorkPtr> parts;
-	WorkPtr whole = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::UNKNOWN, "end_coalescing",
-						    std::vector<at::Tensor>{}, arena_);
 	std::string err;
+
+	check_open("end_coalescing");
+	WorkPtr whole = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::UNKNOWN, "end_coalescing",
+						      std::vector<at::Tensor>{}, arena_);
 	{
-		std::lock_guard<std::mutex> issue(issue_mu_);
+		std::lock_guard<std::mutex> issue(eng_->issue_mu);
 		{
-			std::lock_guard<std::mutex> lock(queue_mu_);
-			if (!coalescing_)
+			std::lock_guard<std::mutex> lock(eng_->mu);
+			if (!eng_->coalescing)
 				throw std::runtime_error("ring: end_coalescing: no start_coalescing "
 							 "before it");
 		}
 		if (ring_group_end(comm_) != 0)
 			err = std::string("ring: end_coalescing: ") + ring_last_error(comm_);
-		std::lock_guard<std::mutex> lock(queue_mu_);
-		coalescing_ = false;
-		parts.swap(coalesced_);
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		eng_->coalescing = false;
+		parts.swap(eng_->coalesced);
 		for (const WorkPtr &w : parts)
-			(w->p2p() ? p2p_ : queue_).push_back(w);
+			(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
 	}
-	queue_cv_.notify_all();
+	eng_->cv.notify_all();
 	if (!err.empty())
 		throw std::runtime_error(err);
 	/* The parts are the progress threads'; the whole completes with them. */

@@ -196,6 +196,53 @@ struct P2P {
 	std::deque<Pending> pending;	/* in posting order */
 };
 
+/*
+ * What a group's two threads work on: the communicator, the arena, the
+ * queues and the tag matcher.  The group and each of its threads own it
+ * together, because a future's callback (run on one of those threads) may
+ * drop the group's last reference: the group is then destroyed on that very
+ * thread, which cannot join itself, and lets it go on draining its queue
+ * alone.  The last owner moves the arena's storages out and leaves the job,
+ * which fails whatever an abort left in flight and lets go of its buffers.
+ */
+struct Engine {
+	using WorkPtr = c10::intrusive_ptr<WorkRing>;
+
+	~Engine();
+	void progress_loop();
+	void p2p_loop();
+	/* Fails every work in flight now and refuses new ones (false when
+	 * the group was aborted or stopped already). */
+	bool abort(const std::string &why);
+	/* ---- the tag matcher (ring_p2p.cpp) ---- */
+	/* Gives w (a receive into buf) a stashed message, else queues it;
+	 * under mu. */
+	void p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int tag,
+			   enum ring_dtype dt, size_t count);
+	/* One round: test the header receives, match, post; true when
+	 * anything moved.  Takes issue_mu, then mu. */
+	bool p2p_round();
+	bool p2p_match(std::vector<std::pair<WorkPtr, std::string>> &fails);
+	bool p2p_busy() const;		/* anything for p2p_loop to watch; under mu */
+	void p2p_free();		/* after ring_close */
+
+	ring_comm *comm = nullptr;
+	std::shared_ptr<Arena> arena;
+	int rank = 0, size = 1;
+	int op_timeout_ms = 60000;	/* libring's bound of every operation */
+	std::mutex issue_mu;		/* issue order = queue order; a libring group */
+	mutable std::mutex mu;
+	std::condition_variable cv;
+	std::deque<WorkPtr> queue;	/* collectives issued, not yet completed */
+	std::deque<WorkPtr> p2p;	/* sends and receives in flight */
+	P2P match;
+	bool coalescing = false;	/* between start_coalescing and its end */
+	std::vector<WorkPtr> coalesced;	/* the works issued meanwhile */
+	bool stopping = false;
+	bool aborted = false;
+	std::string abort_why;
+};
+
 class ProcessGroupRing : public GroupBase {
  public:
 	ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
@@ -206,12 +253,13 @@ class ProcessGroupRing : public GroupBase {
 	const Placement &placement() const { return place_; }
 	ring_comm *comm() const { return comm_; }
 	size_t arena_bytes() const { return arena_->adopted_bytes(); }
-	int op_timeout_ms() const { return op_timeout_ms_; }
 	/* Fails every operation in flight now and refuses new ones; the job
 	 * is left at close(), once libring has let go of the buffers (torch
 	 * 2.6 aborts NCCL groups only: ringd.torch binds these). */
 	void abort_all(const std::string &why);
-	void close(bool drain);
+	/* Waits for the works in flight (bounded by libring's timeout), then
+	 * leaves the job; later calls raise. */
+	void close();
 	bool aborted() const;
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
@@ -296,35 +344,12 @@ class ProcessGroupRing : public GroupBase {
 	c10::intrusive_ptr<c10d::Work> allreduce_bitwise(std::vector<at::Tensor> &tensors,
 							 c10d::ReduceOp::RedOpType op,
 							 const char *fn);
-	void progress_loop();
-	void p2p_loop();
 	void join(std::thread &t);
-	/* ---- the tag matcher (ring_p2p.cpp), under queue_mu_ ---- */
-	void p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int tag,
-			   enum ring_dtype dt, size_t count);
-	/* One round: test the header receives, match, post; true when
-	 * anything moved.  Issues under issue_mu_. */
-	bool p2p_round();
-	bool p2p_busy() const;		/* anything for p2p_loop to watch */
-	void p2p_fail_all(const std::string &why);
-	void p2p_free();
 
 	Placement place_;
-	ring_comm *comm_ = nullptr;
-	std::shared_ptr<Arena> arena_;
-	int op_timeout_ms_ = 60000;
-	std::mutex issue_mu_;			/* issue order = queue order */
-	mutable std::mutex queue_mu_;
-	std::condition_variable queue_cv_;
-	std::deque<WorkPtr> queue_;		/* collectives issued, not yet completed */
-	std::deque<WorkPtr> p2p_;		/* sends and receives in flight */
-	P2P match_;				/* the tag matcher (queue_mu_) */
-	bool coalescing_ = false;		/* between startCoalescing and its end */
-	std::vector<WorkPtr> coalesced_;	/* the works issued meanwhile */
-	bool stopping_ = false;
-	bool aborted_ = false;
-	std::string abort_why_;
-	bool closed_ = false;
+	ring_comm *comm_ = nullptr;		/* eng_'s, valid while the group is */
+	std::shared_ptr<Arena> arena_;		/* eng_'s */
+	std::shared_ptr<Engine> eng_;		/* null once closed */
 	std::thread progress_;
 	std::thread p2p_thread_;
 };

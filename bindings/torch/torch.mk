@@ -27,6 +27,13 @@ TORCH_HAVE     := $(if $(wildcard /usr/include/torch/csrc/distributed/c10d/Proce
 	/usr/lib/python3/dist-packages/torch/include/torch/csrc/distributed/c10d/ProcessGroup.hpp),1,0)
 TORCH_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra \
 	-Wno-unused-parameter -MMD -MP -I. $(HARDEN_CFLAGS) $(CXXFLAGS)
+# ASAN=1 (make ASAN=1 BUILD=build-asan python): the extension is instrumented
+# like the libring it links; an interpreter loads it only with the sanitizer's
+# runtime preloaded (LD_PRELOAD), as the suite's ASan tests do.
+ifeq ($(ASAN),1)
+TORCH_CXXFLAGS += -fsanitize=address -fno-omit-frame-pointer
+TORCH_LDFLAGS  := -fsanitize=address,undefined
+endif
 # Where python.mk installs the package (its PYTHONDIR), else Debian's path.
 TORCH_PYDIR    ?= $(or $(PYTHONDIR),$(PREFIX)/lib/python3/dist-packages)
 
@@ -61,7 +68,7 @@ $(TORCH_DIR)/%.o: bindings/torch/%.cpp $(TORCH_DIR)/cflags $(FLAGS_STAMP)
 $(TORCH_EXT): $(TORCH_OBJ) $(LIB_A) $(TORCH_DIR)/libs
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CXX) -shared -pthread $(HARDEN_LDFLAGS) $(LDFLAGS) -o $@ $(TORCH_OBJ) $(LIB_A) \
+	$(Q)$(CXX) -shared -pthread $(HARDEN_LDFLAGS) $(TORCH_LDFLAGS) $(LDFLAGS) -o $@ $(TORCH_OBJ) $(LIB_A) \
 		-Wl,--exclude-libs,ALL $$(cat $(TORCH_DIR)/libs) $(CUDA_LIBS) -lm
 
 $(TORCH_PKG)/torch.py: bindings/python/ringd/torch.py

@@ -5,6 +5,7 @@ RING_BUILD (default: build) is the build tree: the ringd package is taken from
 $RING_BUILD/python and the daemons from $RING_BUILD/bin.
 """
 import os
+import re
 import shlex
 import signal
 import socket
@@ -17,6 +18,11 @@ BUILD = Path(os.environ.get("RING_BUILD", REPO / "build"))
 if not BUILD.is_absolute():
     BUILD = REPO / BUILD
 PY = "/usr/bin/python3"
+# A build of the extension under AddressSanitizer (make ASAN=1 BUILD=build-asan
+# python), for the tests that run ranks under it when it is there.
+ASAN_BUILD = Path(os.environ.get("RING_ASAN_BUILD", REPO / "build-asan"))
+if not ASAN_BUILD.is_absolute():
+    ASAN_BUILD = REPO / ASAN_BUILD
 WORKER = Path(__file__).with_name("worker.py")
 # What a launcher or an earlier test may have left in our environment: the
 # ranks get none of it unless a test gives it.
@@ -57,6 +63,20 @@ def clean_env(**extra):
     env["USE_LIBUV"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def asan_env():
+    """What a rank needs to run the ASan build's extension in the system
+    interpreter (its sanitizer runtimes preloaded); None without that build."""
+    so = ASAN_BUILD / "python/ringd/_torch.so"
+    if not so.exists():
+        return None
+    out = subprocess.run(["ldd", str(so)], capture_output=True, text=True, timeout=30).stdout
+    libs = [m.group(1) for m in re.finditer(r"=> (\S*lib(?:asan|ubsan)\.so\S*)", out)]
+    if not any("asan" in lib for lib in libs):
+        return None
+    return {"PYTHONPATH": str(ASAN_BUILD / "python"), "LD_PRELOAD": " ".join(libs),
+            "ASAN_OPTIONS": "detect_leaks=0"}
 
 
 def free_port():

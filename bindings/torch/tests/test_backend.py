@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from helpers import (BUILD, PY, REPO, WORKER, clean_env, free_port, report, run_ranks,
-                     worker_cmd)
+from helpers import (ASAN_BUILD, BUILD, PY, REPO, WORKER, asan_env, clean_env, free_port,
+                     report, run_ranks, worker_cmd)
 
 # The walk's sections, in the worker's order.
 _tree = ast.parse(WORKER.read_text())
@@ -119,6 +119,29 @@ def test_churn(ring2, tmp_path):
     rcs, outs, timed_out = run_ranks(cmds, envs, 120)
     assert not timed_out and rcs == [0, 0], report(rcs, outs)
     assert all("CHURN ok" in o for o in outs), report(rcs, outs)
+
+
+@pytest.mark.parametrize("build", ["plain", "asan"])
+def test_group_freed_by_its_callback(ring2, tmp_path, build):
+    """6 groups, each dropped by its rank while an all-reduce is in flight,
+    its last reference held by a callback on that work's future: the group
+    is destroyed on the thread that completes the future, and the process
+    goes on, also under AddressSanitizer (the asan case runs the extension of
+    RING_ASAN_BUILD, default build-asan, when it is built)."""
+    extra = {}
+    if build == "asan":
+        extra = asan_env()
+        if extra is None:
+            pytest.skip(f"no ASan build at {ASAN_BUILD} (make ASAN=1 BUILD={ASAN_BUILD.name} "
+                        "python)")
+    cmds = [worker_cmd("lastref", r, 2, f"file://{tmp_path}/store", "--cycles", "6")
+            for r in range(2)]
+    envs = [clean_env(RING_SOCKET=ring2.sockets[r], RING_TIMEOUT_MS=20000, **extra)
+            for r in range(2)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 120)
+    assert not timed_out and rcs == [0, 0], report(rcs, outs)
+    for out in outs:
+        assert "LASTREF ok" in out and "Sanitizer" not in out, report(rcs, outs)
 
 
 TRAIN = [str(REPO / "examples/ddp_train.py"), "--steps", "6", "--inputs", "64",

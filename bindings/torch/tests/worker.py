@@ -3,7 +3,8 @@
 
 usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout S]
 
-Scenarios: walk (every section below, in order), churn, killed, single, abort.  Each section
+Scenarios: walk (every section below, in order), churn, killed, single,
+lastref (groups freed by their own futures' callbacks), abort.  Each section
 prints "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes
 on to the next, so one run reports on every part of the API.  The values are
 chosen so that every rank can compute every other rank's contribution, and
@@ -13,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -523,6 +525,29 @@ def s_zero_copy():
         raise AssertionError(f"numpy's array lost its tensor: {a[0]}, {pg.arena_bytes}")
 
 
+def s_failed_op_releases():
+    """An operation refused after it took its tensors (all_to_all_single of
+    an input and an output of different sizes) leaves them free: the input,
+    all-reduced three times after, goes zero-copy like any other."""
+    pg = ringd.torch.backend_of()
+    t = torch.ones(N * (1 << 16))
+    try:
+        dist.all_to_all_single(torch.zeros(N * 2), t)
+    except RuntimeError as e:
+        if "elements" not in str(e):
+            raise AssertionError(f"unexpected message: {e}")
+    else:
+        raise AssertionError("all_to_all_single of unequal sizes did not raise")
+    before = pg.arena_bytes
+    for i in range(3):
+        t.fill_(R + i)
+        dist.all_reduce(t)
+        same(t[:4], torch.full((4,), float(sum(r + i for r in range(N)))), f"pass {i}")
+    if pg.arena_bytes < before + t.numel() * 4:
+        raise AssertionError(f"arena_bytes {pg.arena_bytes} (was {before}): the refused "
+                             "operation kept the tensor from the zero-copy path")
+
+
 def s_mismatch():
     t = torch.zeros(4 if R == 0 else 5)
     try:
@@ -537,7 +562,7 @@ SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_g
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
             s_send_recv, s_recv_anysource, s_tags, s_bitwise, s_coalescing, s_barrier, s_async_future, s_objects, s_dtypes,
             s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
-            s_mismatch]
+            s_failed_op_releases, s_mismatch]
 
 
 def walk(args):
@@ -624,7 +649,6 @@ def abort(args):
         raise AssertionError("the all-reduce with a 300 ms timeout did not raise")
     work = dist.all_reduce(torch.ones(4), async_op=True)
     rwork = dist.irecv(torch.zeros(2), src=2)
-    import threading
     threading.Timer(0.5, pg.abort_group).start()
     t0 = time.monotonic()
     for w, what in ((work, "all_reduce"), (rwork, "irecv")):
@@ -672,10 +696,45 @@ def single(args):
     print("SINGLE ok", flush=True)
 
 
+def lastref(args):
+    """Process groups whose last reference is a future's callback: in each
+    cycle one rank (taking turns) issues an all-reduce on a group made for it,
+    hangs a callback that holds the group on its future and drops every other
+    reference while the work waits for the other rank, which comes 0.2 s
+    later.  The group is destroyed when the callback is done with it, on the
+    thread that ran it."""
+    from ringd._torch import ProcessGroupRing
+    store = dist.FileStore(args.init[len("file://"):], N)
+    for i in range(args.cycles):
+        pg = ProcessGroupRing(dist.PrefixStore(f"lastref{i}", store), R, N,
+                              timedelta(seconds=30))
+        t = torch.full((1000,), float(R + 1))
+        if R == i % N:
+            done, got = threading.Event(), []
+
+            def cb(f, pg=pg):
+                got.append(f.value()[0][0].item())
+                done.set()
+            w = pg.allreduce([t])
+            w.get_future().then(cb)
+            del pg, w, cb
+            if not done.wait(30):
+                raise AssertionError(f"cycle {i}: the callback never ran")
+            if got != [float(sum(range(1, N + 1)))]:
+                raise AssertionError(f"cycle {i}: the callback saw {got}")
+        else:
+            time.sleep(0.2)
+            pg.allreduce([t]).wait()
+            del pg
+    time.sleep(0.5)	# the last group's thread finishes its work
+    print("LASTREF ok", flush=True)
+
+
 def main():
     global R, N
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["walk", "churn", "killed", "single", "abort"])
+    p.add_argument("scenario",
+                   choices=["walk", "churn", "killed", "single", "lastref", "abort"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -686,7 +745,7 @@ def main():
     R, N = args.rank, args.world
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
-     "abort": abort}[args.scenario](args)
+     "lastref": lastref, "abort": abort}[args.scenario](args)
 
 
 if __name__ == "__main__":
