@@ -104,7 +104,13 @@ class Ranks:
             except subprocess.TimeoutExpired:
                 timed_out = True
                 os.killpg(p.pid, signal.SIGKILL)
-                out, _ = p.communicate()
+                try:
+                    out, _ = p.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    # a grandchild in a process group of its own (torchrun's
+                    # workers) still holds the pipe: give up on the output
+                    p.kill()
+                    out = "(output lost: a child of this rank outlived it)"
             outs.append(out)
         return [p.returncode for p in self.procs], outs, timed_out
 
