@@ -23,8 +23,10 @@ and MASTER_PORT with -x).  Or give --init-method, --rank and --world-size.
 Torch 2.4 and later ask for a libuv TCPStore by default; a torch built
 without libuv (Debian 13's 2.6) fails every env:// rendezvous with "use_libuv
 was requested but PyTorch was build without libuv support", whatever the
-backend.  This script then sets USE_LIBUV=0 for itself; torchrun itself
-needs it in its environment too: USE_LIBUV=0 torchrun ...
+backend.  This script then sets USE_LIBUV=0 for itself.  torchrun's c10d
+rendezvous makes its own TCPStore with the libuv default whatever USE_LIBUV
+says, so on such a torch start the ranks with their variables (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) instead.
 """
 import argparse
 import os

@@ -30,11 +30,10 @@ One source serves torch 1.13 and 2.x: on 2.x the class is a ``Backend`` that
 torch's ProcessGroup holds for the "cpu" device (registered with
 ``devices=["cpu"]``), so ``new_group``, DeviceMesh and group names work as
 with gloo; ``backend_of(group)`` gives it (on 1.13 the group itself).  Torch
-2.x builds without libuv (Debian's) need ``USE_LIBUV=0`` in the environment
-of ``env://`` and torchrun rendezvous, whatever the backend.
+2.x builds without libuv (Debian 13's 2.6) need ``USE_LIBUV=0`` for an
+``env://`` rendezvous, whatever the backend; torchrun's c10d rendezvous makes
+its TCPStore with the libuv default regardless, and cannot start there.
 """
-
-import os as _os
 
 import torch as _torch_mod
 import torch.distributed as _dist

@@ -6,7 +6,6 @@ DeviceMesh's DTensor redistributions and a tensor-parallel MLP on one mesh
 dimension with DDP over the other's groups.  What runs with gloo must run
 with ring, with the same losses."""
 import re
-import sys
 from pathlib import Path
 
 import pytest
