@@ -23,6 +23,14 @@ backend: give --redirects and --tee 1 or 2 (3 fails as 0 does).
         examples/ddp_train.py --backend ring
     ringrun -f hosts -N 2 -x MASTER_ADDR=node0 -x MASTER_PORT=29500 \\
         /usr/bin/python3 examples/ddp_train.py --backend ring
+
+Torch 2.4 and later ask for a libuv TCPStore by default; a torch built
+without libuv (Debian 13's 2.6) fails every env:// rendezvous with "use_libuv
+was requested but PyTorch was build without libuv support", whatever the
+backend.  This script then sets USE_LIBUV=0 for itself.  torchrun's c10d
+rendezvous makes its own TCPStore with the libuv default whatever USE_LIBUV
+says, so on such a torch start the ranks with their variables (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) instead.
 """
 import argparse
 import os
@@ -87,8 +95,23 @@ def batch(args, teacher, step, rank):
     return x, x @ teacher
 
 
+def no_libuv():
+    """USE_LIBUV=0 where this torch's TCPStore has no libuv (and the caller
+    did not choose): env:// would fail otherwise."""
+    if "USE_LIBUV" in os.environ or not hasattr(dist, "TCPStore"):
+        return
+    try:
+        dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True)
+    except TypeError:
+        return                      # torch 1.13: no such argument, no libuv default
+    except RuntimeError as e:
+        if "libuv" in str(e):
+            os.environ["USE_LIBUV"] = "0"
+
+
 def main():
     args = parse_args()
+    no_libuv()
     rank, size = place(args)
     torch.set_num_threads(args.threads)
     if args.backend == "ring":

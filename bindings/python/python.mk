@@ -26,7 +26,9 @@ PY_OK     := $(if $(PY_INC),$(wildcard $(PY_INC)/Python.h))
 
 PY_PKG    := $(BUILD)/python/ringd
 PY_SO     := $(PY_PKG)/_ringd$(PY_EXT)
-PY_PYSRC  := $(wildcard bindings/python/ringd/*.py)
+# The .py files, the extensions' type stubs (.pyi) and PEP 561's py.typed.
+PY_PYSRC  := $(wildcard bindings/python/ringd/*.py bindings/python/ringd/*.pyi) \
+	bindings/python/ringd/py.typed
 PY_FILES  := $(patsubst bindings/python/ringd/%,$(PY_PKG)/%,$(PY_PYSRC))
 PY_OBJ    := $(call obj,$(wildcard bindings/python/src/*.c))
 
@@ -63,7 +65,7 @@ $(PY_SO): $(PY_OBJ) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS_ALL) -shared -Wl,--exclude-libs,ALL -o $@ $(PY_OBJ) $(LIB_A) \
 		$(CUDA_LIBS) -lm
 
-$(PY_PKG)/%.py: bindings/python/ringd/%.py
+$(PY_PKG)/%: bindings/python/ringd/%
 	@mkdir -p $(dir $@)
 	$(Q)install -m 0644 $< $@
 

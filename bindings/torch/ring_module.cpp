@@ -1,8 +1,9 @@
 /*
  * ring_module.cpp - ringd._torch, the Python face of the backend: the
- * ProcessGroupRing class, registered as a subclass of torch's ProcessGroup
- * (so torch.distributed takes it wherever it takes gloo's), built by
- * ringd.torch's creator with (store, rank, size, timeout).  This extension is
+ * ProcessGroupRing class, registered as a subclass of torch's ProcessGroup on
+ * torch 1.13 and of its Backend on torch 2.x (so torch.distributed takes it
+ * wherever it takes gloo's), built by ringd.torch's creator with (store,
+ * rank, size, timeout).  This extension is
  * compiled with the pybind11 ABI torch was built with (torch.mk passes
  * torch's own PYBIND11_* values), else torch's Store and ProcessGroup types
  * would not be recognised here.
@@ -29,7 +30,8 @@ PYBIND11_MODULE(_torch, m)
 		ringd_torch::drain_completions(std::chrono::seconds(5));
 	}));
 
-	py::class_<ProcessGroupRing, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupRing>>(
+	m.attr("TORCH_API") = RINGD_TORCH2 ? "backend" : "process_group";
+	py::class_<ProcessGroupRing, ringd_torch::GroupBase, c10::intrusive_ptr<ProcessGroupRing>>(
 		m, "ProcessGroupRing",
 		"A torch.distributed process group whose operations run on ringd.")
 		.def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
@@ -58,5 +60,16 @@ PYBIND11_MODULE(_torch, m)
 				       "arena so far (zero-copy; see RING_TORCH_ZEROCOPY).")
 		.def_property_readonly("placement_source", [](const ProcessGroupRing &pg) {
 			return pg.placement().source;
-		}, "Where the local rank and size came from (a launcher, or the store).");
+		}, "Where the local rank and size came from (a launcher, or the store).")
+		.def("abort_group", [](ProcessGroupRing &pg) { pg.abort_all("abort_group()"); },
+		     "Fails every operation in flight now and refuses new ones.",
+		     py::call_guard<py::gil_scoped_release>())
+		.def("close", [](ProcessGroupRing &pg) { pg.close(); },
+		     "Waits for the operations in flight, then leaves the job.",
+		     py::call_guard<py::gil_scoped_release>())
+		.def("start_coalescing", &ProcessGroupRing::start_coalescing,
+		     py::call_guard<py::gil_scoped_release>())
+		.def("end_coalescing", &ProcessGroupRing::end_coalescing,
+		     py::call_guard<py::gil_scoped_release>())
+		.def_property_readonly("aborted", &ProcessGroupRing::aborted);
 }

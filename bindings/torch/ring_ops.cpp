@@ -19,13 +19,13 @@ namespace ringd_torch {
 using c10d::OpType;
 using WorkP = c10::intrusive_ptr<c10d::Work>;
 
-[[noreturn]] static void
+[[noreturn]] void
 fail(const char *fn, const std::string &why)
 {
 	throw std::runtime_error(std::string("ring: ") + fn + ": " + why);
 }
 
-static void
+void
 check_tensor(const at::Tensor &t, const char *fn)
 {
 	if (!t.defined())
@@ -39,7 +39,7 @@ check_tensor(const at::Tensor &t, const char *fn)
 
 /* torch passes lists; the ring backend takes one tensor per process, as NCCL
  * takes one per device. */
-static at::Tensor &
+at::Tensor &
 single(std::vector<at::Tensor> &v, const char *fn)
 {
 	if (v.size() != 1)
@@ -116,10 +116,18 @@ op_of(const c10d::ReduceOp &op, const at::Tensor &t, const char *fn)
 	case c10d::ReduceOp::PRODUCT:	r = RING_PROD; break;
 	case c10d::ReduceOp::MIN:	r = RING_MIN; break;
 	case c10d::ReduceOp::MAX:	r = RING_MAX; break;
+	case c10d::ReduceOp::BAND:
+	case c10d::ReduceOp::BOR:
+		if (t.scalar_type() == at::kBool) {	/* and: min, or: max */
+			r = op.op_ == c10d::ReduceOp::BAND ? RING_MIN : RING_MAX;
+			break;
+		}
+		/* fall through */
 	default:
 		fail(fn, std::string("ReduceOp.") +
 			 (op.op_ < 9 ? names[op.op_] : "?") +
-			 " is not supported by ringd (SUM, AVG, PRODUCT, MIN and MAX are)");
+			 " is not supported here (SUM, AVG, PRODUCT, MIN and MAX are, and "
+			 "all_reduce takes BAND, BOR and BXOR of integers too)");
 	}
 	if (t.is_complex() && r != RING_SUM && r != RING_AVG)
 		fail(fn, std::string("complex tensors can be summed or averaged, not ReduceOp.") +
@@ -145,12 +153,50 @@ ProcessGroupRing::broadcast(std::vector<at::Tensor> &tensors, const c10d::Broadc
 	int64_t per;
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	WorkPtr w = make_work(OpType::BROADCAST, fn, {t});
+	w->set_deadline(opts.timeout);
 	at::Tensor buf = rank_ == root ? w->input(t) : w->inout(t);
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ibroadcast(comm_, buf.data_ptr(), n, dt, root, r);
+	});
+	return submit(w);
+}
+
+/* ringd reduces arithmetically only: the bitwise reductions of integers
+ * gather every rank's tensor and fold the blocks here, in rank order. */
+WorkP
+ProcessGroupRing::allreduce_bitwise(std::vector<at::Tensor> &tensors,
+				    c10d::ReduceOp::RedOpType op, const char *fn)
+{
+	at::Tensor &t = single(tensors, fn);
+	int64_t per, numel = t.numel();
+	enum ring_dtype dt = dtype_of(t, fn, &per);
+
+	if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false))
+		fail(fn, std::string("bitwise reductions take integer or bool tensors, not ") +
+			 c10::toString(t.scalar_type()));
+	WorkPtr w = make_work(OpType::ALLREDUCE, fn, {t});
+	at::Tensor in = w->input(t);
+	at::Tensor flat = w->scratch(numel * size_, t.options());
+	int size = size_;
+	w->then([t, flat, numel, size, op]() mutable {
+		at::Tensor acc = block(flat, 0, numel).clone();
+		for (int64_t r = 1; r < size; r++) {
+			at::Tensor b = block(flat, r, numel);
+			if (op == c10d::ReduceOp::BAND)
+				acc.bitwise_and_(b);
+			else if (op == c10d::ReduceOp::BOR)
+				acc.bitwise_or_(b);
+			else
+				acc.bitwise_xor_(b);
+		}
+		t.copy_(acc.view(t.sizes()));
+	});
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
+	issue(*w, [&](ring_request **r) {
+		return ring_iallgather(comm_, in.data_ptr(), flat.data_ptr(), (size_t)numel, dt, r);
 	});
 	return submit(w);
 }
@@ -159,15 +205,22 @@ WorkP
 ProcessGroupRing::allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts)
 {
 	const char *fn = "all_reduce";
+	auto rop = opts.reduceOp.op_;
+
+	if ((rop == c10d::ReduceOp::BAND || rop == c10d::ReduceOp::BOR ||
+	     rop == c10d::ReduceOp::BXOR) && tensors.size() == 1 && tensors[0].defined() &&
+	    tensors[0].scalar_type() != at::kBool)
+		return allreduce_bitwise(tensors, rop, fn);
 	at::Tensor &t = single(tensors, fn);
 	int64_t per;
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	enum ring_op op = op_of(opts.reduceOp, t, fn);
 	WorkPtr w = make_work(OpType::ALLREDUCE, fn, {t});
+	w->set_deadline(opts.timeout);
 	at::Tensor buf = w->inout(t);
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallreduce(comm_, buf.data_ptr(), buf.data_ptr(), n, dt, op, r);
 	});
@@ -186,6 +239,7 @@ ProcessGroupRing::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 	if (tensors.empty())
 		fail(fn, "no tensors given");
 	WorkPtr w = make_work(OpType::ALLREDUCE_COALESCED, fn, tensors);
+	w->set_deadline(opts.timeout);
 	for (at::Tensor &t : tensors) {
 		check_tensor(t, fn);
 		int64_t per;
@@ -198,7 +252,7 @@ ProcessGroupRing::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 			return ring_iallreduce(comm_, buf.data_ptr(), buf.data_ptr(), n, dt, op, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -214,11 +268,12 @@ ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOpt
 	enum ring_dtype dt = dtype_of(t, fn, &per);
 	enum ring_op op = op_of(opts.reduceOp, t, fn);
 	WorkPtr w = make_work(OpType::REDUCE, fn, {t});
+	w->set_deadline(opts.timeout);
 	at::Tensor in = rank_ == root ? w->inout(t) : w->input(t);
 	void *out = rank_ == root ? in.data_ptr() : nullptr;
 	size_t n = (size_t)(t.numel() * per);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce(comm_, in.data_ptr(), out, n, dt, op, root, r);
 	});
@@ -229,7 +284,7 @@ ProcessGroupRing::reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOpt
 
 WorkP
 ProcessGroupRing::allgather(std::vector<std::vector<at::Tensor>> &outputs,
-			    std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &)
+			    std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts)
 {
 	const char *fn = "all_gather";
 	at::Tensor &t = single(inputs, fn);
@@ -243,13 +298,14 @@ ProcessGroupRing::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 	for (const at::Tensor &o : outs)
 		check_like(o, t, numel, fn, "an output tensor");
 	WorkPtr w = make_work(OpType::ALLGATHER, fn, outs);
+	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(t);
 	at::Tensor flat = w->scratch(numel * size_, t.options());
 	w->then([outs, flat, numel]() mutable {
 		for (size_t i = 0; i < outs.size(); i++)
 			outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
 	});
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallgather(comm_, in.data_ptr(), flat.data_ptr(), (size_t)(numel * per),
 				       dt, r);
@@ -259,7 +315,7 @@ ProcessGroupRing::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 
 WorkP
 ProcessGroupRing::_allgather_base(at::Tensor &output, at::Tensor &input,
-				  const c10d::AllgatherOptions &)
+				  const c10d::AllgatherOptions &opts)
 {
 	const char *fn = "_all_gather_base";
 	int64_t per;
@@ -268,10 +324,11 @@ ProcessGroupRing::_allgather_base(at::Tensor &output, at::Tensor &input,
 	enum ring_dtype dt = dtype_of(input, fn, &per);
 	check_like(output, input, input.numel() * size_, fn, "the output tensor");
 	WorkPtr w = make_work(OpType::_ALLGATHER_BASE, fn, {output});
+	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iallgather(comm_, in.data_ptr(), out.data_ptr(),
 				       (size_t)(input.numel() * per), dt, r);
@@ -283,7 +340,7 @@ ProcessGroupRing::_allgather_base(at::Tensor &output, at::Tensor &input,
 WorkP
 ProcessGroupRing::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
 				      std::vector<at::Tensor> &inputs,
-				      const c10d::AllgatherOptions &)
+				      const c10d::AllgatherOptions &opts)
 {
 	const char *fn = "all_gather_coalesced";
 	std::vector<Starter> starts;
@@ -301,6 +358,7 @@ ProcessGroupRing::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
 		}
 	}
 	WorkPtr w = make_work(OpType::ALLGATHER_COALESCED, fn, flat_outs);
+	w->set_deadline(opts.timeout);
 	for (size_t j = 0; j < inputs.size(); j++) {
 		int64_t per, numel = inputs[j].numel();
 		enum ring_dtype dt = dtype_of(inputs[j], fn, &per);
@@ -319,7 +377,7 @@ ProcessGroupRing::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
 					       (size_t)(numel * per), dt, r);
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue_group(*w, starts);
 	return submit(w);
 }
@@ -348,6 +406,7 @@ ProcessGroupRing::gather(std::vector<std::vector<at::Tensor>> &outputs,
 		fail(fn, "only the root (rank " + std::to_string(root) + ") takes output tensors");
 	}
 	WorkPtr w = make_work(OpType::GATHER, fn, outs);
+	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(t);
 	void *flat_p = nullptr;
 	if (rank_ == root) {
@@ -358,7 +417,7 @@ ProcessGroupRing::gather(std::vector<std::vector<at::Tensor>> &outputs,
 				outs[i].copy_(block(flat, (int64_t)i, numel).view(outs[i].sizes()));
 		});
 	}
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_igather(comm_, in.data_ptr(), flat_p, (size_t)(numel * per), dt, root,
 				    r);
@@ -388,6 +447,7 @@ ProcessGroupRing::scatter(std::vector<at::Tensor> &outputs,
 		fail(fn, "only the root (rank " + std::to_string(root) + ") takes input tensors");
 	}
 	WorkPtr w = make_work(OpType::SCATTER, fn, {t});
+	w->set_deadline(opts.timeout);
 	void *flat_p = nullptr;
 	if (rank_ == root) {
 		at::Tensor flat = w->scratch(numel * size_, t.options());
@@ -397,7 +457,7 @@ ProcessGroupRing::scatter(std::vector<at::Tensor> &outputs,
 	}
 	at::Tensor out = w->inout(t);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_iscatter(comm_, flat_p, out.data_ptr(), (size_t)(numel * per), dt,
 				     root, r);
@@ -424,12 +484,13 @@ ProcessGroupRing::reduce_scatter(std::vector<at::Tensor> &outputs,
 	for (const at::Tensor &i : inputs[0])
 		check_like(i, t, numel, fn, "an input tensor");
 	WorkPtr w = make_work(OpType::REDUCE_SCATTER, fn, {t});
+	w->set_deadline(opts.timeout);
 	at::Tensor flat = w->scratch(numel * size_, t.options());
 	for (int r = 0; r < size_; r++)
 		block(flat, r, numel).copy_(inputs[0][r].reshape({-1}));
 	at::Tensor out = w->inout(t);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce_scatter(comm_, flat.data_ptr(), out.data_ptr(),
 					    (size_t)(numel * per), dt, op, r);
@@ -449,16 +510,89 @@ ProcessGroupRing::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 	enum ring_op op = op_of(opts.reduceOp, output, fn);
 	check_like(input, output, output.numel() * size_, fn, "the input tensor");
 	WorkPtr w = make_work(OpType::_REDUCE_SCATTER_BASE, fn, {output});
+	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(),
 					    (size_t)(output.numel() * per), dt, op, r);
 	});
 	return submit(w);
 }
+
+#if RINGD_TORCH2
+/* all_gather_into_tensor in a coalescing manager: one libring group. */
+WorkP
+ProcessGroupRing::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+						  std::vector<at::Tensor> &inputs,
+						  const c10d::AllgatherOptions &opts)
+{
+	const char *fn = "all_gather_into_tensor_coalesced";
+	std::vector<Starter> starts;
+
+	if (inputs.empty() || inputs.size() != outputs.size())
+		fail(fn, "takes as many outputs as inputs (" + std::to_string(outputs.size()) +
+			 " and " + std::to_string(inputs.size()) + "), at least one");
+	for (size_t i = 0; i < inputs.size(); i++) {
+		check_tensor(inputs[i], fn);
+		check_like(outputs[i], inputs[i], inputs[i].numel() * size_, fn, "an output tensor");
+	}
+	WorkPtr w = make_work(OpType::COALESCED, fn, outputs);
+	w->set_deadline(opts.timeout);
+	for (size_t i = 0; i < inputs.size(); i++) {
+		int64_t per;
+		enum ring_dtype dt = dtype_of(inputs[i], fn, &per);
+		at::Tensor in = w->input(inputs[i]);
+		at::Tensor out = w->inout(outputs[i]);
+		size_t n = (size_t)(inputs[i].numel() * per);
+
+		starts.push_back([this, in, out, n, dt](ring_request **r) {
+			return ring_iallgather(comm_, in.data_ptr(), out.data_ptr(), n, dt, r);
+		});
+	}
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
+	issue_group(*w, starts);
+	return submit(w);
+}
+
+/* reduce_scatter_tensor in a coalescing manager: one libring group. */
+WorkP
+ProcessGroupRing::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+						  std::vector<at::Tensor> &inputs,
+						  const c10d::ReduceScatterOptions &opts)
+{
+	const char *fn = "reduce_scatter_tensor_coalesced";
+	std::vector<Starter> starts;
+
+	if (inputs.empty() || inputs.size() != outputs.size())
+		fail(fn, "takes as many outputs as inputs (" + std::to_string(outputs.size()) +
+			 " and " + std::to_string(inputs.size()) + "), at least one");
+	for (size_t i = 0; i < inputs.size(); i++) {
+		check_tensor(outputs[i], fn);
+		check_like(inputs[i], outputs[i], outputs[i].numel() * size_, fn, "an input tensor");
+		op_of(opts.reduceOp, outputs[i], fn);
+	}
+	WorkPtr w = make_work(OpType::COALESCED, fn, outputs);
+	w->set_deadline(opts.timeout);
+	for (size_t i = 0; i < inputs.size(); i++) {
+		int64_t per;
+		enum ring_dtype dt = dtype_of(outputs[i], fn, &per);
+		enum ring_op op = op_of(opts.reduceOp, outputs[i], fn);
+		at::Tensor in = w->input(inputs[i]);
+		at::Tensor out = w->inout(outputs[i]);
+		size_t n = (size_t)(outputs[i].numel() * per);
+
+		starts.push_back([this, in, out, n, dt, op](ring_request **r) {
+			return ring_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(), n, dt, op, r);
+		});
+	}
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
+	issue_group(*w, starts);
+	return submit(w);
+}
+#endif
 
 /* ---- all-to-all ---- */
 
@@ -499,7 +633,7 @@ split_rows(const at::Tensor &t, const std::vector<int64_t> &splits, int size, co
 WorkP
 ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 				std::vector<int64_t> &outputSplits,
-				std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &)
+				std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &opts)
 {
 	const char *fn = "all_to_all_single";
 	std::vector<int64_t> ioff, icnt, ooff, ocnt;
@@ -515,10 +649,11 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
 		fail(fn, "the input has " + std::to_string(input.numel()) +
 			 " elements, the output " + std::to_string(output.numel()));
 	WorkPtr w = make_work(OpType::ALLTOALL_BASE, fn, {output});
+	w->set_deadline(opts.timeout);
 	at::Tensor in = w->input(input);
 	at::Tensor out = w->inout(output);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	if (equal) {
 		issue(*w, [&](ring_request **r) {
 			return ring_ialltoall(comm_, in.data_ptr(), out.data_ptr(),
@@ -544,7 +679,7 @@ ProcessGroupRing::alltoall_base(at::Tensor &output, at::Tensor &input,
  * ring_alltoallv. */
 WorkP
 ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-			   const c10d::AllToAllOptions &)
+			   const c10d::AllToAllOptions &opts)
 {
 	const char *fn = "all_to_all";
 	std::vector<size_t> sc, rc;
@@ -561,6 +696,7 @@ ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Ten
 	}
 	enum ring_dtype dt = dtype_of(inputs[0], fn, &per);
 	WorkPtr w = make_work(OpType::ALLTOALL, fn, outputs);
+	w->set_deadline(opts.timeout);
 	at::Tensor sflat = w->scratch(itotal, inputs[0].options());
 	at::Tensor rflat = w->scratch(ototal, inputs[0].options());
 	for (int r = 0, off = 0; r < size_; off += (int)inputs[r].numel(), r++) {
@@ -576,7 +712,7 @@ ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Ten
 			off += o.numel();
 		}
 	});
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) {
 		return ring_ialltoallv(comm_, sflat.data_ptr(), sc.data(), nullptr, rflat.data_ptr(),
 				       rc.data(), nullptr, dt, r);
@@ -584,60 +720,15 @@ ProcessGroupRing::alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Ten
 	return submit(w);
 }
 
-/* ---- point to point and barrier ---- */
-
-/* Tags are not matched: ringd pairs a rank's sends to a peer with that
- * peer's receives from it in order, and checks dtype and size. */
-WorkP
-ProcessGroupRing::send(std::vector<at::Tensor> &tensors, int dst, int)
-{
-	const char *fn = "send";
-	at::Tensor &t = single(tensors, fn);
-	int64_t per;
-	enum ring_dtype dt = dtype_of(t, fn, &per);
-	WorkPtr w = make_work(OpType::SEND, fn, {t});
-	at::Tensor in = w->input(t);
-	size_t shape = (size_t)(t.numel() * per);
-
-	std::lock_guard<std::mutex> lock(issue_mu_);
-	issue(*w, [&](ring_request **r) {
-		return ring_isend(comm_, in.data_ptr(), dt, 1, &shape, dst, r);
-	});
-	return submit(w);
-}
+/* ---- barrier (sends and receives: ring_p2p.cpp) ---- */
 
 WorkP
-ProcessGroupRing::recv(std::vector<at::Tensor> &tensors, int src, int)
-{
-	const char *fn = "recv";
-	at::Tensor &t = single(tensors, fn);
-	int64_t per;
-	enum ring_dtype dt = dtype_of(t, fn, &per);
-	WorkPtr w = make_work(OpType::RECV, fn, {t});
-	at::Tensor out = w->inout(t);
-	size_t shape = (size_t)(t.numel() * per);
-
-	w->set_source_rank(src);
-	std::lock_guard<std::mutex> lock(issue_mu_);
-	issue(*w, [&](ring_request **r) {
-		return ring_irecv(comm_, out.data_ptr(), dt, 1, &shape, src, r);
-	});
-	return submit(w);
-}
-
-WorkP
-ProcessGroupRing::recvAnysource(std::vector<at::Tensor> &, int)
-{
-	fail("recv", "receiving from any source is not supported: ringd matches each "
-		     "receive to one sender; pass src");
-}
-
-WorkP
-ProcessGroupRing::barrier(const c10d::BarrierOptions &)
+ProcessGroupRing::barrier(const c10d::BarrierOptions &opts)
 {
 	WorkPtr w = make_work(OpType::BARRIER, "barrier", {});
+	w->set_deadline(opts.timeout);
 
-	std::lock_guard<std::mutex> lock(issue_mu_);
+	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	issue(*w, [&](ring_request **r) { return ring_ibarrier(comm_, r); });
 	return submit(w);
 }

@@ -14,7 +14,9 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <stdexcept>
 #include <system_error>
 
@@ -84,13 +86,18 @@ WorkRing::getFuture()
 	return future_;
 }
 
-/* No timeout: wait for our own requests (not for older works).  A timeout:
- * the progress thread completes the work; wait for that, within the bound. */
+/* No timeout: wait for our own requests (not for older works).  A timeout,
+ * a receive (the matcher gives it its requests), a work with a bound of its
+ * own or a coalesced whole: the progress threads complete the work (or an
+ * abort fails it); wait for that. */
 bool
 WorkRing::wait(std::chrono::milliseconds timeout)
 {
-	if (timeout == kNoTimeout) {
+	if (timeout == kNoTimeout && !p2p() && !whole_ && !has_deadline_) {
 		complete();
+	} else if (timeout == kNoTimeout) {
+		std::unique_lock<std::mutex> lock(mutex_);
+		cv_.wait(lock, [this] { return completed_; });
 	} else {
 		std::unique_lock<std::mutex> lock(mutex_);
 		if (!cv_.wait_for(lock, timeout, [this] { return completed_; }))
@@ -154,6 +161,15 @@ WorkRing::set_issue_error(const std::string &msg)
 }
 
 void
+WorkRing::set_deadline(std::chrono::milliseconds t)
+{
+	if (t.count() <= 0)
+		return;		/* unset (-1) or none: the group's bound */
+	has_deadline_ = true;
+	deadline_ = std::chrono::steady_clock::now() + t;
+}
+
+void
 WorkRing::complete()
 {
 	std::string msg;
@@ -177,6 +193,8 @@ WorkRing::complete()
 bool
 WorkRing::poll()
 {
+	if (pending_)
+		return false;
 	for (ring_request *r : reqs_) {
 		int done = 0;
 
@@ -276,8 +294,34 @@ drain_completions(std::chrono::milliseconds bound)
 	Completer::get().drain(bound);
 }
 
-/* Copies the results out and completes the Work; the future is completed by
- * the Completer (outside our lock: a callback may wait on this very work). */
+/* The requests are done with the buffers (call it under finish_mu_). */
+void
+WorkRing::release()
+{
+	if (released_)
+		return;
+	released_ = true;
+	steps_.clear();
+	keep_.clear();
+}
+
+/* Completes the Work, then hands the future to the Completer (outside our
+ * locks: a callback may wait on this very work, or issue another). */
+void
+WorkRing::finish_user(std::exception_ptr err)
+{
+	finish(err);
+	c10::intrusive_ptr<c10::ivalue::Future> fut = future_;
+	if (err) {
+		Completer::get().post([fut, err] { fut->setError(err); });
+	} else {
+		c10::IValue value(outputs_);
+		Completer::get().post([fut, value] { fut->markCompleted(value); });
+	}
+}
+
+/* Every request is done: copies the results out (unless the work failed
+ * already) and lets go of the buffers. */
 void
 WorkRing::finalize(int rc, const std::string &msg)
 {
@@ -285,8 +329,10 @@ WorkRing::finalize(int rc, const std::string &msg)
 
 	{
 		std::lock_guard<std::mutex> lock(finish_mu_);
-		if (finished_)
+		if (finished_) {
+			release();
 			return;
+		}
 		finished_ = true;
 		if (rc)
 			err = std::make_exception_ptr(std::runtime_error(msg));
@@ -298,17 +344,51 @@ WorkRing::finalize(int rc, const std::string &msg)
 			err = std::make_exception_ptr(std::runtime_error(
 				std::string("ring: ") + name_ + ": copying the result: " + e.what()));
 		}
-		steps_.clear();
-		keep_.clear();	/* the requests are done with them */
-		finish(err);
+		release();
 	}
-	c10::intrusive_ptr<c10::ivalue::Future> fut = future_;
-	if (err) {
-		Completer::get().post([fut, err] { fut->setError(err); });
-	} else {
-		c10::IValue value(outputs_);
-		Completer::get().post([fut, value] { fut->markCompleted(value); });
+	finish_user(err);
+}
+
+/* The whole completes when its last part does, with the first failure. */
+void
+WorkRing::wait_for_parts(const std::vector<c10::intrusive_ptr<WorkRing>> &parts)
+{
+	auto left = std::make_shared<std::atomic<size_t>>(parts.size());
+	auto err = std::make_shared<std::string>();
+	auto err_mu = std::make_shared<std::mutex>();
+	c10::intrusive_ptr<WorkRing> self = c10::intrusive_ptr<WorkRing>::reclaim_copy(this);
+
+	whole_ = true;
+	if (parts.empty()) {
+		finalize(0, "");
+		return;
 	}
+	for (const auto &part : parts) {
+		part->getFuture()->addCallback([self, left, err, err_mu](c10::ivalue::Future &f) {
+			if (f.hasError()) {
+				std::lock_guard<std::mutex> lock(*err_mu);
+				if (err->empty())
+					*err = f.tryRetrieveErrorMessage();
+			}
+			if (--*left == 0)
+				self->finalize(err->empty() ? 0 : RING_EABORTED, *err);
+		});
+	}
+}
+
+bool
+WorkRing::fail(const std::string &msg)
+{
+	{
+		std::lock_guard<std::mutex> lock(finish_mu_);
+		if (finished_)
+			return false;
+		finished_ = true;
+		if (reqs_.empty())
+			release();	/* nothing of libring's holds them */
+	}
+	finish_user(std::make_exception_ptr(std::runtime_error(msg)));
+	return true;
 }
 
 /* ---- ProcessGroupRing: life ---- */
@@ -325,7 +405,7 @@ timeout_ms_of(std::chrono::milliseconds t)
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank,
 				   int size, std::chrono::milliseconds timeout)
-	: c10d::ProcessGroup(rank, size)
+	: GroupBase(rank, size)
 {
 	/* RING_TIMEOUT_MS, the operator's bound, wins over torch's timeout
 	 * argument, whose 30-minute default nobody chose. */
@@ -337,16 +417,59 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 	eng_ = std::make_shared<Engine>();
 	eng_->comm = comm_;
 	eng_->arena = arena_ = std::make_shared<Arena>(comm_);
+	eng_->rank = rank;
+	eng_->size = size;
+	if (tmo > 0)
+		eng_->op_timeout_ms = tmo;
+	else if (env_tmo && atoi(env_tmo) > 0)
+		eng_->op_timeout_ms = atoi(env_tmo);
+	eng_->match.readers.resize((size_t)size);
 	progress_ = std::thread([e = eng_] { e->progress_loop(); });
 	p2p_thread_ = std::thread([e = eng_] { e->p2p_loop(); });
 	init();
 }
 
-/* Stops the threads once they have drained every work still in flight (each
- * is bounded by libring's timeout).  Called on one of them, that one is left
- * to finish alone, and the job is left when it is done. */
 ProcessGroupRing::~ProcessGroupRing()
 {
+	close();
+}
+
+bool
+ProcessGroupRing::aborted() const
+{
+	if (!eng_)
+		return false;
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	return eng_->aborted;
+}
+
+void
+ProcessGroupRing::check_open(const char *fn)
+{
+	if (!eng_)
+		throw std::runtime_error(std::string("ring: ") + fn + ": the group is closed");
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	if (eng_->aborted)
+		throw std::runtime_error(std::string("ring: ") + fn + ": the group was aborted (" +
+					 eng_->abort_why + ")");
+}
+
+void
+ProcessGroupRing::abort_all(const std::string &why)
+{
+	if (eng_)
+		eng_->abort(why);
+}
+
+/* Stops the threads once they have drained every work still in flight (each
+ * is bounded by libring's timeout; after an abort they stop at once).
+ * Called on one of them, that one is left to finish alone, and the job is
+ * left when it is done. */
+void
+ProcessGroupRing::close()
+{
+	if (!eng_)
+		return;
 	{
 		std::lock_guard<std::mutex> lock(eng_->mu);
 		eng_->stopping = true;
@@ -357,10 +480,47 @@ ProcessGroupRing::~ProcessGroupRing()
 	eng_.reset();
 }
 
+/* Every work in flight fails now; the threads stop at their next step (the
+ * one in ring_wait ends within libring's bound), and the last owner's
+ * ring_close fails what libring still runs. */
+bool
+Engine::abort(const std::string &why)
+{
+	std::vector<WorkPtr> all;
+	{
+		std::lock_guard<std::mutex> lock(mu);
+		if (aborted)
+			return false;
+		aborted = true;
+		abort_why = why;
+		all.assign(queue.begin(), queue.end());
+		all.insert(all.end(), p2p.begin(), p2p.end());
+		all.insert(all.end(), coalesced.begin(), coalesced.end());
+	}
+	cv.notify_all();
+	std::string msg = "ring: the group was aborted (" + why + ")";
+	for (const WorkPtr &w : all)
+		w->fail(msg);
+	return true;
+}
+
 Engine::~Engine()
 {
 	arena->release();	/* its blocks still alive never go back to it */
 	ring_close(comm);
+	/* What an abort left is failed by the close: complete() no longer
+	 * waits, and lets go of the buffers. */
+	std::deque<WorkPtr> left;
+	left.swap(queue);
+	left.insert(left.end(), p2p.begin(), p2p.end());
+	left.insert(left.end(), coalesced.begin(), coalesced.end());
+	p2p.clear();
+	coalesced.clear();
+	for (const WorkPtr &w : left) {
+		w->fail(std::string("ring: ") + w->name() + ": the group was closed");
+		w->complete();
+	}
+	p2p_free();
 }
 
 /* A thread holding the GIL lets go of it while it waits: the works' futures
@@ -381,6 +541,10 @@ ProcessGroupRing::join(std::thread &t)
 	}
 }
 
+/* Waits for the collectives in issue order.  A work with a bound of its own
+ * is tested until that passes instead of waited for, and fails then (its
+ * buffers stay held until libring is done with them).  After an abort the
+ * thread stops: the last owner's close fails what is left. */
 void
 Engine::progress_loop()
 {
@@ -388,23 +552,42 @@ Engine::progress_loop()
 		WorkPtr w;
 		{
 			std::unique_lock<std::mutex> lock(mu);
-			cv.wait(lock, [this] { return stopping || !queue.empty(); });
-			if (queue.empty())
+			cv.wait(lock, [this] { return stopping || aborted || !queue.empty(); });
+			if (aborted || queue.empty())
 				return;
 			w = queue.front();
-			queue.pop_front();
 		}
 		try {
-			w->complete();
+			if (w->has_deadline()) {
+				auto pause = std::chrono::microseconds(20);
+				while (!w->poll()) {
+					if (std::chrono::steady_clock::now() > w->deadline())
+						w->fail(std::string("ring: ") + w->name() +
+							" did not complete within its timeout");
+					{
+						std::lock_guard<std::mutex> lock(mu);
+						if (aborted)
+							return;
+					}
+					std::this_thread::sleep_for(pause);
+					pause = std::min(pause * 2, std::chrono::microseconds(1000));
+				}
+			} else {
+				w->complete();
+			}
 		} catch (...) {
 			/* complete() catches its own failures; nothing else may
 			 * end the process */
 		}
+		std::lock_guard<std::mutex> lock(mu);
+		if (!queue.empty() && queue.front() == w)
+			queue.pop_front();
 	}
 }
 
 /* libring has no wait-for-any: while sends or receives are in flight, test
- * them all, backing off from 50 us to 5 ms while none completes. */
+ * them all and move the tag matcher on, backing off from 50 us to 1 ms while
+ * nothing moves. */
 void
 Engine::p2p_loop()
 {
@@ -414,12 +597,18 @@ Engine::p2p_loop()
 		std::vector<WorkPtr> live;
 		{
 			std::unique_lock<std::mutex> lock(mu);
-			cv.wait(lock, [this] { return stopping || !p2p.empty(); });
-			if (p2p.empty())
+			cv.wait(lock, [this] {
+				return stopping || aborted || !p2p.empty() || p2p_busy();
+			});
+			if (aborted || (stopping && p2p.empty()))
 				return;
 			live.assign(p2p.begin(), p2p.end());
 		}
 		bool any = false;
+		try {
+			any = p2p_round();
+		} catch (...) {
+		}
 		for (const WorkPtr &w : live) {
 			bool done = false;
 			try {
@@ -431,13 +620,15 @@ Engine::p2p_loop()
 				continue;
 			any = true;
 			std::lock_guard<std::mutex> lock(mu);
-			p2p.erase(std::find(p2p.begin(), p2p.end(), w));
+			auto it = std::find(p2p.begin(), p2p.end(), w);
+			if (it != p2p.end())
+				p2p.erase(it);
 		}
 		if (any) {
 			pause = std::chrono::microseconds(50);
 		} else {
 			std::this_thread::sleep_for(pause);
-			pause = std::min(pause * 2, std::chrono::microseconds(5000));
+			pause = std::min(pause * 2, std::chrono::microseconds(1000));
 		}
 	}
 }
@@ -447,6 +638,7 @@ Engine::p2p_loop()
 ProcessGroupRing::WorkPtr
 ProcessGroupRing::make_work(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
 {
+	check_open(name);
 	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs), arena_);
 }
 
@@ -481,12 +673,17 @@ ProcessGroupRing::issue_group(WorkRing &w, const std::vector<Starter> &starts)
 		w.set_issue_error(std::string("ring: ") + w.name() + ": " + ring_last_error(comm_));
 }
 
+/* Inside start/end_coalescing the works wait for the group's end: their
+ * requests cannot be waited for or tested before it. */
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupRing::submit(const WorkPtr &w)
 {
 	{
 		std::lock_guard<std::mutex> lock(eng_->mu);
-		(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
+		if (eng_->coalescing)
+			eng_->coalesced.push_back(w);
+		else
+			(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
 	}
 	eng_->cv.notify_all();
 	/* A work that failed to issue is still queued: requests it did start
@@ -494,6 +691,57 @@ ProcessGroupRing::submit(const WorkPtr &w)
 	if (!w->issue_error().empty())
 		throw std::runtime_error(w->issue_error());
 	return w;
+}
+
+void
+ProcessGroupRing::start_coalescing()
+{
+	check_open("start_coalescing");
+	std::lock_guard<std::mutex> issue(eng_->issue_mu);
+	{
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		if (eng_->coalescing)
+			throw std::runtime_error("ring: start_coalescing: the group is coalescing "
+						 "already (coalescing managers do not nest)");
+	}
+	if (ring_group_start(comm_) != 0)
+		throw std::runtime_error(std::string("ring: start_coalescing: ") +
+					 ring_last_error(comm_));
+	std::lock_guard<std::mutex> lock(eng_->mu);
+	eng_->coalescing = true;
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRing::end_coalescing()
+{
+	std::vector<WorkPtr> parts;
+	std::string err;
+
+	check_open("end_coalescing");
+	WorkPtr whole = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::UNKNOWN, "end_coalescing",
+						      std::vector<at::Tensor>{}, arena_);
+	{
+		std::lock_guard<std::mutex> issue(eng_->issue_mu);
+		{
+			std::lock_guard<std::mutex> lock(eng_->mu);
+			if (!eng_->coalescing)
+				throw std::runtime_error("ring: end_coalescing: no start_coalescing "
+							 "before it");
+		}
+		if (ring_group_end(comm_) != 0)
+			err = std::string("ring: end_coalescing: ") + ring_last_error(comm_);
+		std::lock_guard<std::mutex> lock(eng_->mu);
+		eng_->coalescing = false;
+		parts.swap(eng_->coalesced);
+		for (const WorkPtr &w : parts)
+			(w->p2p() ? eng_->p2p : eng_->queue).push_back(w);
+	}
+	eng_->cv.notify_all();
+	if (!err.empty())
+		throw std::runtime_error(err);
+	/* The parts are the progress threads'; the whole completes with them. */
+	whole->wait_for_parts(parts);
+	return whole;
 }
 
 }  // namespace ringd_torch

@@ -25,7 +25,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 RING_LOCAL = os.path.join(ROOT, "scripts", "ring-local")
-PYTHON = "/usr/bin/python3"
+# The interpreter running the suite: /usr/bin/python3 under run-tests, a
+# virtualenv's where the package was pip-installed into one.
+PYTHON = sys.executable
 
 # Variables of every launcher libring reads (libring/env.c): a worker gets
 # only the ones its test gives it, whatever the shell running pytest set.

@@ -58,6 +58,9 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if k not in LAUNCHER_VARS and not k.startswith(LAUNCHER_PREFIXES)}
     env["PYTHONPATH"] = str(BUILD / "python")
+    # torch 2.x built without libuv (Debian 13's 2.6) cannot make an env://
+    # TCPStore otherwise; torch 1.13 does not read it.
+    env["USE_LIBUV"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -101,7 +104,13 @@ class Ranks:
             except subprocess.TimeoutExpired:
                 timed_out = True
                 os.killpg(p.pid, signal.SIGKILL)
-                out, _ = p.communicate()
+                try:
+                    out, _ = p.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    # a grandchild in a process group of its own (torchrun's
+                    # workers) still holds the pipe: give up on the output
+                    p.kill()
+                    out = "(output lost: a child of this rank outlived it)"
             outs.append(out)
         return [p.returncode for p in self.procs], outs, timed_out
 

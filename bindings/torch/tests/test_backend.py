@@ -234,3 +234,21 @@ def test_build_is_the_tested_one():
                          env=clean_env(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith(str(BUILD / "python")), out.stdout
+
+
+def test_abort(ring2, tmp_path):
+    """A per-call timeout and abort: ranks 1 and 2 never join; rank 0's all-reduce
+    with a 300 ms timeout raises within a second, and an abort from another
+    thread releases an all-reduce and a receive in flight at once (well
+    before the 5 s operation bound), and refuses every later call."""
+    socks = [ring2.sockets[0], ring2.sockets[0], ring2.sockets[1]]
+    cmds = [worker_cmd("abort", r, 3, f"file://{tmp_path}/store") for r in range(3)]
+    envs = [clean_env(RING_SOCKET=socks[r], RING_TIMEOUT_MS=5000) for r in range(3)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 60)
+    assert not timed_out and rcs == [0, 0, 0], report(rcs, outs)
+    m = re.search(r"ABORT timeout raised after ([0-9.]+)s", outs[0])
+    assert m and float(m.group(1)) < 1.0, report(rcs, outs)
+    for what in ("all_reduce", "irecv"):
+        m = re.search(rf"ABORT {what} released after ([0-9.]+)s: .*aborted", outs[0])
+        assert m and float(m.group(1)) < 1.5, report(rcs, outs)
+    assert "ABORT later call raised" in outs[0] and "ABORT ok" in outs[0], report(rcs, outs)

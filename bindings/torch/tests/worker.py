@@ -6,11 +6,11 @@ usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout 
 
 Scenarios: walk (every section below, in order), churn, killed, single,
 lastref (groups freed by their own futures' callbacks), powersgd (DDP with one
-of torch's PowerSGD hooks, on "ring" or gloo).  Each section prints "SECTION
-<name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to the next,
-so one run reports on every part of the API.  The values are chosen so that
-every rank can compute every other rank's contribution, and every check
-compares exact results.
+of torch's PowerSGD hooks, on "ring" or gloo), abort.  Each section prints
+"SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to
+the next, so one run reports on every part of the API.  The values are chosen
+so that every rank can compute every other rank's contribution, and every
+check compares exact results.
 """
 import argparse
 import os
@@ -34,7 +34,7 @@ def init(args):
     kw = {"timeout": timedelta(seconds=args.timeout)} if args.timeout else {}
     dist.init_process_group(ringd.torch.BACKEND, init_method=args.init, rank=R, world_size=N,
                             **kw)
-    pg = dist.distributed_c10d._get_default_group()
+    pg = ringd.torch.backend_of()
     print(f"placement: {pg.placement_source}: local rank {pg.local_rank} of "
           f"{pg.local_size}, job {pg.job}", flush=True)
 
@@ -189,13 +189,140 @@ def s_send_recv():
 
 
 def s_recv_anysource():
+    """recv without src takes whichever rank's message comes; dist.recv
+    says whose.  Rank 0 gets one from every other rank, in any order."""
+    if R == 0:
+        seen = {}
+        for _ in range(N - 1):
+            t = torch.zeros(4)
+            src = dist.recv(t)
+            seen[src] = t
+        if sorted(seen) != list(range(1, N)):
+            raise AssertionError(f"sources {sorted(seen)}")
+        for src, t in seen.items():
+            same(t, contrib(src, (4,)), f"any-source message from {src}")
+        w = dist.irecv(torch.zeros(2), tag=5)
+        w.wait()
+        if w._source_rank() != N - 1:
+            raise AssertionError(f"irecv's source rank {w._source_rank()}")
+    else:
+        time.sleep(0.05 * R)
+        dist.send(contrib(R, (4,)), 0)
+        if R == N - 1:
+            dist.send(contrib(R, (2,)), 0, tag=5)
+    dist.barrier()
+
+
+def s_tags():
+    """A receive takes the first message of its tag, whatever came before:
+    rank 0 sends tags 1, 2, 3 to rank 1, which receives 3, then 1, then 2;
+    and any-source receives pick their tag's sender."""
+    if R == 0:
+        works = [dist.isend(contrib(10 + tag, (tag,)), 1, tag=tag) for tag in (1, 2, 3)]
+        for w in works:
+            w.wait()
+    elif R == 1:
+        for tag in (3, 1, 2):
+            t = torch.zeros(tag)
+            dist.recv(t, 0, tag=tag)
+            same(t, contrib(10 + tag, (tag,)), f"message with tag {tag}")
+    dist.barrier()
+    # Ranks 1 and 2 send to 0 with tags 8 and 7; 0 asks for 7 first, from
+    # anyone: rank 2's, though rank 1's may have come first.
+    if R == 0:
+        a, b = torch.zeros(3), torch.zeros(3)
+        if dist.recv(a, tag=7) != 2 or dist.recv(b, tag=8) != 1:
+            raise AssertionError("any-source receives took the wrong tags")
+        same(a, contrib(2, (3,)), "tag 7")
+        same(b, contrib(1, (3,)), "tag 8")
+    elif R in (1, 2):
+        dist.send(contrib(R, (3,)), 0, tag=9 - R)
+    dist.barrier()
+    # A receive of another size than the message fails, naming both.
+    if R == 0:
+        dist.send(torch.ones(5), 1, tag=4)
+    elif R == 1:
+        try:
+            dist.recv(torch.zeros(3), 0, tag=4)
+        except RuntimeError as e:
+            if "5 float32 from rank 0 with tag 4" not in str(e):
+                raise AssertionError(f"unexpected message: {e}")
+        else:
+            raise AssertionError("a receive of 3 took a message of 5")
+    dist.barrier()
+
+
+def s_bitwise():
+    for dt in (torch.uint8, torch.int32, torch.int64):
+        vals = [torch.tensor([r + 1, 1 << r, 0xF0 | r, 6], dtype=dt) for r in range(N)]
+        for op, f in ((dist.ReduceOp.BAND, torch.bitwise_and),
+                      (dist.ReduceOp.BOR, torch.bitwise_or),
+                      (dist.ReduceOp.BXOR, torch.bitwise_xor)):
+            t = vals[R].clone()
+            dist.all_reduce(t, op=op)
+            want = vals[0]
+            for v in vals[1:]:
+                want = f(want, v)
+            same(t, want, f"all_reduce {op} {dt}")
+    t = torch.tensor([True, R == 0, R != 0, False])
+    dist.all_reduce(t, op=dist.ReduceOp.BAND)
+    same(t, torch.tensor([True, False, False, False]), "all_reduce BAND bool")
+    t = torch.tensor([True, R == 0, R != 0, False])
+    dist.all_reduce(t, op=dist.ReduceOp.BOR)
+    same(t, torch.tensor([True, True, True, False]), "all_reduce BOR bool")
     try:
-        dist.recv(torch.zeros(1))
+        dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND)
     except RuntimeError as e:
-        if "any source" not in str(e):
+        if "integer or bool" not in str(e):
             raise AssertionError(f"unexpected message: {e}")
     else:
-        raise AssertionError("recv from any source did not raise")
+        raise AssertionError("BAND of floats did not raise")
+
+
+def coalescing(ops):
+    """The operations ops() issues, coalesced into one libring group."""
+    if ringd.torch.TORCH_API == "backend":
+        with dist._coalescing_manager(device=torch.device("cpu"), async_ops=True) as cm:
+            ops()
+        cm.wait()
+    else:
+        pg = ringd.torch.backend_of()
+        pg.start_coalescing()
+        ops()
+        pg.end_coalescing().wait()
+
+
+def s_coalescing():
+    a, b = contrib(R, (5,)), torch.zeros(4)
+    if R == 1:
+        b = contrib(1, (4,))
+
+    def ops():
+        dist.broadcast(b, src=1, async_op=True)
+        dist.all_reduce(a, async_op=True)
+    coalescing(ops)
+    same(a, sum(contrib(r, (5,)) for r in range(N)), "all_reduce in a coalesced group")
+    same(b, contrib(1, (4,)), "broadcast in a coalesced group")
+    if ringd.torch.TORCH_API != "backend":
+        return
+    # torch 2.x's fast paths: all_gather_into_tensor_coalesced and
+    # reduce_scatter_tensor_coalesced.
+    outs = [torch.zeros(N * 3), torch.zeros(N * 2, 2)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_into_tensor(outs[0], contrib(R, (3,)))
+        dist.all_gather_into_tensor(outs[1], contrib(R, (2, 2)))
+    cm.wait()
+    same(outs[0], torch.cat([contrib(r, (3,)) for r in range(N)]), "coalesced all-gather 0")
+    same(outs[1], torch.cat([contrib(r, (2, 2)) for r in range(N)]), "coalesced all-gather 1")
+    outs = [torch.zeros(3), torch.zeros(2)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.reduce_scatter_tensor(outs[0], contrib(R, (N * 3,)))
+        dist.reduce_scatter_tensor(outs[1], contrib(R + 1, (N * 2,)))
+    cm.wait()
+    same(outs[0], sum(contrib(r, (N * 3,)) for r in range(N))[R * 3:R * 3 + 3],
+         "coalesced reduce-scatter 0")
+    same(outs[1], sum(contrib(r + 1, (N * 2,)) for r in range(N))[R * 2:R * 2 + 2],
+         "coalesced reduce-scatter 1")
 
 
 def s_barrier():
@@ -384,7 +511,7 @@ def s_zero_copy():
     may move memory that others may alias).  The backend's own buffers (an
     all_gather's flat result) go into the arena."""
     from torch.utils import dlpack
-    pg = dist.distributed_c10d._get_default_group()
+    pg = ringd.torch.backend_of()
     t = torch.zeros(1 << 20)
     addr, view, a = t.data_ptr(), t[5:9], t.numpy()
     mv, via_dlpack = memoryview(a), dlpack.from_dlpack(dlpack.to_dlpack(t))
@@ -441,12 +568,12 @@ def s_mismatch():
     except RuntimeError as e:
         print(f"mismatch raised: {e}", flush=True)
     else:
-        raise AssertionError("all_reduce of 4 and 5 elements did not raise")
+        raise AssertionError(f"all_reduce of 4 and 5 elements did not raise (got {t.tolist()})")
 
 
 SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_gather,
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
-            s_send_recv, s_recv_anysource, s_barrier, s_async_future, s_objects, s_dtypes,
+            s_send_recv, s_recv_anysource, s_tags, s_bitwise, s_coalescing, s_barrier, s_async_future, s_objects, s_dtypes,
             s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
             s_failed_op_releases, s_mismatch]
 
@@ -512,6 +639,52 @@ def killed(args):
             break
     print("KILLED did not raise", flush=True)
     sys.exit(1)
+
+
+def abort(args):
+    """Ranks 1 and 2 never join the collectives.  Rank 0: an all-reduce with a
+    per-call timeout of 300 ms fails within it; then, with an all-reduce and
+    a receive in flight, another thread aborts the group: both raise at once,
+    and so does any later call."""
+    init(args)
+    pg = ringd.torch.backend_of()
+    if R != 0:
+        time.sleep(3)
+        print("ABORT bystander ok", flush=True)
+        os._exit(0)
+    opts = dist.AllreduceOptions()
+    opts.timeout = timedelta(milliseconds=300)
+    t0 = time.monotonic()
+    try:
+        dist.distributed_c10d._get_default_group().allreduce([torch.ones(3)], opts).wait()
+    except RuntimeError as e:
+        print(f"ABORT timeout raised after {time.monotonic() - t0:.2f}s: {e}", flush=True)
+    else:
+        raise AssertionError("the all-reduce with a 300 ms timeout did not raise")
+    work = dist.all_reduce(torch.ones(4), async_op=True)
+    rwork = dist.irecv(torch.zeros(2), src=2)
+    threading.Timer(0.5, pg.abort_group).start()
+    t0 = time.monotonic()
+    for w, what in ((work, "all_reduce"), (rwork, "irecv")):
+        try:
+            if what == "all_reduce":
+                w.get_future().wait()
+            else:
+                w.wait()
+        except RuntimeError as e:
+            print(f"ABORT {what} released after {time.monotonic() - t0:.2f}s: {e}", flush=True)
+        else:
+            raise AssertionError(f"the {what} did not raise")
+    try:
+        dist.all_reduce(torch.ones(1))
+    except RuntimeError as e:
+        if "aborted" not in str(e):
+            raise
+        print(f"ABORT later call raised: {e}", flush=True)
+    else:
+        raise AssertionError("an all_reduce after the abort did not raise")
+    print("ABORT ok", flush=True)
+    os._exit(0)
 
 
 def single(args):
@@ -618,7 +791,8 @@ def main():
     global R, N
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
-                   choices=["walk", "churn", "killed", "single", "lastref", "powersgd"])
+                   choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
+                            "abort"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -632,7 +806,7 @@ def main():
     R, N = args.rank, args.world
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
-     "powersgd": powersgd, "lastref": lastref}[args.scenario](args)
+     "powersgd": powersgd, "lastref": lastref, "abort": abort}[args.scenario](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""The package as its ecosystem expects it: `python3 -m ringd` reports on the
+installation, and the extension's type stubs name everything it has."""
+import ast
+import os
+import subprocess
+
+import ringd
+from ringd import _ringd
+
+from conftest import PYTHON, clean_env
+
+STUB = os.path.join(os.path.dirname(ringd.__file__), "_ringd.pyi")
+
+
+def test_main_reports(tmp_path):
+    """python3 -m ringd: the version, where the daemon would be (nothing at a
+    path where none is), and whether torch is usable; exit 0."""
+    sock = tmp_path / "none.sock"
+    p = subprocess.run([PYTHON, "-m", "ringd"], env=clean_env(RING_SOCKET=sock),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(f"ringd {_ringd.LIBRING_VERSION} "), p.stdout
+    assert f"daemon: {sock} (RING_SOCKET): nothing there" in p.stdout, p.stdout
+    assert any(line.startswith("torch") for line in lines), p.stdout
+
+
+def stub_names():
+    tree = ast.parse(open(STUB).read())
+    top, classes = set(), {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            top.add(node.name)
+            classes[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, (ast.FunctionDef,)):
+            top.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            top.add(node.target.id)
+    return top, classes
+
+
+def test_stubs_cover_the_extension():
+    """Every public name of ringd._ringd, and every method and property of
+    Communicator and Request, is in _ringd.pyi (installed beside it)."""
+    assert os.path.exists(os.path.join(os.path.dirname(STUB), "py.typed"))
+    top, classes = stub_names()
+    missing = [n for n in dir(_ringd) if not n.startswith("_") and n not in top]
+    assert not missing, f"_ringd.pyi lacks {missing}"
+    for cls in (_ringd.Communicator, _ringd.Request):
+        names = [n for n in vars(cls) if not n.startswith("_") or n in ("__enter__", "__exit__")]
+        missing = [n for n in names if n not in classes[cls.__name__]]
+        assert not missing, f"_ringd.pyi's {cls.__name__} lacks {missing}"
