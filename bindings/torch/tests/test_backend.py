@@ -169,8 +169,14 @@ def test_ddp_powersgd_matches_gloo(ring2, tmp_path, hook, n):
     """DDP with torch's stock powerSGD_hook and batched_powerSGD_hook, whose
     future callbacks issue all-reduces and wait for them: every step of
     every rank completes within the bound (no deadlock) and its loss is
-    gloo's, within 1e-5 (relative), on the same seeds."""
-    gloo = psgd_losses(ring2, tmp_path, "gloo", hook, n)
+    gloo's, within 1e-5 (relative), on the same seeds.  Where gloo itself
+    cannot run the hook on this torch (Debian 13's 2.6 fails in backward at
+    the first compressed step), there is nothing to compare with."""
+    try:
+        gloo = psgd_losses(ring2, tmp_path, "gloo", hook, n)
+    except AssertionError as e:
+        pytest.skip("gloo cannot run it either on this torch: "
+                    f"{str(e).splitlines()[0]}")
     ring = psgd_losses(ring2, tmp_path, "ring", hook, n)
     for r in range(n):
         assert len(gloo[r]) == PSGD_STEPS and len(ring[r]) == PSGD_STEPS, (r, gloo, ring)
