@@ -99,6 +99,13 @@ ifeq ($(CUDA),1)
 IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
+# The engine's deterministic simulation (tests/sim): the engine and ring floors
+# of ringd as they are, over a fake link floor and a virtual clock (its own
+# timer.c and proto clock), no socket.  1000 seeded schedules a run.
+SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
+SIM_RINGD  := $(call obj,$(addprefix ringd/,flow.c ops.c op.c jobtab.c p2p.c job.c coll.c \
+	fail.c engine.c ring.c arena.c plan.c local.c config.c hostfile.c))
+TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
 # suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to
 # BINDING_TESTS.  They load libring.so from $(BUILD)/lib, so they stay out of
@@ -211,6 +218,12 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
+
+$(SIM_ENGINE): $(call obj,$(wildcard tests/sim/*.c)) $(SIM_RINGD) \
+	$(filter-out $(BUILD)/proto/clock.o,$(PROTO_OBJ)) $(TEST_SAN_OBJ)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JANSSON_LIBS) -lm
 
 # The client-protocol fuzzer (tests/fuzz/client_fuzz.c): random clients, raw and
 # through libring, against real daemons.  `make ASAN=1 BUILD=build-asan

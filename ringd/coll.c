@@ -544,7 +544,8 @@ coll_open(struct ringd *rd, struct client *s, struct job *j, const struct proto_
 	op->q = &j->colls;
 	TAILQ_INSERT_TAIL(&j->colls, op, entry);
 	j->ncolls++;
-	if (j->aborts[op->fp.seq % JOB_ABORTS].seq == op->fp.seq) {
+	if (j->aborts[op->fp.seq % JOB_ABORTS].seq == op->fp.seq &&
+	    j->aborts[op->fp.seq % JOB_ABORTS].gen == op->gen) {
 		/* another host failed it already: same answer here */
 		struct job_abort *a = &j->aborts[op->fp.seq % JOB_ABORTS];
 

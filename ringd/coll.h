@@ -110,7 +110,7 @@ struct op {
 	size_t esz;			/* element size */
 	uint32_t seg;			/* segment bytes for this op (pick_segment) */
 	uint64_t started_ms;		/* for timeouts and ringctl */
-	struct event *timer;		/* the operation's bound */
+	struct timer *timer;            /* the operation's bound */
 	/* local processes (collectives); one for send/recv */
 	struct contrib *c;		/* by local rank */
 	int nc, joined;			/* expected, asked so far */
@@ -237,6 +237,8 @@ struct job {
 	int nloc;			/* attached */
 	int nmember;			/* ... of them in the current formation */
 	bool joined;			/* our ranks are claimed in the current formation */
+	bool reclaim;                   /* ... but the ring broke before it formed: the
+					 * others forgot the claim (job_ring_up) */
 	bool formed;			/* ... and it became ready here (our processes may
 					 * have run operations in it) */
 	bool broken;			/* the ring broke under it: it takes no new
@@ -253,6 +255,7 @@ struct job {
 	 * JOB_ABORTS: a rank may abort several in a row (a failed group). */
 	struct job_abort {
 		uint64_t seq;		/* 0: none */
+		uint32_t gen;           /* the formation it belongs to */
 		int code;
 		char text[PROTO_TEXT_MAX + 1];
 	} aborts[JOB_ABORTS];
@@ -338,7 +341,7 @@ void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
-void fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg);
+void fail_op_timeout(void *arg);
 /* Tells the other hosts why op failed here, so every rank gets the same error. */
 void op_abort_ring(struct ringd *rd, struct op *op);
 
@@ -346,6 +349,10 @@ void op_abort_ring(struct ringd *rd, struct op *op);
 struct job *job_lookup(struct ringd *rd, uint32_t id);
 /* jobtab.c: frees the member list of a formation (job.c and the table's). */
 void job_members_free(struct job *j);
+/* The jobs that are not idle (a process, a formation, something in flight or
+ * waiting), the first described in why; and every job freed (the end). */
+int job_table_busy(const struct ringd *rd, char *why, size_t len);
+void job_table_free(struct ringd *rd);
 /* The job a frame names, created on first sight (NULL past max_jobs). */
 struct job *job_wire(struct ringd *rd, uint32_t id);
 /* Attaches a session as (local_rank of local_size) with global rank/world;

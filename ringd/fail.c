@@ -15,6 +15,10 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
+/* How long a timed-out collective waits for the probe that asks the ring who
+ * never called it. */
+#define PROBE_GRACE_MS 1000
+
 static void missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t cap);
 
 /* The message of a collective's timeout: who never called it, as far as this
@@ -42,15 +46,13 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 }
 
 void
-fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg)
+fail_op_timeout(void *arg)
 {
 	struct op *op = arg;
 	struct ringd *rd = op->rd;
 	struct job *j = op->job;
 	char fp[160];
 
-	(void)fd;
-	(void)what;
 	if (op->finished) {
 		op_complete(rd, op);	/* deferred from op_ref_done_cb */
 		return;
@@ -67,7 +69,6 @@ fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (!op->probing && j->nhosts > 1 && rd->state == RING_READY && rd->next != NULL &&
 	    rd->next->state == LINK_UP) {
 		/* ask round the ring who never called it, then fail with the answer */
-		static const struct timeval grace = { 1, 0 };
 		uint8_t buf[64];
 		struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .aux = 1,
 					 .epoch = rd->epoch, .seq = op->fp.seq, .gen = op->gen,
@@ -78,7 +79,7 @@ fail_op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 			f.length = (uint32_t)n;
 			if (link_send(rd->next, &f, buf) == 0) {
 				op->probing = true;
-				evtimer_add(op->timer, &grace);
+				timer_add(op->timer, PROBE_GRACE_MS);
 				return;
 			}
 		}
@@ -119,21 +120,34 @@ ring_broken(struct ringd *rd, const char *why)
 	}
 }
 
+/* An op another host failed before it started here: kept, by sequence number
+ * and formation, until it does. */
+static void
+abort_keep(struct job *j, const struct proto_frame *f, int32_t code, const char *text)
+{
+	struct job_abort *a = &j->aborts[f->seq % JOB_ABORTS];
+
+	a->seq = f->seq;
+	a->gen = f->gen;
+	a->code = code;
+	snprintf(a->text, sizeof(a->text), "%s", text);
+}
+
 void
 fail_link_down(struct ringd *rd, struct link *l, const char *why)
 {
 	char text[PROTO_TEXT_MAX + 1];
 
-	bool was_whole = rd->whole;
-
 	snprintf(text, sizeof(text), "the ring lost its link %s host %d (%s:%d): %s",
 		 l->dir == LINK_NEXT ? "to" : "from", l->peer, rd->hf.hosts[l->peer].host,
 		 rd->hf.hosts[l->peer].port, why);
 	ring_broken(rd, text);
-	if (!was_whole)
-		return;	/* the others heard of the break already, or never saw it whole */
 	/* The host after a break tells everyone else: going forward from here reaches
-	 * every live host up to the one before the break. */
+	 * every live host up to the one before the break.  Also when this host never
+	 * saw the ring whole: another may have (the token's news had not come round
+	 * to us yet), formed a job on it, and would never hear of the break.  The
+	 * notice goes ahead of any token of the next ring on each link, so it never
+	 * breaks a ring formed after it. */
 	if (l->dir == LINK_PREV && rd->next != NULL && rd->next->state == LINK_UP) {
 		uint8_t buf[PROTO_TEXT_MAX + 16];
 		struct proto_frame f = { .type = PROTO_F_ABORT, .job = 0, .epoch = rd->epoch,
@@ -216,8 +230,15 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		snprintf(l->last_error, sizeof(l->last_error), "malformed abort");
 		return RX_ERROR;
 	}
-	if ((j = job_lookup(rd, f->job)) == NULL || f->gen != j->fgen)
-		goto pass;	/* not of the formation this host is in */
+	if ((j = job_lookup(rd, f->job)) == NULL)
+		goto pass;
+	if (f->gen != j->fgen) {
+		/* not of the formation this host is in; of one it has yet to form
+		 * (the others formed first), an op's failure is kept for it */
+		if (f->aux == 0 && origin != rd->rank && proto_gen_after(f->gen, j->fgen))
+			abort_keep(j, f, code, text);
+		goto pass;
+	}
 	op = coll_find(j, f->seq);
 	if (f->aux == 1) {
 		/* a timeout probe: add who is missing here, pass it on; back home,
@@ -248,12 +269,7 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 			op_finish(rd, op, code, "%s", text);
 		}
 	} else if (f->seq >= j->next_seq) {
-		/* not started here yet: it fails the moment it does */
-		struct job_abort *a = &j->aborts[f->seq % JOB_ABORTS];
-
-		a->seq = f->seq;
-		a->code = code;
-		snprintf(a->text, sizeof(a->text), "%s", text);
+		abort_keep(j, f, code, text); /* it fails the moment it starts */
 	}
 pass:
 	/* an abort stops before it would come home; a probe must come home, also

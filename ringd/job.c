@@ -209,6 +209,15 @@ job_check_ready(struct ringd *rd, struct job *j)
 			gen = j->host[h].claim_gen;
 		n++;
 	}
+	if (n > 1 && rd->state != RING_READY) {
+		/* The claims are in, but the ring token is still on its first round
+		 * (or the ring broke): a formation agreed now could differ from
+		 * the one of a host that claims again as the ring forms, and an
+		 * operation would fail at once.  job_ring_up looks again. */
+		j->nhosts = n;
+		job_members_free(j);
+		return;
+	}
 	j->nhosts = n;
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
@@ -222,7 +231,9 @@ job_check_ready(struct ringd *rd, struct job *j)
 	flow_reset(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	memset(j->aborts, 0, sizeof(j->aborts));	/* an earlier formation's */
+	for (i = 0; i < JOB_ABORTS; i++) /* an earlier formation's go */
+		if (j->aborts[i].gen != gen)
+			j->aborts[i].seq = 0;
 	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
 		 j->name, gen, j->world, n, n == 1 ? "" : "s", j->local_size, j->loc[0].rank);
 	for (i = 0; i < j->local_size; i++) {
@@ -322,7 +333,9 @@ job_settle(struct ringd *rd, struct job *j)
 	p2p_keep_rts(j, j->fgen, true);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	memset(j->aborts, 0, sizeof(j->aborts));
+	for (h = 0; h < JOB_ABORTS; h++) /* a later formation's stay */
+		if (!proto_gen_after(j->aborts[h].gen, j->fgen))
+			j->aborts[h].seq = 0;
 	log_debug("job %s: formation %u dissolved", j->name, j->fgen);
 	/* the next formation: our processes that waited, then the other hosts' */
 	if (j->nloc > 0 && j->nloc == j->local_size)
@@ -380,6 +393,7 @@ job_claim(struct ringd *rd, struct job *j)
 	}
 	j->nmember = j->nloc;
 	j->host[rd->rank].claim_gen = job_next_gen(j);
+	j->reclaim = false;
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
 	job_check_ready(rd, j);
@@ -549,6 +563,8 @@ job_break(struct ringd *rd, struct job *j)
 	j->ready = false;
 	if (j->formed)
 		j->broken = true;
+	else if (j->joined)
+		j->reclaim = true; /* the others forgot our claim: a new one */
 	j->rx_consumed += j->stash_bytes;
 	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
 	j->stash_bytes = 0;
@@ -567,8 +583,13 @@ job_ring_up(struct ringd *rd)
 	 * never formed, or processes that were waiting, claim (again) now. */
 	TAILQ_FOREACH(j, &rd->jobs, entry)
 		if (j->joined && !j->formed && j->host[rd->rank].gone == HOST_IN) {
-			j->host[rd->rank].claim_gen = job_next_gen(j);
+			/* the same claim again where it may have been lost on a link
+			 * not yet up; a new one where the ring broke since */
+			if (j->reclaim)
+				j->host[rd->rank].claim_gen = job_next_gen(j);
+			j->reclaim = false;
 			send_membership(rd, j, PROTO_F_JOIN, 0);
+			job_check_ready(rd, j);
 		} else if (!j->joined && j->nloc > 0) {
 			job_claim(rd, j);
 		}
@@ -615,6 +636,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 {
 	int r;
 
+	if (j->world != 0 && gen == j->host[origin].claim_gen && host_placed(j, origin))
+		return; /* the claim again (job_ring_up sends it once more): applied */
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
 		struct held_join *hj = j->host[origin].held;

@@ -4,6 +4,7 @@
  * them any more and max_jobs is reached.  Below the membership (job.c), the
  * point-to-point engine and the collectives, which all look jobs up here.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <event2/buffer.h>
 
@@ -70,6 +71,29 @@ job_gc(struct ringd *rd)
 		if (job_idle(rd, j))
 			job_free(rd, j);
 	}
+}
+
+int
+job_table_busy(const struct ringd *rd, char *why, size_t len)
+{
+	const struct job *j;
+	int n = 0;
+
+	TAILQ_FOREACH(j, &rd->jobs, entry)
+		if (!job_idle(rd, j) && n++ == 0)
+			snprintf(why, len, "job %08x: %d process(es), world %d, %s%s%s%s", j->id,
+				 j->nloc, j->world, TAILQ_EMPTY(&j->colls) ? "" : "collectives ",
+				 evbuffer_get_length(j->stash) ? "stash " : "",
+				 TAILQ_EMPTY(&j->sends) && TAILQ_EMPTY(&j->recvs) ? "" : "p2p ",
+				 held_none(rd, j) ? "" : "held joins");
+	return n;
+}
+
+void
+job_table_free(struct ringd *rd)
+{
+	while (!TAILQ_EMPTY(&rd->jobs))
+		job_free(rd, TAILQ_FIRST(&rd->jobs));
 }
 
 struct job *

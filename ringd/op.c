@@ -30,7 +30,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 	op->esz = proto_dtype_size(m->dtype);
 	op->peer = m->peer;
 	op->started_ms = now_ms();
-	op->timer = evtimer_new(rd->base, fail_op_timeout_cb, op);
+	op->timer = timer_new(rd, fail_op_timeout, op);
 	if (op->timer == NULL) {
 		free(op);
 		return NULL;
@@ -41,13 +41,9 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m)
 void
 op_arm_timer(struct ringd *rd, struct op *op, uint32_t tmo)
 {
-	struct timeval tv;
-
 	if (tmo == 0)
 		tmo = rd->cfg.op_timeout_ms;
-	tv.tv_sec = tmo / 1000;
-	tv.tv_usec = (tmo % 1000) * 1000;
-	evtimer_add(op->timer, &tv);
+	timer_add(op->timer, tmo);
 	op->armed = true;
 }
 
@@ -56,8 +52,7 @@ op_free(struct op *op)
 {
 	int i;
 
-	if (op->timer != NULL)
-		event_free(op->timer);
+	timer_free(op->timer);
 	for (i = 0; i < op->nc; i++)
 		arena_unref(op->c[i].arena);
 	free(op->c);
@@ -155,7 +150,7 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 		va_end(ap);
 	}
 	if (op->timer != NULL)
-		event_del(op->timer);
+		timer_cancel(op->timer);
 	/* a payload being read straight into this op's memory must not land there
 	 * after the client was told the op is over */
 	link_drop_direct(rd, op);
@@ -180,14 +175,13 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 static void
 op_ref_done_cb(const void *data, size_t len, void *arg)
 {
-	static const struct timeval now = { 0, 0 };
 	struct op *op = arg;
 
 	(void)data;
 	(void)len;
 	op->tx_refs--;
 	if (op->tx_refs == 0 && op->finished)
-		evtimer_add(op->timer, &now);
+		timer_add(op->timer, 0);
 }
 
 int

@@ -170,6 +170,15 @@ struct ringd {
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
+/* timer.c: one-shot timers on the engine thread (the simulation of tests/sim
+ * links its own, on a virtual clock).  timer_add (re)arms it ms from now (0:
+ * on the loop's next turn); fn runs on the engine thread. */
+struct timer;
+struct timer *timer_new(struct ringd *rd, void (*fn)(void *arg), void *arg);
+void timer_add(struct timer *t, uint32_t ms);
+void timer_cancel(struct timer *t);
+void timer_free(struct timer *t);
+
 /* The daemon's clock: proto's monotonic clock, unsigned for its counters. */
 static inline uint64_t
 now_ms(void)

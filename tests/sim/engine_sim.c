@@ -1,0 +1,442 @@
+/*
+ * engine_sim.c - the engine's deterministic simulation test.
+ *
+ *   engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] [-v]
+ *
+ * Each seed makes a ring of 2..H daemons' engines (ringd's engine and ring
+ * floors, linked as they are) over the fake link floor, a few jobs of one
+ * or two processes per host on some of the hosts, a script of collectives,
+ * point-to-point messages, aborts and stalled ranks for each, and (on most
+ * seeds) links cut and reconnected.  Then, one step at a time, the seed
+ * decides what happens next: which link writes how many bytes, which end
+ * reads them, which due timer fires, which process acts, when a link breaks,
+ * when the clock moves.  Every result is checked against the ranks' data,
+ * and so is every invariant: a failure only where the schedule gave a
+ * reason, one reply per request and none after a process left, no frame of
+ * an old formation taken for the current one, credit never overdrawn, no
+ * frame the engine refuses, and at the end every job ran its script, every
+ * operation ended, the engine holds no memory of any process and every job
+ * dissolved.  A failing seed prints how to replay it, which replays exactly.
+ * The seeds that once failed are in tests/sim/seeds and run every time.
+ * Exit status: 0 every schedule passed, 1 one failed, 2 usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workload.h"
+#include "../../proto/log.h"
+
+#define MAX_STEPS 400000 /* a schedule that does not end by then hangs */
+#define CUTS_MAX 3
+#define EVENTS_MAX (4 * CUTS_MAX)
+
+/* A link end that closes, or comes up, at a time. */
+struct event_at {
+	uint64_t at;
+	struct sim_link *end;
+	bool up;
+	bool done;
+};
+
+struct schedule {
+	uint64_t seed;
+	int nhosts;
+	bool faults;
+	bool verbose;
+	struct sim_rng rng;
+	struct sim_net net;
+	struct sim_world w;
+	struct sim_report rep;
+	struct event_at ev[EVENTS_MAX];
+	int nev;
+	int cuts;
+	uint64_t steps, frames_cut;
+};
+
+enum act { A_XMIT, A_RECV, A_TIMER, A_PROC, A_EVENT };
+struct cand {
+	enum act a;
+	int i;
+	struct sim_link *end;
+};
+#define CANDS_MAX (4 * SIM_HOSTS_MAX + SIM_PROCS_MAX + EVENTS_MAX + 1)
+
+static struct sim_link *
+end_at(struct schedule *s, int i)
+{
+	return i % 2 == 0 ? &s->net.h[i / 2].next : &s->net.h[i / 2].prev;
+}
+
+/* Credit is never overdrawn: no job sent more than its next host granted. */
+static void
+check_credit(struct schedule *s)
+{
+	int h;
+
+	for (h = 0; h < s->nhosts; h++) {
+		const struct job *j;
+
+		TAILQ_FOREACH(j, &s->net.h[h].rd.jobs, entry)
+			if (j->tx_used > j->tx_limit)
+				sim_fail(&s->rep,
+					 "host %d job %08x sent %llu bytes on a credit of %llu", h,
+					 j->id, (unsigned long long)j->tx_used,
+					 (unsigned long long)j->tx_limit);
+	}
+	if (s->net.engine_errors > 0)
+		sim_fail(&s->rep, "an engine refused a frame of another: %s",
+			 s->net.last_engine_error);
+	if (s->net.stale_unseen > 0)
+		sim_fail(&s->rep, "a frame of an old formation was taken for the current one");
+}
+
+/* Breaks a connection whose ends are both up; each end finds out a little
+ * later, and they connect again later still. */
+static void
+cut_one(struct schedule *s)
+{
+	int h = (int)sim_below(&s->rng, (uint32_t)s->nhosts);
+	struct sim_link *a = &s->net.h[h].next, *b = a->peer;
+	uint64_t now = sim_now_ms(), up = now + 100 + sim_below(&s->rng, 400);
+
+	if (a->l.state != LINK_UP || b->l.state != LINK_UP || a->cut || s->nev + 4 > EVENTS_MAX)
+		return;
+	if (s->verbose)
+		fprintf(stderr, "  t=%llu cut host %d -> %d\n", (unsigned long long)now, h,
+			(h + 1) % s->nhosts);
+	sim_link_cut(a);
+	s->cuts++;
+	s->w.cuts++;
+	s->w.healing += 2;
+	s->ev[s->nev++] = (struct event_at){ now + sim_below(&s->rng, 30), a, false, false };
+	s->ev[s->nev++] = (struct event_at){ now + sim_below(&s->rng, 30), b, false, false };
+	s->ev[s->nev++] = (struct event_at){ up + sim_below(&s->rng, 20), a, true, false };
+	s->ev[s->nev++] = (struct event_at){ up + sim_below(&s->rng, 20), b, true, false };
+}
+
+static void
+run_event(struct schedule *s, struct event_at *e)
+{
+	e->done = true;
+	if (e->up && s->w.healing > 0)
+		s->w.healing--;
+	if (e->up)
+		sim_link_up(e->end);
+	else
+		sim_link_close(e->end, "connection reset by the simulation");
+}
+
+static int
+candidates(struct schedule *s, struct cand *c)
+{
+	int n = 0, i, k, due = sim_timers_due();
+	uint64_t now = sim_now_ms();
+
+	for (i = 0; i < 2 * s->nhosts; i++) {
+		struct sim_link *e = end_at(s, i);
+
+		if (sim_can_xmit(e))
+			c[n++] = (struct cand){ A_XMIT, i, e };
+		if (sim_can_recv(e))
+			c[n++] = (struct cand){ A_RECV, i, e };
+	}
+	for (k = 0; k < due && k < 4; k++)
+		c[n++] = (struct cand){ A_TIMER, k, NULL };
+	for (i = 0; i < s->w.nprocs; i++)
+		if (sim_proc_ready(&s->w.proc[i]))
+			c[n++] = (struct cand){ A_PROC, i, NULL };
+	for (i = 0; i < s->nev; i++)
+		if (!s->ev[i].done && s->ev[i].at <= now)
+			c[n++] = (struct cand){ A_EVENT, i, NULL };
+	return n;
+}
+
+/* When something can happen next, if nothing can now (UINT64_MAX: never). */
+static uint64_t
+next_time(const struct schedule *s)
+{
+	uint64_t t = sim_timer_next();
+	int i;
+
+	for (i = 0; i < s->w.nprocs; i++) {
+		const struct sim_proc *p = &s->w.proc[i];
+
+		if (!p->gone && !p->busy && p->wake_at < t && p->wake_at > sim_now_ms())
+			t = p->wake_at;
+	}
+	for (i = 0; i < s->nev; i++)
+		if (!s->ev[i].done && s->ev[i].at < t)
+			t = s->ev[i].at;
+	return t;
+}
+
+/* How many bytes one write or read moves: often a little, sometimes all. */
+static size_t
+chunk(struct schedule *s)
+{
+	static const size_t sizes[] = { 1, 7, 64, 1000, 4096, 20000, 1 << 20 };
+
+	return sizes[sim_below(&s->rng, sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static void
+act(struct schedule *s, const struct cand *c)
+{
+	switch (c->a) {
+	case A_XMIT:
+		sim_xmit(c->end, chunk(s));
+		break;
+	case A_RECV:
+		sim_recv(c->end, chunk(s));
+		break;
+	case A_TIMER:
+		sim_timer_fire(c->i);
+		break;
+	case A_PROC:
+		sim_proc_act(&s->w, &s->w.proc[c->i]);
+		break;
+	case A_EVENT:
+		run_event(s, &s->ev[c->i]);
+		break;
+	}
+}
+
+/* One step; false when nothing will ever happen again. */
+static bool
+step(struct schedule *s)
+{
+	struct cand c[CANDS_MAX];
+	int n;
+	uint64_t t;
+
+	if (s->faults && s->cuts < CUTS_MAX && sim_below(&s->rng, 600) == 0)
+		cut_one(s);
+	if (sim_below(&s->rng, 40) == 0)
+		sim_clock_advance(1 + sim_below(&s->rng, 10));
+	n = candidates(s, c);
+	if (n == 0) {
+		if ((t = next_time(s)) == UINT64_MAX)
+			return false;
+		sim_clock_advance(t - sim_now_ms());
+		return true;
+	}
+	act(s, &c[sim_below(&s->rng, (uint32_t)n)]);
+	return true;
+}
+
+/* Settings a schedule's daemons share: small segments and windows, so that
+ * the few kilobytes of a schedule's operations take many frames and much
+ * waiting for credit and room, and a bound far above any schedule's delays. */
+static void
+schedule_config(struct schedule *s, struct config *cfg)
+{
+	static const uint32_t segs[] = { 4096, 8192, 65536 };
+	static const uint32_t windows[] = { 65536, 262144, 1u << 20 };
+
+	config_defaults(cfg);
+	cfg->segment_bytes = segs[sim_below(&s->rng, 3)];
+	cfg->window_bytes = windows[sim_below(&s->rng, 3)];
+	if (cfg->window_bytes < 2 * cfg->segment_bytes)
+		cfg->window_bytes = 2 * cfg->segment_bytes;
+	cfg->op_timeout_ms = 5000;
+}
+
+/* The end of a schedule: what the engines must have let go of. */
+static void
+schedule_end(struct schedule *s)
+{
+	char why[256] = "";
+	int h, busy;
+
+	sim_world_end(&s->w);
+	for (h = 0; h < s->nhosts; h++) {
+		struct ringd *rd = &s->net.h[h].rd;
+
+		if ((busy = job_table_busy(rd, why, sizeof(why))) > 0)
+			sim_fail(&s->rep, "host %d: %d job(s) never dissolved (%s)", h, busy, why);
+		job_table_free(rd);
+	}
+	if (sim_timers_live() != 0)
+		sim_fail(&s->rep, "%d operation timer(s) outlived every operation",
+			 sim_timers_live());
+	sim_net_free(&s->net);
+}
+
+static void
+dump_jobs(const struct ringd *rd)
+{
+	const struct job *j;
+	int k;
+
+	TAILQ_FOREACH(j, &rd->jobs, entry) {
+		fprintf(stderr,
+			"    job %s: world %d placed %d loc %d/%d member %d fgen %u "
+			"gen_max %u%s%s%s%s%s claims",
+			j->name, j->world, j->nplaced, j->nloc, j->local_size, j->nmember, j->fgen,
+			j->gen_max, j->joined ? " joined" : "", j->formed ? " formed" : "",
+			j->ready ? " ready" : "", j->broken ? " broken" : "",
+			j->error[0] ? " error" : "");
+		for (k = 0; k < rd->world; k++)
+			fprintf(stderr, " %u%s%s", j->host[k].claim_gen,
+				j->host[k].held ? "(held)" : "",
+				j->host[k].gone ?
+				    (j->host[k].gone == HOST_GONE ? "(gone)" : "(leaving)") :
+				    "");
+		fprintf(stderr, "\n");
+	}
+}
+
+/* What each daemon and process was doing when a replayed schedule failed. */
+static void
+dump(const struct schedule *s)
+{
+	int h, i;
+
+	for (h = 0; h < s->nhosts; h++) {
+		const struct ringd *rd = &s->net.h[h].rd;
+
+		fprintf(stderr, "  host %d: ring %s epoch %u, next %s, prev %s%s\n", h,
+			ring_state_name(rd->state), rd->epoch, link_state_name(rd->next->state),
+			link_state_name(rd->prev->state), rd->prev->rx_blocked ? " (blocked)" : "");
+		dump_jobs(rd);
+	}
+	for (i = 0; i < s->w.nprocs; i++) {
+		const struct sim_proc *p = &s->w.proc[i];
+
+		fprintf(stderr,
+			"  job %s rank %d (host %d, local %d/%d): inc %d/%d step %d/%d wake "
+			"%llu%s%s%s%s\n",
+			p->job->name, p->rank, p->host, p->lr, p->lsize, p->inc, p->job->inc,
+			p->step, p->job->nsteps, (unsigned long long)p->wake_at,
+			p->attached ? " attached" : "", p->welcomed ? " welcomed" : "",
+			p->busy ? " busy" : "", p->gone ? " gone" : "");
+	}
+}
+
+static int
+run_schedule(uint64_t seed, int hosts_max, bool verbose)
+{
+	struct schedule *s = calloc(1, sizeof(*s));
+	struct config cfg;
+	int i, failures;
+
+	if (s == NULL)
+		abort();
+	s->seed = seed;
+	s->verbose = verbose;
+	s->rng.s = seed * 0x2545f4914f6cdd1dull + 1;
+	s->nhosts = 2 + (int)sim_below(&s->rng, (uint32_t)hosts_max - 1);
+	s->faults = sim_below(&s->rng, 4) != 0;
+	sim_clock_reset();
+	schedule_config(s, &cfg);
+	if (sim_net_init(&s->net, s->nhosts, &cfg) != 0)
+		abort();
+	s->net.trace = verbose;
+	s->w.net = &s->net;
+	s->w.rng = &s->rng;
+	s->w.rep = &s->rep;
+	s->w.verbose = verbose;
+	sim_world_make(&s->w, s->nhosts, s->faults);
+	/* the connections come up one end at a time, in the seed's order */
+	for (i = 0; i < 2 * s->nhosts; i++)
+		s->ev[s->nev++] =
+		    (struct event_at){ sim_below(&s->rng, 50), end_at(s, i), true, false };
+	while (s->rep.failures == 0 && step(s)) {
+		check_credit(s);
+		if (++s->steps > MAX_STEPS) {
+			sim_fail(&s->rep, "no end after %d steps (%llu virtual ms)", MAX_STEPS,
+				 (unsigned long long)sim_now_ms());
+			break;
+		}
+	}
+	if (s->rep.failures == 0 && !sim_world_done(&s->w))
+		sim_fail(&s->rep, "nothing more happens, and not every process is through "
+				  "(stuck)");
+	if (s->rep.failures > 0 && verbose)
+		dump(s);
+	if (s->rep.failures == 0)
+		schedule_end(s);
+	else
+		sim_net_free(&s->net); /* what a failed schedule holds is left */
+	if (s->rep.failures > 0)
+		printf(
+		    "engine-sim: seed %llu FAILED (%d hosts, %d jobs, %s, step %llu, t=%llu ms): "
+		    "%s\n  replay: engine-sim --seed %llu -v\n",
+		    (unsigned long long)seed, s->nhosts, s->w.njobs,
+		    s->faults ? "faults" : "no faults", (unsigned long long)s->steps,
+		    (unsigned long long)sim_now_ms(), s->rep.first, (unsigned long long)seed);
+	else if (verbose)
+		printf("engine-sim: seed %llu passed: %d hosts, %d jobs, %d cuts, %llu steps, "
+		       "%llu virtual ms\n",
+		       (unsigned long long)seed, s->nhosts, s->w.njobs, s->cuts,
+		       (unsigned long long)s->steps, (unsigned long long)sim_now_ms());
+	failures = s->rep.failures;
+	free(s);
+	return failures > 0;
+}
+
+/* The seeds that failed once (tests/sim/seeds), next to this program's
+ * source or given by ENGINE_SIM_SEEDS. */
+static int
+run_kept(int hosts_max, int *ran)
+{
+	const char *path = getenv("ENGINE_SIM_SEEDS");
+	char line[128];
+	FILE *f;
+	int failed = 0;
+
+	if ((f = fopen(path != NULL ? path : "tests/sim/seeds", "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *end;
+		unsigned long long seed = strtoull(line, &end, 10);
+
+		if (end == line || line[0] == '#')
+			continue;
+		failed += run_schedule(seed, hosts_max, false);
+		(*ran)++;
+	}
+	fclose(f);
+	return failed;
+}
+
+static int
+usage(FILE *f)
+{
+	fprintf(f, "usage: engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] [-v]\n");
+	return f == stderr ? 2 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	unsigned long long from = 1, seeds = 1000, one = 0;
+	int hosts_max = 5, i, failed = 0, ran = 0;
+	bool verbose = false, single = false;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc)
+			seeds = strtoull(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+			from = strtoull(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			one = strtoull(argv[++i], NULL, 10), single = true;
+		else if (strcmp(argv[i], "--hosts-max") == 0 && i + 1 < argc)
+			hosts_max = atoi(argv[++i]);
+		else if (strcmp(argv[i], "-v") == 0)
+			verbose = true;
+		else
+			return usage(strcmp(argv[i], "-h") == 0 ? stdout : stderr);
+	}
+	if (hosts_max < 2 || hosts_max > SIM_HOSTS_MAX)
+		return usage(stderr);
+	log_init("engine-sim", verbose ? LOG_LVL_INFO : LOG_LVL_ERR - 1, 0);
+	if (single)
+		return run_schedule(one, hosts_max, verbose);
+	failed += run_kept(hosts_max, &ran);
+	for (unsigned long long s = from; s < from + seeds; s++, ran++)
+		failed += run_schedule(s, hosts_max, verbose);
+	printf("engine-sim: %d schedules, %d failed\n", ran, failed);
+	return failed > 0;
+}
