@@ -195,7 +195,10 @@ $(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(PATTERN_OBJ) $(LIB_A)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
 # ---- tests ----
-$(BUILD)/tests/unit_proto: $(BUILD)/tests/unit_proto.o $(PROTO_OBJ)
+# One unit test a proto module (unit_proto_frame tests proto/frame.c ...), with
+# the table-driven codec checks they share.
+PROTO_UNITS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_proto_*.c))
+$(PROTO_UNITS): $(call obj,tests/proto_check.c) $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
