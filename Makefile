@@ -202,7 +202,11 @@ $(PROTO_UNITS): $(call obj,tests/proto_check.c) $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
-$(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
+# libring against the fake ringd of tests/fake_daemon.c (unit_arena: only for
+# its scrubbed environment).
+FAKE_OBJ := $(call obj,tests/fake_daemon.c)
+$(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(FAKE_OBJ) $(LIB_A)
+$(BUILD)/tests/unit_client: $(BUILD)/tests/unit_client.o $(FAKE_OBJ) $(LIB_A)
 $(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
 # it_install checks the installed programs for the hardening this tree promises.
 $(BUILD)/tests/it_install.o: CFLAGS_ALL += -DRING_HARDEN=$(if $(filter 1,$(HARDEN)),1,0)
