@@ -29,7 +29,8 @@ Test(clock, monotonic_and_agreeing)
 
 	cr_assert_gt(ms0, 0);
 	cr_assert_geq(us0 / 1000, ms0);
-	cr_assert_leq(us0 / 1000 - ms0, 50, "ms %lld, us %lld", (long long)ms0, (long long)us0);
+	/* read one after the other: a second apart only on a stalled machine */
+	cr_assert_leq(us0 / 1000 - ms0, 1000, "ms %lld, us %lld", (long long)ms0, (long long)us0);
 	for (i = 0; i < 100000; i++) {
 		int64_t now = proto_now_ms();
 
