@@ -202,11 +202,18 @@ $(BUILD)/bin/%: $(BUILD)/libring/examples/%.o $(PATTERN_OBJ) $(LIB_A)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
 # ---- tests ----
-$(BUILD)/tests/unit_proto: $(BUILD)/tests/unit_proto.o $(PROTO_OBJ)
+# One unit test a proto module (unit_proto_frame tests proto/frame.c ...), with
+# the table-driven codec checks they share.
+PROTO_UNITS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_proto_*.c))
+$(PROTO_UNITS): $(call obj,tests/proto_check.c) $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
-$(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(LIB_A)
+# libring against the fake ringd of tests/fake_daemon.c (unit_arena: only for
+# its scrubbed environment).
+FAKE_OBJ := $(call obj,tests/fake_daemon.c)
+$(BUILD)/tests/unit_arena: $(BUILD)/tests/unit_arena.o $(FAKE_OBJ) $(LIB_A)
+$(BUILD)/tests/unit_client: $(BUILD)/tests/unit_client.o $(FAKE_OBJ) $(LIB_A)
 $(BUILD)/tests/unit_env: $(BUILD)/tests/unit_env.o $(LIB_A)
 # it_install checks the installed programs for the hardening this tree promises.
 $(BUILD)/tests/it_install.o: CFLAGS_ALL += -DRING_HARDEN=$(if $(filter 1,$(HARDEN)),1,0)
