@@ -40,21 +40,9 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 
+#include "size_arg.h"
+
 namespace {
-
-size_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	switch (*end) {
-	case 'G': case 'g': v *= 1024.0;	/* FALLTHROUGH */
-	case 'M': case 'm': v *= 1024.0;	/* FALLTHROUGH */
-	case 'K': case 'k': v *= 1024.0;	/* FALLTHROUGH */
-	default: break;
-	}
-	return (size_t)v;
-}
 
 [[noreturn]] void usage()
 {
@@ -62,6 +50,13 @@ size_t parse_size(const char *s)
 		"[--prefix P] [-a ring_chunked|ring|bcube] [-b MIN] [-e MAX] [-f FACTOR] "
 		"[-n ITERS] [-w WARMUP]\n");
 	exit(64);
+}
+
+/* A size option's value (8, 64K, 1M ...) into *out, or the usage. */
+void size_opt(const char *s, size_t *out)
+{
+	if (parse_size(s, out) != 0)
+		usage();
 }
 
 enum class Algo { RING_CHUNKED, RING, BCUBE };
@@ -154,9 +149,9 @@ int main(int argc, char **argv)
 		else if (a == "--store") store = v;
 		else if (a == "--host") host = v;
 		else if (a == "--prefix") prefix = v;
-		else if (a == "-b") minb = parse_size(v);
-		else if (a == "-e") maxb = parse_size(v);
-		else if (a == "-f") f = parse_size(v);
+		else if (a == "-b") size_opt(v, &minb);
+		else if (a == "-e") size_opt(v, &maxb);
+		else if (a == "-f") size_opt(v, &f);
 		else if (a == "-n") iters = atoi(v);
 		else if (a == "-w") warm = atoi(v);
 		else if (a == "-a") {

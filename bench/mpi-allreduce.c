@@ -21,19 +21,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t
-parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
+#include "size_arg.h"
 
-	switch (*end) {
-	case 'G': case 'g': v *= 1024.0;	/* FALLTHROUGH */
-	case 'M': case 'm': v *= 1024.0;	/* FALLTHROUGH */
-	case 'K': case 'k': v *= 1024.0;	/* FALLTHROUGH */
-	default: break;
-	}
-	return (size_t)v;
+/* The size of option opt (-b, -e, -f) into *out; a bad one ends the run. */
+static void
+size_opt(const char *opt, const char *s, size_t *out)
+{
+	int rank;
+
+	if (parse_size(s, out) == 0)
+		return;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (rank == 0)
+		fprintf(stderr, "mpi-allreduce: %s %s is not a size (8, 64K, 1M ...)\n", opt, s);
+	MPI_Finalize();
+	exit(2);
 }
 
 /* MPI_Alltoall of one size: the time of one call (max over ranks) and the
@@ -115,9 +117,12 @@ main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	for (opt = 1; opt + 1 < argc; opt += 2) {
-		if (!strcmp(argv[opt], "-b")) minb = parse_size(argv[opt + 1]);
-		else if (!strcmp(argv[opt], "-e")) maxb = parse_size(argv[opt + 1]);
-		else if (!strcmp(argv[opt], "-f")) f = parse_size(argv[opt + 1]);
+		if (!strcmp(argv[opt], "-b"))
+			size_opt(argv[opt], argv[opt + 1], &minb);
+		else if (!strcmp(argv[opt], "-e"))
+			size_opt(argv[opt], argv[opt + 1], &maxb);
+		else if (!strcmp(argv[opt], "-f"))
+			size_opt(argv[opt], argv[opt + 1], &f);
 		else if (!strcmp(argv[opt], "-n")) iters = atoi(argv[opt + 1]);
 		else if (!strcmp(argv[opt], "-w")) warm = atoi(argv[opt + 1]);
 		else if (!strcmp(argv[opt], "-t")) a2a = !strcmp(argv[opt + 1], "alltoall");

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/size_arg.h"
 
 #ifndef RING_VERSION_STRING
 #define RING_VERSION_STRING "?"
@@ -613,29 +614,6 @@ static void usage(FILE *f)
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
 "      local rank i%%l); default nprocs / RING_HOSTS\n"
 "  -h, --help  this text\n");
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': v *= 1024; end++; break;
-	case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
-	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-	default: break;
-	}
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end)
-		return -1;
-	*out = (size_t)v;
-	return 0;
 }
 
 static int parse_int(const char *s, int min, int *out)

@@ -140,20 +140,6 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	return -1;
 }
 
-/* Whether a link in handshake takes a frame of this type: an acceptor the
- * connector's HELLO and proof, a connector the answer; either a refusal.  The
- * decoder caps these types at a few KiB, so a frame that passes here costs
- * little to read whatever its header says. */
-bool
-hs_frame_ok(const struct link *l, uint16_t type)
-{
-	if (type == PROTO_F_REJECT)
-		return true;
-	if (l->handshake_acceptor)
-		return type == PROTO_F_HELLO || type == PROTO_F_HELLO_AUTH;
-	return type == PROTO_F_HELLO_ACK;
-}
-
 static void
 link_up(struct link *l)
 {
@@ -213,30 +199,26 @@ promote_prev(struct link *p, bool answer)
 
 /* HELLO on an accepted connection. */
 static int
-on_hello(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+on_hello(struct link *l, const struct proto_peer_hello *h)
 {
 	struct ringd *rd = l->rd;
-	struct proto_peer_hello h;
 	uint8_t mac[PROTO_MAC_LEN];
 	char why[256];
 
-	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
-	    l->hs.stage != LINK_HS_HELLO || proto_decode_peer_hello(pl, f->length, &h) != 0)
-		return hs_refuse(l, "malformed or unexpected HELLO");
-	if (hello_check(rd, &h, mod_prev(rd), why, sizeof(why)) != 0) {
+	if (hello_check(rd, h, mod_prev(rd), why, sizeof(why)) != 0) {
 		char msg[300];
 
-		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h.from_rank, why);
+		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h->from_rank, why);
 		return hs_refuse(l, msg);
 	}
-	memcpy(l->hs.peer_nonce, h.nonce, sizeof(l->hs.peer_nonce));
+	memcpy(l->hs.peer_nonce, h->nonce, sizeof(l->hs.peer_nonce));
 	if (!auth_have_secret()) {
 		promote_prev(l, true);
 		return RX_DONE;
 	}
 	/* Our proof now; the connection becomes our link only on the peer's. */
-	if (!auth_proof(rd, true, h.from_rank, (uint32_t)rd->rank, l->hs.peer_nonce,
-			l->hs.nonce, mac) ||
+	if (!auth_proof(rd, true, h->from_rank, (uint32_t)rd->rank, l->hs.peer_nonce, l->hs.nonce,
+			mac) ||
 	    send_hello(l, PROTO_F_HELLO_ACK, mod_prev(rd), mac) != 0) {
 		link_fail(l, "cannot answer the handshake");
 		return RX_ERROR;
@@ -247,18 +229,15 @@ on_hello(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 
 /* HELLO_AUTH: the connector's proof of the cluster secret. */
 static int
-on_hello_auth(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+on_hello_auth(struct link *l, const struct proto_peer_hello *h)
 {
 	struct ringd *rd = l->rd;
-	struct proto_peer_hello h;
 	char why[256];
 
-	if (!l->handshake_acceptor || l->state != LINK_HANDSHAKE ||
-	    l->hs.stage != LINK_HS_AUTH || proto_decode_peer_hello(pl, f->length, &h) != 0 ||
-	    h.from_rank != (uint32_t)mod_prev(rd))
+	if (h->from_rank != (uint32_t)mod_prev(rd))
 		return hs_refuse(l, "malformed or unexpected HELLO_AUTH");
-	if (!auth_proof_ok(rd, false, (uint32_t)mod_prev(rd), (uint32_t)rd->rank,
-			   l->hs.peer_nonce, l->hs.nonce, h.mac)) {
+	if (!auth_proof_ok(rd, false, (uint32_t)mod_prev(rd), (uint32_t)rd->rank, l->hs.peer_nonce,
+			   l->hs.nonce, h->mac)) {
 		snprintf(why, sizeof(why), "host claiming rank %d: wrong cluster secret (its "
 			 "proof does not verify)", mod_prev(rd));
 		return hs_refuse(l, why);
@@ -267,29 +246,26 @@ on_hello_auth(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	return RX_DONE;
 }
 
+/* HELLO_ACK: the acceptor's answer to our HELLO (with its proof). */
 static int
-on_hello_ack(struct link *l, const struct proto_frame *f, const uint8_t *pl)
+on_hello_ack(struct link *l, const struct proto_peer_hello *h)
 {
 	struct ringd *rd = l->rd;
-	struct proto_peer_hello h;
 	uint8_t mac[PROTO_MAC_LEN];
 	char why[256];
 
-	if (l->dir != LINK_NEXT || l->state != LINK_HANDSHAKE || l->hs.stage != LINK_HS_HELLO ||
-	    proto_decode_peer_hello(pl, f->length, &h) != 0)
-		return hs_refuse(l, "malformed or unexpected HELLO_ACK");
-	if (hello_check(rd, &h, l->peer, why, sizeof(why)) != 0)
+	if (hello_check(rd, h, l->peer, why, sizeof(why)) != 0)
 		return hs_refuse(l, why);
 	if (auth_have_secret()) {
 		/* its proof before ours: we prove nothing to a host that cannot */
 		if (!auth_proof_ok(rd, true, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
-				   h.nonce, h.mac)) {
+				   h->nonce, h->mac)) {
 			snprintf(why, sizeof(why), "wrong cluster secret: the proof of host %d "
 				 "does not verify", l->peer);
 			return hs_refuse(l, why);
 		}
 		if (!auth_proof(rd, false, (uint32_t)rd->rank, (uint32_t)l->peer, l->hs.nonce,
-				h.nonce, mac) ||
+				h->nonce, mac) ||
 		    send_hello(l, PROTO_F_HELLO_AUTH, l->peer, mac) != 0) {
 			link_fail(l, "cannot send the handshake");
 			return RX_ERROR;
@@ -360,17 +336,57 @@ on_reject(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	return RX_ERROR;
 }
 
+/* The handshake's messages: each is taken by one side (the acceptor, or the
+ * connector of our next link) at one stage, and is a peer HELLO. */
+static const struct hs_step {
+	uint16_t type;
+	const char *name;
+	bool acceptor;		/* the acceptor's to take, else the connector's */
+	int stage;		/* LINK_HS_* */
+	int (*take)(struct link *, const struct proto_peer_hello *);
+} hs_steps[] = {
+	{ PROTO_F_HELLO, "HELLO", true, LINK_HS_HELLO, on_hello },
+	{ PROTO_F_HELLO_AUTH, "HELLO_AUTH", true, LINK_HS_AUTH, on_hello_auth },
+	{ PROTO_F_HELLO_ACK, "HELLO_ACK", false, LINK_HS_HELLO, on_hello_ack },
+};
+
+static const struct hs_step *
+hs_step_of(uint16_t type)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(hs_steps) / sizeof(hs_steps[0]); i++)
+		if (hs_steps[i].type == type)
+			return &hs_steps[i];
+	return NULL;
+}
+
+/* Whether a link in handshake takes a frame of this type: an acceptor the
+ * connector's HELLO and proof, a connector the answer; either a refusal.  The
+ * decoder caps these types at a few KiB, so a frame that passes here costs
+ * little to read whatever its header says. */
+bool
+hs_frame_ok(const struct link *l, uint16_t type)
+{
+	const struct hs_step *st = hs_step_of(type);
+
+	return type == PROTO_F_REJECT || (st != NULL && st->acceptor == l->handshake_acceptor);
+}
+
 int
 hs_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	switch (f->type) {
-	case PROTO_F_HELLO:
-		return on_hello(l, f, pl);
-	case PROTO_F_HELLO_ACK:
-		return on_hello_ack(l, f, pl);
-	case PROTO_F_HELLO_AUTH:
-		return on_hello_auth(l, f, pl);
-	default:
+	const struct hs_step *st = hs_step_of(f->type);
+	struct proto_peer_hello h;
+	char why[64];
+
+	if (st == NULL)
 		return on_reject(l, f, pl);
+	if (!(st->acceptor ? l->handshake_acceptor : l->dir == LINK_NEXT) ||
+	    l->state != LINK_HANDSHAKE || l->hs.stage != st->stage ||
+	    proto_decode_peer_hello(pl, f->length, &h) != 0) {
+		snprintf(why, sizeof(why), "malformed or unexpected %s", st->name);
+		return hs_refuse(l, why);
 	}
+	return st->take(l, &h);
 }

@@ -24,18 +24,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libring/ring.h"
 #include "tests/pattern.h"
+
+#include "example.h"
 
 /* Tensors below GS_BUCKET_MIN bytes share a bucket of GS_BUCKET_BYTES. */
 #define GS_BUCKET_MIN	(256u << 10)
@@ -333,15 +332,6 @@ check_gradients(const struct gs_tensor *t, int n, int world, int rank, int s)
 	return wrong;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Places each tensor of the layout in the arena or, for those the layout keeps
  * in host memory, in malloc'd memory that libring stages; counts their bytes
  * and the host ones.  Returns 0, or 1 with every tensor left freeable. */
@@ -419,9 +409,9 @@ run_rank(int steps)
 			status = 1;
 			break;
 		}
-		t0 = now_s();
+		t0 = ex_now_s();
 		rc = gs_synchronize_gradients(&gs, t, n);
-		dt = now_s() - t0;
+		dt = ex_now_s() - t0;
 		if (rc) {
 			status = 1;
 			break;
@@ -455,88 +445,10 @@ out:
 	return status;
 }
 
-/* Forks nprocs ranks over the RING_SOCKET_i daemons, local per daemon (0: nprocs
- * / RING_HOSTS); returns the exit status. */
 static int
-launch(int nprocs, int local, int steps)
+rank_cb(void *steps)
 {
-	const char *hs = getenv("RING_HOSTS");
-	int hosts = hs ? atoi(hs) : nprocs, per_host, status = 0;
-	bool ranked = false;
-
-	if (local) {
-		per_host = local;
-		if (nprocs % local != 0 || (hs && nprocs / local > hosts)) {
-			fprintf(stderr, "grad_sync: -p %d -l %d needs a multiple of %d ranks on at "
-				"most RING_HOSTS=%d daemons\n", nprocs, local, local, hosts);
-			return 2;
-		}
-		/* On fewer daemons than the ring has, the ranks are numbered by us,
-		 * as a launcher would, not from the daemons' host ranks. */
-		ranked = hs && nprocs / local < hosts;
-	} else {
-		if (hosts <= 0 || nprocs % hosts != 0) {
-			fprintf(stderr, "grad_sync: -p %d is not a multiple of RING_HOSTS=%d "
-				"(or give -l)\n", nprocs, hosts);
-			return 2;
-		}
-		per_host = nprocs / hosts;
-	}
-	fflush(stdout);
-	for (int i = 0; i < nprocs; i++) {
-		char name[32], num[16];
-		pid_t pid;
-
-		snprintf(name, sizeof(name), "RING_SOCKET_%d", i / per_host);
-		if (!getenv(name) && !(nprocs == 1 && getenv("RING_SINGLE"))) {
-			fprintf(stderr, "grad_sync: -p needs %s (eval \"$(scripts/ring-local %d)\")\n",
-				name, hosts);
-			status = 2;
-			break;
-		}
-		pid = fork();
-		if (pid < 0) {
-			perror("grad_sync: fork");
-			status = 1;
-			break;
-		}
-		if (pid == 0) {
-			if (getenv(name))
-				setenv("RING_SOCKET", getenv(name), 1);
-			if (per_host > 1 || local) {
-				snprintf(num, sizeof(num), "%d", i % per_host);
-				setenv("RING_LOCAL_RANK", num, 1);
-				snprintf(num, sizeof(num), "%d", per_host);
-				setenv("RING_LOCAL_SIZE", num, 1);
-			}
-			if (ranked) {
-				snprintf(num, sizeof(num), "%d", i);
-				setenv("RING_RANK", num, 1);
-				snprintf(num, sizeof(num), "%d", nprocs);
-				setenv("RING_WORLD_SIZE", num, 1);
-			}
-			_exit(run_rank(steps));
-		}
-	}
-	/* the ranks' own calls are bounded (RING_TIMEOUT_MS), so a plain wait ends */
-	for (;;) {
-		int st;
-		pid_t pid = wait(&st);
-
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			if (WIFSIGNALED(st))
-				fprintf(stderr, "grad_sync: pid %d killed by signal %d\n",
-					(int)pid, WTERMSIG(st));
-			if (!status)
-				status = 1;
-		}
-	}
-	return status;
+	return run_rank(*(int *)steps);
 }
 
 int
@@ -551,16 +463,13 @@ main(int argc, char **argv)
 		case 'l': local = atoi(optarg); break;
 		case 's': steps = atoi(optarg); break;
 		case 'h':
-			fputs(use, stdout);
-			return 0;
+			return ex_usage(use, 0);
 		default:
-			fputs(use, stderr);
-			return 2;
+			return ex_usage(use, 2);
 		}
 	}
 	if (optind != argc || nprocs < 0 || local < 0 || (local && !nprocs) || steps < 1) {
-		fputs(use, stderr);
-		return 2;
+		return ex_usage(use, 2);
 	}
-	return nprocs ? launch(nprocs, local, steps) : run_rank(steps);
+	return nprocs ? ex_launch("grad_sync", nprocs, local, rank_cb, &steps) : run_rank(steps);
 }

@@ -31,11 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "libring/ring.h"
+
+#include "example.h"
 
 #define MiB		(1024.0 * 1024.0)
 #define MAX_BUCKETS	1024
@@ -53,15 +54,6 @@ struct step_result {
 	double backward_s;	/* the backward pass alone (issues included) */
 	int64_t wrong;
 };
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The device computing one bucket's gradients: the CPU sleeps meanwhile. */
 static void
@@ -131,7 +123,7 @@ static int
 train_step(ring_comm *comm, struct model *m, bool overlap, double *backward_s)
 {
 	ring_request *req[MAX_BUCKETS] = { NULL };
-	double t0 = now_s();
+	double t0 = ex_now_s();
 	int rc = 0, k;
 
 	for (k = 0; k < m->nbuckets; k++) {
@@ -146,7 +138,7 @@ train_step(ring_comm *comm, struct model *m, bool overlap, double *backward_s)
 			break;
 		}
 	}
-	*backward_s = now_s() - t0;
+	*backward_s = ex_now_s() - t0;
 	if (overlap) {
 		/* Wait for what was issued, also after a failure: the buffers are
 		 * libring's until then. */
@@ -184,10 +176,10 @@ run_step(ring_comm *comm, struct model *m, int s, bool overlap, double *scratch,
 	fill_gradients(m, s, rank, world);
 	if ((rc = ring_barrier(comm)))
 		goto fail;
-	t0 = now_s();
+	t0 = ex_now_s();
 	if ((rc = train_step(comm, m, overlap, &backward)))
 		return rc;
-	scratch[0] = now_s() - t0;
+	scratch[0] = ex_now_s() - t0;
 	scratch[1] = backward;
 	if ((rc = ring_allreduce(comm, scratch, scratch, 2, RING_FLOAT64, RING_MAX)))
 		goto fail;
@@ -287,79 +279,19 @@ out:
 	return status;
 }
 
-/* Forks nprocs ranks over the RING_SOCKET_i daemons, local per daemon (0: nprocs
- * / RING_HOSTS), as a launcher would; returns the exit status. */
+/* A rank's part of the command line. */
+struct rank_args {
+	size_t model_bytes, bucket_bytes;
+	double compute_ms;
+	int steps;
+};
+
 static int
-launch(int nprocs, int local, size_t model_bytes, size_t bucket_bytes, double compute_ms,
-       int steps)
+rank_cb(void *arg)
 {
-	const char *hs = getenv("RING_HOSTS");
-	int hosts = hs ? atoi(hs) : nprocs, per_host = local, status = 0;
-	bool ranked = false;
+	const struct rank_args *a = arg;
 
-	if (!local) {
-		if (hosts <= 0 || nprocs % hosts != 0) {
-			fprintf(stderr, "overlap: -p %d is not a multiple of RING_HOSTS=%d "
-				"(or give -l)\n", nprocs, hosts);
-			return 2;
-		}
-		per_host = nprocs / hosts;
-	} else if (nprocs % local != 0 || (hs && nprocs / local > hosts)) {
-		fprintf(stderr, "overlap: -p %d -l %d needs a multiple of %d ranks on at most "
-			"RING_HOSTS=%d daemons\n", nprocs, local, local, hosts);
-		return 2;
-	} else {
-		/* on fewer daemons than the ring has, we number the ranks */
-		ranked = hs && nprocs / local < hosts;
-	}
-	fflush(stdout);
-	for (int i = 0; i < nprocs; i++) {
-		char name[32], num[16];
-		pid_t pid;
-
-		snprintf(name, sizeof(name), "RING_SOCKET_%d", i / per_host);
-		if (!getenv(name)) {
-			fprintf(stderr, "overlap: -p needs %s (eval \"$(scripts/ring-local %d)\")\n",
-				name, hosts);
-			status = 2;
-			break;
-		}
-		if ((pid = fork()) < 0) {
-			perror("overlap: fork");
-			status = 1;
-			break;
-		}
-		if (pid > 0)
-			continue;
-		setenv("RING_SOCKET", getenv(name), 1);
-		if (per_host > 1 || local) {
-			snprintf(num, sizeof(num), "%d", i % per_host);
-			setenv("RING_LOCAL_RANK", num, 1);
-			snprintf(num, sizeof(num), "%d", per_host);
-			setenv("RING_LOCAL_SIZE", num, 1);
-		}
-		if (ranked) {
-			snprintf(num, sizeof(num), "%d", i);
-			setenv("RING_RANK", num, 1);
-			snprintf(num, sizeof(num), "%d", nprocs);
-			setenv("RING_WORLD_SIZE", num, 1);
-		}
-		_exit(run_rank(model_bytes, bucket_bytes, compute_ms, steps));
-	}
-	/* every call of a rank is bounded (RING_TIMEOUT_MS), so a plain wait ends */
-	for (;;) {
-		int st;
-		pid_t pid = wait(&st);
-
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !status)
-			status = 1;
-	}
-	return status;
+	return run_rank(a->model_bytes, a->bucket_bytes, a->compute_ms, a->steps);
 }
 
 /* A positive number of at most max from s, or -1. */
@@ -384,6 +316,7 @@ main(int argc, char **argv)
 		"  -c  simulated backward compute per bucket, ms (30); -s  timed steps (3)\n";
 	double model_mib = 150, bucket_mib = 25, compute_ms = 30, v = 0;
 	int c, nprocs = 0, local = 0, steps = 3;
+	struct rank_args a;
 
 	while ((c = getopt(argc, argv, "p:l:m:b:c:s:h")) != -1) {
 		switch (c) {
@@ -394,11 +327,9 @@ main(int argc, char **argv)
 		case 'c': v = compute_ms = parse_num(optarg, 3.6e6); break;
 		case 's': v = parse_num(optarg, 1e6); steps = (int)v; break;
 		case 'h':
-			fputs(use, stdout);
-			return 0;
+			return ex_usage(use, 0);
 		default:
-			fputs(use, stderr);
-			return 2;
+			return ex_usage(use, 2);
 		}
 		if (v < 0) {
 			fprintf(stderr, "overlap: bad value for -%c: %s\n%s", c, optarg, use);
@@ -407,11 +338,11 @@ main(int argc, char **argv)
 	}
 	if (optind != argc || (local && !nprocs) || steps < 1 || model_mib * MiB < 4 ||
 	    bucket_mib * MiB < 4 || model_mib / bucket_mib > MAX_BUCKETS - 1) {
-		fputs(use, stderr);
-		return 2;
+		return ex_usage(use, 2);
 	}
-	if (nprocs)
-		return launch(nprocs, local, (size_t)(model_mib * MiB), (size_t)(bucket_mib * MiB),
-			      compute_ms, steps);
-	return run_rank((size_t)(model_mib * MiB), (size_t)(bucket_mib * MiB), compute_ms, steps);
+	a.model_bytes = (size_t)(model_mib * MiB);
+	a.bucket_bytes = (size_t)(bucket_mib * MiB);
+	a.compute_ms = compute_ms;
+	a.steps = steps;
+	return nprocs ? ex_launch("overlap", nprocs, local, rank_cb, &a) : rank_cb(&a);
 }

@@ -116,102 +116,102 @@ split_blocks(struct pyr_op *op, const struct pyr_buf *b, int size, int at, char 
 	return 0;
 }
 
+/* How recv's size follows from send's. */
+enum fit {
+	FIT_SAME,	/* as many elements (all-reduce, reduce) */
+	FIT_GATHER,	/* size x send's: in place, this rank's block is the input */
+	FIT_SCATTER,	/* send has size x recv's: in place, this rank's block the result */
+};
+
+/* send and recv of an operation whose sizes fit so, or its one buffer
+ * (recv None: in place); sets count. */
+static int
+get_fit(pyr_comm *c, struct pyr_op *op, PyObject *so, PyObject *ro, int dt, enum fit fit)
+{
+	size_t size = (size_t)c->size;
+	struct pyr_buf s, r;
+	char *mine;
+
+	if (is_none(ro)) {
+		if (get_one(op, so, true, dt, &s) < 0)
+			return -1;
+		if (fit == FIT_SAME) {
+			op->count = s.count;
+			return 0;
+		}
+		if (split_blocks(op, &s, c->size, c->rank, &mine) < 0)
+			return -1;
+		if (fit == FIT_GATHER)
+			op->send = mine;
+		else
+			op->recv = mine;
+		return 0;
+	}
+	if (get_pair(op, so, ro, dt, &s, &r) < 0)
+		return -1;
+	switch (fit) {
+	case FIT_SAME:
+		op->count = s.count;
+		return r.count == s.count ? 0 :
+			size_fail(op->fn, "recv", r.count, "send's", s.count);
+	case FIT_GATHER:
+		op->count = s.count;
+		return r.count == s.count * size ? 0 :
+			size_fail(op->fn, "recv", r.count, "size x send's", s.count * size);
+	default:
+		op->count = r.count;
+		return s.count == r.count * size ? 0 :
+			size_fail(op->fn, "send", s.count, "size x recv's", r.count * size);
+	}
+}
+
+/* recv, or None where it is send itself: the same buffer twice is in place. */
+static PyObject *
+recv_or_none(PyObject *const *v)
+{
+	return v[1] == v[0] ? Py_None : v[1];
+}
+
 /* ---- the parsers: one per method ---- */
 
-typedef int (*parse_fn)(pyr_comm *c, struct pyr_op *op, PyObject *const *args,
-			Py_ssize_t nargs, PyObject *kwnames);
+/* A method's arguments: v[] in the order of its names (NULL where not given),
+ * dt its dtype override (-1: none). */
+typedef int (*parse_fn)(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt);
 
-#define PARSE(names, npos, nreq, v) \
-	pyr_parse(op->fn, args, nargs, kwnames, names, npos, nreq, v)
+static const char *const args_reduction[] = { "send", "recv", "op", "dtype", NULL };
+static const char *const args_pair[] = { "send", "recv", "dtype", NULL };
+static const char *const args_rooted[] = { "send", "recv", "root", "dtype", NULL };
 
 static int
-parse_allreduce(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-		PyObject *kwnames)
+parse_allreduce(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "op", "dtype", NULL };
-	PyObject *v[4];
-	struct pyr_buf s, r;
-	int dt;
-
-	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
-	    (op->redop = op_opt(op->fn, v[2])) < 0)
+	if ((op->redop = op_opt(op->fn, v[2])) < 0)
 		return -1;
-	if (is_none(v[1]) || v[1] == v[0]) {
-		if (get_one(op, v[0], true, dt, &s) < 0)
-			return -1;
-		op->count = s.count;
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
-		return -1;
-	op->count = s.count;
-	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
+	return get_fit(c, op, v[0], recv_or_none(v), dt, FIT_SAME);
 }
 
 static int
-parse_allgather(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-		PyObject *kwnames)
+parse_allgather(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "dtype", NULL };
-	PyObject *v[3];
-	struct pyr_buf s, r;
-	char *mine;
-	int dt;
-
-	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1)
-		return -1;
-	if (is_none(v[1])) {
-		if (get_one(op, v[0], true, dt, &s) < 0 ||
-		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
-			return -1;
-		op->send = mine;
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
-		return -1;
-	op->count = s.count;
-	return r.count == s.count * (size_t)c->size ? 0 :
-		size_fail(op->fn, "recv", r.count, "size x send's", s.count * (size_t)c->size);
+	return get_fit(c, op, v[0], v[1], dt, FIT_GATHER);
 }
 
 static int
-parse_reduce_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *args,
-		     Py_ssize_t nargs, PyObject *kwnames)
+parse_reduce_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "op", "dtype", NULL };
-	PyObject *v[4];
-	struct pyr_buf s, r;
-	char *mine;
-	int dt;
-
-	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
-	    (op->redop = op_opt(op->fn, v[2])) < 0)
+	if ((op->redop = op_opt(op->fn, v[2])) < 0)
 		return -1;
-	if (is_none(v[1])) {
-		if (get_one(op, v[0], true, dt, &s) < 0 ||
-		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
-			return -1;
-		op->recv = mine;
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
-		return -1;
-	op->count = r.count;
-	return s.count == r.count * (size_t)c->size ? 0 :
-		size_fail(op->fn, "send", s.count, "size x recv's", r.count * (size_t)c->size);
+	return get_fit(c, op, v[0], v[1], dt, FIT_SCATTER);
 }
 
+static const char *const args_broadcast[] = { "buf", "root", "dtype", NULL };
+
 static int
-parse_broadcast(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-		PyObject *kwnames)
+parse_broadcast(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "buf", "root", "dtype", NULL };
-	PyObject *v[3];
 	struct pyr_buf b;
-	int dt;
 
-	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1 ||
-	    int_opt(op->fn, "root", v[1], 0, &op->peer) < 0)
+	if (int_opt(op->fn, "root", v[1], 0, &op->peer) < 0)
 		return -1;
 	/* The root only reads: it may broadcast a bytes object. */
 	if (get_one(op, v[0], op->peer != c->rank, dt, &b) < 0)
@@ -220,31 +220,26 @@ parse_broadcast(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_
 	return 0;
 }
 
-static int
-parse_barrier(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	      PyObject *kwnames)
-{
-	static const char *const names[] = { NULL };
-	PyObject *v[1];
+static const char *const args_none[] = { NULL };
 
+static int
+parse_barrier(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
+{
 	op->result = Py_None;
-	return PARSE(names, 0, 0, v);
+	return 0;
 }
+
+static const char *const args_send[] = { "buf", "dst", "dtype", NULL };
+static const char *const args_recv[] = { "buf", "src", "dtype", NULL };
 
 /* send and recv: the shape goes in the message header. */
 static int
-parse_p2p(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	  PyObject *kwnames)
+parse_p2p(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const sn[] = { "buf", "dst", "dtype", NULL };
-	static const char *const rn[] = { "buf", "src", "dtype", NULL };
 	bool is_send = op->kind == PYR_SEND;
-	PyObject *v[3];
 	struct pyr_buf b;
-	int dt;
 
-	if (PARSE(is_send ? sn : rn, 2, 2, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1 ||
-	    pyr_int_arg(op->fn, is_send ? "dst" : "src", v[1], &op->peer) < 0 ||
+	if (pyr_int_arg(op->fn, is_send ? "dst" : "src", v[1], &op->peer) < 0 ||
 	    get_one(op, v[0], !is_send, dt, &b) < 0)
 		return -1;
 	op->count = b.count;
@@ -255,89 +250,56 @@ parse_p2p(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t narg
 	return 0;
 }
 
-static int
-parse_reduce(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	     PyObject *kwnames)
-{
-	static const char *const names[] = { "send", "recv", "op", "root", "dtype", NULL };
-	PyObject *v[5];
-	struct pyr_buf s, r;
-	bool root;
-	int dt;
+static const char *const args_reduce[] = { "send", "recv", "op", "root", "dtype", NULL };
 
-	if (PARSE(names, 4, 1, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
-	    (op->redop = op_opt(op->fn, v[2])) < 0 ||
+static int
+parse_reduce(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
+{
+	struct pyr_buf s;
+	bool root;
+
+	if ((op->redop = op_opt(op->fn, v[2])) < 0 ||
 	    int_opt(op->fn, "root", v[3], 0, &op->peer) < 0)
 		return -1;
 	root = op->peer == c->rank;
-	if (is_none(v[1]) || v[1] == v[0] || !root) {
-		/* Off the root recv is not written: libring gets NULL. */
-		if (get_one(op, v[0], root, dt, &s) < 0)
-			return -1;
-		op->count = s.count;
-		op->recv = root ? s.ptr : NULL;
-		op->result = is_none(v[1]) ? v[0] : v[1];
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+	if (root)
+		return get_fit(c, op, v[0], recv_or_none(v), dt, FIT_SAME);
+	/* Off the root recv is not written: libring gets NULL. */
+	if (get_one(op, v[0], false, dt, &s) < 0)
 		return -1;
 	op->count = s.count;
-	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
+	op->recv = NULL;
+	op->result = is_none(v[1]) ? v[0] : v[1];
+	return 0;
 }
 
 static int
-parse_gather(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	     PyObject *kwnames)
+parse_gather(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "root", "dtype", NULL };
-	PyObject *v[4];
-	struct pyr_buf s, r;
-	char *mine;
-	int dt;
+	struct pyr_buf s;
 
-	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
-	    int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
+	if (int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
 		return -1;
-	if (op->peer != c->rank) {
-		if (get_one(op, v[0], false, dt, &s) < 0)
-			return -1;
-		op->count = s.count;
-		op->recv = NULL;
-		op->result = is_none(v[1]) ? Py_None : v[1];
-		return 0;
-	}
-	if (is_none(v[1]) || v[1] == v[0]) {
-		if (get_one(op, v[0], true, dt, &s) < 0 ||
-		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
-			return -1;
-		op->send = mine;
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
+	if (op->peer == c->rank)
+		return get_fit(c, op, v[0], recv_or_none(v), dt, FIT_GATHER);
+	if (get_one(op, v[0], false, dt, &s) < 0)
 		return -1;
 	op->count = s.count;
-	return r.count == s.count * (size_t)c->size ? 0 :
-		size_fail(op->fn, "recv", r.count, "size x send's", s.count * (size_t)c->size);
+	op->recv = NULL;
+	op->result = is_none(v[1]) ? Py_None : v[1];
+	return 0;
 }
 
 static int
-parse_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	      PyObject *kwnames)
+parse_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "root", "dtype", NULL };
-	PyObject *v[4];
-	struct pyr_buf s, r;
-	char *mine;
-	int dt;
+	struct pyr_buf r;
 
-	if (PARSE(names, 3, 1, v) < 0 || (dt = dtype_opt(op->fn, v[3])) < -1 ||
-	    int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
+	if (int_opt(op->fn, "root", v[2], 0, &op->peer) < 0)
 		return -1;
 	if (op->peer != c->rank) {
 		/* Off the root send is not read: the one buffer is recv. */
-		PyObject *ro = is_none(v[1]) ? v[0] : v[1];
-
-		if (get_one(op, ro, true, dt, &r) < 0)
+		if (get_one(op, is_none(v[1]) ? v[0] : v[1], true, dt, &r) < 0)
 			return -1;
 		op->count = r.count;
 		op->send = NULL;
@@ -348,18 +310,7 @@ parse_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t 
 			     c->rank);
 		return -1;
 	}
-	if (is_none(v[1]) || v[1] == v[0]) {
-		if (get_one(op, v[0], true, dt, &s) < 0 ||
-		    split_blocks(op, &s, c->size, c->rank, &mine) < 0)
-			return -1;
-		op->recv = mine;
-		return 0;
-	}
-	if (get_pair(op, v[0], v[1], dt, &s, &r) < 0)
-		return -1;
-	op->count = r.count;
-	return s.count == r.count * (size_t)c->size ? 0 :
-		size_fail(op->fn, "send", s.count, "size x recv's", r.count * (size_t)c->size);
+	return get_fit(c, op, v[0], recv_or_none(v), dt, FIT_SCATTER);
 }
 
 /* A sequence of size counts or displacements (elements) into out. */
@@ -415,7 +366,8 @@ v_extent(const size_t *counts, const size_t *displs, int size, int at, size_t *o
 /* n vectors of c's size into the hold; vec[k] NULL where the argument is None
  * (the displacements: packed). */
 static int
-vec_args(pyr_comm *c, struct pyr_op *op, PyObject **objs, const char *const *names, int n)
+vec_args(pyr_comm *c, struct pyr_op *op, PyObject *const *objs, const char *const *names,
+	 int n)
 {
 	int k;
 
@@ -462,18 +414,17 @@ copy_input(struct pyr_op *op, const struct pyr_buf *b)
 	return 0;
 }
 
+static const char *const args_allgatherv[] = { "send", "recv", "counts", "displs", "dtype",
+					       NULL };
+
 static int
-parse_allgatherv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-		 PyObject *kwnames)
+parse_allgatherv(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "counts", "displs", "dtype", NULL };
-	PyObject *v[5];
 	struct pyr_buf s, r;
 	size_t need, off = 0;
-	int dt;
 
-	if (PARSE(names, 4, 1, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
-	    need_arg(op->fn, v[2], "counts") < 0 || vec_args(c, op, v + 2, names + 2, 2) < 0)
+	if (need_arg(op->fn, v[2], "counts") < 0 ||
+	    vec_args(c, op, v + 2, args_allgatherv + 2, 2) < 0)
 		return -1;
 	need = v_extent(op->counts[0], op->counts[1], c->size, c->rank, &off);
 	op->count = op->counts[0][c->rank];
@@ -493,18 +444,12 @@ parse_allgatherv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize
 }
 
 static int
-parse_alltoall(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	       PyObject *kwnames)
+parse_alltoall(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "dtype", NULL };
-	PyObject *v[3];
 	struct pyr_buf s, r;
 	char *unused;
-	int dt;
 
-	if (PARSE(names, 2, 1, v) < 0 || (dt = dtype_opt(op->fn, v[2])) < -1)
-		return -1;
-	if (is_none(v[1]) || v[1] == v[0]) {
+	if (is_none(recv_or_none(v))) {
 		return get_one(op, v[0], true, dt, &s) < 0 ||
 			split_blocks(op, &s, c->size, 0, &unused) < 0 ||
 			copy_input(op, &s) < 0 ? -1 : 0;
@@ -515,26 +460,23 @@ parse_alltoall(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t
 	return r.count == s.count ? 0 : size_fail(op->fn, "recv", r.count, "send's", s.count);
 }
 
+/* vec_args order: sendcounts, recvcounts, sdispls, rdispls */
+static const char *const args_alltoallv[] = { "send", "recv", "sendcounts", "recvcounts",
+					      "sdispls", "rdispls", "dtype", NULL };
+
 static int
-parse_alltoallv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-		PyObject *kwnames)
+parse_alltoallv(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	static const char *const names[] = { "send", "recv", "sendcounts", "recvcounts",
-					     "sdispls", "rdispls", "dtype", NULL };
-	/* vec_args order: sendcounts, recvcounts, sdispls, rdispls */
-	PyObject *v[7];
 	struct pyr_buf s, r;
 	size_t sneed, rneed, off;
-	int dt;
 
-	if (PARSE(names, 6, 1, v) < 0 || (dt = dtype_opt(op->fn, v[6])) < -1 ||
-	    need_arg(op->fn, v[2], "sendcounts") < 0 ||
+	if (need_arg(op->fn, v[2], "sendcounts") < 0 ||
 	    need_arg(op->fn, v[3], "recvcounts") < 0 ||
-	    vec_args(c, op, v + 2, names + 2, 4) < 0)
+	    vec_args(c, op, v + 2, args_alltoallv + 2, 4) < 0)
 		return -1;
 	sneed = v_extent(op->counts[0], op->counts[2], c->size, 0, &off);
 	rneed = v_extent(op->counts[1], op->counts[3], c->size, 0, &off);
-	if (is_none(v[1]) || v[1] == v[0]) {
+	if (is_none(recv_or_none(v))) {
 		if (get_one(op, v[0], true, dt, &s) < 0)
 			return -1;
 		r = s;
@@ -549,17 +491,14 @@ parse_alltoallv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_
 						 "the receive blocks' extent", rneed);
 }
 
-static int
-parse_sendrecv(pyr_comm *c, struct pyr_op *op, PyObject *const *args, Py_ssize_t nargs,
-	       PyObject *kwnames)
-{
-	static const char *const names[] = { "send", "dst", "recv", "src", "dtype", NULL };
-	PyObject *v[5];
-	struct pyr_buf s, r;
-	int dt;
+static const char *const args_sendrecv[] = { "send", "dst", "recv", "src", "dtype", NULL };
 
-	if (PARSE(names, 4, 2, v) < 0 || (dt = dtype_opt(op->fn, v[4])) < -1 ||
-	    pyr_int_arg(op->fn, "dst", v[1], &op->peer) < 0 ||
+static int
+parse_sendrecv(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
+{
+	struct pyr_buf s, r;
+
+	if (pyr_int_arg(op->fn, "dst", v[1], &op->peer) < 0 ||
 	    int_opt(op->fn, "src", v[3], op->peer, &op->peer2) < 0)
 		return -1;
 	if (is_none(v[2]) || v[2] == v[0]) {
@@ -659,22 +598,30 @@ pyr_op_issue(ring_comm *c, const struct pyr_op *op, ring_request **req)
 	}
 }
 
+struct issue_args {
+	const struct pyr_op *op;
+	ring_request **req;	/* NULL: the blocking form */
+};
+
+static int
+issue_cb(ring_comm *rc, void *arg)
+{
+	struct issue_args *a = arg;
+
+	return pyr_op_issue(rc, a->op, a->req);
+}
+
 /* Issues op on c; the blocking form's result, a Request, or NULL. */
 static PyObject *
 op_run(pyr_comm *c, struct pyr_op *op, bool nb)
 {
 	ring_request *req = NULL;
+	struct issue_args a = { op, nb ? &req : NULL };
 	char err[512] = "";
 	struct pyr_hold *kept;
 	int rc;
 
-	c->busy++;
-	Py_BEGIN_ALLOW_THREADS
-	rc = pyr_op_issue(c->comm, op, nb ? &req : NULL);
-	if (rc)
-		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
-	Py_END_ALLOW_THREADS
-	c->busy--;
+	rc = pyr_comm_call(c, issue_cb, &a, err, sizeof(err));
 	if (rc) {
 		pyr_hold_release(&op->hold);
 		pyr_raise(rc, err);
@@ -696,19 +643,38 @@ op_run(pyr_comm *c, struct pyr_op *op, bool nb)
 	return Py_NewRef(op->result ? op->result : Py_None);
 }
 
+/* One operation's method: its arguments by name (NULL-terminated, "dtype"
+ * last where it takes one), how many may be positional and how many are
+ * required, and the parser of what they say. */
+struct coll_spec {
+	enum pyr_kind kind;
+	const char *const *names;
+	int npos, nreq;
+	parse_fn parse;
+};
+
+#define COLL_MAX_ARGS 8		/* alltoallv's 7 */
+
 static PyObject *
 coll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-	  enum pyr_kind kind, const char *fn, parse_fn parse, bool nb)
+	  const struct coll_spec *spec, const char *fn, bool nb)
 {
 	pyr_comm *c = (pyr_comm *)self;
+	PyObject *v[COLL_MAX_ARGS];
 	struct pyr_op op;
+	int n = 0, dt = -1;
 
 	memset(&op, 0, sizeof(op));
-	op.kind = kind;
+	op.kind = spec->kind;
 	op.fn = fn;
-	if (pyr_comm_usable(c, fn) < 0)
+	while (spec->names[n])
+		n++;
+	if (pyr_comm_usable(c, fn) < 0 ||
+	    pyr_parse(fn, args, nargs, kwnames, spec->names, spec->npos, spec->nreq, v) < 0 ||
+	    (n > 0 && strcmp(spec->names[n - 1], "dtype") == 0 &&
+	     (dt = dtype_opt(fn, v[n - 1])) < -1))
 		return NULL;
-	if (parse(c, &op, args, nargs, kwnames) < 0) {
+	if (spec->parse(c, &op, v, dt) < 0) {
 		pyr_hold_release(&op.hold);
 		return NULL;
 	}
@@ -716,32 +682,33 @@ coll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
 }
 
 /* The blocking and the non-blocking method of one operation. */
-#define COLL_METHODS(name, kind, parse)							\
+#define COLL_METHODS(name, kind, names, npos, nreq, parse)				\
+static const struct coll_spec spec_##name = { kind, names, npos, nreq, parse };	\
 static PyObject *									\
 m_##name(PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *kw)		\
 {											\
-	return coll_call(self, a, n, kw, kind, #name, parse, false);			\
+	return coll_call(self, a, n, kw, &spec_##name, #name, false);			\
 }											\
 static PyObject *									\
 m_i##name(PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *kw)		\
 {											\
-	return coll_call(self, a, n, kw, kind, "i" #name, parse, true);			\
+	return coll_call(self, a, n, kw, &spec_##name, "i" #name, true);		\
 }
 
-COLL_METHODS(allreduce, PYR_ALLREDUCE, parse_allreduce)
-COLL_METHODS(allgather, PYR_ALLGATHER, parse_allgather)
-COLL_METHODS(reduce_scatter, PYR_REDUCE_SCATTER, parse_reduce_scatter)
-COLL_METHODS(broadcast, PYR_BROADCAST, parse_broadcast)
-COLL_METHODS(barrier, PYR_BARRIER, parse_barrier)
-COLL_METHODS(send, PYR_SEND, parse_p2p)
-COLL_METHODS(recv, PYR_RECV, parse_p2p)
-COLL_METHODS(reduce, PYR_REDUCE, parse_reduce)
-COLL_METHODS(gather, PYR_GATHER, parse_gather)
-COLL_METHODS(scatter, PYR_SCATTER, parse_scatter)
-COLL_METHODS(allgatherv, PYR_ALLGATHERV, parse_allgatherv)
-COLL_METHODS(alltoall, PYR_ALLTOALL, parse_alltoall)
-COLL_METHODS(alltoallv, PYR_ALLTOALLV, parse_alltoallv)
-COLL_METHODS(sendrecv, PYR_SENDRECV, parse_sendrecv)
+COLL_METHODS(allreduce, PYR_ALLREDUCE, args_reduction, 3, 1, parse_allreduce)
+COLL_METHODS(allgather, PYR_ALLGATHER, args_pair, 2, 1, parse_allgather)
+COLL_METHODS(reduce_scatter, PYR_REDUCE_SCATTER, args_reduction, 3, 1, parse_reduce_scatter)
+COLL_METHODS(broadcast, PYR_BROADCAST, args_broadcast, 2, 1, parse_broadcast)
+COLL_METHODS(barrier, PYR_BARRIER, args_none, 0, 0, parse_barrier)
+COLL_METHODS(send, PYR_SEND, args_send, 2, 2, parse_p2p)
+COLL_METHODS(recv, PYR_RECV, args_recv, 2, 2, parse_p2p)
+COLL_METHODS(reduce, PYR_REDUCE, args_reduce, 4, 1, parse_reduce)
+COLL_METHODS(gather, PYR_GATHER, args_rooted, 3, 1, parse_gather)
+COLL_METHODS(scatter, PYR_SCATTER, args_rooted, 3, 1, parse_scatter)
+COLL_METHODS(allgatherv, PYR_ALLGATHERV, args_allgatherv, 4, 1, parse_allgatherv)
+COLL_METHODS(alltoall, PYR_ALLTOALL, args_pair, 2, 1, parse_alltoall)
+COLL_METHODS(alltoallv, PYR_ALLTOALLV, args_alltoallv, 6, 1, parse_alltoallv)
+COLL_METHODS(sendrecv, PYR_SENDRECV, args_sendrecv, 4, 2, parse_sendrecv)
 
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 #define METHOD(name, sig, doc)								\

@@ -39,6 +39,22 @@ pyr_comm_usable(pyr_comm *c, const char *fn)
 	return 0;
 }
 
+int
+pyr_comm_call(pyr_comm *c, int (*fn)(ring_comm *, void *), void *arg, char *err,
+	      size_t errlen)
+{
+	int code;
+
+	c->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	code = fn(c->comm, arg);
+	if (code)
+		snprintf(err, errlen, "%s", ring_last_error(c->comm));
+	Py_END_ALLOW_THREADS
+	c->busy--;
+	return code;
+}
+
 /* ---- orphans: requests dropped in flight ---- */
 
 void
@@ -289,34 +305,43 @@ comm_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return comm_close(self, NULL);
 }
 
+struct split_args {
+	int color, key;
+	ring_comm *out;
+};
+
+static int
+split_cb(ring_comm *rc, void *arg)
+{
+	struct split_args *a = arg;
+
+	return ring_split(rc, a->color, a->key, &a->out);
+}
+
 static PyObject *
 comm_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	static const char *const names[] = { "color", "key", NULL };
 	pyr_comm *c = (pyr_comm *)self, *child;
 	PyObject *v[2];
-	ring_comm *out = NULL;
+	struct split_args a = { 0, 0, NULL };
+	ring_comm *out;
 	char err[512] = "";
-	int color, key, code;
+	int code;
 
 	if (pyr_parse("split", args, nargs, kwnames, names, 2, 1, v) < 0 ||
-	    pyr_int_arg("split", "color", v[0], &color) < 0 ||
+	    pyr_int_arg("split", "color", v[0], &a.color) < 0 ||
 	    pyr_comm_usable(c, "split") < 0)
 		return NULL;
-	key = c->rank;
-	if (v[1] && v[1] != Py_None && pyr_int_arg("split", "key", v[1], &key) < 0)
+	a.key = c->rank;
+	if (v[1] && v[1] != Py_None && pyr_int_arg("split", "key", v[1], &a.key) < 0)
 		return NULL;
-	c->busy++;
-	Py_BEGIN_ALLOW_THREADS
-	code = ring_split(c->comm, color, key, &out);
-	if (code)
-		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
-	Py_END_ALLOW_THREADS
-	c->busy--;
+	code = pyr_comm_call(c, split_cb, &a, err, sizeof(err));
 	if (code) {
 		pyr_raise(code, err);
 		return NULL;
 	}
+	out = a.out;
 	if (!out)
 		Py_RETURN_NONE;	/* a negative color: no group */
 	child = (pyr_comm *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
@@ -331,6 +356,18 @@ comm_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 	return (PyObject *)child;
 }
 
+static int
+group_start_cb(ring_comm *rc, void *unused)
+{
+	return ring_group_start(rc);
+}
+
+static int
+group_end_cb(ring_comm *rc, void *unused)
+{
+	return ring_group_end(rc);
+}
+
 static PyObject *
 comm_group_start(PyObject *self, PyObject *unused)
 {
@@ -340,13 +377,7 @@ comm_group_start(PyObject *self, PyObject *unused)
 
 	if (pyr_comm_usable(c, "group_start") < 0)
 		return NULL;
-	c->busy++;	/* without the GIL: a close() meanwhile must refuse */
-	Py_BEGIN_ALLOW_THREADS
-	code = ring_group_start(c->comm);
-	if (code)
-		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
-	Py_END_ALLOW_THREADS
-	c->busy--;
+	code = pyr_comm_call(c, group_start_cb, NULL, err, sizeof(err));
 	if (code) {
 		pyr_raise(code, err);
 		return NULL;
@@ -371,13 +402,7 @@ comm_group_end(PyObject *self, PyObject *unused)
 			  "group_end: the communicator is closed");
 		return NULL;
 	}
-	c->busy++;
-	Py_BEGIN_ALLOW_THREADS
-	code = ring_group_end(c->comm);
-	if (code)
-		snprintf(err, sizeof(err), "%s", ring_last_error(c->comm));
-	Py_END_ALLOW_THREADS
-	c->busy--;
+	code = pyr_comm_call(c, group_end_cb, NULL, err, sizeof(err));
 	/* The outermost end ran the group: its blocking calls are done. */
 	if (--c->group_depth == 0) {
 		holds_free(c->group_holds);

@@ -95,6 +95,11 @@ extern PyTypeObject pyr_ArenaBlockType;
 
 /* 0 when an operation may start on c, else -1 with ClosedError. */
 int pyr_comm_usable(pyr_comm *c, const char *fn);
+/* fn(c->comm, arg) without the GIL, counted in c->busy (close() refuses
+ * meanwhile); its RING_E* code or 0, and on an error libring's message in err,
+ * read before another thread's call on c can replace it. */
+int pyr_comm_call(pyr_comm *c, int (*fn)(ring_comm *, void *), void *arg, char *err,
+		  size_t errlen);
 /* The end of an arena block: ring_close runs if close() was waiting for it. */
 void pyr_comm_arena_gone(pyr_comm *c);
 /* A request dropped while in flight: its buffers wait on c until it completes. */

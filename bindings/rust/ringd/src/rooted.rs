@@ -4,13 +4,37 @@
 //! non-blocking on [`Scope`].  libring writes blocks at the displacements it is
 //! given without knowing the buffers' lengths, so every block is checked
 //! against its buffer here first.
+//!
+//! Each operation has one `*_raw` function that checks its arguments and calls
+//! libring, in the blocking form or (given the place of a request) the
+//! non-blocking one; the methods of both forms go through it.
 use crate::comm::{c_int_of, Communicator};
 use crate::dtype::{settle, Element, ReduceOp};
 use crate::error::{Error, Result};
-use crate::request::{Request, Scope};
+use crate::request::{Request, Scope, Settle};
 use ringd_sys as sys;
 use std::os::raw::c_int;
 use std::ptr;
+
+/// Where the non-blocking form puts its request; None: the blocking form.
+type ReqOut<'a> = Option<&'a mut *mut sys::ring_request>;
+
+/// libring's blocking `$block(args)`, or `$nb(args, req)` where `$req` is
+/// Some(req): each non-blocking call is its blocking twin's with the place of
+/// the request last.
+macro_rules! either_form {
+    ($req:expr, $block:ident, $nb:ident; $($arg:expr),* $(,)?) => {
+        match $req {
+            None => sys::$block($($arg),*),
+            Some(req) => sys::$nb($($arg,)* req),
+        }
+    };
+}
+
+/// A null pointer for libring where no displacements are given (packed).
+fn displs_ptr(d: Option<&[usize]>) -> *const usize {
+    d.map_or(ptr::null(), |d| d.as_ptr())
+}
 
 /// Checks that `counts` (one per rank) at `displs` (None: packed) lie inside a
 /// buffer of `len` elements.
@@ -71,97 +95,221 @@ fn rooted_len(what: &str, is_root: bool, len: Option<usize>, want: usize) -> Res
     }
 }
 
-/// Arguments of the rooted and variable-count calls, checked once for both
-/// the blocking and the non-blocking form.
+/// Each operation's argument checks and libring's call, for both forms.  They
+/// are unsafe: given `req` (the non-blocking form), the caller keeps the
+/// buffers borrowed until the request completes.
 impl Communicator {
-    fn reduce_args<T: Element>(
+    /// The root as libring's int, and whether this rank is it, once the root's
+    /// buffer (`len`; None where not given) is found to hold `want` elements.
+    fn root_of(
+        &self,
+        what: &str,
+        root: usize,
+        len: Option<usize>,
+        want: usize,
+    ) -> Result<(c_int, bool)> {
+        let is_root = self.rank() == root;
+        rooted_len(what, is_root, len, want)?;
+        Ok((c_int_of("root", root)?, is_root))
+    }
+
+    /// [`root_of`](Self::root_of) for a root's `recv`: with the pointer libring
+    /// gets for it (null off the root, where it is not written).
+    fn root_recv<T>(
+        &self,
+        what: &str,
+        root: usize,
+        recv: Option<&mut [T]>,
+        want: usize,
+    ) -> Result<(c_int, *mut T)> {
+        let (root, is_root) = self.root_of(what, root, recv.as_ref().map(|r| r.len()), want)?;
+        let p = recv
+            .filter(|_| is_root)
+            .map_or(ptr::null_mut(), |r| r.as_mut_ptr());
+        Ok((root, p))
+    }
+
+    unsafe fn reduce_raw<T: Element>(
         &self,
         send: &[T],
-        recv: &mut Option<&mut [T]>,
+        recv: Option<&mut [T]>,
+        op: ReduceOp,
         root: usize,
-    ) -> Result<(c_int, *mut T)> {
-        let is_root = self.rank() == root;
-        rooted_len(
-            "reduce",
-            is_root,
-            recv.as_ref().map(|r| r.len()),
+        req: ReqOut,
+    ) -> Result<c_int> {
+        let (root, p) = self.root_recv("reduce", root, recv, send.len())?;
+        Ok(either_form!(req, ring_reduce, ring_ireduce;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            p.cast(),
             send.len(),
-        )?;
-        let p = match recv {
-            Some(r) if is_root => r.as_mut_ptr(),
-            _ => ptr::null_mut(),
-        };
-        Ok((c_int_of("root", root)?, p))
+            T::DTYPE.raw(),
+            op.raw(),
+            root,
+        ))
     }
 
-    fn gather_args<T: Element>(
+    unsafe fn gather_raw<T: Element>(
         &self,
         send: &[T],
-        recv: &mut Option<&mut [T]>,
+        recv: Option<&mut [T]>,
         root: usize,
-    ) -> Result<(c_int, *mut T)> {
-        let is_root = self.rank() == root;
-        rooted_len(
-            "gather",
-            is_root,
-            recv.as_ref().map(|r| r.len()),
-            send.len() * self.size(),
-        )?;
-        let p = match recv {
-            Some(r) if is_root => r.as_mut_ptr(),
-            _ => ptr::null_mut(),
-        };
-        Ok((c_int_of("root", root)?, p))
+        req: ReqOut,
+    ) -> Result<c_int> {
+        let want = send.len() * self.size();
+        let (root, p) = self.root_recv("gather", root, recv, want)?;
+        Ok(either_form!(req, ring_gather, ring_igather;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            p.cast(),
+            send.len(),
+            T::DTYPE.raw(),
+            root,
+        ))
     }
 
-    fn scatter_args<T: Element>(
+    unsafe fn scatter_raw<T: Element>(
         &self,
         send: Option<&[T]>,
-        recv: &[T],
+        recv: &mut [T],
         root: usize,
-    ) -> Result<(c_int, *const T)> {
-        let is_root = self.rank() == root;
-        rooted_len(
-            "scatter",
-            is_root,
-            send.map(|s| s.len()),
-            recv.len() * self.size(),
-        )?;
-        let p = match send {
-            Some(s) if is_root => s.as_ptr(),
-            _ => ptr::null(),
-        };
-        Ok((c_int_of("root", root)?, p))
+        req: ReqOut,
+    ) -> Result<c_int> {
+        let want = recv.len() * self.size();
+        let (root, is_root) = self.root_of("scatter", root, send.map(|s| s.len()), want)?;
+        let p = send.filter(|_| is_root).map_or(ptr::null(), |s| s.as_ptr());
+        Ok(either_form!(req, ring_scatter, ring_iscatter;
+            self.as_raw(),
+            p.cast(),
+            recv.as_mut_ptr().cast(),
+            recv.len(),
+            T::DTYPE.raw(),
+            root,
+        ))
     }
 
-    fn allgatherv_args(
+    unsafe fn allgatherv_raw<T: Element>(
         &self,
-        sendlen: usize,
-        recvlen: usize,
+        send: &[T],
+        recv: &mut [T],
         counts: &[usize],
         displs: Option<&[usize]>,
-    ) -> Result<()> {
-        check_blocks("allgatherv", "recv", counts, displs, recvlen, self.size())?;
-        if counts[self.rank()] != sendlen {
+        req: ReqOut,
+    ) -> Result<c_int> {
+        check_blocks(
+            "allgatherv",
+            "recv",
+            counts,
+            displs,
+            recv.len(),
+            self.size(),
+        )?;
+        if counts[self.rank()] != send.len() {
             return Err(Error::invalid(format!(
                 "allgatherv: send has {} elements, recvcounts[{}] is {}",
-                sendlen,
+                send.len(),
                 self.rank(),
                 counts[self.rank()]
             )));
         }
-        Ok(())
+        // libring copies the counts and displacements.
+        Ok(either_form!(req, ring_allgatherv, ring_iallgatherv;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            send.len(),
+            recv.as_mut_ptr().cast(),
+            counts.as_ptr(),
+            displs_ptr(displs),
+            T::DTYPE.raw(),
+        ))
     }
 
-    fn alltoall_count(&self, sendlen: usize, recvlen: usize) -> Result<usize> {
+    unsafe fn alltoall_raw<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        req: ReqOut,
+    ) -> Result<c_int> {
         let n = self.size();
-        if sendlen != recvlen || sendlen % n != 0 {
+        if send.len() != recv.len() || send.len() % n != 0 {
             return Err(Error::invalid(format!(
                 "alltoall: send ({}) and recv ({}) must hold {} equal blocks",
-                sendlen, recvlen, n
+                send.len(),
+                recv.len(),
+                n
             )));
         }
-        Ok(sendlen / n)
+        Ok(either_form!(req, ring_alltoall, ring_ialltoall;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            recv.as_mut_ptr().cast(),
+            send.len() / n,
+            T::DTYPE.raw(),
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn alltoallv_raw<T: Element>(
+        &self,
+        send: &[T],
+        sendcounts: &[usize],
+        sdispls: Option<&[usize]>,
+        recv: &mut [T],
+        recvcounts: &[usize],
+        rdispls: Option<&[usize]>,
+        req: ReqOut,
+    ) -> Result<c_int> {
+        let what = if req.is_some() {
+            "ialltoallv"
+        } else {
+            "alltoallv"
+        };
+        let size = self.size();
+        check_blocks(what, "send", sendcounts, sdispls, send.len(), size)?;
+        check_blocks(what, "recv", recvcounts, rdispls, recv.len(), size)?;
+        // libring copies the counts and displacements.
+        Ok(either_form!(req, ring_alltoallv, ring_ialltoallv;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            sendcounts.as_ptr(),
+            displs_ptr(sdispls),
+            recv.as_mut_ptr().cast(),
+            recvcounts.as_ptr(),
+            displs_ptr(rdispls),
+            T::DTYPE.raw(),
+        ))
+    }
+
+    unsafe fn sendrecv_raw<T: Element>(
+        &self,
+        send: &[T],
+        dst: usize,
+        recv: &mut [T],
+        src: usize,
+        req: ReqOut,
+    ) -> Result<c_int> {
+        let (dst, src) = (c_int_of("dst", dst)?, c_int_of("src", src)?);
+        Ok(either_form!(req, ring_sendrecv, ring_isendrecv;
+            self.as_raw(),
+            send.as_ptr().cast(),
+            send.len(),
+            dst,
+            recv.as_mut_ptr().cast(),
+            recv.len(),
+            src,
+            T::DTYPE.raw(),
+        ))
+    }
+}
+
+/// The blocking forms: every buffer outlives the call.
+impl Communicator {
+    /// rc as a Result; `buf`, written by libring, is the caller's again.
+    fn settled<T: Element>(&self, rc: c_int, buf: &mut [T]) -> Result<()> {
+        self.check(rc)?;
+        // SAFETY: the blocking call has returned: libring is done with buf.
+        unsafe { settle(buf.as_mut_ptr(), buf.len()) };
+        Ok(())
     }
 
     /// Reduce to `root`: root's `recv` (Some, as long as `send`) gets the
@@ -169,23 +317,12 @@ impl Communicator {
     pub fn reduce<T: Element>(
         &self,
         send: &[T],
-        mut recv: Option<&mut [T]>,
+        recv: Option<&mut [T]>,
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {
-        let (root, p) = self.reduce_args(send, &mut recv, root)?;
-        // SAFETY: recv is null or root's buffer of count elements; both outlive the call.
-        self.check(unsafe {
-            sys::ring_reduce(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                p.cast(),
-                send.len(),
-                T::DTYPE.raw(),
-                op.raw(),
-                root,
-            )
-        })
+        // SAFETY: blocking.
+        self.check(unsafe { self.reduce_raw(send, recv, op, root, None)? })
     }
 
     /// Gather to `root`: root's `recv` (size blocks of `send.len()`) gets every
@@ -196,23 +333,9 @@ impl Communicator {
         mut recv: Option<&mut [T]>,
         root: usize,
     ) -> Result<()> {
-        let (root, p) = self.gather_args(send, &mut recv, root)?;
-        // SAFETY: recv is null or root's buffer of size * count elements.
-        self.check(unsafe {
-            sys::ring_gather(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                p.cast(),
-                send.len(),
-                T::DTYPE.raw(),
-                root,
-            )
-        })?;
-        if let Some(r) = recv {
-            // SAFETY: written by libring, ours again.
-            unsafe { settle(r.as_mut_ptr(), r.len()) };
-        }
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe { self.gather_raw(send, recv.as_deref_mut(), root, None)? };
+        self.settled(rc, recv.unwrap_or_default())
     }
 
     /// Scatter from `root`: rank r's `recv` gets block r of root's `send` (size
@@ -223,21 +346,9 @@ impl Communicator {
         recv: &mut [T],
         root: usize,
     ) -> Result<()> {
-        let (root, p) = self.scatter_args(send, recv, root)?;
-        // SAFETY: send is null or root's size * count elements; recv holds count.
-        self.check(unsafe {
-            sys::ring_scatter(
-                self.as_raw(),
-                p.cast(),
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                T::DTYPE.raw(),
-                root,
-            )
-        })?;
-        // SAFETY: written by libring, ours again.
-        unsafe { settle(recv.as_mut_ptr(), recv.len()) };
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe { self.scatter_raw(send, recv, root, None)? };
+        self.settled(rc, recv)
     }
 
     /// All-gather with per-rank counts: rank r's `send` (`recvcounts[r]`
@@ -249,41 +360,17 @@ impl Communicator {
         recvcounts: &[usize],
         displs: Option<&[usize]>,
     ) -> Result<()> {
-        self.allgatherv_args(send.len(), recv.len(), recvcounts, displs)?;
-        // SAFETY: every block was checked to lie inside recv; libring copies the arrays.
-        self.check(unsafe {
-            sys::ring_allgatherv(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                send.len(),
-                recv.as_mut_ptr().cast(),
-                recvcounts.as_ptr(),
-                displs.map_or(ptr::null(), |d| d.as_ptr()),
-                T::DTYPE.raw(),
-            )
-        })?;
-        // SAFETY: written by libring, ours again.
-        unsafe { settle(recv.as_mut_ptr(), recv.len()) };
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe { self.allgatherv_raw(send, recv, recvcounts, displs, None)? };
+        self.settled(rc, recv)
     }
 
     /// All-to-all: block r of `send` goes to rank r, block r of `recv` comes
     /// from rank r (both hold size equal blocks).
     pub fn alltoall<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        let count = self.alltoall_count(send.len(), recv.len())?;
-        // SAFETY: both hold size * count elements.
-        self.check(unsafe {
-            sys::ring_alltoall(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                count,
-                T::DTYPE.raw(),
-            )
-        })?;
-        // SAFETY: written by libring, ours again.
-        unsafe { settle(recv.as_mut_ptr(), recv.len()) };
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe { self.alltoall_raw(send, recv, None)? };
+        self.settled(rc, recv)
     }
 
     /// All-to-all with per-peer counts and displacements (None: packed); what
@@ -298,39 +385,11 @@ impl Communicator {
         recvcounts: &[usize],
         rdispls: Option<&[usize]>,
     ) -> Result<()> {
-        check_blocks(
-            "alltoallv",
-            "send",
-            sendcounts,
-            sdispls,
-            send.len(),
-            self.size(),
-        )?;
-        check_blocks(
-            "alltoallv",
-            "recv",
-            recvcounts,
-            rdispls,
-            recv.len(),
-            self.size(),
-        )?;
-        let d = |x: Option<&[usize]>| x.map_or(ptr::null(), |d| d.as_ptr());
-        // SAFETY: every block was checked to lie inside its buffer.
-        self.check(unsafe {
-            sys::ring_alltoallv(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                sendcounts.as_ptr(),
-                d(sdispls),
-                recv.as_mut_ptr().cast(),
-                recvcounts.as_ptr(),
-                d(rdispls),
-                T::DTYPE.raw(),
-            )
-        })?;
-        // SAFETY: written by libring, ours again.
-        unsafe { settle(recv.as_mut_ptr(), recv.len()) };
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe {
+            self.alltoallv_raw(send, sendcounts, sdispls, recv, recvcounts, rdispls, None)?
+        };
+        self.settled(rc, recv)
     }
 
     /// Sends `send` to `dst` and receives `recv` from `src` at once (never
@@ -342,51 +401,38 @@ impl Communicator {
         recv: &mut [T],
         src: usize,
     ) -> Result<()> {
-        let (dst, src) = (c_int_of("dst", dst)?, c_int_of("src", src)?);
-        // SAFETY: both buffers outlive the call.
-        self.check(unsafe {
-            sys::ring_sendrecv(
-                self.as_raw(),
-                send.as_ptr().cast(),
-                send.len(),
-                dst,
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                src,
-                T::DTYPE.raw(),
-            )
-        })?;
-        // SAFETY: written by libring, ours again.
-        unsafe { settle(recv.as_mut_ptr(), recv.len()) };
-        Ok(())
+        // SAFETY: blocking.
+        let rc = unsafe { self.sendrecv_raw(send, dst, recv, src, None)? };
+        self.settled(rc, recv)
     }
 }
 
+/// The non-blocking forms.
 impl<'scope, 'env> Scope<'scope, 'env> {
+    /// Issues `call` (an operation's `*_raw`, given the place of its request)
+    /// and registers the request, with the buffer to settle once it completes.
+    fn issue(
+        &'scope self,
+        settle: Option<Settle>,
+        call: impl FnOnce(&Communicator, ReqOut) -> Result<c_int>,
+    ) -> Result<Request<'scope>> {
+        let mut req = ptr::null_mut();
+        let rc = call(self.comm(), Some(&mut req))?;
+        self.issued(rc, req, settle)
+    }
+
     /// Non-blocking [`Communicator::reduce`].
     pub fn ireduce<T: Element>(
         &'scope self,
         send: &'scope [T],
-        mut recv: Option<&'scope mut [T]>,
+        recv: Option<&'scope mut [T]>,
         op: ReduceOp,
         root: usize,
     ) -> Result<Request<'scope>> {
-        let (root, p) = self.comm().reduce_args(send, &mut recv, root)?;
-        let mut req = ptr::null_mut();
         // SAFETY: the buffers are borrowed for the scope, which outlives the request.
-        let rc = unsafe {
-            sys::ring_ireduce(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                p.cast(),
-                send.len(),
-                T::DTYPE.raw(),
-                op.raw(),
-                root,
-                &mut req,
-            )
-        };
-        self.issued(rc, req, None)
+        self.issue(None, |c, req| unsafe {
+            c.reduce_raw(send, recv, op, root, req)
+        })
     }
 
     /// Non-blocking [`Communicator::gather`].
@@ -396,21 +442,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         mut recv: Option<&'scope mut [T]>,
         root: usize,
     ) -> Result<Request<'scope>> {
-        let (root, p) = self.comm().gather_args(send, &mut recv, root)?;
-        let mut req = ptr::null_mut();
+        let settle = recv.as_deref_mut().and_then(|r| self.settle_of(r));
         // SAFETY: as ireduce.
-        let rc = unsafe {
-            sys::ring_igather(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                p.cast(),
-                send.len(),
-                T::DTYPE.raw(),
-                root,
-                &mut req,
-            )
-        };
-        self.issued(rc, req, recv.and_then(|r| self.settle_of(r)))
+        self.issue(settle, |c, req| unsafe {
+            c.gather_raw(send, recv, root, req)
+        })
     }
 
     /// Non-blocking [`Communicator::scatter`].
@@ -420,21 +456,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         recv: &'scope mut [T],
         root: usize,
     ) -> Result<Request<'scope>> {
-        let (root, p) = self.comm().scatter_args(send, recv, root)?;
-        let mut req = ptr::null_mut();
+        let settle = self.settle_of(recv);
         // SAFETY: as ireduce.
-        let rc = unsafe {
-            sys::ring_iscatter(
-                self.comm().as_raw(),
-                p.cast(),
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                T::DTYPE.raw(),
-                root,
-                &mut req,
-            )
-        };
-        self.issued(rc, req, self.settle_of(recv))
+        self.issue(settle, |c, req| unsafe {
+            c.scatter_raw(send, recv, root, req)
+        })
     }
 
     /// Non-blocking [`Communicator::allgatherv`] (libring copies the counts).
@@ -445,23 +471,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         recvcounts: &[usize],
         displs: Option<&[usize]>,
     ) -> Result<Request<'scope>> {
-        self.comm()
-            .allgatherv_args(send.len(), recv.len(), recvcounts, displs)?;
-        let mut req = ptr::null_mut();
-        // SAFETY: as ireduce; every block lies inside recv.
-        let rc = unsafe {
-            sys::ring_iallgatherv(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                send.len(),
-                recv.as_mut_ptr().cast(),
-                recvcounts.as_ptr(),
-                displs.map_or(ptr::null(), |d| d.as_ptr()),
-                T::DTYPE.raw(),
-                &mut req,
-            )
-        };
-        self.issued(rc, req, self.settle_of(recv))
+        let settle = self.settle_of(recv);
+        // SAFETY: as ireduce.
+        self.issue(settle, |c, req| unsafe {
+            c.allgatherv_raw(send, recv, recvcounts, displs, req)
+        })
     }
 
     /// Non-blocking [`Communicator::alltoall`].
@@ -470,20 +484,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         send: &'scope [T],
         recv: &'scope mut [T],
     ) -> Result<Request<'scope>> {
-        let count = self.comm().alltoall_count(send.len(), recv.len())?;
-        let mut req = ptr::null_mut();
+        let settle = self.settle_of(recv);
         // SAFETY: as ireduce.
-        let rc = unsafe {
-            sys::ring_ialltoall(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                count,
-                T::DTYPE.raw(),
-                &mut req,
-            )
-        };
-        self.issued(rc, req, self.settle_of(recv))
+        self.issue(settle, |c, req| unsafe { c.alltoall_raw(send, recv, req) })
     }
 
     /// Non-blocking [`Communicator::alltoallv`] (libring copies the counts and
@@ -498,26 +501,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         recvcounts: &[usize],
         rdispls: Option<&[usize]>,
     ) -> Result<Request<'scope>> {
-        let size = self.comm().size();
-        check_blocks("ialltoallv", "send", sendcounts, sdispls, send.len(), size)?;
-        check_blocks("ialltoallv", "recv", recvcounts, rdispls, recv.len(), size)?;
-        let d = |x: Option<&[usize]>| x.map_or(ptr::null(), |d| d.as_ptr());
-        let mut req = ptr::null_mut();
-        // SAFETY: as ireduce; every block lies inside its buffer.
-        let rc = unsafe {
-            sys::ring_ialltoallv(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                sendcounts.as_ptr(),
-                d(sdispls),
-                recv.as_mut_ptr().cast(),
-                recvcounts.as_ptr(),
-                d(rdispls),
-                T::DTYPE.raw(),
-                &mut req,
-            )
-        };
-        self.issued(rc, req, self.settle_of(recv))
+        let settle = self.settle_of(recv);
+        // SAFETY: as ireduce.
+        self.issue(settle, |c, req| unsafe {
+            c.alltoallv_raw(send, sendcounts, sdispls, recv, recvcounts, rdispls, req)
+        })
     }
 
     /// Non-blocking [`Communicator::sendrecv`].
@@ -528,22 +516,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         recv: &'scope mut [T],
         src: usize,
     ) -> Result<Request<'scope>> {
-        let (dst, src) = (c_int_of("dst", dst)?, c_int_of("src", src)?);
-        let mut req = ptr::null_mut();
+        let settle = self.settle_of(recv);
         // SAFETY: as ireduce.
-        let rc = unsafe {
-            sys::ring_isendrecv(
-                self.comm().as_raw(),
-                send.as_ptr().cast(),
-                send.len(),
-                dst,
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                src,
-                T::DTYPE.raw(),
-                &mut req,
-            )
-        };
-        self.issued(rc, req, self.settle_of(recv))
+        self.issue(settle, |c, req| unsafe {
+            c.sendrecv_raw(send, dst, recv, src, req)
+        })
     }
 }
