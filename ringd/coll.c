@@ -29,9 +29,9 @@ tiny_finish(struct ringd *rd, struct op *op)
 
 	if (op->fp.coll != PROTO_COLL_ALLREDUCE || bytes == 0)
 		return;
-	proto_reduce(L->recv, op->vecs, op->vecs + bytes, n, op->dtype, op->redop);
+	proto_reduce(L->recv, op->plan.vecs, op->plan.vecs + bytes, n, op->dtype, op->redop);
 	for (h = 2; h < m; h++)
-		proto_reduce(L->recv, L->recv, op->vecs + (uint64_t)h * bytes, n, op->dtype,
+		proto_reduce(L->recv, L->recv, op->plan.vecs + (uint64_t)h * bytes, n, op->dtype,
 			     op->redop);
 	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
 	if (op->redop == RING_AVG)
@@ -88,8 +88,8 @@ op_tx(struct ringd *rd, struct op *op)
 		j->tx_used += PROTO_FRAME_HDR + PROTO_FP_LEN;
 		op->hdr_sent = true;
 	}
-	while (op->tx_i < op->ntx) {
-		struct tx_step *t = &op->tx[op->tx_i];
+	while (op->tx_i < op->plan.ntx) {
+		struct tx_step *t = &op->plan.tx[op->tx_i];
 		uint64_t left = t->src.len - op->tx_off, contig;
 		const uint8_t *p = left > 0 ? plan_at(&t->src, op->tx_off, &contig) : t->src.base;
 		uint32_t len;
@@ -137,8 +137,8 @@ op_check_done(struct ringd *rd, struct op *op)
 {
 	if (op->finished || !op->started)
 		return;
-	if (op->hdr_sent && op->tx_i == op->ntx && op->rx_i == op->nrx &&
-	    (op->nrx == 0 || op->hdr_rcvd)) {
+	if (op->hdr_sent && op->tx_i == op->plan.ntx && op->rx_i == op->plan.nrx &&
+	    (op->plan.nrx == 0 || op->hdr_rcvd)) {
 		if (op->tiny)
 			tiny_finish(rd, op);
 		local_scatter(op);
@@ -164,12 +164,12 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 	uint8_t *d = NULL, *fin = NULL;
 	char fp[160];
 
-	if (op->rx_i >= op->nrx || !op->hdr_rcvd) {
+	if (op->rx_i >= op->plan.nrx || !op->hdr_rcvd) {
 		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from the previous host",
 			  proto_fp_format(&op->fp, fp, sizeof(fp)));
 		return RX_DONE;
 	}
-	x = &op->rx[op->rx_i];
+	x = &op->plan.rx[op->rx_i];
 	left = x->dst.len - op->rx_off;
 	if (left > 0)
 		d = plan_at(&x->dst, op->rx_off, &contig);
@@ -201,7 +201,7 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
-		if (op->lazy_local && op->rx_i >= op->final_from)
+		if (op->lazy_local && op->rx_i >= op->plan.final_from)
 			fin = d;	/* final: the other local processes get it */
 	}
 	op->rx_off += f->length;
@@ -345,10 +345,10 @@ coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 
 	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || f->gen != op->gen ||
 	    !j->ready || !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
-	    evbuffer_get_length(j->stash) > 0 || op->rx_i >= op->nrx ||
+	    evbuffer_get_length(j->stash) > 0 || op->rx_i >= op->plan.nrx ||
 	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
-	x = &op->rx[op->rx_i];
+	x = &op->plan.rx[op->rx_i];
 	/* only a plain copy that may happen now, at exactly the expected place */
 	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
 	    f->offset != op->rx_off || op->rx_off >= x->dst.len || f->length % op->esz != 0)
@@ -385,6 +385,38 @@ coll_pump(struct ringd *rd)
 			flow_drain(rd, j);
 }
 
+/* The plan of a collective of the job's hosts, by its kind.  -1: out of memory. */
+static int
+op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool inplace,
+	uint64_t count)
+{
+	const struct contrib *L = &op->c[op->leader];
+	struct plan_hosts h = { .pos = j->pos,
+				.nhosts = j->nhosts,
+				.hosts = j->hosts,
+				.hranks = j->hranks,
+				.nhranks = j->nhranks };
+	struct plan *pl = &op->plan;
+
+	pl->esz = op->esz;
+	pl->avg = op->redop == RING_AVG;
+	if (op->tiny)
+		return plan_tiny(pl, j->pos, j->nhosts, send, count);
+	switch (op->fp.coll) {
+	case PROTO_COLL_ALLREDUCE:
+		return plan_allreduce(pl, j->pos, j->nhosts, send, recv, L->count);
+	case PROTO_COLL_ALLGATHER:
+		return plan_allgather(pl, &h, recv, L->count, L->stride);
+	case PROTO_COLL_REDUCE_SCATTER:
+		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,
+					   inplace || op->nc > 1);
+	case PROTO_COLL_BROADCAST:
+		return plan_broadcast(pl, &h, recv, L->count, job_host_of(j, op->fp.root));
+	default:
+		return -1;
+	}
+}
+
 /* Everyone on this host has asked: combine locally, plan, go. */
 static void
 op_start(struct ringd *rd, struct op *op)
@@ -394,7 +426,7 @@ op_start(struct ringd *rd, struct op *op)
 	uint8_t *send, *recv;
 	uint64_t count;
 	bool inplace;
-	int i, rc = 0;
+	int i;
 
 	op->leader = 0;
 	if (op->fp.coll == PROTO_COLL_BROADCAST)
@@ -417,7 +449,7 @@ op_start(struct ringd *rd, struct op *op)
 		op->esz = 1;
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
-	op->tiny = plan_tiny_ok(op, j, count);
+	op->tiny = plan_tiny_ok(op->fp.coll, op->esz, j->nhosts, count);
 	local_gather(op, &send, &recv, &inplace);
 	op->started = true;
 	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op->nc == 1)
@@ -434,30 +466,11 @@ op_start(struct ringd *rd, struct op *op)
 		op_check_done(rd, op);
 		return;
 	}
-	if (op->tiny)
-		rc = plan_tiny(op, j, send, count);
-	else switch (op->fp.coll) {
-	case PROTO_COLL_ALLREDUCE:
-		rc = plan_allreduce(op, j->pos, j->nhosts, send, recv, L->count);
-		break;
-	case PROTO_COLL_ALLGATHER:
-		rc = plan_allgather(op, j, recv, L->count, L->stride);
-		break;
-	case PROTO_COLL_REDUCE_SCATTER:
-		rc = plan_reduce_scatter(op, j, send, recv, L->count, L->stride,
-					 inplace || op->nc > 1);
-		break;
-	case PROTO_COLL_BROADCAST:
-		rc = plan_broadcast(op, j, recv, L->count, job_host_of(j, op->fp.root));
-		break;
-	default:
-		rc = -1;
-	}
-	if (rc != 0) {
+	if (op_plan(op, j, send, recv, inplace, count) != 0) {
 		op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
 		return;
 	}
-	op->seg = plan_segment(rd, op);
+	op->seg = plan_segment(&op->plan, rd->cfg.segment_bytes);
 	op_tx(rd, op);
 	flow_drain(rd, j);
 	if (j->active == op)

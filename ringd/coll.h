@@ -50,6 +50,27 @@ struct tx_step {
 	bool copy;			/* src is reused: copy it out, do not reference */
 };
 
+/* A collective's plan: plan.c makes it from the element size (and whether the
+ * result is averaged), the engine (coll.c) runs it step by step. */
+struct plan {
+	size_t esz;         /* in: element size */
+	bool avg;           /* in: the last reduce step divides (RING_AVG) */
+	struct tx_step *tx; /* sent steps, in order */
+	int ntx;
+	struct rx_step *rx; /* received steps, in order */
+	int nrx;
+	int final_from; /* first rx step whose result is final */
+	uint8_t *vecs;  /* plan_tiny: the hosts' vectors, by position */
+};
+
+/* A job's member hosts as a plan sees them (the job's, in ring order). */
+struct plan_hosts {
+	int pos, nhosts;    /* our index among them; their number */
+	const int *hosts;   /* [nhosts]: their host ranks */
+	int *const *hranks; /* [nhosts]: each one's ranks, ascending */
+	const int *nhranks;
+};
+
 /*
  * A local process as the engine knows it.  The front (sess.c) embeds one in
  * each session and hands the engine a pointer to it at attach: the engine
@@ -121,17 +142,11 @@ struct op {
 	 * the copy of the result to the others are done per segment as the ring
 	 * reaches it (see local_combine_range), not before and after it */
 	bool lazy_local;
-	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
-	int final_from;			/* first rx step whose result is final */
+	uint64_t combined_tx0; /* bytes of tx step 0 combined so far */
 	/* a small all-reduce or a barrier: every host's vector goes once round
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
-	uint8_t *vecs;			/* the hosts' vectors, by position in the job */
-	/* the plan */
-	struct tx_step *tx;		/* sent steps, in order */
-	int ntx;
-	struct rx_step *rx;		/* received steps, in order */
-	int nrx;
+	struct plan plan; /* what the ring does, step by step */
 	/* p2p (send/recv) */
 	int peer;			/* global rank of the other side */
 	struct op_p2p *p2p;		/* the rest of a send or recv: p2p.c's own */
@@ -322,16 +337,21 @@ struct region plan_bundle(uint8_t *base, uint64_t blen, uint64_t stride, const i
 			  int n);
 /* Where byte off of a region is, and how many bytes follow it contiguously. */
 uint8_t *plan_at(const struct region *g, uint64_t off, uint64_t *contig);
-int plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
-int plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count,
+/* Each fills pl (esz and avg set by the caller); -1: out of memory.  p of m:
+ * our position among the job's m member hosts. */
+int plan_allreduce(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
+int plan_allgather(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
 		   uint64_t stride);
-int plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
+int plan_reduce_scatter(struct plan *pl, const struct plan_hosts *h, uint8_t *send, uint8_t *recv,
 			uint64_t count, uint64_t stride, bool inplace);
-int plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int root_host);
+int plan_broadcast(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, uint64_t count,
+		   int root_host);
 /* Whether the latency path applies (small all-reduce, barrier), and its plan. */
-bool plan_tiny_ok(const struct op *op, const struct job *j, uint64_t count);
-int plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t count);
-uint32_t plan_segment(struct ringd *rd, const struct op *op);
+bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
+int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint64_t count);
+/* The pipelining unit of a plan, at most segment_bytes. */
+uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
+void plan_free(struct plan *pl);
 
 /* local.c: the processes of this host in one collective */
 void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);

@@ -40,9 +40,9 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 			  "called it", fp, age, missing);
 	else
 		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
-			  !op->hdr_rcvd && op->nrx > 0
-			  ? "the previous host never started the same operation"
-			  : "data stopped arriving from the previous host");
+			  !op->hdr_rcvd && op->plan.nrx > 0 ?
+			      "the previous host never started the same operation" :
+			      "data stopped arriving from the previous host");
 }
 
 void

@@ -56,9 +56,7 @@ op_free(struct op *op)
 	for (i = 0; i < op->nc; i++)
 		arena_unref(op->c[i].arena);
 	free(op->c);
-	free(op->tx);
-	free(op->rx);
-	free(op->vecs);
+	plan_free(&op->plan);
 	free(op->p2p);
 	free(op);
 }

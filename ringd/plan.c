@@ -8,8 +8,10 @@
  * pipelined chain from the root's host; a small all-reduce or a barrier takes
  * the latency path (plan_tiny).  A step with no bytes still sends one empty
  * frame, so every host's completion proves every other host took part.  These
- * are pure functions of the op, the job's member list and the buffers: no
- * socket, no clock (tests/unit_plan.c runs them alone).
+ * are pure functions of the element size, the job's member hosts and the
+ * buffers into a struct plan, which the collective engine (coll.c) runs: plan.c
+ * knows nothing of operations, jobs or sockets, and the engine nothing of which
+ * algorithm made the plan (tests/unit_plan.c runs them alone).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,15 +69,27 @@ chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
 }
 
 static int
-plan_alloc(struct op *op, int ntx, int nrx)
+plan_alloc(struct plan *pl, int ntx, int nrx)
 {
-	op->ntx = ntx;
-	op->nrx = nrx;
-	if (ntx > 0 && (op->tx = calloc((size_t)ntx, sizeof(*op->tx))) == NULL)
+	pl->ntx = ntx;
+	pl->nrx = nrx;
+	if (ntx > 0 && (pl->tx = calloc((size_t)ntx, sizeof(*pl->tx))) == NULL)
 		return -1;
-	if (nrx > 0 && (op->rx = calloc((size_t)nrx, sizeof(*op->rx))) == NULL)
+	if (nrx > 0 && (pl->rx = calloc((size_t)nrx, sizeof(*pl->rx))) == NULL)
 		return -1;
 	return 0;
+}
+
+void
+plan_free(struct plan *pl)
+{
+	free(pl->tx);
+	free(pl->rx);
+	free(pl->vecs);
+	pl->tx = NULL;
+	pl->rx = NULL;
+	pl->vecs = NULL;
+	pl->ntx = pl->nrx = 0;
 }
 
 static void
@@ -101,26 +115,26 @@ static const struct region no_region;
  * result (the last of them completes the chunk we own), m-1..2m-3 copy the owners'
  * finished chunks; every received step but the last is sent on as the next one. */
 int
-plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
+plan_allreduce(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
 {
-	size_t esz = op->esz;
+	size_t esz = pl->esz;
 	uint64_t st, len;
 	int s;
 
-	if (plan_alloc(op, 2 * m - 2, 2 * m - 2) != 0)
+	if (plan_alloc(pl, 2 * m - 2, 2 * m - 2) != 0)
 		return -1;
-	op->final_from = m - 2;
+	pl->final_from = m - 2;
 	chunk_of(count, m, p, &st, &len);
-	tx_set(&op->tx[0], 0, plan_span(send + st * esz, len * esz), -1);
+	tx_set(&pl->tx[0], 0, plan_span(send + st * esz, len * esz), -1);
 	for (s = 0; s < 2 * m - 2; s++) {
-		struct rx_step *x = &op->rx[s];
+		struct rx_step *x = &pl->rx[s];
 
 		chunk_of(count, m, mod(p - s - 1, m), &st, &len);
 		rx_set(x, (uint32_t)s, plan_span(recv + st * esz, len * esz),
 		       s < m - 1 ? plan_span(send + st * esz, len * esz) : no_region);
-		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		x->scale = (s == m - 2 && pl->avg);
 		if (s + 1 < 2 * m - 2)
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
+			tx_set(&pl->tx[s + 1], (uint32_t)s + 1, x->dst, s);
 	}
 	return 0;
 }
@@ -144,37 +158,36 @@ plan_allreduce(struct op *op, int p, int m, uint8_t *send, uint8_t *recv, uint64
 #define TINY_ALL_MAX	(256u << 10)	/* bytes of all of them */
 
 bool
-plan_tiny_ok(const struct op *op, const struct job *j, uint64_t count)
+plan_tiny_ok(int coll, size_t esz, int m, uint64_t count)
 {
-	uint64_t bytes = count * op->esz;
+	uint64_t bytes = count * esz;
 
-	if (j->nhosts < 2 || (op->fp.coll != PROTO_COLL_ALLREDUCE &&
-			      op->fp.coll != PROTO_COLL_BARRIER))
+	if (m < 2 || (coll != PROTO_COLL_ALLREDUCE && coll != PROTO_COLL_BARRIER))
 		return false;
-	if (j->nhosts == 2)
+	if (m == 2)
 		return bytes <= TINY_VEC_MAX_2;
-	return bytes <= TINY_VEC_MAX && bytes * (uint64_t)j->nhosts <= TINY_ALL_MAX;
+	return bytes <= TINY_VEC_MAX && bytes * (uint64_t)m <= TINY_ALL_MAX;
 }
 
 int
-plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t count)
+plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint64_t count)
 {
-	uint64_t bytes = count * op->esz;
-	int p = j->pos, m = j->nhosts, s;
+	uint64_t bytes = count * pl->esz;
+	int s;
 
-	if (plan_alloc(op, m - 1, m - 1) != 0 ||
-	    (op->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
+	if (plan_alloc(pl, m - 1, m - 1) != 0 ||
+	    (pl->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
 		return -1;
 	if (bytes > 0)
-		memcpy(op->vecs + (uint64_t)p * bytes, send, bytes);
-	tx_set(&op->tx[0], 0, plan_span(op->vecs + (uint64_t)p * bytes, bytes), -1);
-	op->tx[0].copy = true;
+		memcpy(pl->vecs + (uint64_t)p * bytes, send, bytes);
+	tx_set(&pl->tx[0], 0, plan_span(pl->vecs + (uint64_t)p * bytes, bytes), -1);
+	pl->tx[0].copy = true;
 	for (s = 0; s < m - 1; s++) {
-		rx_set(&op->rx[s], (uint32_t)s,
-		       plan_span(op->vecs + (uint64_t)mod(p - s - 1, m) * bytes, bytes), no_region);
+		rx_set(&pl->rx[s], (uint32_t)s,
+		       plan_span(pl->vecs + (uint64_t)mod(p - s - 1, m) * bytes, bytes), no_region);
 		if (s + 1 < m - 1) {
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
-			op->tx[s + 1].copy = true;
+			tx_set(&pl->tx[s + 1], (uint32_t)s + 1, pl->rx[s].dst, s);
+			pl->tx[s + 1].copy = true;
 		}
 	}
 	return 0;
@@ -182,20 +195,21 @@ plan_tiny(struct op *op, const struct job *j, const uint8_t *send, uint64_t coun
 
 /* All-gather: our bundle goes out at step 0, the others arrive one per step. */
 int
-plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count, uint64_t stride)
+plan_allgather(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint64_t count,
+	       uint64_t stride)
 {
-	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
-	if (plan_alloc(op, m - 1, m - 1) != 0)
+	if (plan_alloc(pl, m - 1, m - 1) != 0)
 		return -1;
-	tx_set(&op->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
+	tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
 	for (s = 0; s < m - 1; s++) {
 		q = mod(p - s - 1, m);
-		rx_set(&op->rx[s], (uint32_t)s, plan_bundle(recv, blen, sb, j->hranks[q], j->nhranks[q]),
-		       no_region);
+		rx_set(&pl->rx[s], (uint32_t)s,
+		       plan_bundle(recv, blen, sb, j->hranks[q], j->nhranks[q]), no_region);
 		if (s + 1 < m - 1)
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, op->rx[s].dst, s);
+			tx_set(&pl->tx[s + 1], (uint32_t)s + 1, pl->rx[s].dst, s);
 	}
 	return 0;
 }
@@ -207,28 +221,28 @@ plan_allgather(struct op *op, struct job *j, uint8_t *recv, uint64_t count, uint
  * host), intermediate sums pass through the result buffer: each step's sum is
  * copied out to next before the following step overwrites it. */
 int
-plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
+plan_reduce_scatter(struct plan *pl, const struct plan_hosts *j, uint8_t *send, uint8_t *recv,
 		    uint64_t count, uint64_t stride, bool inplace)
 {
-	uint64_t blen = count * op->esz, sb = stride * op->esz;
+	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
-	if (plan_alloc(op, m - 1, m - 1) != 0)
+	if (plan_alloc(pl, m - 1, m - 1) != 0)
 		return -1;
 	q = mod(p - 1, m);
-	tx_set(&op->tx[0], 0, plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]), -1);
+	tx_set(&pl->tx[0], 0, plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]), -1);
 	for (s = 0; s < m - 1; s++) {
-		struct rx_step *x = &op->rx[s];
+		struct rx_step *x = &pl->rx[s];
 		struct region blk;
 
 		q = mod(p - s - 2, m);
 		blk = plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]);
 		rx_set(x, (uint32_t)s, inplace ? blk : plan_span(recv, blk.len), blk);
 		x->wait_tx = (s >= 1 && !inplace) ? s : -1;
-		x->scale = (s == m - 2 && op->redop == RING_AVG);
+		x->scale = (s == m - 2 && pl->avg);
 		if (s + 1 < m - 1) {
-			tx_set(&op->tx[s + 1], (uint32_t)s + 1, x->dst, s);
-			op->tx[s + 1].copy = !inplace;
+			tx_set(&pl->tx[s + 1], (uint32_t)s + 1, x->dst, s);
+			pl->tx[s + 1].copy = !inplace;
 		}
 	}
 	return 0;
@@ -236,26 +250,27 @@ plan_reduce_scatter(struct op *op, struct job *j, uint8_t *send, uint8_t *recv,
 
 /* Broadcast: a pipelined chain from the root's host; the host before it stops. */
 int
-plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int root_host)
+plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64_t count,
+	       int root_host)
 {
 	int m = j->nhosts, q, d;
-	uint64_t bytes = count * op->esz;
+	uint64_t bytes = count * pl->esz;
 
 	for (q = 0; q < m; q++)
 		if (j->hosts[q] == root_host)
 			break;
 	d = mod(j->pos - q, m);
 	if (d == 0) {
-		if (plan_alloc(op, 1, 0) != 0)
+		if (plan_alloc(pl, 1, 0) != 0)
 			return -1;
-		tx_set(&op->tx[0], 0, plan_span(buf, bytes), -1);
+		tx_set(&pl->tx[0], 0, plan_span(buf, bytes), -1);
 		return 0;
 	}
-	if (plan_alloc(op, d < m - 1 ? 1 : 0, 1) != 0)
+	if (plan_alloc(pl, d < m - 1 ? 1 : 0, 1) != 0)
 		return -1;
-	rx_set(&op->rx[0], (uint32_t)(d - 1), plan_span(buf, bytes), no_region);
+	rx_set(&pl->rx[0], (uint32_t)(d - 1), plan_span(buf, bytes), no_region);
 	if (d < m - 1)
-		tx_set(&op->tx[0], (uint32_t)d, plan_span(buf, bytes), 0);
+		tx_set(&pl->tx[0], (uint32_t)d, plan_span(buf, bytes), 0);
 	return 0;
 }
 
@@ -267,17 +282,17 @@ plan_broadcast(struct op *op, struct job *j, uint8_t *buf, uint64_t count, int r
 #define SEG_MIN		(32u << 10)
 
 uint32_t
-plan_segment(struct ringd *rd, const struct op *op)
+plan_segment(const struct plan *pl, uint32_t segment_bytes)
 {
 	uint64_t step = 0, seg;
 	int i;
 
-	for (i = 0; i < op->ntx; i++)
-		if (op->tx[i].src.len > step)
-			step = op->tx[i].src.len;
+	for (i = 0; i < pl->ntx; i++)
+		if (pl->tx[i].src.len > step)
+			step = pl->tx[i].src.len;
 	seg = step / PIPE_DEPTH;
-	if (seg > rd->cfg.segment_bytes)
-		seg = rd->cfg.segment_bytes;
+	if (seg > segment_bytes)
+		seg = segment_bytes;
 	if (seg < SEG_MIN)
 		seg = SEG_MIN;
 	return (uint32_t)(seg & ~(uint64_t)63);

@@ -21,10 +21,10 @@
 
 #define MAXH	9
 
-/* One host: its job view, its op and its buffers. */
+/* One host: its view of the job's hosts, its plan and its buffers. */
 struct host {
-	struct job j;
-	struct op op;
+	struct plan_hosts j;
+	struct plan op;
 	int *hosts, *nhr, **hr;
 	uint8_t *send, *recv;
 	int tx_i, rx_i;
@@ -81,7 +81,7 @@ write_region(const struct region *dst, const struct region *local, const uint8_t
 
 /* Hosts 0..m-1, each with `per` ranks: rank r on host r / per. */
 static void
-hosts_init(struct host *H, int m, int per, int coll)
+hosts_init(struct host *H, int m, int per)
 {
 	for (int p = 0; p < m; p++) {
 		struct host *h = &H[p];
@@ -90,26 +90,19 @@ hosts_init(struct host *H, int m, int per, int coll)
 		h->hosts = calloc((size_t)m, sizeof(int));
 		h->nhr = calloc((size_t)m, sizeof(int));
 		h->hr = calloc((size_t)m, sizeof(int *));
-		h->j.host_of = calloc((size_t)(m * per), sizeof(int));
 		for (int q = 0; q < m; q++) {
 			h->hosts[q] = q;
 			h->nhr[q] = per;
 			h->hr[q] = calloc((size_t)per, sizeof(int));
-			for (int k = 0; k < per; k++) {
+			for (int k = 0; k < per; k++)
 				h->hr[q][k] = q * per + k;
-				h->j.host_of[q * per + k] = q;
-			}
 		}
-		h->j.world = m * per;
 		h->j.nhosts = m;
 		h->j.pos = p;
 		h->j.hosts = h->hosts;
 		h->j.nhranks = h->nhr;
 		h->j.hranks = h->hr;
 		h->op.esz = 8;
-		h->op.fp.coll = coll;
-		h->op.redop = RING_SUM;
-		h->op.job = &h->j;
 	}
 }
 
@@ -122,10 +115,7 @@ hosts_free(struct host *H, int m)
 		free(H[p].hr);
 		free(H[p].nhr);
 		free(H[p].hosts);
-		free(H[p].j.host_of);
-		free(H[p].op.tx);
-		free(H[p].op.rx);
-		free(H[p].op.vecs);
+		plan_free(&H[p].op);
 		free(H[p].send);
 		free(H[p].recv);
 	}
@@ -144,7 +134,7 @@ simulate(struct host *H, int m)
 		moved = false;
 		for (int p = 0; p < m; p++) {
 			struct host *h = &H[p];
-			struct op *op = &h->op;
+			struct plan *op = &h->op;
 
 			while (h->tx_i < op->ntx) {
 				struct tx_step *t = &op->tx[h->tx_i];
@@ -205,7 +195,7 @@ Test(plan, allreduce)
 		for (size_t c = 0; c < NCOUNTS; c++) {
 			uint64_t n = counts[c];
 
-			hosts_init(H, m, 1, PROTO_COLL_ALLREDUCE);
+			hosts_init(H, m, 1);
 			for (int p = 0; p < m; p++) {
 				int64_t *s = calloc(n + 1, 8);
 
@@ -239,15 +229,15 @@ Test(plan, tiny)
 		for (size_t c = 0; c < 5; c++) {
 			uint64_t n = counts[c];
 
-			hosts_init(H, m, 1, PROTO_COLL_ALLREDUCE);
+			hosts_init(H, m, 1);
 			for (int p = 0; p < m; p++) {
 				int64_t *s = calloc(n + 1, 8);
 
 				for (uint64_t i = 0; i < n; i++)
 					s[i] = elem(p, i);
 				H[p].send = (uint8_t *)s;
-				cr_assert(plan_tiny_ok(&H[p].op, &H[p].j, n));
-				cr_assert_eq(plan_tiny(&H[p].op, &H[p].j, H[p].send, n), 0);
+				cr_assert(plan_tiny_ok(PROTO_COLL_ALLREDUCE, 8, m, n));
+				cr_assert_eq(plan_tiny(&H[p].op, p, m, H[p].send, n), 0);
 			}
 			simulate(H, m);
 			/* every host holds every host's vector, in host order */
@@ -270,25 +260,19 @@ Test(plan, tiny_bounds)
 		uint64_t bytes;
 		bool tiny;
 	} cases[] = {
-		{ 2, 8, true }, { 2, 128 << 10, true }, { 2, (128 << 10) + 4, false },
+		{ 2, 8, true },        { 2, 128 << 10, true },       { 2, (128 << 10) + 4, false },
 		{ 3, 32 << 10, true }, { 3, (32 << 10) + 4, false }, { 4, 4 << 10, true },
-		{ 8, 32 << 10, true }, { 16, 16 << 10, true }, { 16, (16 << 10) + 4, false },
+		{ 8, 32 << 10, true }, { 16, 16 << 10, true },       { 16, (16 << 10) + 4, false },
 	};
-	struct job j;
-	struct op op;
-
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		memset(&j, 0, sizeof(j));
-		memset(&op, 0, sizeof(op));
-		j.nhosts = cases[i].m;
-		op.esz = 4;
-		op.fp.coll = PROTO_COLL_ALLREDUCE;
-		cr_expect_eq(plan_tiny_ok(&op, &j, cases[i].bytes / 4), cases[i].tiny,
-			     "%d hosts, %llu bytes", cases[i].m, (unsigned long long)cases[i].bytes);
-		op.fp.coll = PROTO_COLL_BARRIER;
-		cr_expect(plan_tiny_ok(&op, &j, 0), "barrier on %d hosts", cases[i].m);
-		op.fp.coll = PROTO_COLL_ALLGATHER;
-		cr_expect(!plan_tiny_ok(&op, &j, 1), "all-gather on %d hosts", cases[i].m);
+		int m = cases[i].m;
+
+		cr_expect_eq(plan_tiny_ok(PROTO_COLL_ALLREDUCE, 4, m, cases[i].bytes / 4),
+			     cases[i].tiny, "%d hosts, %llu bytes", m,
+			     (unsigned long long)cases[i].bytes);
+		cr_expect(plan_tiny_ok(PROTO_COLL_BARRIER, 4, m, 0), "barrier on %d hosts", m);
+		cr_expect(!plan_tiny_ok(PROTO_COLL_ALLGATHER, 4, m, 1), "all-gather on %d hosts",
+			  m);
 	}
 }
 
@@ -301,7 +285,7 @@ Test(plan, allgather)
 			for (size_t c = 0; c < NCOUNTS; c++) {
 				uint64_t n = counts[c], world = (uint64_t)(m * per);
 
-				hosts_init(H, m, per, PROTO_COLL_ALLGATHER);
+				hosts_init(H, m, per);
 				for (int p = 0; p < m; p++) {
 					int64_t *r = calloc(n * world + 1, 8);
 
@@ -337,7 +321,7 @@ reduce_scatter_case(int m, int per, uint64_t n, bool inplace)
 	struct host H[MAXH];
 	uint64_t world = (uint64_t)(m * per);
 
-	hosts_init(H, m, per, PROTO_COLL_REDUCE_SCATTER);
+	hosts_init(H, m, per);
 	for (int p = 0; p < m; p++) {
 		int64_t *s = calloc(n * world + 1, 8);
 
@@ -389,7 +373,7 @@ Test(plan, broadcast)
 			for (size_t c = 0; c < NCOUNTS; c++) {
 				uint64_t n = counts[c];
 
-				hosts_init(H, m, 1, PROTO_COLL_BROADCAST);
+				hosts_init(H, m, 1);
 				for (int p = 0; p < m; p++) {
 					int64_t *b = calloc(n + 1, 8);
 
@@ -416,24 +400,22 @@ Test(plan, broadcast)
 
 Test(plan, segment_bounds)
 {
-	struct ringd rd;
-	struct op op;
+	const uint32_t segment_bytes = 1u << 20;
+	struct plan op;
 	struct tx_step t;
 
-	memset(&rd, 0, sizeof(rd));
 	memset(&op, 0, sizeof(op));
 	memset(&t, 0, sizeof(t));
-	rd.cfg.segment_bytes = 1u << 20;
 	op.tx = &t;
 	op.ntx = 1;
 	for (uint64_t step = 0; step <= (64u << 20); step = step ? step * 4 : 1024) {
 		uint32_t seg;
 
 		t.src.len = step;
-		seg = plan_segment(&rd, &op);
+		seg = plan_segment(&op, segment_bytes);
 		cr_assert_eq(seg % 64, 0, "segment %u for a step of %llu", seg,
 			     (unsigned long long)step);
-		cr_assert(seg >= (32u << 10) && seg <= rd.cfg.segment_bytes,
+		cr_assert(seg >= (32u << 10) && seg <= segment_bytes,
 			  "segment %u for a step of %llu", seg, (unsigned long long)step);
 	}
 }
