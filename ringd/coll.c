@@ -295,13 +295,17 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 	if (f->type == PROTO_F_CREDIT) {
 		if (l->dir != LINK_NEXT)
 			goto wrong_way;
-		if (f->epoch == rd->epoch && proto_gen_after(f->gen, j->fgen)) {
+		/* By generation, not ring epoch: a formation is newer than any
+		 * break, and while the ring's first token goes round the next
+		 * host may be on epoch 1 and we on 0 (its grants were dropped,
+		 * and the sender starved once the initial credit was used). */
+		if (proto_gen_after(f->gen, j->fgen)) {
 			/* the next host formed first: its grant is kept for
 			 * ours, else it is lost and the sender may starve */
 			flow_early_credit(j, f->gen, f->offset);
 			return RX_DONE;
 		}
-		if (f->epoch != rd->epoch || f->gen != j->fgen || !j->ready)
+		if (f->gen != j->fgen || !j->ready)
 			return flow_drop(j, f, NULL);	/* of an earlier formation */
 		if (f->offset > j->tx_limit)
 			j->tx_limit = f->offset;

@@ -27,7 +27,7 @@
 #include "workload.h"
 #include "../../proto/log.h"
 
-#define MAX_STEPS 400000 /* a schedule that does not end by then hangs */
+#define MAX_STEPS 400000		/* a schedule that does not end by then hangs */
 #define CUTS_MAX 3
 #define EVENTS_MAX (4 * CUTS_MAX)
 
@@ -277,6 +277,18 @@ dump_jobs(const struct ringd *rd)
 			j->gen_max, j->joined ? " joined" : "", j->formed ? " formed" : "",
 			j->ready ? " ready" : "", j->broken ? " broken" : "",
 			j->error[0] ? " error" : "");
+		fprintf(stderr, " credit tx %llu/%llu rx %llu/%llu stash %llu",
+			(unsigned long long)j->tx_used, (unsigned long long)j->tx_limit,
+			(unsigned long long)j->rx_consumed, (unsigned long long)j->rx_granted,
+			(unsigned long long)j->stash_bytes);
+		if (j->active != NULL)
+			fprintf(stderr, " active #%llu tx %d/%d+%llu rx %d/%d+%llu%s%s",
+				(unsigned long long)j->active->fp.seq, j->active->tx_i,
+				j->active->plan.ntx, (unsigned long long)j->active->tx_off,
+				j->active->rx_i, j->active->plan.nrx,
+				(unsigned long long)j->active->rx_off,
+				j->active->started ? " started" : "",
+				j->active->hdr_rcvd ? " hdr" : "");
 		for (k = 0; k < rd->world; k++)
 			fprintf(stderr, " %u%s%s", j->host[k].claim_gen,
 				j->host[k].held ? "(held)" : "",
@@ -299,6 +311,11 @@ dump(const struct schedule *s)
 		fprintf(stderr, "  host %d: ring %s epoch %u, next %s, prev %s%s\n", h,
 			ring_state_name(rd->state), rd->epoch, link_state_name(rd->next->state),
 			link_state_name(rd->prev->state), rd->prev->rx_blocked ? " (blocked)" : "");
+		fprintf(
+		    stderr, "    next: out %zu wire %zu; prev: out %zu wire %zu in %zu\n",
+		    evbuffer_get_length(rd->next->out), evbuffer_get_length(s->net.h[h].next.wire),
+		    evbuffer_get_length(rd->prev->out), evbuffer_get_length(s->net.h[h].prev.wire),
+		    evbuffer_get_length(s->net.h[h].prev.in));
 		dump_jobs(rd);
 	}
 	for (i = 0; i < s->w.nprocs; i++) {
@@ -358,7 +375,7 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	if (s->rep.failures == 0)
 		schedule_end(s);
 	else
-		sim_net_free(&s->net); /* what a failed schedule holds is left */
+		sim_net_free(&s->net);	/* what a failed schedule holds is left */
 	if (s->rep.failures > 0)
 		printf(
 		    "engine-sim: seed %llu FAILED (%d hosts, %d jobs, %s, step %llu, t=%llu ms): "

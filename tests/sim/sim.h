@@ -37,17 +37,17 @@ void sim_timer_fire(int k);
 /* Forgets every timer and sets the clock to 0 (between schedules: a passed
  * one has none left). */
 void sim_clock_reset(void);
-int sim_timers_live(void); /* timers allocated and not freed */
+int sim_timers_live(void);		/* timers allocated and not freed */
 
 /* One end of a link: the engine's struct link, and what the fake keeps. */
 struct sim_link {
-	struct link l;         /* first: the engine's view */
-	struct sim_link *peer; /* the other end */
-	struct evbuffer *wire; /* written here, not yet read there */
-	struct evbuffer *in;   /* read from the peer's wire, not yet taken */
-	uint8_t *pl;           /* the payload of the frame being offered */
-	bool have_pl;          /* ... it is whole in pl */
-	bool cut;              /* the connection broke: its bytes are lost */
+	struct link l;			/* first: the engine's view */
+	struct sim_link *peer;		/* the other end */
+	struct evbuffer *wire;		/* written here, not yet read there */
+	struct evbuffer *in;		/* read from the peer's wire, not yet taken */
+	uint8_t *pl;			/* the payload of the frame being offered */
+	bool have_pl;			/* ... it is whole in pl */
+	bool cut;			/* the connection broke: its bytes are lost */
 };
 
 struct sim_host {
@@ -59,10 +59,10 @@ struct sim_host {
 struct sim_net {
 	int world;
 	struct sim_host h[SIM_HOSTS_MAX];
-	uint64_t engine_errors; /* frames the engine refused (RX_ERROR) */
+	uint64_t engine_errors;		/* frames the engine refused (RX_ERROR) */
 	char last_engine_error[400];
-	uint64_t stale_unseen; /* frames of an old formation taken (invariant) */
-	bool trace;            /* print the membership frames as they arrive */
+	uint64_t stale_unseen;		/* frames of an old formation taken (invariant) */
+	bool trace;			/* print the membership frames as they arrive */
 };
 
 /* simlink.c: the fake link floor */
@@ -83,4 +83,4 @@ bool sim_can_xmit(const struct sim_link *e);
 bool sim_can_recv(const struct sim_link *e);
 extern struct sim_net *sim_current;
 
-#endif /* RINGD_SIM_H */
+#endif					/* RINGD_SIM_H */

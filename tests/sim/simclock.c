@@ -15,9 +15,9 @@ struct timer {
 	void (*fn)(void *arg);
 	void *arg;
 	bool armed;
-	uint64_t when;               /* virtual ms */
-	uint64_t order;              /* arming order, for ties */
-	struct timer *nextt, *prevt; /* every live timer */
+	uint64_t when;			/* virtual ms */
+	uint64_t order;			/* arming order, for ties */
+	struct timer *nextt, *prevt;	/* every live timer */
 };
 
 static uint64_t now;
@@ -166,7 +166,7 @@ sim_clock_reset(void)
 {
 	now = 0;
 	arms = 0;
-	all = NULL; /* a failed schedule's are left to it */
+	all = NULL;			/* a failed schedule's are left to it */
 	nlive = 0;
 }
 

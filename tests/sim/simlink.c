@@ -18,7 +18,7 @@
 #include "../../ringd/link.h"
 #include "../../proto/log.h"
 
-#define OUT_HIGH (256u << 10) /* smaller than ringd's: backpressure is common */
+#define OUT_HIGH (256u << 10)		/* smaller than ringd's: backpressure is common */
 #define OUT_LOW (64u << 10)
 
 struct sim_net *sim_current;
@@ -86,7 +86,7 @@ link_tx_room(const struct link *l)
 void
 link_kick(struct link *l)
 {
-	(void)l; /* the scheduler writes when it likes */
+	(void)l;			/* the scheduler writes when it likes */
 }
 
 int

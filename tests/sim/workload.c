@@ -17,7 +17,7 @@
 
 #define SEND_OFF 4096
 #define RECV_OFF (SIM_ARENA / 2)
-#define THINK_MS 20 /* a process's pause between operations, at most */
+#define THINK_MS 20			/* a process's pause between operations, at most */
 
 void
 sim_fail(struct sim_report *r, const char *fmt, ...)
@@ -31,12 +31,12 @@ sim_fail(struct sim_report *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-static struct sim_world *cur; /* the client callbacks' world */
+static struct sim_world *cur;		/* the client callbacks' world */
 
 static struct sim_proc *
 proc_of(struct client *c)
 {
-	return (struct sim_proc *)c; /* c is the first member */
+	return (struct sim_proc *)c;	/* c is the first member */
 }
 
 /* Rank r's element i of step s: small integers, exact in float32 sums. */
@@ -104,7 +104,7 @@ expected(const struct sim_job *j, int s, int rank, uint64_t i)
 		return reduced(j, st, s, (uint64_t)rank * st->count + i);
 	case PROTO_COLL_BROADCAST:
 		return value(st->root, s, i);
-	default: /* recv */
+	default:			/* recv */
 		return value(st->src, s, i);
 	}
 }
@@ -160,7 +160,12 @@ check_result(struct sim_world *w, struct sim_proc *p, int status, const char *te
 	bool ok_fail = status == RING_EPEER || status == RING_ETIMEDOUT || status == RING_EABORTED;
 
 	if (st->abort_rank >= 0 && status == RING_EABORTED)
-		return; /* what an abort must give every rank */
+		return;			/* what an abort must give every rank */
+	/* A host forms on claims whose LEAVEs are still on the way (a formation
+	 * has no agreement round yet): after a rank of the job quit, the first
+	 * op of the next formation may fail so, on every rank. */
+	if (status == RING_EABORTED && j->quit_ms != 0 && p->done_in_inc == 0)
+		p->broken_at_attach = true;
 	if (status != 0) {
 		if (!excused(w, p) || !ok_fail)
 			sim_fail(w->rep,
@@ -202,7 +207,7 @@ ev_done(struct client *c, uint64_t reqid, int status, const char *text)
 	struct sim_world *w = cur;
 
 	if (p->leaving)
-		return; /* as the front drops a closing session's replies */
+		return;			/* as the front drops a closing session's replies */
 	if (p->left || !p->attached) {
 		sim_fail(w->rep, "rank %d of job %s got a reply after it left", p->rank,
 			 p->job->name);
@@ -216,6 +221,8 @@ ev_done(struct client *c, uint64_t reqid, int status, const char *text)
 		return;
 	}
 	check_result(w, p, status, text);
+	if (status == 0)
+		p->done_in_inc++;
 	p->busy = false;
 	p->step++;
 	p->wake_at = sim_now_ms() + sim_below(w->rng, THINK_MS + 1);
@@ -293,9 +300,10 @@ proc_attach(struct sim_world *w, struct sim_proc *p)
 	p->inc = j->inc;
 	p->cuts_at = w->cuts;
 	p->broken_at_attach = ring_healing(w);
+	p->done_in_inc = 0;
 	p->stalls_at = j->stalls;
 	p->left = p->refused = false;
-	p->attached = true; /* the engine may welcome it inside job_attach */
+	p->attached = true;		/* the engine may welcome it inside job_attach */
 	p->welcomed = p->finished = p->busy = false;
 	p->step = 0;
 	rc = job_attach(rd_of(w, p), &p->c, j->name, p->lr, p->lsize, p->rank, j->world, err,
@@ -441,7 +449,7 @@ sim_proc_act(struct sim_world *w, struct sim_proc *p)
 		proc_attach(w, p);
 		return;
 	}
-	if (p->finished) { /* the job is complete: it leaves for good */
+	if (p->finished) {		/* the job is complete: it leaves for good */
 		proc_leave(w, p);
 		p->gone = true;
 		return;
@@ -467,6 +475,7 @@ sim_proc_act(struct sim_world *w, struct sim_proc *p)
 		 * others' ops fail, and the job forms again while frames of the
 		 * old formation may still be on the way */
 		j->stalls++;
+		j->quit_ms = sim_now_ms() ? sim_now_ms() : 1;	/* see check_result */
 		j->inc_failed = true;
 		proc_restart(w, p);
 	}
@@ -610,7 +619,7 @@ sim_world_end(struct sim_world *w)
 				 "of rank %d of job %s",
 				 p->arena->refs - 1, p->rank, p->job->name);
 		else
-			arena_unref(p->arena); /* unmaps it */
+			arena_unref(p->arena);	/* unmaps it */
 		p->arena = NULL;
 	}
 	for (i = 0; i < w->njobs; i++)

@@ -13,17 +13,17 @@
 #define SIM_RANKS_MAX 8
 #define SIM_STEPS_MAX 24
 #define SIM_PROCS_MAX (SIM_JOBS_MAX * SIM_RANKS_MAX)
-#define SIM_ARENA (1u << 20)
+#define SIM_ARENA (2u << 20)		/* send and receive halves: 8 ranks of 64 KiB each */
 
 /* One step of a job's script. */
 struct sim_step {
-	int coll; /* PROTO_COLL_* */
+	int coll;			/* PROTO_COLL_* */
 	int dtype, redop;
-	uint64_t count; /* elements per rank */
-	int root;       /* broadcast */
-	int src, dst;   /* send/recv: the only ranks that take part */
-	int abort_rank; /* this rank posts it with PROTO_OP_F_ABORT (-1) */
-	int stall_rank; /* this rank calls it only after the others' bound */
+	uint64_t count;			/* elements per rank */
+	int root;			/* broadcast */
+	int src, dst;			/* send/recv: the only ranks that take part */
+	int abort_rank;			/* this rank posts it with PROTO_OP_F_ABORT (-1) */
+	int stall_rank;			/* this rank calls it only after the others' bound */
 };
 
 struct sim_proc;
@@ -33,35 +33,37 @@ struct sim_job {
 	int world;
 	int nsteps;
 	struct sim_step step[SIM_STEPS_MAX];
-	int inc;         /* incarnation: the formation the script runs in */
-	bool inc_failed; /* an op of it failed: every process starts over */
-	uint64_t stalls; /* times a rank of it stalled or quit */
-	bool complete;   /* one incarnation ran the whole script */
+	int inc;			/* incarnation: the formation the script runs in */
+	bool inc_failed;		/* an op of it failed: every process starts over */
+	uint64_t stalls;		/* times a rank of it stalled or quit */
+	uint64_t quit_ms;		/* when one last quit (0: never) */
+	bool complete;			/* one incarnation ran the whole script */
 	int nproc;
 	struct sim_proc *proc[SIM_RANKS_MAX];
-	bool rs_inplace; /* reduce-scatter in place (a host holds several
+	bool rs_inplace;		/* reduce-scatter in place (a host holds several
 					 * ranks: what libring does then) */
 };
 
 struct sim_proc {
-	struct client c; /* the engine's view */
+	struct client c;		/* the engine's view */
 	struct sim_job *job;
 	int host, rank, lr, lsize;
-	int inc;  /* incarnation it is in (or will attach to) */
-	int step; /* next step of the script */
+	int inc;			/* incarnation it is in (or will attach to) */
+	int step;			/* next step of the script */
 	bool attached, welcomed, busy, finished, gone;
-	uint64_t wake_at;            /* it does nothing before (virtual ms) */
-	uint64_t reqid;              /* of the op in flight */
-	uint8_t *mem;                /* its shared memory */
-	uint8_t *recv;               /* where the op in flight puts its result */
-	struct arena *arena;         /* ... as the engine holds it (one ref ours) */
-	int replies;                 /* DONE for the op in flight (must be 1) */
-	bool left;                   /* it left: the engine must not call it */
-	bool leaving;                /* ... it is leaving: replies are dropped */
-	bool refused;                /* the engine refused it: it must leave */
-	bool stalled;                /* it stalled at its step once */
-	uint64_t cuts_at, stalls_at; /* the faults there were when it attached */
-	bool broken_at_attach;       /* ... and a cut link was not yet whole again */
+	uint64_t wake_at;		/* it does nothing before (virtual ms) */
+	uint64_t reqid;			/* of the op in flight */
+	uint8_t *mem;			/* its shared memory */
+	uint8_t *recv;			/* where the op in flight puts its result */
+	struct arena *arena;		/* ... as the engine holds it (one ref ours) */
+	int replies;			/* DONE for the op in flight (must be 1) */
+	bool left;			/* it left: the engine must not call it */
+	bool leaving;			/* ... it is leaving: replies are dropped */
+	bool refused;			/* the engine refused it: it must leave */
+	bool stalled;			/* it stalled at its step once */
+	uint64_t cuts_at, stalls_at;	/* the faults there were when it attached */
+	int done_in_inc;		/* ops it completed in its formation */
+	bool broken_at_attach;		/* ... and a cut link was not yet whole again */
 };
 
 /* What the schedule has seen go wrong; a schedule passes with none. */
@@ -76,12 +78,12 @@ struct sim_world {
 	struct sim_net *net;
 	struct sim_rng *rng;
 	struct sim_report *rep;
-	uint64_t cuts; /* links cut so far */
-	int healing;   /* cut links not yet up again */
+	uint64_t cuts;			/* links cut so far */
+	int healing;			/* cut links not yet up again */
 	int njobs, nprocs;
 	struct sim_job job[SIM_JOBS_MAX];
 	struct sim_proc proc[SIM_PROCS_MAX];
-	bool faults; /* ranks stall and quit */
+	bool faults;			/* ranks stall and quit */
 	bool verbose;
 };
 void sim_world_make(struct sim_world *w, int nhosts, bool faults);
@@ -94,4 +96,4 @@ bool sim_world_done(const struct sim_world *w);
 /* The end: every process has left; the engine holds nothing of theirs. */
 void sim_world_end(struct sim_world *w);
 
-#endif /* RINGD_SIM_WORKLOAD_H */
+#endif					/* RINGD_SIM_WORKLOAD_H */
