@@ -85,7 +85,7 @@ op_tx(struct ringd *rd, struct op *op)
 		proto_encode_fp(pl, sizeof(pl), &op->fp);
 		if (link_send(rd->next, &f, pl) != 0)
 			return;
-		j->tx_used += PROTO_FRAME_HDR + PROTO_FP_LEN;
+		flow_tx_spent(j, PROTO_FRAME_HDR + PROTO_FP_LEN);
 		op->hdr_sent = true;
 	}
 	while (op->tx_i < op->plan.ntx) {
@@ -123,7 +123,7 @@ op_tx(struct ringd *rd, struct op *op)
 		}
 		if (rc != 0)
 			return;
-		j->tx_used += PROTO_FRAME_HDR + len;
+		flow_tx_spent(j, PROTO_FRAME_HDR + len);
 		op->tx_off += len;
 		if (op->tx_off == t->src.len) {
 			op->tx_i++;
@@ -205,7 +205,7 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 			fin = d;	/* final: the other local processes get it */
 	}
 	op->rx_off += f->length;
-	j->rx_consumed += PROTO_FRAME_HDR + f->length;
+	flow_consumed(j, PROTO_FRAME_HDR + f->length);
 	if (op->rx_off == x->dst.len) {
 		op->rx_i++;
 		op->rx_off = 0;
@@ -226,7 +226,7 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const ui
 	struct proto_fp theirs;
 	char a[160], b[160];
 
-	op->job->rx_consumed += PROTO_FRAME_HDR + PROTO_FP_LEN;
+	flow_consumed(op->job, PROTO_FRAME_HDR + PROTO_FP_LEN);
 	if (proto_decode_fp(pl, f->length, &theirs) != 0) {
 		op_finish(rd, op, RING_EPROTO, "malformed operation header from the previous host");
 		return RX_DONE;
@@ -249,7 +249,7 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const ui
 static int
 rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f)
 {
-	j->rx_consumed += PROTO_FRAME_HDR + (uint64_t)f->length;
+	flow_consumed(j, PROTO_FRAME_HDR + (uint64_t)f->length);
 	flow_rx_credit(rd, j, false);
 	return RX_DONE;
 }
@@ -307,8 +307,7 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		}
 		if (f->gen != j->fgen || !j->ready)
 			return flow_drop(j, f, NULL);	/* of an earlier formation */
-		if (f->offset > j->tx_limit)
-			j->tx_limit = f->offset;
+		flow_granted(j, f->offset);
 		coll_pump(rd);
 		return RX_DONE;
 	}
@@ -324,7 +323,7 @@ coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		snprintf(why, sizeof(why), "its previous host is %d", j->prev_host);
 		return flow_drop(j, f, why);
 	}
-	if (evbuffer_get_length(j->stash) > 0 && pl != NULL)
+	if (!flow_stash_empty(j) && pl != NULL)
 		r = COLL_RX_STASH;
 	else
 		r = coll_rx_frame(rd, j, f, pl);
@@ -349,7 +348,7 @@ coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 
 	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || f->gen != op->gen ||
 	    !j->ready || !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
-	    evbuffer_get_length(j->stash) > 0 || op->rx_i >= op->plan.nrx ||
+	    !flow_stash_empty(j) || op->rx_i >= op->plan.nrx ||
 	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
 	x = &op->plan.rx[op->rx_i];
@@ -385,7 +384,7 @@ coll_pump(struct ringd *rd)
 	if (rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->active != NULL && evbuffer_get_length(j->stash) > 0)
+		if (j->active != NULL && !flow_stash_empty(j))
 			flow_drain(rd, j);
 }
 

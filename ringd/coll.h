@@ -53,21 +53,21 @@ struct tx_step {
 /* A collective's plan: plan.c makes it from the element size (and whether the
  * result is averaged), the engine (coll.c) runs it step by step. */
 struct plan {
-	size_t esz;         /* in: element size */
-	bool avg;           /* in: the last reduce step divides (RING_AVG) */
-	struct tx_step *tx; /* sent steps, in order */
+	size_t esz;			/* in: element size */
+	bool avg;			/* in: the last reduce step divides (RING_AVG) */
+	struct tx_step *tx;		/* sent steps, in order */
 	int ntx;
-	struct rx_step *rx; /* received steps, in order */
+	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
-	int final_from; /* first rx step whose result is final */
-	uint8_t *vecs;  /* plan_tiny: the hosts' vectors, by position */
+	int final_from;			/* first rx step whose result is final */
+	uint8_t *vecs;			/* plan_tiny: the hosts' vectors, by position */
 };
 
 /* A job's member hosts as a plan sees them (the job's, in ring order). */
 struct plan_hosts {
-	int pos, nhosts;    /* our index among them; their number */
-	const int *hosts;   /* [nhosts]: their host ranks */
-	int *const *hranks; /* [nhosts]: each one's ranks, ascending */
+	int pos, nhosts;		/* our index among them; their number */
+	const int *hosts;		/* [nhosts]: their host ranks */
+	int *const *hranks;		/* [nhosts]: each one's ranks, ascending */
 	const int *nhranks;
 };
 
@@ -131,7 +131,7 @@ struct op {
 	size_t esz;			/* element size */
 	uint32_t seg;			/* segment bytes for this op (pick_segment) */
 	uint64_t started_ms;		/* for timeouts and ringctl */
-	struct timer *timer;            /* the operation's bound */
+	struct timer *timer;		/* the operation's bound */
 	/* local processes (collectives); one for send/recv */
 	struct contrib *c;		/* by local rank */
 	int nc, joined;			/* expected, asked so far */
@@ -142,11 +142,11 @@ struct op {
 	 * the copy of the result to the others are done per segment as the ring
 	 * reaches it (see local_combine_range), not before and after it */
 	bool lazy_local;
-	uint64_t combined_tx0; /* bytes of tx step 0 combined so far */
+	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
 	/* a small all-reduce or a barrier: every host's vector goes once round
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
-	struct plan plan; /* what the ring does, step by step */
+	struct plan plan;		/* what the ring does, step by step */
 	/* p2p (send/recv) */
 	int peer;			/* global rank of the other side */
 	struct op_p2p *p2p;		/* the rest of a send or recv: p2p.c's own */
@@ -252,7 +252,7 @@ struct job {
 	int nloc;			/* attached */
 	int nmember;			/* ... of them in the current formation */
 	bool joined;			/* our ranks are claimed in the current formation */
-	bool reclaim;                   /* ... but the ring broke before it formed: the
+	bool reclaim;			/* ... but the ring broke before it formed: the
 					 * others forgot the claim (job_ring_up) */
 	bool formed;			/* ... and it became ready here (our processes may
 					 * have run operations in it) */
@@ -270,24 +270,13 @@ struct job {
 	 * JOB_ABORTS: a rank may abort several in a row (a failed group). */
 	struct job_abort {
 		uint64_t seq;		/* 0: none */
-		uint32_t gen;           /* the formation it belongs to */
+		uint32_t gen;		/* the formation it belongs to */
 		int code;
 		char text[PROTO_TEXT_MAX + 1];
 	} aborts[JOB_ABORTS];
-	/* flow control towards our next member host (we send) */
-	uint64_t tx_used;		/* bytes sent */
-	uint64_t tx_limit;		/* bytes it has granted */
-	/* flow control from our previous member host (we receive) */
-	uint64_t rx_consumed;		/* bytes processed */
-	uint64_t rx_granted;		/* bytes we granted */
-	struct evbuffer *stash;		/* early frames, whole */
-	uint64_t stash_bytes;		/* frame bytes in it (headers and payloads) */
-	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
-	uint32_t early_credit_gen;	/* a CREDIT of a formation not yet formed here: */
-	uint64_t early_credit;		/* its generation and offset, kept for it */
+	struct flow *flow;		/* its stream: credit and the stash (flow.c's) */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
-	bool draining;			/* flow_drain is running */
 	/* point-to-point */
 	struct opq sends;		/* local sends: waiting for CTS or sending */
 	struct opq recvs;		/* posted receives not yet complete */
@@ -390,9 +379,21 @@ void job_settle(struct ringd *rd, struct job *j);
 /* The ring broke: the job must form again (local processes stay attached). */
 void job_break(struct ringd *rd, struct job *j);
 
-
-/* flow.c: a job's stream (credit, stash) */
+/* flow.c: a job's stream (credit, stash), its own state */
+struct flow;
+struct flow *flow_new(void);
+void flow_free(struct flow *fl);
 void flow_reset(struct ringd *rd, struct job *j);
+void flow_tx_spent(struct job *j, uint64_t bytes);	/* frame bytes sent to next */
+void flow_granted(struct job *j, uint64_t offset);	/* a CREDIT of its formation */
+void flow_consumed(struct job *j, uint64_t bytes);	/* frame bytes taken from prev */
+bool flow_stash_empty(const struct job *j);
+/* The ring broke under the job: the stash goes, counted as consumed. */
+void flow_break(struct job *j);
+struct flow_counts {			/* for ringctl and the simulation */
+	uint64_t tx_used, tx_limit, rx_consumed, rx_granted, stash_bytes;
+};
+void flow_counts(const struct job *j, struct flow_counts *c);
 /* Whether bytes more may be sent to the job's next host. */
 bool flow_tx_ok(const struct job *j, uint64_t bytes);
 void flow_early_credit(struct job *j, uint32_t gen, uint64_t offset);

@@ -22,18 +22,107 @@
 /* Credit every job has towards a fresh peer before the receiver says more. */
 #define INITIAL_CREDIT	(256u * 1024)
 
+/* A job's stream: this file's own (the rest of the engine asks through the
+ * functions below). */
+struct flow {
+	/* towards our next member host (we send) */
+	uint64_t tx_used;		/* bytes sent */
+	uint64_t tx_limit;		/* bytes it has granted */
+	/* from our previous member host (we receive) */
+	uint64_t rx_consumed;		/* bytes processed */
+	uint64_t rx_granted;		/* bytes we granted */
+	struct evbuffer *stash;		/* early frames, whole */
+	uint64_t stash_bytes;		/* frame bytes in it (headers and payloads) */
+	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
+	uint32_t early_credit_gen;	/* a CREDIT of a formation not yet formed here: */
+	uint64_t early_credit;		/* its generation and offset, kept for it */
+	bool draining;			/* flow_drain is running */
+};
+
+struct flow *
+flow_new(void)
+{
+	struct flow *fl = calloc(1, sizeof(*fl));
+
+	if (fl != NULL && (fl->stash = evbuffer_new()) == NULL) {
+		free(fl);
+		return NULL;
+	}
+	return fl;
+}
+
+void
+flow_free(struct flow *fl)
+{
+	if (fl == NULL)
+		return;
+	evbuffer_free(fl->stash);
+	free(fl);
+}
+
+void
+flow_tx_spent(struct job *j, uint64_t bytes)
+{
+	j->flow->tx_used += bytes;
+}
+
+void
+flow_granted(struct job *j, uint64_t offset)
+{
+	if (offset > j->flow->tx_limit)
+		j->flow->tx_limit = offset;
+}
+
+void
+flow_consumed(struct job *j, uint64_t bytes)
+{
+	j->flow->rx_consumed += bytes;
+}
+
+bool
+flow_stash_empty(const struct job *j)
+{
+	return evbuffer_get_length(j->flow->stash) == 0;
+}
+
+/* The ring broke: what waits is of a formation that is over; it counts as
+ * consumed (the sender's credit went on it). */
+void
+flow_break(struct job *j)
+{
+	struct flow *fl = j->flow;
+
+	fl->rx_consumed += fl->stash_bytes;
+	evbuffer_drain(fl->stash, evbuffer_get_length(fl->stash));
+	fl->stash_bytes = 0;
+	fl->early_bytes = 0;
+}
+
+void
+flow_counts(const struct job *j, struct flow_counts *c)
+{
+	const struct flow *fl = j->flow;
+
+	c->tx_used = fl->tx_used;
+	c->tx_limit = fl->tx_limit;
+	c->rx_consumed = fl->rx_consumed;
+	c->rx_granted = fl->rx_granted;
+	c->stash_bytes = fl->stash_bytes;
+}
+
 /* Both ends of a job's stream start counting from zero.  Frames already in the
  * stash were sent under the new count (the sender formed first), so they stay. */
 void
 flow_reset(struct ringd *rd, struct job *j)
 {
 	(void)rd;
-	j->tx_used = 0;
-	j->tx_limit = INITIAL_CREDIT;
-	if (j->ready && j->early_credit_gen == j->fgen && j->early_credit > j->tx_limit)
-		j->tx_limit = j->early_credit;
-	j->rx_consumed = 0;
-	j->rx_granted = INITIAL_CREDIT;
+	j->flow->tx_used = 0;
+	j->flow->tx_limit = INITIAL_CREDIT;
+	if (j->ready && j->flow->early_credit_gen == j->fgen &&
+	    j->flow->early_credit > j->flow->tx_limit)
+		j->flow->tx_limit = j->flow->early_credit;
+	j->flow->rx_consumed = 0;
+	j->flow->rx_granted = INITIAL_CREDIT;
 }
 
 /* A grant that came before its formation formed here (the next host formed
@@ -42,17 +131,17 @@ flow_reset(struct ringd *rd, struct job *j)
 void
 flow_early_credit(struct job *j, uint32_t gen, uint64_t offset)
 {
-	if (proto_gen_after(gen, j->early_credit_gen) ||
-	    (gen == j->early_credit_gen && offset > j->early_credit)) {
-		j->early_credit_gen = gen;
-		j->early_credit = offset;
+	if (proto_gen_after(gen, j->flow->early_credit_gen) ||
+	    (gen == j->flow->early_credit_gen && offset > j->flow->early_credit)) {
+		j->flow->early_credit_gen = gen;
+		j->flow->early_credit = offset;
 	}
 }
 
 bool
 flow_tx_ok(const struct job *j, uint64_t bytes)
 {
-	return j->tx_used + bytes <= j->tx_limit;
+	return j->flow->tx_used + bytes <= j->flow->tx_limit;
 }
 
 /*
@@ -66,14 +155,14 @@ flow_tx_ok(const struct job *j, uint64_t bytes)
 void
 flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 {
-	uint64_t want = j->rx_consumed + rd->cfg.window_bytes;
+	uint64_t want = j->flow->rx_consumed + rd->cfg.window_bytes;
 	struct proto_frame f;
 
 	if (rd->prev == NULL || rd->prev->state != LINK_UP || j->prev_host < 0)
 		return;
-	if (want <= j->rx_granted)
+	if (want <= j->flow->rx_granted)
 		return;
-	if (want - j->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
+	if (want - j->flow->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
 		return;
 	memset(&f, 0, sizeof(f));
 	f.type = PROTO_F_CREDIT;
@@ -83,7 +172,7 @@ flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 	f.route = PROTO_ROUTE(rd->rank, j->prev_host);
 	f.offset = want;
 	if (link_send(rd->prev, &f, NULL) == 0)
-		j->rx_granted = want;
+		j->flow->rx_granted = want;
 }
 
 /* A stash entry: the frame's header, its payload, and zeros up to a multiple of
@@ -99,8 +188,8 @@ stash_entry(uint32_t len)
 static void
 stash_drop_front(struct job *j, const struct proto_frame *f)
 {
-	evbuffer_drain(j->stash, stash_entry(f->length));
-	j->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
+	evbuffer_drain(j->flow->stash, stash_entry(f->length));
+	j->flow->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
 	j->stale_frames++;
 }
 
@@ -112,7 +201,7 @@ stash_payload(struct job *j, const struct proto_frame *f)
 {
 	static uint8_t *aside;
 	static size_t aside_cap;
-	const uint8_t *p = evbuffer_pullup(j->stash, (ssize_t)stash_entry(f->length));
+	const uint8_t *p = evbuffer_pullup(j->flow->stash, (ssize_t)stash_entry(f->length));
 
 	if (p == NULL)
 		return NULL;
@@ -138,20 +227,23 @@ flow_keep(struct job *j, uint32_t gen, bool later)
 	uint8_t hb[PROTO_FRAME_HDR];
 	struct proto_frame f;
 
-	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
-		evbuffer_copyout(j->stash, hb, sizeof(hb));
+	while (evbuffer_get_length(j->flow->stash) >= PROTO_FRAME_HDR) {
+		evbuffer_copyout(j->flow->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
 		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen))))
-			evbuffer_remove_buffer(j->stash, keep, stash_entry(f.length));
+			evbuffer_remove_buffer(j->flow->stash, keep, stash_entry(f.length));
 		else
 			stash_drop_front(j, &f);
 	}
-	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
+	evbuffer_drain(j->flow->stash, evbuffer_get_length(j->flow->stash));
 	if (keep != NULL) {
-		evbuffer_add_buffer(j->stash, keep);
+		evbuffer_add_buffer(j->flow->stash, keep);
 		evbuffer_free(keep);
 	}
+	/* formation gen forms (what is kept is its own), or dissolved (what is
+	 * kept is of formations to come) */
+	j->flow->early_bytes = later ? j->flow->stash_bytes : 0;
 }
 
 /* Runs the stash of a job through its active op, in arrival order. */
@@ -163,14 +255,14 @@ flow_drain(struct ringd *rd, struct job *j)
 
 	/* An op that completes while its frames are drained calls back here; the
 	 * outer loop goes on with the next frame itself. */
-	if (j->draining)
+	if (j->flow->draining)
 		return;
-	j->draining = true;
-	while (evbuffer_get_length(j->stash) >= PROTO_FRAME_HDR) {
+	j->flow->draining = true;
+	while (evbuffer_get_length(j->flow->stash) >= PROTO_FRAME_HDR) {
 		const uint8_t *pl;
 		int r;
 
-		evbuffer_copyout(j->stash, hb, sizeof(hb));
+		evbuffer_copyout(j->flow->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
 		if ((pl = stash_payload(j, &f)) == NULL)
@@ -178,11 +270,11 @@ flow_drain(struct ringd *rd, struct job *j)
 		r = rd->eng->rx_frame(rd, j, &f, pl);
 		if (r != RX_DONE)
 			break;
-		evbuffer_drain(j->stash, stash_entry(f.length));
-		j->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
+		evbuffer_drain(j->flow->stash, stash_entry(f.length));
+		j->flow->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
 	}
-	j->draining = false;
-	if (evbuffer_get_length(j->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
+	j->flow->draining = false;
+	if (evbuffer_get_length(j->flow->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 }
 
@@ -210,18 +302,19 @@ flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
 
 	if (proto_gen_after(f->gen, j->fgen)) {
 		/* the sender formed first: it may send the initial credit's worth */
-		if (j->early_bytes + flen > INITIAL_CREDIT)
+		if (j->flow->early_bytes + flen > INITIAL_CREDIT)
 			return flow_drop(j, f, "the next formation's frames overran the "
 					"initial credit");
-		j->early_bytes += flen;
-	} else if (j->rx_consumed + j->stash_bytes - j->early_bytes + flen > j->rx_granted) {
+		j->flow->early_bytes += flen;
+	} else if (j->flow->rx_consumed + j->flow->stash_bytes - j->flow->early_bytes + flen >
+		   j->flow->rx_granted) {
 		return flow_drop(j, f, "the sender overran its credit");
 	}
 	proto_frame_encode(hdr, f);
-	evbuffer_add(j->stash, hdr, sizeof(hdr));
-	evbuffer_add(j->stash, pl, f->length);
-	evbuffer_add(j->stash, pad, stash_entry(f->length) - flen);
-	j->stash_bytes += flen;
+	evbuffer_add(j->flow->stash, hdr, sizeof(hdr));
+	evbuffer_add(j->flow->stash, pl, f->length);
+	evbuffer_add(j->flow->stash, pad, stash_entry(f->length) - flen);
+	j->flow->stash_bytes += flen;
 	/* frames queue behind older ones even while their op runs: let them
 	 * through now rather than on the next output or credit event */
 	if (j->active != NULL && j->active->started)

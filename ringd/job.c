@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <event2/buffer.h>
 
 #include "coll.h"
 #include "../proto/log.h"
@@ -227,11 +226,10 @@ job_check_ready(struct ringd *rd, struct job *j)
 	/* what the stash holds of this formation was sent under its fresh credit */
 	flow_keep(j, gen, false);
 	p2p_keep_rts(j, gen, false);
-	j->early_bytes = 0;
 	flow_reset(rd, j);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	for (i = 0; i < JOB_ABORTS; i++) /* an earlier formation's go */
+	for (i = 0; i < JOB_ABORTS; i++)	/* an earlier formation's go */
 		if (j->aborts[i].gen != gen)
 			j->aborts[i].seq = 0;
 	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
@@ -329,11 +327,10 @@ job_settle(struct ringd *rd, struct job *j)
 		j->host[h].gone = HOST_IN;
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
-	j->early_bytes = j->stash_bytes;
 	p2p_keep_rts(j, j->fgen, true);
 	j->next_seq = 1;
 	j->last_done_seq = 0;
-	for (h = 0; h < JOB_ABORTS; h++) /* a later formation's stay */
+	for (h = 0; h < JOB_ABORTS; h++)	/* a later formation's stay */
 		if (!proto_gen_after(j->aborts[h].gen, j->fgen))
 			j->aborts[h].seq = 0;
 	log_debug("job %s: formation %u dissolved", j->name, j->fgen);
@@ -564,11 +561,8 @@ job_break(struct ringd *rd, struct job *j)
 	if (j->formed)
 		j->broken = true;
 	else if (j->joined)
-		j->reclaim = true; /* the others forgot our claim: a new one */
-	j->rx_consumed += j->stash_bytes;
-	evbuffer_drain(j->stash, evbuffer_get_length(j->stash));
-	j->stash_bytes = 0;
-	j->early_bytes = 0;
+		j->reclaim = true;	/* the others forgot our claim: a new one */
+	flow_break(j);
 	job_settle(rd, j);	/* nothing of ours in it: it is over here */
 }
 
@@ -637,7 +631,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 	int r;
 
 	if (j->world != 0 && gen == j->host[origin].claim_gen && host_placed(j, origin))
-		return; /* the claim again (job_ring_up sends it once more): applied */
+		return;			/* the claim again (job_ring_up sends it once more): applied */
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
 		struct held_join *hj = j->host[origin].held;

@@ -6,7 +6,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <event2/buffer.h>
 
 #include "coll.h"
 
@@ -37,9 +36,9 @@ held_none(const struct ringd *rd, const struct job *j)
 static bool
 job_idle(const struct ringd *rd, const struct job *j)
 {
-	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) &&
-	       evbuffer_get_length(j->stash) == 0 && TAILQ_EMPTY(&j->sends) &&
-	       TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) && held_none(rd, j);
+	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) && flow_stash_empty(j) &&
+	       TAILQ_EMPTY(&j->sends) && TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) &&
+	       held_none(rd, j);
 }
 
 static void
@@ -50,7 +49,7 @@ job_free(struct ringd *rd, struct job *j)
 	TAILQ_REMOVE(&rd->jobs, j, entry);
 	rd->njobs--;
 	job_members_free(j);
-	evbuffer_free(j->stash);
+	flow_free(j->flow);
 	free(j->host_of);
 	free(j->loc);
 	for (h = 0; h < rd->world; h++)
@@ -83,7 +82,7 @@ job_table_busy(const struct ringd *rd, char *why, size_t len)
 		if (!job_idle(rd, j) && n++ == 0)
 			snprintf(why, len, "job %08x: %d process(es), world %d, %s%s%s%s", j->id,
 				 j->nloc, j->world, TAILQ_EMPTY(&j->colls) ? "" : "collectives ",
-				 evbuffer_get_length(j->stash) ? "stash " : "",
+				 flow_stash_empty(j) ? "" : "stash ",
 				 TAILQ_EMPTY(&j->sends) && TAILQ_EMPTY(&j->recvs) ? "" : "p2p ",
 				 held_none(rd, j) ? "" : "held joins");
 	return n;
@@ -110,11 +109,10 @@ job_wire(struct ringd *rd, uint32_t id)
 		return NULL;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return NULL;
-	j->stash = evbuffer_new();
+	j->flow = flow_new();
 	j->host = calloc(hosts, sizeof(*j->host));
-	if (j->stash == NULL || j->host == NULL) {
-		if (j->stash != NULL)
-			evbuffer_free(j->stash);
+	if (j->flow == NULL || j->host == NULL) {
+		flow_free(j->flow);
 		free(j->host);
 		free(j);
 		return NULL;

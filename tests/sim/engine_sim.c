@@ -77,12 +77,16 @@ check_credit(struct schedule *s)
 	for (h = 0; h < s->nhosts; h++) {
 		const struct job *j;
 
-		TAILQ_FOREACH(j, &s->net.h[h].rd.jobs, entry)
-			if (j->tx_used > j->tx_limit)
+		TAILQ_FOREACH(j, &s->net.h[h].rd.jobs, entry) {
+			struct flow_counts fc;
+
+			flow_counts(j, &fc);
+			if (fc.tx_used > fc.tx_limit)
 				sim_fail(&s->rep,
 					 "host %d job %08x sent %llu bytes on a credit of %llu", h,
-					 j->id, (unsigned long long)j->tx_used,
-					 (unsigned long long)j->tx_limit);
+					 j->id, (unsigned long long)fc.tx_used,
+					 (unsigned long long)fc.tx_limit);
+		}
 	}
 	if (s->net.engine_errors > 0)
 		sim_fail(&s->rep, "an engine refused a frame of another: %s",
@@ -270,6 +274,9 @@ dump_jobs(const struct ringd *rd)
 	int k;
 
 	TAILQ_FOREACH(j, &rd->jobs, entry) {
+		struct flow_counts fc;
+
+		flow_counts(j, &fc);
 		fprintf(stderr,
 			"    job %s: world %d placed %d loc %d/%d member %d fgen %u "
 			"gen_max %u%s%s%s%s%s claims",
@@ -278,9 +285,9 @@ dump_jobs(const struct ringd *rd)
 			j->ready ? " ready" : "", j->broken ? " broken" : "",
 			j->error[0] ? " error" : "");
 		fprintf(stderr, " credit tx %llu/%llu rx %llu/%llu stash %llu",
-			(unsigned long long)j->tx_used, (unsigned long long)j->tx_limit,
-			(unsigned long long)j->rx_consumed, (unsigned long long)j->rx_granted,
-			(unsigned long long)j->stash_bytes);
+			(unsigned long long)fc.tx_used, (unsigned long long)fc.tx_limit,
+			(unsigned long long)fc.rx_consumed, (unsigned long long)fc.rx_granted,
+			(unsigned long long)fc.stash_bytes);
 		if (j->active != NULL)
 			fprintf(stderr, " active #%llu tx %d/%d+%llu rx %d/%d+%llu%s%s",
 				(unsigned long long)j->active->fp.seq, j->active->tx_i,
