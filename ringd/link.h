@@ -44,6 +44,8 @@ void link_close(struct link *l, const char *why);
 /* Closes it as failed: counted and logged, the connector starts over. */
 void link_fail(struct link *l, const char *why);
 void link_free_later(struct link *l);
+/* Takes a direct link out of rd->direct_links (it is freed by the caller). */
+void link_direct_forget(struct link *l);
 int link_attach_fd(struct link *l, int fd);
 /* Why a read or write failed (n its result). */
 const char *link_io_why(struct link *l, ssize_t n);
@@ -74,10 +76,23 @@ void link_read_cb(evutil_socket_t fd, short what, void *arg);
  * cannot take the next one. */
 void link_rx(struct link *l);
 
+/* direct.c: direct links to any host (link_direct in ringd.h) */
+int direct_start(struct ringd *rd);
+/* An accepted connection whose HELLO asked for a direct link proved itself:
+ * 0, it is the daemon's direct link to its peer now; -1 with why: refuse it. */
+int direct_adopt(struct link *p, char *why, size_t len);
+/* Closes a direct link unused for direct_idle_ms: true when it did (l freed). */
+bool direct_close_idle(struct link *l);
+/* The timer's next tick for a direct link that is up. */
+uint32_t direct_tick_ms(const struct link *l);
+void direct_stop(struct ringd *rd);
+
 /* ping.c */
 int ping_rx(struct link *l, const struct proto_frame *f);
 /* A link closed: its probe gets no more answers. */
 void ping_link_closed(struct link *l);
 void ping_stop(void);
+/* A direct link came up: a ping of its host waiting for it goes now. */
+void ping_link_up(struct link *l);
 
 #endif /* RINGD_LINK_H */
