@@ -6,7 +6,8 @@
  * instead of expecting its previous host.  The host's address is the
  * hostfile's.  At most max_direct_links are held, opened and accepted
  * together; one unused (no frame but heartbeats) for direct_idle_ms closes,
- * on either end, and the next use opens another.  A direct link is never
+ * on either end (which tells the other: a HEARTBEAT with aux LINK_HB_CLOSING),
+ * and the next use opens another.  A direct link is never
  * retried: one that fails is gone, and the next use tries again.
  *
  * Two hosts that open links to each other at once would hold two: the one the
@@ -92,9 +93,8 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 	return l;
 }
 
-/* Closes a direct link for good and frees it. */
-static void
-direct_drop(struct link *l, const char *why)
+void
+direct_close(struct link *l, const char *why)
 {
 	link_close(l, why);
 	link_direct_forget(l);
@@ -121,7 +121,7 @@ direct_adopt(struct link *p, char *why, size_t len)
 		return -1;
 	}
 	if (old != NULL)
-		direct_drop(old, old->connector && old->state != LINK_UP
+		direct_close(old, old->connector && old->state != LINK_UP
 			    ? "replaced by the lower rank's connection"
 			    : "replaced by a new direct connection from its host");
 	for (i = 0; i < MAX_PENDING; i++)
@@ -150,7 +150,11 @@ direct_close_idle(struct link *l)
 		 (unsigned long long)idle);
 	log_info("direct link to host %d: %s, closed", l->peer, why);
 	rd->direct_closed_idle++;
-	direct_drop(l, why);
+	/* told first, so the peer closes its end as the normal thing it is and
+	 * not as a failure (an older peer takes it for an echo) */
+	link_heartbeat(l, LINK_HB_CLOSING, 0);
+	(void)transport_write(link_transport, l, l->out);
+	direct_close(l, why);
 	return true;
 }
 
@@ -173,7 +177,7 @@ direct_stop(struct ringd *rd)
 
 	for (i = 0; rd->direct_links != NULL && i < rd->world; i++)
 		if (rd->direct_links[i] != NULL)
-			direct_drop(rd->direct_links[i], "daemon stopping");
+			direct_close(rd->direct_links[i], "daemon stopping");
 	free(rd->direct_links);
 	rd->direct_links = NULL;
 	rd->ndirect = 0;

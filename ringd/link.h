@@ -14,6 +14,8 @@
 #define BACKOFF_MIN_MS	50		/* a connector's first retry */
 #define BACKOFF_MAX_MS	2000		/* ... and its longest wait */
 #define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
+#define LINK_HB_CLOSING	2		/* HEARTBEAT aux: a direct link's peer closes
+					 * it, unused (0: a beat, 1: its echo) */
 #define HS_READ_MAX	4096		/* bytes read at once before a link is up */
 #define DIRECT_MIN	4096		/* payloads at least this large may be read
 					 * straight into their place in an arena */
@@ -83,6 +85,8 @@ int direct_start(struct ringd *rd);
 int direct_adopt(struct link *p, char *why, size_t len);
 /* Closes a direct link unused for direct_idle_ms: true when it did (l freed). */
 bool direct_close_idle(struct link *l);
+/* Closes a direct link for good (taken out of the table, freed later). */
+void direct_close(struct link *l, const char *why);
 /* The timer's next tick for a direct link that is up. */
 uint32_t direct_tick_ms(const struct link *l);
 void direct_stop(struct ringd *rd);

@@ -33,6 +33,13 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	case PROTO_F_REJECT:
 		return hs_rx(l, f, pl);
 	case PROTO_F_HEARTBEAT:
+		if (f->aux == LINK_HB_CLOSING && l->dir == LINK_DIRECT) {
+			snprintf(l->last_error, sizeof(l->last_error), "host %d closed it, unused",
+				 l->peer);
+			log_info("direct link to host %d: %s", l->peer, l->last_error);
+			direct_close(l, l->last_error);
+			return RX_DONE;
+		}
 		if (f->aux == 0)
 			link_heartbeat(l, 1, f->offset);
 		else
