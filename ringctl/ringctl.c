@@ -42,7 +42,7 @@
 #define CTL_PING_DEFAULT 5	/* pings per probe */
 #define CTL_PING_MAX 1000	/* as ringd allows */
 #define CTL_PING_WAIT_MAX 60000	/* ms, as ringd allows */
-#define CTL_HOST_MAX 4095	/* ping --host: the highest rank ringd takes */
+#define CTL_HOST_MAX 4095       /* ping --host: the highest rank ringd takes */
 
 struct ctl_command {
 	const char *name;	/* on the command line and on the wire */
@@ -54,17 +54,20 @@ struct ctl_command {
 
 static const struct ctl_command ctl_commands[] = {
 	{ "status", "", "state, peers and links, jobs, counters", show_status, verdict_status },
-	{ "peers", "", "the ring's hosts in ring order, with this daemon's links",
-	  show_peers, verdict_status },
-	{ "jobs", "", "the jobs attached here and their operations in flight",
-	  show_jobs, verdict_status },
-	{ "ops", "", "per job: each rank's last calls, what the op in flight waits for, "
-	  "the last operations", show_ops, verdict_status },
-	{ "ping", "[-c N] [--host H]", "round trips to the next and previous host and around "
+	{ "peers", "", "the ring's hosts in ring order, with this daemon's links", show_peers,
+	  verdict_status },
+	{ "jobs", "", "the jobs attached here and their operations in flight", show_jobs,
+	  verdict_status },
+	{ "ops", "",
+	  "per job: each rank's last calls, what the op in flight waits for, "
+	  "the last operations",
+	  show_ops, verdict_status },
+	{ "ping", "[-c N] [--host H]",
+	  "round trips to the next and previous host and around "
 	  "the ring (N pings each, default 5), or to host H over a direct link",
 	  show_ping, verdict_ping },
-	{ "metrics", "", "the daemon's metrics, Prometheus text format 0.0.4",
-	  show_metrics, verdict_status },
+	{ "metrics", "", "the daemon's metrics, Prometheus text format 0.0.4", show_metrics,
+	  verdict_status },
 };
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
 
@@ -75,7 +78,7 @@ struct ctl_opts {
 	int timeout_ms;		/* bound on one exchange */
 	double watch_s;		/* > 0: run every watch_s seconds */
 	int count;		/* ping: pings per probe */
-	int host;		/* ping --host: the host's rank (-1: the ring's probes) */
+	int host;               /* ping --host: the host's rank (-1: the ring's probes) */
 };
 
 static void
@@ -200,7 +203,7 @@ parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o
 	int c;
 
 	memcpy(opts, longopts, sizeof(opts));
-	if (!ping)	/* --host and --count are ping's: cut off for the others */
+	if (!ping) /* --host and --count are ping's: cut off for the others */
 		memset(&opts[PING_OPTS], 0, sizeof(opts[PING_OPTS]));
 	opterr = 0;
 	optind = 0;	/* glibc: start over, as for a new argv */
@@ -234,7 +237,8 @@ parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o
 		case 'H':
 			if (parse_long(optarg, 0, CTL_HOST_MAX, &o->host) < 0)
 				return usage_error("ping: --host wants a host's rank, 0 to %d, not "
-						   "'%s'", CTL_HOST_MAX, optarg);
+						   "'%s'",
+						   CTL_HOST_MAX, optarg);
 			break;
 		case 'h':
 			usage(stdout);
@@ -417,7 +421,8 @@ ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *l
 int
 main(int argc, char **argv)
 {
-	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .count = CTL_PING_DEFAULT,
+	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
+			      .count = CTL_PING_DEFAULT,
 			      .host = -1 };
 	char defpath[sizeof(RING_DEFAULT_SOCKET) + 4];
 	char line[CTL_LINE_MAX];

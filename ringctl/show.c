@@ -151,9 +151,10 @@ show_direct(json_t *doc, FILE *out)
 	jint(d, "max_direct_links", &max);
 	jint(d, "closed_idle", &idle);
 	jint(d, "direct_idle_ms", &ms);
-	fprintf(out, "  direct links: %" PRId64 " held of %" PRId64 ", %" PRId64 " opened, %"
-		PRId64 " closed idle (after %" PRId64 " ms)%s%s\n", held, max, opened, idle, ms,
-		last != NULL && last[0] ? ", last failure: " : "",
+	fprintf(out,
+		"  direct links: %" PRId64 " held of %" PRId64 ", %" PRId64 " opened, %" PRId64
+		" closed idle (after %" PRId64 " ms)%s%s\n",
+		held, max, opened, idle, ms, last != NULL && last[0] ? ", last failure: " : "",
 		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 }
 
@@ -527,7 +528,8 @@ show_ping(json_t *doc, FILE *out)
 		char name[CELL], text[512];
 
 		if (jstr(p, "error") != NULL)
-			fprintf(out, "  %s probe: %s\n", cell_text(name, sizeof(name), jstr(p, "probe")),
+			fprintf(out, "  %s probe: %s\n",
+				cell_text(name, sizeof(name), jstr(p, "probe")),
 				cell_text(text, sizeof(text), jstr(p, "error")));
 	}
 }

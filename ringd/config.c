@@ -59,6 +59,7 @@
  * with the peers, is built on takes a restart; a key read only when new work
  * starts (a client, a job, an operation) is live, its scope saying which work.
  * man/ringd.conf.5 documents this table, key by key. */
+/* clang-format off */
 const struct key_def config_keys[] = {
 	{ "hosts",		K_PATH,		F(hosts),		0, 0,		RESTART },
 	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1,
@@ -108,6 +109,7 @@ const struct key_def config_keys[] = {
 	  LIVE_ACCESS },
 	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0,		RESTART },
 };
+/* clang-format on */
 
 #define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 

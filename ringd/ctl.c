@@ -100,11 +100,9 @@ static const struct ctl_cmd {
 	int max_args;			/* words after the name */
 	void (*answer)(struct ringd *rd, struct ctl_req *r);	/* engine thread */
 } ctl_cmds[] = {
-	{ "status", false, 0, ctl_do_status },
-	{ "peers", false, 0, ctl_do_status },
-	{ "jobs", false, 0, ctl_do_status },
-	{ "ops", false, 0, ctl_do_ops },
-	{ "ping", false, 3, ctl_do_ping },	/* [COUNT [WAIT_MS [HOST]]] */
+	{ "status", false, 0, ctl_do_status },   { "peers", false, 0, ctl_do_status },
+	{ "jobs", false, 0, ctl_do_status },     { "ops", false, 0, ctl_do_ops },
+	{ "ping", false, 3, ctl_do_ping }, /* [COUNT [WAIT_MS [HOST]]] */
 	{ "metrics", false, 0, ctl_do_metrics },
 };
 
@@ -205,19 +203,21 @@ link_json(struct ringd *rd, struct link *l)
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-			 "s:I, s:I}",
-			 "dir", l->dir == LINK_NEXT ? "next" : l->dir == LINK_PREV ? "prev" : "direct",
-			 "peer", l->peer, "address", addr, "state", link_state_name(l->state),
-			 "transport", l->transport != NULL ? l->transport : "-",
-			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
-			 "frames_tx", (json_int_t)l->frames_tx,
-			 "frames_rx", (json_int_t)l->frames_rx,
-			 "heartbeat_age_ms", (json_int_t)(l->state == LINK_UP
-							  ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
-			 "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors,
-			 "last_error", l->last_error, "retries", (json_int_t)l->retries,
-			 "idle_ms", (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0));
+	return json_pack(
+	    "{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+	    "s:I, s:I}",
+	    "dir",
+	    l->dir == LINK_NEXT ? "next" :
+	    l->dir == LINK_PREV ? "prev" :
+				  "direct",
+	    "peer", l->peer, "address", addr, "state", link_state_name(l->state), "transport",
+	    l->transport != NULL ? l->transport : "-", "bytes_tx", (json_int_t)l->bytes_tx,
+	    "bytes_rx", (json_int_t)l->bytes_rx, "frames_tx", (json_int_t)l->frames_tx, "frames_rx",
+	    (json_int_t)l->frames_rx, "heartbeat_age_ms",
+	    (json_int_t)(l->state == LINK_UP ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
+	    "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors, "last_error",
+	    l->last_error, "retries", (json_int_t)l->retries, "idle_ms",
+	    (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0));
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */
@@ -314,12 +314,13 @@ ctl_status_json(struct ringd *rd)
 			"clients_total", (json_int_t)rd->clients_total,
 			"clients", rd->nsessions);
 	if (doc != NULL)
-		json_object_set_new(doc, "direct", json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}",
-			"max_direct_links", rd->cfg.max_direct_links,
-			"direct_idle_ms", (json_int_t)rd->cfg.direct_idle_ms,
-			"held", rd->ndirect, "opened", (json_int_t)rd->direct_opened,
-			"closed_idle", (json_int_t)rd->direct_closed_idle,
-			"last_error", rd->direct_error));
+		json_object_set_new(doc, "direct",
+				    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
+					      rd->cfg.max_direct_links, "direct_idle_ms",
+					      (json_int_t)rd->cfg.direct_idle_ms, "held",
+					      rd->ndirect, "opened", (json_int_t)rd->direct_opened,
+					      "closed_idle", (json_int_t)rd->direct_closed_idle,
+					      "last_error", rd->direct_error));
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the status document\"}");
 	out = json_dumps(doc, JSON_COMPACT);

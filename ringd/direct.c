@@ -89,7 +89,7 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 	rd->direct_opened++;
 	log_info("direct link to host %d (%s:%d): connecting", host, rd->hf.hosts[host].host,
 		 rd->hf.hosts[host].port);
-	link_timer_set(l, 0);	/* conn.c's timer connects a link that is down */
+	link_timer_set(l, 0); /* conn.c's timer connects a link that is down */
 	return l;
 }
 
@@ -116,14 +116,16 @@ direct_adopt(struct link *p, char *why, size_t len)
 	if (old == NULL && !direct_room(rd, why, len))
 		return -1;
 	if (old != NULL && old->connector && old->state != LINK_UP && rd->rank < peer) {
-		snprintf(why, len, "host %d is opening its own direct link to host %d "
-			 "(the lower rank's is kept)", rd->rank, peer);
+		snprintf(why, len,
+			 "host %d is opening its own direct link to host %d "
+			 "(the lower rank's is kept)",
+			 rd->rank, peer);
 		return -1;
 	}
 	if (old != NULL)
-		direct_close(old, old->connector && old->state != LINK_UP
-			    ? "replaced by the lower rank's connection"
-			    : "replaced by a new direct connection from its host");
+		direct_close(old, old->connector && old->state != LINK_UP ?
+				      "replaced by the lower rank's connection" :
+				      "replaced by a new direct connection from its host");
 	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] == p)
 			rd->pending[i] = NULL;
@@ -146,8 +148,7 @@ direct_close_idle(struct link *l)
 
 	if (l->dir != LINK_DIRECT || l->state != LINK_UP || idle < rd->cfg.direct_idle_ms)
 		return false;
-	snprintf(why, sizeof(why), "unused for %llu ms (direct_idle_ms)",
-		 (unsigned long long)idle);
+	snprintf(why, sizeof(why), "unused for %llu ms (direct_idle_ms)", (unsigned long long)idle);
 	log_info("direct link to host %d: %s, closed", l->peer, why);
 	rd->direct_closed_idle++;
 	/* told first, so the peer closes its end as the normal thing it is and

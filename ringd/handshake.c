@@ -232,8 +232,10 @@ on_hello(struct link *l, const struct proto_peer_hello *h)
 	char why[256];
 
 	if (direct && (h->from_rank >= (uint32_t)rd->world || h->from_rank == (uint32_t)rd->rank)) {
-		snprintf(why, sizeof(why), "a direct link from rank %u, not another host of "
-			 "this ring", h->from_rank);
+		snprintf(why, sizeof(why),
+			 "a direct link from rank %u, not another host of "
+			 "this ring",
+			 h->from_rank);
 		return hs_refuse(l, why);
 	}
 	if (hello_check(rd, h, from, why, sizeof(why)) != 0) {
@@ -243,8 +245,10 @@ on_hello(struct link *l, const struct proto_peer_hello *h)
 		return hs_refuse(l, msg);
 	}
 	if (!transport_peer_is(link_transport, l, from)) {
-		snprintf(why, sizeof(why), "host claiming rank %d: its certificate is not that "
-			 "host's (%.64s)", from, rd->hf.hosts[from].host);
+		snprintf(why, sizeof(why),
+			 "host claiming rank %d: its certificate is not that "
+			 "host's (%.64s)",
+			 from, rd->hf.hosts[from].host);
 		return hs_refuse(l, why);
 	}
 	memcpy(l->hs.peer_nonce, h->nonce, sizeof(l->hs.peer_nonce));
@@ -280,8 +284,10 @@ on_hello_auth(struct link *l, const struct proto_peer_hello *h)
 		return hs_refuse(l, "malformed or unexpected HELLO_AUTH");
 	if (!auth_proof_ok(rd, false, (uint32_t)from, (uint32_t)rd->rank, l->hs.peer_nonce,
 			   l->hs.nonce, h->mac)) {
-		snprintf(why, sizeof(why), "host claiming rank %d: wrong cluster secret (its "
-			 "proof does not verify)", from);
+		snprintf(why, sizeof(why),
+			 "host claiming rank %d: wrong cluster secret (its "
+			 "proof does not verify)",
+			 from);
 		return hs_refuse(l, why);
 	}
 	if (l->hs.direct)

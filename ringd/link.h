@@ -14,8 +14,8 @@
 #define BACKOFF_MIN_MS	50		/* a connector's first retry */
 #define BACKOFF_MAX_MS	2000		/* ... and its longest wait */
 #define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
-#define LINK_HB_CLOSING	2		/* HEARTBEAT aux: a direct link's peer closes
-					 * it, unused (0: a beat, 1: its echo) */
+/* HEARTBEAT aux: a direct link's peer closes it, unused (0: a beat, 1: its echo) */
+#define LINK_HB_CLOSING	2
 #define HS_READ_MAX	4096		/* bytes read at once before a link is up */
 #define DIRECT_MIN	4096		/* payloads at least this large may be read
 					 * straight into their place in an arena */

@@ -26,18 +26,18 @@
  * probe, PING_HOST, whose pings wait for the host's direct link (direct.c) to
  * come up: it is opened for the run when there is none.
  */
-#define PING_HOST	PING_NPROBES	/* the one probe of a host's run */
+#define PING_HOST PING_NPROBES /* the one probe of a host's run */
 #define PING_SEQ(gen, probe, i)	(((uint64_t)(gen) << 32) | ((uint64_t)(probe) << 24) | (uint64_t)(i))
 
 static struct {
 	bool active;			/* a run is going */
 	uint32_t gen;			/* of the run (in seq) */
 	int count;			/* pings per probe */
-	int host;			/* a host's run: its rank; -1: the ring's */
-	bool link_wait;			/* ... its link is not up yet */
+	int host;                       /* a host's run: its rank; -1: the ring's */
+	bool link_wait;                 /* ... its link is not up yet */
 	struct ping_stats st[PING_NPROBES + 1];
-	bool waiting[PING_NPROBES + 1];	/* a ping of the probe is in flight */
-	uint64_t sent_us[PING_NPROBES + 1];	/* ... sent then */
+	bool waiting[PING_NPROBES + 1];     /* a ping of the probe is in flight */
+	uint64_t sent_us[PING_NPROBES + 1]; /* ... sent then */
 	struct ringd *rd;
 	struct event *deadline;		/* the run's bound */
 	link_ping_done_fn done;
@@ -242,7 +242,7 @@ link_ping_host_start(struct ringd *rd, int host, int count, uint32_t wait_ms,
 		ping_finish();
 		return;
 	}
-	st->up = true;		/* may be probed: once up, the pings go */
+	st->up = true; /* may be probed: once up, the pings go */
 	ping.link_wait = l->state != LINK_UP;
 	ping_send(PING_HOST);
 	ping_check_done();
@@ -272,8 +272,8 @@ link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn
 		memset(&ping.st[i], 0, sizeof(ping.st[i]));
 		ping.st[i].name = names[i];
 		ping.st[i].peer = i == PING_RING || l == NULL ? -1 : l->peer;
-		ping.st[i].up = l != NULL && l->state == LINK_UP &&
-		    (i != PING_RING || rd->state == RING_READY);
+		ping.st[i].up =
+		    l != NULL && l->state == LINK_UP && (i != PING_RING || rd->state == RING_READY);
 	}
 	for (i = 0; i < PING_NPROBES; i++)
 		ping_send(i);

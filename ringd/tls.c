@@ -171,8 +171,9 @@ accept_verify_cb(int ok, X509_STORE_CTX *xs)
 	for (i = 0; i < l->rd->hf.n; i++)
 		if (cert_names(cert, l->rd->hf.hosts[i].host))
 			return 1;
-	X509_STORE_CTX_set_error(xs, host_ip(l->rd->hf.hosts[0].host, ip, sizeof(ip))
-				 ? X509_V_ERR_IP_ADDRESS_MISMATCH : X509_V_ERR_HOSTNAME_MISMATCH);
+	X509_STORE_CTX_set_error(xs, host_ip(l->rd->hf.hosts[0].host, ip, sizeof(ip)) ?
+					 X509_V_ERR_IP_ADDRESS_MISMATCH :
+					 X509_V_ERR_HOSTNAME_MISMATCH);
 	return 0;
 }
 

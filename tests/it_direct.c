@@ -25,13 +25,14 @@
 
 #include "tests/harness.h"
 
-#define OUT_CAP		(64u << 10)
-#define WAIT_MS		5000	/* bound on what a test waits for */
+#define OUT_CAP (64u << 10)
+#define WAIT_MS 5000 /* bound on what a test waits for */
 
 static struct ring_cluster cluster;
-static char tmp[CLUSTER_PATH_MAX];	/* certificates and the secret */
+static char tmp[CLUSTER_PATH_MAX]; /* certificates and the secret */
 
-static void teardown(void)
+static void
+teardown(void)
 {
 	cluster_stop(&cluster);
 	if (tmp[0] != '\0') {
@@ -42,7 +43,8 @@ static void teardown(void)
 	}
 }
 
-static void start(int n, const char *args)
+static void
+start(int n, const char *args)
 {
 	cr_assert_eq(cluster_start(&cluster, n, args), 0, "the ring did not start");
 	cr_assert_eq(cluster_wait_ready(&cluster, 20000), 0, "the ring did not get ready");
@@ -50,8 +52,9 @@ static void start(int n, const char *args)
 
 /* ringctl --json ARGS on daemon d: its document (the caller's to free) and
  * exit status. */
-static json_t *ctl_json(int d, int *rc, const char *a1, const char *a2, const char *a3,
-			const char *a4, const char *a5)
+static json_t *
+ctl_json(int d, int *rc, const char *a1, const char *a2, const char *a3, const char *a4,
+	 const char *a5)
 {
 	static char out[OUT_CAP];
 	json_error_t err;
@@ -59,12 +62,12 @@ static json_t *ctl_json(int d, int *rc, const char *a1, const char *a2, const ch
 
 	*rc = cluster_ringctl(&cluster, d, out, sizeof(out), "--json", a1, a2, a3, a4, a5, NULL);
 	doc = json_loads(out, 0, &err);
-	cr_assert_not_null(doc, "ringctl %s on daemon %d: not JSON (%s): %s", a1, d, err.text,
-			   out);
+	cr_assert_not_null(doc, "ringctl %s on daemon %d: not JSON (%s): %s", a1, d, err.text, out);
 	return doc;
 }
 
-static json_t *status(int d)
+static json_t *
+status(int d)
 {
 	int rc;
 
@@ -72,7 +75,8 @@ static json_t *status(int d)
 }
 
 /* ringctl ping --host host -c 3 on daemon d: the one probe's document in *doc. */
-static json_t *ping_host(int d, int host, int *rc, json_t **doc)
+static json_t *
+ping_host(int d, int host, int *rc, json_t **doc)
 {
 	char h[16];
 	json_t *probes;
@@ -85,12 +89,14 @@ static json_t *ping_host(int d, int host, int *rc, json_t **doc)
 	return json_array_get(probes, 0);
 }
 
-static int64_t jint(json_t *o, const char *k)
+static int64_t
+jint(json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
 }
 
-static const char *jstr(json_t *o, const char *k)
+static const char *
+jstr(json_t *o, const char *k)
 {
 	const char *s = json_string_value(json_object_get(o, k));
 
@@ -99,7 +105,8 @@ static const char *jstr(json_t *o, const char *k)
 
 /* The link of daemon d's status of direction dir ("direct", "next", "prev") to
  * host peer, or NULL: a new reference. */
-static json_t *link_to(int d, const char *dir, int peer)
+static json_t *
+link_to(int d, const char *dir, int peer)
 {
 	json_t *doc = status(d), *links = json_object_get(doc, "links"), *l, *found = NULL;
 	size_t i;
@@ -113,7 +120,8 @@ static json_t *link_to(int d, const char *dir, int peer)
 
 /* Pings host from daemon d and checks every ping came back over a direct link
  * that both ends then list as up. */
-static void ping_ok(int d, int host)
+static void
+ping_ok(int d, int host)
 {
 	json_t *doc, *p, *l;
 	int rc;
@@ -142,7 +150,8 @@ static void ping_ok(int d, int host)
 }
 
 /* Waits at most WAIT_MS for daemon d to hold no direct link to peer. */
-static bool gone(int d, int peer)
+static bool
+gone(int d, int peer)
 {
 	double end = harness_now() + WAIT_MS / 1000.0;
 	json_t *l;
@@ -156,7 +165,8 @@ static bool gone(int d, int peer)
 	return true;
 }
 
-static json_t *direct_counts(int d)
+static json_t *
+direct_counts(int d)
 {
 	json_t *doc = status(d), *dc = json_incref(json_object_get(doc, "direct"));
 
@@ -171,7 +181,7 @@ Test(direct, ping_a_host_that_is_no_neighbour, .fini = teardown, .timeout = 120)
 
 	start(4, NULL);
 	ping_ok(0, 2);
-	ping_ok(2, 0);		/* the same link, from the other end */
+	ping_ok(2, 0); /* the same link, from the other end */
 	ping_ok(1, 3);
 	/* the ring's own links are still the two neighbours' */
 	cr_assert_not_null(l = link_to(0, "next", 1));
@@ -205,7 +215,7 @@ Test(direct, idle_close_and_reopen, .fini = teardown, .timeout = 120)
 	cr_assert_str_eq(jstr(d2, "last_error"), "");
 	json_decref(d0);
 	json_decref(d2);
-	ping_ok(0, 2);		/* the next use opens it again */
+	ping_ok(0, 2); /* the next use opens it again */
 	cr_assert_eq(jint(d0 = direct_counts(0), "opened"), 2);
 	json_decref(d0);
 	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0, "the ring is no longer ready");
@@ -221,16 +231,16 @@ Test(direct, limit, .fini = teardown, .timeout = 120)
 	p = ping_host(0, 3, &rc, &doc);
 	cr_assert_eq(rc, 1, "a second host's ping exited %d", rc);
 	cr_assert_eq(jint(p, "sent"), 0);
-	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL,
-		  "error: '%s'", jstr(p, "error"));
+	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL, "error: '%s'",
+		  jstr(p, "error"));
 	json_decref(doc);
 	/* the acceptor holds its limit too: host 2 has its one link (to 0) */
 	p = ping_host(4, 2, &rc, &doc);
 	cr_assert_eq(rc, 1, "a ping to a host at its limit exited %d", rc);
-	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL,
-		  "error: '%s'", jstr(p, "error"));
+	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL, "error: '%s'",
+		  jstr(p, "error"));
 	json_decref(doc);
-	ping_ok(0, 2);		/* the first one still works, nothing crashed */
+	ping_ok(0, 2); /* the first one still works, nothing crashed */
 	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0);
 }
 
@@ -250,8 +260,10 @@ Test(direct, tls_and_secret, .fini = teardown, .timeout = 180)
 	fprintf(f, "0123456789abcdef0123456789abcdef-direct\n");
 	fclose(f);
 	chmod(path, 0600);
-	snprintf(args, sizeof(args), "--tls-cert %s/127.0.0.1.crt --tls-key %s/127.0.0.1.key "
-		 "--tls-ca %s/ca.crt --secret-file %s", tmp, tmp, tmp, path);
+	snprintf(args, sizeof(args),
+		 "--tls-cert %s/127.0.0.1.crt --tls-key %s/127.0.0.1.key "
+		 "--tls-ca %s/ca.crt --secret-file %s",
+		 tmp, tmp, tmp, path);
 	start(4, args);
 	ping_ok(0, 2);
 	l = link_to(0, "direct", 2);
@@ -265,7 +277,8 @@ Test(direct, tls_and_secret, .fini = teardown, .timeout = 180)
 }
 
 /* 2000 all-reduces (a second or two here), each checked. */
-static int allreduce_for_a_while(ring_comm *comm, int rank, int size, void *arg)
+static int
+allreduce_for_a_while(ring_comm *comm, int rank, int size, void *arg)
 {
 	size_t n = 65536;
 	float *buf = ring_alloc(comm, n * sizeof(float));
@@ -278,7 +291,8 @@ static int allreduce_for_a_while(ring_comm *comm, int rank, int size, void *arg)
 			buf[i] = (float)(rank + 1);
 		IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
 		IT_CHECK(buf[0] == (float)(size * (size + 1) / 2) &&
-			 buf[n - 1] == (float)(size * (size + 1) / 2), "all-reduce %d wrong", k);
+			     buf[n - 1] == (float)(size * (size + 1) / 2),
+			 "all-reduce %d wrong", k);
 		k++;
 	}
 	ring_free(comm, buf);
@@ -287,16 +301,18 @@ static int allreduce_for_a_while(ring_comm *comm, int rank, int size, void *arg)
 
 /* Cuts daemon d's TCP connection to daemon peer's port (ss -K) as a failure
  * of the network would: 0, or -1 when ss cannot here. */
-static int cut(int d, int peer)
+static int
+cut(int d, int peer)
 {
 	char cmd[512], out[1024];
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 	const char *port = strrchr(cluster.addrs[peer], ':') + 1;
 
-	snprintf(cmd, sizeof(cmd), "sp=$(ss -tnpH 'dport = :%s' | grep 'pid=%d,' | "
+	snprintf(cmd, sizeof(cmd),
+		 "sp=$(ss -tnpH 'dport = :%s' | grep 'pid=%d,' | "
 		 "awk '{print $4}' | sed 's/.*://'); [ -n \"$sp\" ] && "
-		 "ss -K -4 \"dport = :%s\" \"sport = :$sp\" | grep -c ESTAB", port,
-		 (int)cluster_daemon_pid(&cluster, d), port);
+		 "ss -K -4 \"dport = :%s\" \"sport = :$sp\" | grep -c ESTAB",
+		 port, (int)cluster_daemon_pid(&cluster, d), port);
 	return harness_exec(argv, NULL, out, sizeof(out), 10) == 0 && atoi(out) == 1 ? 0 : -1;
 }
 
@@ -350,7 +366,7 @@ Test(direct, killed_peer, .fini = teardown, .timeout = 120)
 	cr_assert_eq(jint(p, "answered"), 0);
 	cr_assert(jstr(p, "error")[0] != '\0', "no error for a ping of a dead host");
 	json_decref(doc);
-	doc = status(0);	/* daemon 0 still answers */
+	doc = status(0); /* daemon 0 still answers */
 	cr_assert_eq(jint(doc, "rank"), 0);
 	json_decref(doc);
 }
