@@ -1,7 +1,7 @@
 /*
  * link.h - what the files of a link share among themselves: link.c (state,
- * output, connecting and accepting, timers), handshake.c, rx.c (the frame
- * reader and dispatch) and ping.c.  The rest of the daemon sees links only
+ * output, connecting and accepting, timers), direct.c (links to any host),
+ * handshake.c, rx.c (the frame reader and dispatch) and ping.c.  The rest of the daemon sees links only
  * through ringd.h.
  */
 #ifndef RINGD_LINK_H
