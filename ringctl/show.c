@@ -135,6 +135,8 @@ show_refused(json_t *doc, FILE *out)
 		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 }
 
+static void show_link_errors(json_t *links, FILE *out);
+
 /* The direct links' totals, when there are any to tell of. */
 static void
 show_direct(json_t *doc, FILE *out)
@@ -218,8 +220,18 @@ show_peers(json_t *doc, FILE *out)
 			     cell_text(addr, sizeof(addr), jstr(link, "address")), link);
 	}
 	print_table(t, out, "no peers");
+	show_link_errors(links, out);
+	show_refused(doc, out);
+	show_direct(doc, out);
+}
 
-	/* Errors are rare and long: below the table rather than in a column. */
+/* Errors are rare and long: below the table rather than in a column. */
+static void
+show_link_errors(json_t *links, FILE *out)
+{
+	json_t *link;
+	size_t j;
+
 	json_array_foreach(links, j, link) {
 		char dir[CELL], peer_rank[CELL], text[512];
 		int64_t errors = 0;
@@ -244,8 +256,6 @@ show_peers(json_t *doc, FILE *out)
 			errors == 1 ? "" : "s", last != NULL && last[0] ? ", last: " : "",
 			last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 	}
-	show_refused(doc, out);
-	show_direct(doc, out);
 }
 
 /* ---- jobs ---- */

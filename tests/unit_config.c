@@ -682,6 +682,7 @@ static const struct {
 	const char *key;
 	enum config_live live;
 } live_keys[] = {
+	/* clang-format off */
 	{ "log_level", CONFIG_LIVE_LOG },	{ "verbose", CONFIG_LIVE_LOG },
 	{ "allow_users", CONFIG_LIVE_ACCESS },	{ "allow_groups", CONFIG_LIVE_ACCESS },
 	{ "tls_cert", CONFIG_LIVE_TLS },	{ "tls_key", CONFIG_LIVE_TLS },
@@ -691,6 +692,7 @@ static const struct {
 	{ "hello_timeout_ms", CONFIG_LIVE },	{ "max_jobs", CONFIG_LIVE },
 	{ "max_arena", CONFIG_LIVE },		{ "poll_us", CONFIG_LIVE },
 	{ "max_direct_links", CONFIG_LIVE },	{ "direct_idle_ms", CONFIG_LIVE },
+	/* clang-format on */
 };
 #define N_LIVE_KEYS (sizeof(live_keys) / sizeof(live_keys[0]))
 
