@@ -11,10 +11,10 @@
  * retried: one that fails is gone, and the next use tries again.
  *
  * Two hosts that open links to each other at once would hold two: the one the
- * lower rank opened is kept.  The lower rank refuses the higher one's HELLO
- * while its own connection is under way, and the higher rank drops its own
- * for the lower one's when that arrives; both ends then agree without another
- * message.  (Keeping both would cost a socket and heartbeats for nothing, and
+ * lower rank opened is kept.  The lower rank closes the higher one's
+ * connection at its HELLO while its own is under way, and the higher rank
+ * drops its own for the lower one's when that HELLO arrives; both ends then
+ * agree without another message.  (Keeping both would cost a socket and heartbeats for nothing, and
  * leave each side sending on a link the other does not read first.)
  *
  * Nothing above the link floor uses direct links yet: frames other than the
@@ -101,11 +101,22 @@ direct_close(struct link *l, const char *why)
 	link_free_later(l);
 }
 
+/* An accepted connection is no longer pending. */
+static void
+pending_forget(struct link *p)
+{
+	int i;
+
+	for (i = 0; i < MAX_PENDING; i++)
+		if (p->rd->pending[i] == p)
+			p->rd->pending[i] = NULL;
+}
+
 int
 direct_adopt(struct link *p, char *why, size_t len)
 {
 	struct ringd *rd = p->rd;
-	int peer = p->peer, i;
+	int peer = p->peer;
 	struct link *old;
 
 	if (rd->direct_links == NULL || peer < 0 || peer >= rd->world || peer == rd->rank) {
@@ -115,20 +126,23 @@ direct_adopt(struct link *p, char *why, size_t len)
 	old = rd->direct_links[peer];
 	if (old == NULL && !direct_room(rd, why, len))
 		return -1;
-	if (old != NULL && old->connector && old->state != LINK_UP && rd->rank < peer) {
-		snprintf(why, len,
-			 "host %d is opening its own direct link to host %d "
-			 "(the lower rank's is kept)",
-			 rd->rank, peer);
-		return -1;
+	if (old != NULL && old->connector && rd->rank < peer) {
+		/* crossing: ours is kept, and the peer drops its own for it when
+		 * our HELLO comes (or came: ours may be up already); this one ends
+		 * quietly, being no fault */
+		log_info("direct link to host %d: both ends opened one, this end's (the "
+			 "lower rank's) is kept",
+			 peer);
+		pending_forget(p);
+		link_close(p, NULL);
+		link_free_later(p);
+		return 1;
 	}
 	if (old != NULL)
-		direct_close(old, old->connector && old->state != LINK_UP ?
+		direct_close(old, old->connector ?
 				      "replaced by the lower rank's connection" :
 				      "replaced by a new direct connection from its host");
-	for (i = 0; i < MAX_PENDING; i++)
-		if (rd->pending[i] == p)
-			rd->pending[i] = NULL;
+	pending_forget(p);
 	p->handshake_acceptor = false;
 	p->dir = LINK_DIRECT;
 	p->connector = false;

@@ -166,9 +166,11 @@ static void
 promote_direct(struct link *p, bool answer)
 {
 	char why[256];
+	int rc = direct_adopt(p, why, sizeof(why));
 
-	if (direct_adopt(p, why, sizeof(why)) != 0) {
-		hs_refuse(p, why);
+	if (rc != 0) {
+		if (rc < 0)
+			hs_refuse(p, why);
 		return;
 	}
 	if (answer && send_hello(p, PROTO_F_HELLO_ACK, p->peer, NULL) != 0) {

@@ -81,7 +81,9 @@ void link_rx(struct link *l);
 /* direct.c: direct links to any host (link_direct in ringd.h) */
 int direct_start(struct ringd *rd);
 /* An accepted connection whose HELLO asked for a direct link proved itself:
- * 0, it is the daemon's direct link to its peer now; -1 with why: refuse it. */
+ * 0, it is the daemon's direct link to its peer now; 1: it crossed our own
+ * connection to that host, which is kept (p closed and freed); -1 with why:
+ * refuse it. */
 int direct_adopt(struct link *p, char *why, size_t len);
 /* Closes a direct link unused for direct_idle_ms: true when it did (l freed). */
 bool direct_close_idle(struct link *l);

@@ -21,7 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 
 #include "tests/harness.h"
 
@@ -369,4 +372,70 @@ Test(direct, killed_peer, .fini = teardown, .timeout = 120)
 	doc = status(0); /* daemon 0 still answers */
 	cr_assert_eq(jint(doc, "rank"), 0);
 	json_decref(doc);
+}
+
+/* Sends a request line to daemon d's control socket: the connection, its
+ * answer to be read by answer(). */
+static int
+ask(int d, const char *line)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", cluster.controls[d]);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "control %d", d);
+	cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	return fd;
+}
+
+/* The one probe's answered count of a ping's answer on fd (closed here). */
+static int64_t
+answer(int fd)
+{
+	static char buf[OUT_CAP];
+	struct timeval tv = { WAIT_MS / 1000, 0 };
+	size_t n = 0;
+	json_t *doc = NULL;
+	int64_t got;
+	ssize_t r;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (doc == NULL && n < sizeof(buf) - 1 &&
+	       (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0) {
+		n += (size_t)r;
+		buf[n] = '\0';
+		doc = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	}
+	close(fd);
+	cr_assert_not_null(doc, "no ping document: %.*s", (int)n, buf);
+	got = jint(json_array_get(json_object_get(doc, "probes"), 0), "answered");
+	json_decref(doc);
+	return got;
+}
+
+/* Hosts 0 and 2 open direct links to each other at the same moment, again and
+ * again (each closed unused in between): the lower rank's is kept, and every
+ * ping of both ends is answered. */
+Test(direct, both_ends_at_once, .fini = teardown, .timeout = 120)
+{
+	char cmd[CLUSTER_PATH_MAX + 64], out[64];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	int64_t a, b;
+
+	start(4, "--direct-idle-ms 200 --heartbeat-ms 50");
+	for (int k = 0; k < 20; k++) {
+		int f0 = ask(0, "ping 3 3000 2\n"), f2 = ask(2, "ping 3 3000 0\n");
+
+		a = answer(f0);
+		b = answer(f2);
+		cr_assert(a == 3 && b == 3, "round %d: %lld and %lld of 3 pings answered", k,
+			  (long long)a, (long long)b);
+		cr_assert(gone(0, 2) && gone(2, 0), "round %d: the link did not close", k);
+	}
+	snprintf(cmd, sizeof(cmd), "cat %s/d*.log | grep -c 'lower rank'", cluster.dir);
+	harness_exec(argv, NULL, out, sizeof(out), 10);
+	cr_log_info("20 rounds of both ends at once: %d crossed (the lower rank's kept)",
+		    atoi(out));
+	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0);
 }
