@@ -233,6 +233,9 @@ struct proto_peer_hello {
 	char version[32];	/* daemon version string, for logs */
 };
 #define PROTO_HELLO_F_SECRET	0x1u	/* the sender has a cluster secret (and proves it) */
+/* HELLO: a direct link to the acceptor, not the ring's (without it the sender
+ * is the acceptor's previous host; older daemons never set it) */
+#define PROTO_HELLO_F_DIRECT	0x2u
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 

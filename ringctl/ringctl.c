@@ -42,6 +42,7 @@
 #define CTL_PING_DEFAULT 5	/* pings per probe */
 #define CTL_PING_MAX 1000	/* as ringd allows */
 #define CTL_PING_WAIT_MAX 60000	/* ms, as ringd allows */
+#define CTL_HOST_MAX 4095       /* ping --host: the highest rank ringd takes */
 
 struct ctl_command {
 	const char *name;	/* on the command line and on the wire */
@@ -53,16 +54,20 @@ struct ctl_command {
 
 static const struct ctl_command ctl_commands[] = {
 	{ "status", "", "state, peers and links, jobs, counters", show_status, verdict_status },
-	{ "peers", "", "the ring's hosts in ring order, with this daemon's links",
-	  show_peers, verdict_status },
-	{ "jobs", "", "the jobs attached here and their operations in flight",
-	  show_jobs, verdict_status },
-	{ "ops", "", "per job: each rank's last calls, what the op in flight waits for, "
-	  "the last operations", show_ops, verdict_status },
-	{ "ping", "[-c N]", "round trips to the next and previous host and around the ring "
-	  "(N pings each, default 5)", show_ping, verdict_ping },
-	{ "metrics", "", "the daemon's metrics, Prometheus text format 0.0.4",
-	  show_metrics, verdict_status },
+	{ "peers", "", "the ring's hosts in ring order, with this daemon's links", show_peers,
+	  verdict_status },
+	{ "jobs", "", "the jobs attached here and their operations in flight", show_jobs,
+	  verdict_status },
+	{ "ops", "",
+	  "per job: each rank's last calls, what the op in flight waits for, "
+	  "the last operations",
+	  show_ops, verdict_status },
+	{ "ping", "[-c N] [--host H]",
+	  "round trips to the next and previous host and around "
+	  "the ring (N pings each, default 5), or to host H over a direct link",
+	  show_ping, verdict_ping },
+	{ "metrics", "", "the daemon's metrics, Prometheus text format 0.0.4", show_metrics,
+	  verdict_status },
 };
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
 
@@ -73,6 +78,7 @@ struct ctl_opts {
 	int timeout_ms;		/* bound on one exchange */
 	double watch_s;		/* > 0: run every watch_s seconds */
 	int count;		/* ping: pings per probe */
+	int host;               /* ping --host: the host's rank (-1: the ring's probes) */
 };
 
 static void
@@ -103,6 +109,8 @@ usage(FILE *out)
 		"ping:\n"
 		"  -c, --count N       pings per probe, 1 to %d (after the command, -c is\n"
 		"                      the count; write --control for the socket)\n"
+		"  --host H            ping host H (its rank) over a direct link instead,\n"
+		"                      opened for it when there is none\n"
 		"\n"
 		"Exit status (with --watch: of the last round):\n"
 		"  0   the daemon answered and the ring is ready (ping: every probe answered)\n"
@@ -186,16 +194,17 @@ parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "host", required_argument, NULL, 'H' },
 		{ "count", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	enum { COUNT_OPT = sizeof(longopts) / sizeof(longopts[0]) - 2 };
+	enum { PING_OPTS = sizeof(longopts) / sizeof(longopts[0]) - 3 };
 	struct option opts[sizeof(longopts) / sizeof(longopts[0])];
 	int c;
 
 	memcpy(opts, longopts, sizeof(opts));
-	if (!ping)
-		memset(&opts[COUNT_OPT], 0, sizeof(opts[COUNT_OPT]));
+	if (!ping) /* --host and --count are ping's: cut off for the others */
+		memset(&opts[PING_OPTS], 0, sizeof(opts[PING_OPTS]));
 	opterr = 0;
 	optind = 0;	/* glibc: start over, as for a new argv */
 	while ((c = getopt_long(argc, argv, before_cmd ? "+:c:jt:w::hV" : ":c:jt:w::hV",
@@ -224,6 +233,12 @@ parse_opts(int argc, char **argv, bool before_cmd, bool ping, struct ctl_opts *o
 			if (parse_long(optarg, 1, CTL_PING_MAX, &o->count) < 0)
 				return usage_error("ping: --count wants 1 to %d pings, not '%s'",
 						   CTL_PING_MAX, optarg);
+			break;
+		case 'H':
+			if (parse_long(optarg, 0, CTL_HOST_MAX, &o->host) < 0)
+				return usage_error("ping: --host wants a host's rank, 0 to %d, not "
+						   "'%s'",
+						   CTL_HOST_MAX, optarg);
 			break;
 		case 'h':
 			usage(stdout);
@@ -257,7 +272,10 @@ request_line(const struct ctl_command *cmd, const struct ctl_opts *o, char *line
 			wait = 1;
 		if (wait > CTL_PING_WAIT_MAX)
 			wait = CTL_PING_WAIT_MAX;
-		snprintf(line, cap, "ping %d %d\n", o->count, wait);
+		if (o->host >= 0)
+			snprintf(line, cap, "ping %d %d %d\n", o->count, wait, o->host);
+		else
+			snprintf(line, cap, "ping %d %d\n", o->count, wait);
 	} else {
 		snprintf(line, cap, "%s\n", cmd->name);
 	}
@@ -403,7 +421,9 @@ ctl_watch(const struct ctl_command *cmd, const struct ctl_opts *o, const char *l
 int
 main(int argc, char **argv)
 {
-	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .count = CTL_PING_DEFAULT };
+	struct ctl_opts o = { .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
+			      .count = CTL_PING_DEFAULT,
+			      .host = -1 };
 	char defpath[sizeof(RING_DEFAULT_SOCKET) + 4];
 	char line[CTL_LINE_MAX];
 	const struct ctl_command *cmd;

@@ -135,6 +135,31 @@ show_refused(json_t *doc, FILE *out)
 		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 }
 
+static void show_link_errors(json_t *links, FILE *out);
+
+/* The direct links' totals, when there are any to tell of. */
+static void
+show_direct(json_t *doc, FILE *out)
+{
+	json_t *d = json_object_get(doc, "direct");
+	int64_t held = 0, max = 0, opened = 0, idle = 0, ms = 0;
+	const char *last = jstr(d, "last_error");
+	char text[512];
+
+	jint(d, "held", &held);
+	jint(d, "opened", &opened);
+	if (!json_is_object(d) || opened == 0)
+		return;
+	jint(d, "max_direct_links", &max);
+	jint(d, "closed_idle", &idle);
+	jint(d, "direct_idle_ms", &ms);
+	fprintf(out,
+		"  direct links: %" PRId64 " held of %" PRId64 ", %" PRId64 " opened, %" PRId64
+		" closed idle (after %" PRId64 " ms)%s%s\n",
+		held, max, opened, idle, ms, last != NULL && last[0] ? ", last failure: " : "",
+		last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
+}
+
 void
 show_peers(json_t *doc, FILE *out)
 {
@@ -195,8 +220,18 @@ show_peers(json_t *doc, FILE *out)
 			     cell_text(addr, sizeof(addr), jstr(link, "address")), link);
 	}
 	print_table(t, out, "no peers");
+	show_link_errors(links, out);
+	show_refused(doc, out);
+	show_direct(doc, out);
+}
 
-	/* Errors are rare and long: below the table rather than in a column. */
+/* Errors are rare and long: below the table rather than in a column. */
+static void
+show_link_errors(json_t *links, FILE *out)
+{
+	json_t *link;
+	size_t j;
+
 	json_array_foreach(links, j, link) {
 		char dir[CELL], peer_rank[CELL], text[512];
 		int64_t errors = 0;
@@ -221,7 +256,6 @@ show_peers(json_t *doc, FILE *out)
 			errors == 1 ? "" : "s", last != NULL && last[0] ? ", last: " : "",
 			last != NULL && last[0] ? cell_text(text, sizeof(text), last) : "");
 	}
-	show_refused(doc, out);
 }
 
 /* ---- jobs ---- */
@@ -433,7 +467,9 @@ ping_result(json_t *p, int64_t count, char *buf, size_t cap)
 
 	jint(p, "sent", &sent);
 	jint(p, "answered", &answered);
-	if (!json_is_true(json_object_get(p, "up")) && answered < count)
+	if (jstr(p, "error") != NULL && answered < count)
+		snprintf(buf, cap, "failed (below)");
+	else if (!json_is_true(json_object_get(p, "up")) && answered < count)
 		snprintf(buf, cap, "%s", ring ? "not whole (ring not ready)" : "down");
 	else if (sent == 0 || answered == 0)
 		snprintf(buf, cap, "no answer");
@@ -498,6 +534,14 @@ show_ping(json_t *doc, FILE *out)
 		table_add(t, cells);
 	}
 	print_table(t, out, NULL);
+	json_array_foreach(probes, i, p) {
+		char name[CELL], text[512];
+
+		if (jstr(p, "error") != NULL)
+			fprintf(out, "  %s probe: %s\n",
+				cell_text(name, sizeof(name), jstr(p, "probe")),
+				cell_text(text, sizeof(text), jstr(p, "error")));
+	}
 }
 
 int

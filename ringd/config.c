@@ -59,6 +59,7 @@
  * with the peers, is built on takes a restart; a key read only when new work
  * starts (a client, a job, an operation) is live, its scope saying which work.
  * man/ringd.conf.5 documents this table, key by key. */
+/* clang-format off */
 const struct key_def config_keys[] = {
 	{ "hosts",		K_PATH,		F(hosts),		0, 0,		RESTART },
 	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1,
@@ -80,6 +81,10 @@ const struct key_def config_keys[] = {
 	{ "poll_us",		K_U32,		F(poll_us),		0, 100000,
 	  LIVE("the event loop, at once") },
 	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000,	RESTART },
+	{ "max_direct_links",	K_INT,		F(max_direct_links),	0, 4096,
+	  LIVE("new direct links") },
+	{ "direct_idle_ms",	K_U32,		F(direct_idle_ms),	10, 86400000,
+	  LIVE("direct links, at their next tick") },
 	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
 	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },
 	{ "max_clients",	K_INT,		F(max_clients),		1, 65536,
@@ -104,6 +109,7 @@ const struct key_def config_keys[] = {
 	  LIVE_ACCESS },
 	{ "metrics_listen",	K_HOSTPORT,	F(metrics_listen),	0, 0,		RESTART },
 };
+/* clang-format on */
 
 #define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -136,6 +142,8 @@ config_defaults(struct config *c)
 	c->peer_timeout_ms = 10000;
 	c->op_timeout_ms = 60000;
 	c->connect_timeout_ms = 5000;
+	c->max_direct_links = 16;
+	c->direct_idle_ms = 30000;
 	c->max_clients = 256;
 	c->max_clients_per_user = 64;
 	c->hello_timeout_ms = 5000;

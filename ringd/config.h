@@ -32,6 +32,9 @@ struct config {
 	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
 	uint32_t poll_us;		/* poll_us = N: busy-poll window after work (0: off) */
 	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
+	int max_direct_links;		/* max_direct_links = N (16): direct links held */
+	uint32_t direct_idle_ms;	/* direct_idle_ms = N (30000): unused that long,
+					 * a direct link closes */
 	uint32_t sndbuf, rcvbuf;	/* sndbuf = SIZE / rcvbuf = SIZE (0: kernel's) */
 	int max_clients;		/* max_clients = N (256) */
 	int max_clients_per_user;	/* max_clients_per_user = N (64): of one uid */

@@ -1,7 +1,7 @@
 /*
  * conn.c - the links' connections: connecting to the next host with back-off,
  * accepting the previous one's (a pending link in handshake until it proves
- * itself), the write callback that also carries a transport's handshake, the
+ * itself) and direct links' (direct.c), the write callback that also carries a transport's handshake, the
  * timers (reconnect, handshake bound, heartbeats and the peer timeout), and
  * starting and stopping the link floor.  The top of that floor: it calls the
  * handshake, the reader and ping; nothing below calls it.
@@ -84,8 +84,9 @@ connect_done_cb(evutil_socket_t fd, short what, void *arg)
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
 		err = errno;
 	if (err != 0) {
-		log_debug("link next: connect to host %d: %s", l->peer, strerror(err));
-		if (l->ups == 0 && err == ECONNREFUSED) {
+		log_debug("link %s: connect to host %d: %s", link_dir_name(l), l->peer,
+			  strerror(err));
+		if (l->dir == LINK_NEXT && l->ups == 0 && err == ECONNREFUSED) {
 			/* the next daemon is not listening yet: the normal order
 			 * of a start, a retry and no error */
 			l->retries++;
@@ -115,7 +116,7 @@ link_connect(struct link *l)
 	int fd;
 
 	if (resolve(he->host, he->port, &ss, &sl) != 0) {
-		link_fail(l, "cannot resolve the next host's address");
+		link_fail(l, "cannot resolve the host's address");
 		return;
 	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -192,7 +193,7 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	switch (l->state) {
 	case LINK_DOWN:
-		if (l->dir == LINK_NEXT && !l->handshake_acceptor)
+		if ((l->dir == LINK_NEXT || l->connector) && !l->handshake_acceptor)
 			link_connect(l);
 		break;
 	case LINK_CONNECTING:
@@ -208,8 +209,10 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 			link_fail(l, why);
 			break;
 		}
+		if (direct_close_idle(l))
+			break;
 		link_heartbeat(l, 0, now_us());
-		link_timer_set(l, rd->cfg.heartbeat_ms);
+		link_timer_set(l, direct_tick_ms(l));
 		break;
 	}
 }
@@ -285,7 +288,7 @@ link_start(struct ringd *rd, const struct link_events *ev)
 		return 0;
 	rd->next = link_new(rd, LINK_NEXT, (rd->rank + 1) % rd->world);
 	rd->prev = link_new(rd, LINK_PREV, mod_prev(rd));
-	if (rd->next == NULL || rd->prev == NULL)
+	if (rd->next == NULL || rd->prev == NULL || direct_start(rd) != 0)
 		return -1;
 	link_connect(rd->next);
 	return 0;
@@ -304,6 +307,7 @@ link_stop(struct ringd *rd)
 		link_free_later(ls[i]);
 	}
 	rd->next = rd->prev = NULL;
+	direct_stop(rd);
 	for (i = 0; i < MAX_PENDING; i++)
 		if (rd->pending[i] != NULL) {
 			link_close(rd->pending[i], NULL);

@@ -100,11 +100,9 @@ static const struct ctl_cmd {
 	int max_args;			/* words after the name */
 	void (*answer)(struct ringd *rd, struct ctl_req *r);	/* engine thread */
 } ctl_cmds[] = {
-	{ "status", false, 0, ctl_do_status },
-	{ "peers", false, 0, ctl_do_status },
-	{ "jobs", false, 0, ctl_do_status },
-	{ "ops", false, 0, ctl_do_ops },
-	{ "ping", false, 2, ctl_do_ping },	/* [COUNT [WAIT_MS]] */
+	{ "status", false, 0, ctl_do_status },   { "peers", false, 0, ctl_do_status },
+	{ "jobs", false, 0, ctl_do_status },     { "ops", false, 0, ctl_do_ops },
+	{ "ping", false, 3, ctl_do_ping }, /* [COUNT [WAIT_MS [HOST]]] */
 	{ "metrics", false, 0, ctl_do_metrics },
 };
 
@@ -146,34 +144,35 @@ ctl_number(const char *s, long min, long max)
 	return v;
 }
 
-/* "ping [COUNT [WAIT_MS]]": 0 with the defaults filled in, or -1 with why. */
+/* "ping [COUNT [WAIT_MS [HOST]]]": 0 with the defaults filled in (host -1: the
+ * ring's probes), or -1 with why. */
 static int
-ping_args(const char *line, int *count, uint32_t *wait_ms, char *why, size_t len)
+ping_args(const char *line, int *count, uint32_t *wait_ms, int *host, char *why, size_t len)
 {
-	const char *a = strchr(line, ' '), *b = NULL;
-	long v;
+	static const struct {
+		const char *what, *unit;
+		long min, max;
+	} words[] = { { "the count", "", 1, CTL_PING_MAX },
+		      { "the wait", " ms", 1, CTL_PING_WAIT_MAX },
+		      { "the host (a rank)", "", 0, HOSTFILE_MAX_HOSTS - 1 } };
+	long v[3] = { CTL_PING_COUNT, CTL_PING_WAIT_MS, -1 };
+	const char *a = strchr(line, ' ');
+	size_t i;
 
-	*count = CTL_PING_COUNT;
-	*wait_ms = CTL_PING_WAIT_MS;
-	while (a != NULL && *a == ' ')
-		a++;
-	if (a != NULL && *a != '\0') {
-		if ((v = ctl_number(a, 1, CTL_PING_MAX)) < 0) {
-			snprintf(why, len, "ping: the count must be 1 to %d", CTL_PING_MAX);
+	for (i = 0; i < 3 && a != NULL; i++, a = strchr(a, ' ')) {
+		while (*a == ' ')
+			a++;
+		if (*a == '\0')
+			break;
+		if ((v[i] = ctl_number(a, words[i].min, words[i].max)) < 0) {
+			snprintf(why, len, "ping: %s must be %ld to %ld%s", words[i].what,
+				 words[i].min, words[i].max, words[i].unit);
 			return -1;
 		}
-		*count = (int)v;
-		b = strchr(a, ' ');
 	}
-	while (b != NULL && *b == ' ')
-		b++;
-	if (b != NULL && *b != '\0') {
-		if ((v = ctl_number(b, 1, CTL_PING_WAIT_MAX)) < 0) {
-			snprintf(why, len, "ping: the wait must be 1 to %d ms", CTL_PING_WAIT_MAX);
-			return -1;
-		}
-		*wait_ms = (uint32_t)v;
-	}
+	*count = (int)v[0];
+	*wait_ms = (uint32_t)v[1];
+	*host = (int)v[2];
 	return 0;
 }
 
@@ -204,17 +203,21 @@ link_json(struct ringd *rd, struct link *l)
 	char addr[HOSTFILE_HOST_MAX + 16];
 
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-			 "s:I}", "dir", l->dir == LINK_NEXT ? "next" : "prev",
-			 "peer", l->peer, "address", addr, "state", link_state_name(l->state),
-			 "transport", l->transport != NULL ? l->transport : "-",
-			 "bytes_tx", (json_int_t)l->bytes_tx, "bytes_rx", (json_int_t)l->bytes_rx,
-			 "frames_tx", (json_int_t)l->frames_tx,
-			 "frames_rx", (json_int_t)l->frames_rx,
-			 "heartbeat_age_ms", (json_int_t)(l->state == LINK_UP
-							  ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
-			 "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors,
-			 "last_error", l->last_error, "retries", (json_int_t)l->retries);
+	return json_pack(
+	    "{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+	    "s:I, s:I}",
+	    "dir",
+	    l->dir == LINK_NEXT ? "next" :
+	    l->dir == LINK_PREV ? "prev" :
+				  "direct",
+	    "peer", l->peer, "address", addr, "state", link_state_name(l->state), "transport",
+	    l->transport != NULL ? l->transport : "-", "bytes_tx", (json_int_t)l->bytes_tx,
+	    "bytes_rx", (json_int_t)l->bytes_rx, "frames_tx", (json_int_t)l->frames_tx, "frames_rx",
+	    (json_int_t)l->frames_rx, "heartbeat_age_ms",
+	    (json_int_t)(l->state == LINK_UP ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
+	    "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors, "last_error",
+	    l->last_error, "retries", (json_int_t)l->retries, "idle_ms",
+	    (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0));
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */
@@ -276,6 +279,9 @@ ctl_status_json(struct ringd *rd)
 		json_array_append_new(links, link_json(rd, rd->next));
 	if (rd->prev != NULL && rd->prev != rd->next)
 		json_array_append_new(links, link_json(rd, rd->prev));
+	for (i = 0; rd->direct_links != NULL && i < rd->world; i++)
+		if (rd->direct_links[i] != NULL)
+			json_array_append_new(links, link_json(rd, rd->direct_links[i]));
 	peers = json_array();
 	for (i = 0; i < rd->hf.n; i++) {
 		snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[i].host, rd->hf.hosts[i].port);
@@ -307,6 +313,14 @@ ctl_status_json(struct ringd *rd)
 			"bytes_reduced", (json_int_t)rd->bytes_reduced,
 			"clients_total", (json_int_t)rd->clients_total,
 			"clients", rd->nsessions);
+	if (doc != NULL)
+		json_object_set_new(doc, "direct",
+				    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
+					      rd->cfg.max_direct_links, "direct_idle_ms",
+					      (json_int_t)rd->cfg.direct_idle_ms, "held",
+					      rd->ndirect, "opened", (json_int_t)rd->direct_opened,
+					      "closed_idle", (json_int_t)rd->direct_closed_idle,
+					      "last_error", rd->direct_error));
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the status document\"}");
 	out = json_dumps(doc, JSON_COMPACT);
@@ -347,6 +361,8 @@ ping_probe_json(struct ringd *rd, const struct ping_stats *st)
 		return json_null();
 	if (strcmp(st->name, "ring") == 0)
 		json_object_set_new(p, "hosts", json_integer(rd->world));
+	if (st->error[0] != '\0')
+		json_object_set_new(p, "error", json_string(st->error));
 	if (st->answered > 0) {
 		json_object_set_new(p, "min_us", json_integer((json_int_t)st->min_us));
 		json_object_set_new(p, "avg_us",
@@ -408,9 +424,9 @@ ctl_do_ping(struct ringd *rd, struct ctl_req *r)
 {
 	char why[128];
 	uint32_t wait_ms;
-	int count;
+	int count, host;
 
-	if (ping_args(r->cmd, &count, &wait_ms, why, sizeof(why)) != 0) {
+	if (ping_args(r->cmd, &count, &wait_ms, &host, why, sizeof(why)) != 0) {
 		ctl_deliver(r, error_doc(why));
 		return;
 	}
@@ -419,7 +435,10 @@ ctl_do_ping(struct ringd *rd, struct ctl_req *r)
 	ctl_ping.req = r;
 	ctl_ping.count = count;
 	ctl_ping.wait_ms = wait_ms;
-	link_ping_start(rd, count, wait_ms, ctl_ping_done_cb);
+	if (host >= 0)
+		link_ping_host_start(rd, host, count, wait_ms, ctl_ping_done_cb);
+	else
+		link_ping_start(rd, count, wait_ms, ctl_ping_done_cb);
 }
 
 /* Engine thread: answer the control thread's requests. */
@@ -505,7 +524,7 @@ ctl_request(struct bconn *c, const char *line)
 	const struct ctl_cmd *cmd;
 	char why[512];
 	uint32_t wait_ms = CTL_PING_WAIT_MS;
-	int nargs, count;
+	int nargs, count, host;
 	size_t bad;
 
 	for (bad = 0; line[bad] != '\0'; bad++)
@@ -530,7 +549,7 @@ ctl_request(struct bconn *c, const char *line)
 			 cmd->max_args, cmd->max_args == 1 ? "" : "s");
 		ctl_reply(c, error_doc(why));
 	} else if (cmd->answer == ctl_do_ping &&
-		   ping_args(line, &count, &wait_ms, why, sizeof(why)) != 0) {
+		   ping_args(line, &count, &wait_ms, &host, why, sizeof(why)) != 0) {
 		ctl_reply(c, error_doc(why));
 	} else {
 		/* a ping's answer comes after its own bound */

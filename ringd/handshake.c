@@ -48,6 +48,8 @@ hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *ma
 	h->from_rank = (uint32_t)rd->rank;
 	h->to_rank = (uint32_t)to;
 	h->flags = auth_have_secret() ? PROTO_HELLO_F_SECRET : 0;
+	if (l->dir == LINK_DIRECT || l->hs.direct)
+		h->flags |= PROTO_HELLO_F_DIRECT;
 	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
 	if (mac != NULL)
 		memcpy(h->mac, mac, sizeof(h->mac));
@@ -151,7 +153,31 @@ link_up(struct link *l)
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
 	link_timer_set(l, rd->cfg.heartbeat_ms);
+	if (l->dir == LINK_DIRECT)
+		log_info("direct link %s host %d: up (%s)", l->connector ? "to" : "from", l->peer,
+			 l->transport != NULL ? l->transport : "-");
+	ping_link_up(l);
 	rd->link_ev->room(rd);
+}
+
+/* An accepted connection that asked for a direct link proved itself: it is
+ * this daemon's direct link to its host, unless direct.c refuses it. */
+static void
+promote_direct(struct link *p, bool answer)
+{
+	char why[256];
+	int rc = direct_adopt(p, why, sizeof(why));
+
+	if (rc != 0) {
+		if (rc < 0)
+			hs_refuse(p, why);
+		return;
+	}
+	if (answer && send_hello(p, PROTO_F_HELLO_ACK, p->peer, NULL) != 0) {
+		link_fail(p, "cannot answer the handshake");
+		return;
+	}
+	link_up(p);
 }
 
 /* An accepted connection proved it is our previous host: it becomes rd->prev
@@ -202,24 +228,45 @@ static int
 on_hello(struct link *l, const struct proto_peer_hello *h)
 {
 	struct ringd *rd = l->rd;
+	bool direct = (h->flags & PROTO_HELLO_F_DIRECT) != 0;
+	int from = direct ? (int)h->from_rank : mod_prev(rd);
 	uint8_t mac[PROTO_MAC_LEN];
 	char why[256];
 
-	if (hello_check(rd, h, mod_prev(rd), why, sizeof(why)) != 0) {
+	if (direct && (h->from_rank >= (uint32_t)rd->world || h->from_rank == (uint32_t)rd->rank)) {
+		snprintf(why, sizeof(why),
+			 "a direct link from rank %u, not another host of "
+			 "this ring",
+			 h->from_rank);
+		return hs_refuse(l, why);
+	}
+	if (hello_check(rd, h, from, why, sizeof(why)) != 0) {
 		char msg[300];
 
 		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h->from_rank, why);
 		return hs_refuse(l, msg);
 	}
+	if (!transport_peer_is(link_transport, l, from)) {
+		snprintf(why, sizeof(why),
+			 "host claiming rank %d: its certificate is not that "
+			 "host's (%.64s)",
+			 from, rd->hf.hosts[from].host);
+		return hs_refuse(l, why);
+	}
 	memcpy(l->hs.peer_nonce, h->nonce, sizeof(l->hs.peer_nonce));
+	l->hs.direct = direct;
+	l->peer = from;
 	if (!auth_have_secret()) {
-		promote_prev(l, true);
+		if (direct)
+			promote_direct(l, true);
+		else
+			promote_prev(l, true);
 		return RX_DONE;
 	}
 	/* Our proof now; the connection becomes our link only on the peer's. */
 	if (!auth_proof(rd, true, h->from_rank, (uint32_t)rd->rank, l->hs.peer_nonce, l->hs.nonce,
 			mac) ||
-	    send_hello(l, PROTO_F_HELLO_ACK, mod_prev(rd), mac) != 0) {
+	    send_hello(l, PROTO_F_HELLO_ACK, from, mac) != 0) {
 		link_fail(l, "cannot answer the handshake");
 		return RX_ERROR;
 	}
@@ -232,17 +279,23 @@ static int
 on_hello_auth(struct link *l, const struct proto_peer_hello *h)
 {
 	struct ringd *rd = l->rd;
+	int from = l->hs.direct ? l->peer : mod_prev(rd);
 	char why[256];
 
-	if (h->from_rank != (uint32_t)mod_prev(rd))
+	if (from < 0 || h->from_rank != (uint32_t)from)
 		return hs_refuse(l, "malformed or unexpected HELLO_AUTH");
-	if (!auth_proof_ok(rd, false, (uint32_t)mod_prev(rd), (uint32_t)rd->rank, l->hs.peer_nonce,
+	if (!auth_proof_ok(rd, false, (uint32_t)from, (uint32_t)rd->rank, l->hs.peer_nonce,
 			   l->hs.nonce, h->mac)) {
-		snprintf(why, sizeof(why), "host claiming rank %d: wrong cluster secret (its "
-			 "proof does not verify)", mod_prev(rd));
+		snprintf(why, sizeof(why),
+			 "host claiming rank %d: wrong cluster secret (its "
+			 "proof does not verify)",
+			 from);
 		return hs_refuse(l, why);
 	}
-	promote_prev(l, false);
+	if (l->hs.direct)
+		promote_direct(l, false);
+	else
+		promote_prev(l, false);
 	return RX_DONE;
 }
 
@@ -382,7 +435,7 @@ hs_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 
 	if (st == NULL)
 		return on_reject(l, f, pl);
-	if (!(st->acceptor ? l->handshake_acceptor : l->dir == LINK_NEXT) ||
+	if (!(st->acceptor ? l->handshake_acceptor : (l->dir == LINK_NEXT || l->connector)) ||
 	    l->state != LINK_HANDSHAKE || l->hs.stage != st->stage ||
 	    proto_decode_peer_hello(pl, f->length, &h) != 0) {
 		snprintf(why, sizeof(why), "malformed or unexpected %s", st->name);

@@ -45,6 +45,8 @@ link_dir_name(const struct link *l)
 {
 	if (l->handshake_acceptor)
 		return "incoming";
+	if (l->dir == LINK_DIRECT)
+		return "direct";
 	return l->dir == LINK_NEXT ? "next" : "prev";
 }
 
@@ -170,7 +172,8 @@ link_close(struct link *l, const char *why)
 	if (why != NULL)
 		memcpy(l->last_error, reason, sizeof(l->last_error));
 	link_change_state(l, LINK_DOWN);
-	if (was_up)
+	/* a direct link is nobody's above yet: the ring never hears of it */
+	if (was_up && l->dir != LINK_DIRECT)
 		l->rd->link_ev->down(l, reason);
 	rx_reset(l);
 	/* drops the arena references: ops waiting on them complete now */
@@ -189,6 +192,14 @@ link_fail(struct link *l, const char *why)
 		log_warn("dropped an incoming peer connection: %s", why);
 	l->errors++;
 	link_close(l, why);
+	if (l->dir == LINK_DIRECT && !l->handshake_acceptor) {
+		/* a direct link is not retried: the next use opens a new one */
+		snprintf(rd->direct_error, sizeof(rd->direct_error), "host %d: %.200s", l->peer,
+			 l->last_error);
+		link_direct_forget(l);
+		link_free_later(l);
+		return;
+	}
 	if (l->handshake_acceptor) {
 		int i;
 
@@ -199,6 +210,19 @@ link_fail(struct link *l, const char *why)
 		return;
 	}
 	link_retry_later(l);
+}
+
+/* Takes a direct link out of the daemon's table (it is freed by the caller). */
+void
+link_direct_forget(struct link *l)
+{
+	struct ringd *rd = l->rd;
+
+	if (l->dir != LINK_DIRECT || rd->direct_links == NULL || l->peer < 0 ||
+	    l->peer >= rd->world || rd->direct_links[l->peer] != l)
+		return;
+	rd->direct_links[l->peer] = NULL;
+	rd->ndirect--;
 }
 
 /* The connector tries again after its back-off, which doubles up to a bound. */
@@ -259,6 +283,8 @@ link_send(struct link *l, const struct proto_frame *f, const void *payload)
 		return -1;
 	l->bytes_tx += sizeof(hdr) + f->length;
 	l->frames_tx++;
+	if (f->type != PROTO_F_HEARTBEAT)
+		l->used_ms = now_ms();
 	link_kick(l);
 	return 0;
 }

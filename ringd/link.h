@@ -1,7 +1,7 @@
 /*
  * link.h - what the files of a link share among themselves: link.c (state,
- * output, connecting and accepting, timers), handshake.c, rx.c (the frame
- * reader and dispatch) and ping.c.  The rest of the daemon sees links only
+ * output, connecting and accepting, timers), direct.c (links to any host),
+ * handshake.c, rx.c (the frame reader and dispatch) and ping.c.  The rest of the daemon sees links only
  * through ringd.h.
  */
 #ifndef RINGD_LINK_H
@@ -14,6 +14,8 @@
 #define BACKOFF_MIN_MS	50		/* a connector's first retry */
 #define BACKOFF_MAX_MS	2000		/* ... and its longest wait */
 #define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
+/* HEARTBEAT aux: a direct link's peer closes it, unused (0: a beat, 1: its echo) */
+#define LINK_HB_CLOSING	2
 #define HS_READ_MAX	4096		/* bytes read at once before a link is up */
 #define DIRECT_MIN	4096		/* payloads at least this large may be read
 					 * straight into their place in an arena */
@@ -44,6 +46,8 @@ void link_close(struct link *l, const char *why);
 /* Closes it as failed: counted and logged, the connector starts over. */
 void link_fail(struct link *l, const char *why);
 void link_free_later(struct link *l);
+/* Takes a direct link out of rd->direct_links (it is freed by the caller). */
+void link_direct_forget(struct link *l);
 int link_attach_fd(struct link *l, int fd);
 /* Why a read or write failed (n its result). */
 const char *link_io_why(struct link *l, ssize_t n);
@@ -74,10 +78,27 @@ void link_read_cb(evutil_socket_t fd, short what, void *arg);
  * cannot take the next one. */
 void link_rx(struct link *l);
 
+/* direct.c: direct links to any host (link_direct in ringd.h) */
+int direct_start(struct ringd *rd);
+/* An accepted connection whose HELLO asked for a direct link proved itself:
+ * 0, it is the daemon's direct link to its peer now; 1: it crossed our own
+ * connection to that host, which is kept (p closed and freed); -1 with why:
+ * refuse it. */
+int direct_adopt(struct link *p, char *why, size_t len);
+/* Closes a direct link unused for direct_idle_ms: true when it did (l freed). */
+bool direct_close_idle(struct link *l);
+/* Closes a direct link for good (taken out of the table, freed later). */
+void direct_close(struct link *l, const char *why);
+/* The timer's next tick for a direct link that is up. */
+uint32_t direct_tick_ms(const struct link *l);
+void direct_stop(struct ringd *rd);
+
 /* ping.c */
 int ping_rx(struct link *l, const struct proto_frame *f);
 /* A link closed: its probe gets no more answers. */
 void ping_link_closed(struct link *l);
 void ping_stop(void);
+/* A direct link came up: a ping of its host waiting for it goes now. */
+void ping_link_up(struct link *l);
 
 #endif /* RINGD_LINK_H */

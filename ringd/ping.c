@@ -1,6 +1,7 @@
 /*
  * ping.c - `ringctl ping`: probes of the next link, the previous link and the
- * whole ring, answered on the engine thread.
+ * whole ring, or (`ringctl ping --host N`) of one host over its direct link,
+ * answered on the engine thread.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,17 +22,22 @@
  * link; the ring ping is passed on by every host and its coming back from the
  * previous host is the answer.  Answers are matched by seq (run generation,
  * probe, index) and timed against our own clock, so a late answer of an old
- * run, or a peer that echoes nonsense, changes nothing.
+ * run, or a peer that echoes nonsense, changes nothing.  A host's run has one
+ * probe, PING_HOST, whose pings wait for the host's direct link (direct.c) to
+ * come up: it is opened for the run when there is none.
  */
+#define PING_HOST PING_NPROBES /* the one probe of a host's run */
 #define PING_SEQ(gen, probe, i)	(((uint64_t)(gen) << 32) | ((uint64_t)(probe) << 24) | (uint64_t)(i))
 
 static struct {
 	bool active;			/* a run is going */
 	uint32_t gen;			/* of the run (in seq) */
 	int count;			/* pings per probe */
-	struct ping_stats st[PING_NPROBES];
-	bool waiting[PING_NPROBES];	/* a ping of the probe is in flight */
-	uint64_t sent_us[PING_NPROBES];	/* ... sent then */
+	int host;                       /* a host's run: its rank; -1: the ring's */
+	bool link_wait;                 /* ... its link is not up yet */
+	struct ping_stats st[PING_NPROBES + 1];
+	bool waiting[PING_NPROBES + 1];     /* a ping of the probe is in flight */
+	uint64_t sent_us[PING_NPROBES + 1]; /* ... sent then */
 	struct ringd *rd;
 	struct event *deadline;		/* the run's bound */
 	link_ping_done_fn done;
@@ -48,14 +54,34 @@ ping_finish(void)
 	if (ping.deadline != NULL)
 		evtimer_del(ping.deadline);
 	ping.done = NULL;
-	if (done != NULL)
+	if (done != NULL && ping.host >= 0)
+		done(ping.rd, &ping.st[PING_HOST], 1);
+	else if (done != NULL)
 		done(ping.rd, ping.st, ping.rd->world > 1 ? PING_NPROBES : 0);
+}
+
+/* The link to a host's run's host, if there is one (never opened here). */
+static struct link *
+ping_host_link(void)
+{
+	struct ringd *rd = ping.rd;
+	int h = ping.host;
+
+	if (h < 0 || h >= rd->world)
+		return NULL;
+	if (rd->next != NULL && rd->next->peer == h)
+		return rd->next;
+	if (rd->prev != NULL && rd->prev->peer == h)
+		return rd->prev;
+	return rd->direct_links != NULL ? rd->direct_links[h] : NULL;
 }
 
 /* The link a probe's pings leave on. */
 static struct link *
 ping_link(int probe)
 {
+	if (probe == PING_HOST)
+		return ping_host_link();
 	return probe == PING_PREV ? ping.rd->prev : ping.rd->next;
 }
 
@@ -89,10 +115,30 @@ ping_check_done(void)
 {
 	int i;
 
-	for (i = 0; i < PING_NPROBES; i++)
+	for (i = 0; i <= PING_NPROBES; i++)
 		if (ping.waiting[i])
 			return;
+	if (ping.host >= 0 && ping.link_wait)
+		return;
 	ping_finish();
+}
+
+/* Why a host's run got no answer, unless it says already. */
+static void
+ping_host_why(void)
+{
+	struct ping_stats *st = &ping.st[PING_HOST];
+	struct link *l = ping_host_link();
+
+	st->up = l != NULL && l->state == LINK_UP;
+	if (st->error[0] != '\0' || st->answered > 0)
+		return;
+	if (!st->up)
+		snprintf(st->error, sizeof(st->error), "no link to host %d came up in time%s%.150s",
+			 ping.host, ping.rd->direct_error[0] ? ": " : "", ping.rd->direct_error);
+	else
+		snprintf(st->error, sizeof(st->error), "host %d answered no ping in time",
+			 ping.host);
 }
 
 static void
@@ -101,6 +147,8 @@ ping_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
+	if (ping.active && ping.host >= 0)
+		ping_host_why();
 	ping_finish();
 }
 
@@ -134,6 +182,14 @@ ping_link_closed(struct link *l)
 
 	if (!ping.active || (l != ping.rd->next && l != ping.rd->prev))
 		return;
+	if (ping.host >= 0) {
+		if (l == ping_host_link()) {
+			ping.waiting[PING_HOST] = ping.link_wait = false;
+			ping_host_why();
+			ping_check_done();
+		}
+		return;
+	}
 	for (i = 0; i < PING_NPROBES; i++)
 		if (ping_link(i) == l || i == PING_RING) {
 			ping.st[i].up = false;	/* shown as down, not as lost pings */
@@ -142,12 +198,12 @@ ping_link_closed(struct link *l)
 	ping_check_done();
 }
 
-void
-link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn done)
+/* A new run (of host, or the ring's: -1), cancelling one still going; its
+ * deadline runs from now. */
+static void
+ping_begin(struct ringd *rd, int host, int count, uint32_t wait_ms, link_ping_done_fn done)
 {
-	static const char *const names[PING_NPROBES] = { "next", "prev", "ring" };
 	struct timeval tv = { wait_ms / 1000, (wait_ms % 1000) * 1000 };
-	int i;
 
 	if (ping.active) {		/* an abandoned run: its asker is gone */
 		ping.done = NULL;
@@ -163,19 +219,62 @@ link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn
 	ping.count = count;
 	ping.done = done;
 	ping.active = true;
+	ping.host = host;
+	ping.link_wait = false;
+	memset(ping.waiting, 0, sizeof(ping.waiting));
+	memset(ping.st, 0, sizeof(ping.st));
+	if (ping.deadline != NULL)
+		evtimer_add(ping.deadline, &tv);
+	log_debug("ping: %d per probe within %u ms", count, wait_ms);
+}
+
+void
+link_ping_host_start(struct ringd *rd, int host, int count, uint32_t wait_ms,
+		     link_ping_done_fn done)
+{
+	struct ping_stats *st = &ping.st[PING_HOST];
+	struct link *l;
+
+	ping_begin(rd, host, count, wait_ms, done);
+	st->name = "direct";
+	st->peer = host;
+	if ((l = link_direct(rd, host, st->error, sizeof(st->error))) == NULL) {
+		ping_finish();
+		return;
+	}
+	st->up = true; /* may be probed: once up, the pings go */
+	ping.link_wait = l->state != LINK_UP;
+	ping_send(PING_HOST);
+	ping_check_done();
+}
+
+/* The host of a host's run has its link up now: the pings go. */
+void
+ping_link_up(struct link *l)
+{
+	if (!ping.active || ping.host < 0 || !ping.link_wait || l != ping_host_link())
+		return;
+	ping.link_wait = false;
+	ping_send(PING_HOST);
+	ping_check_done();
+}
+
+void
+link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn done)
+{
+	static const char *const names[PING_NPROBES] = { "next", "prev", "ring" };
+	int i;
+
+	ping_begin(rd, -1, count, wait_ms, done);
 	for (i = 0; i < PING_NPROBES; i++) {
 		struct link *l = ping_link(i);
 
 		memset(&ping.st[i], 0, sizeof(ping.st[i]));
 		ping.st[i].name = names[i];
 		ping.st[i].peer = i == PING_RING || l == NULL ? -1 : l->peer;
-		ping.st[i].up = l != NULL && l->state == LINK_UP &&
-		    (i != PING_RING || rd->state == RING_READY);
-		ping.waiting[i] = false;
+		ping.st[i].up =
+		    l != NULL && l->state == LINK_UP && (i != PING_RING || rd->state == RING_READY);
 	}
-	if (ping.deadline != NULL)
-		evtimer_add(ping.deadline, &tv);
-	log_debug("ping: %d per probe within %u ms", count, wait_ms);
 	for (i = 0; i < PING_NPROBES; i++)
 		ping_send(i);
 	ping_check_done();
@@ -192,7 +291,10 @@ ping_rx(struct link *l, const struct proto_frame *f)
 	if (f->type == PROTO_F_PONG) {
 		if (f->aux != 0 || f->route != 0)
 			goto bad;
-		if (l == rd->next)
+		if (ping.active && ping.host >= 0) {
+			if (l == ping_host_link())
+				ping_answer(PING_HOST, f->seq);
+		} else if (l == rd->next)
 			ping_answer(PING_NEXT, f->seq);
 		else if (l == rd->prev)
 			ping_answer(PING_PREV, f->seq);

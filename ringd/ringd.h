@@ -25,19 +25,21 @@
 enum ring_state { RING_FORMING, RING_READY, RING_DEGRADED, RING_STOPPED };
 
 enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_HANDSHAKE, LINK_UP };
-enum link_dir { LINK_NEXT, LINK_PREV };
+enum link_dir { LINK_NEXT, LINK_PREV, LINK_DIRECT };
 
 struct ringd;
 struct job;
 struct sess;
 
-/* A TCP link to a neighbour; frames in both directions.  Input is read by the
+/* A TCP link to a neighbour, or a direct link to any host of the ring (direct.c);
+ * frames in both directions.  Input is read by the
  * link itself (whole frames into rxbuf, or a payload straight into its final place
  * in an arena); output is an evbuffer written with writev, whose payload chains
  * reference arena memory rather than copies. */
 struct link {
 	struct ringd *rd;		/* owner */
-	enum link_dir dir;		/* next: we connect; prev: we accept */
+	enum link_dir dir;		/* next: we connect; prev: we accept; direct:
+					 * either (connector says which) */
 	enum link_state state;		/* see link_change_state() */
 	int peer;			/* host rank of the neighbour (-1: not yet known) */
 	int fd;				/* the socket (-1 when down) */
@@ -69,11 +71,15 @@ struct link {
 	int lowat;			/* SO_RCVLOWAT in force (0: kernel default) */
 	bool drained;			/* the last read emptied the socket */
 	bool handshake_acceptor;	/* pending accepted connection */
+	bool connector;			/* a direct link we opened (else accepted) */
+	uint64_t used_ms;		/* a direct link's last use: a frame other than a
+					 * heartbeat, or link_direct() */
 	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
 	struct {			/* the handshake; reset for every connection */
 		uint8_t stage;		/* LINK_HS_* below */
 		uint8_t nonce[PROTO_NONCE_LEN];	/* ours, sent in HELLO / HELLO_ACK */
 		uint8_t peer_nonce[PROTO_NONCE_LEN];	/* the peer's */
+		bool direct;		/* acceptor: the HELLO asked for a direct link */
 	} hs;
 };
 
@@ -94,8 +100,8 @@ struct arena {
 
 /*
  * The floors of the daemon, each naming only those below it: transport (bytes:
- * transport.c, tls.c) < link (frames to and from one neighbour: link.c, rx.c,
- * handshake.c, ping.c) < ring (which links exist, the ring's state and token,
+ * transport.c, tls.c) < link (frames to and from one neighbour, or any host over
+ * a direct link: link.c, direct.c, rx.c, handshake.c, ping.c) < ring (which links exist, the ring's state and token,
  * frames passed on for other hosts: ring.c) < engine (jobs, operations, flow
  * control, failure: coll.c and its files) < front (client sessions, control,
  * metrics, reload) < main.  A floor reports upward only through a table of
@@ -148,6 +154,11 @@ struct ringd {
 	int peer_fd;			/* peer port (listening) */
 	struct event *peer_ev;		/* accept on it */
 	struct link *pending[8];	/* accepted links still in handshake */
+	struct link **direct_links;	/* [world]: the direct link to each host, or
+					 * NULL (direct.c) */
+	int ndirect;			/* of them, not NULL */
+	uint64_t direct_opened, direct_closed_idle;	/* counted for ringctl */
+	char direct_error[256];		/* why the last direct link failed */
 	int client_fd;			/* SEQPACKET listener */
 	struct event *client_ev;	/* accept on it */
 	TAILQ_HEAD(, sess) sessions;	/* attached clients */
@@ -239,6 +250,9 @@ ssize_t transport_write(struct transport *t, struct link *l, struct evbuffer *ou
  * the transport, or a read that waited for the socket to take a write). */
 bool transport_rx_ready(struct transport *t, struct link *l);
 void transport_close(struct transport *t, struct link *l);
+/* Whether what the transport knows of the peer (TLS: its certificate) is host
+ * rank's: an acceptor learns which host it should be only from its HELLO. */
+bool transport_peer_is(struct transport *t, struct link *l, int rank);
 /* SIGHUP (tls.c): a TLS context from cfg's tls_cert, tls_key, tls_ca and
  * tls_ktls (NULL with the reason in err); commit makes the running TLS
  * transport use it for new connections, live links keeping theirs, says in
@@ -270,6 +284,12 @@ void link_kick(struct link *l);
 size_t link_tx_room(const struct link *l);
 struct evbuffer *link_output(struct link *l);
 
+/* direct.c: a link to any host of the ring.  Returns the link to host (up, or
+ * on its way: connecting, in handshake), opening one when there is none and
+ * max_direct_links allows; a neighbour's is its ring link.  NULL with why
+ * when there can be none (not a host of the ring, this daemon, the limit). */
+struct link *link_direct(struct ringd *rd, int host, char *why, size_t len);
+
 /* rx.c: a link's input */
 /* The engine gave up on the arena a direct read is filling: drop the rest. */
 void link_drop_direct(struct ringd *rd, const void *owner);
@@ -285,14 +305,19 @@ enum { RX_DONE = 0, RX_BLOCKED = 1, RX_ERROR = -1 };
  * one still going (its done is not called). */
 enum { PING_NEXT, PING_PREV, PING_RING, PING_NPROBES };
 struct ping_stats {
-	const char *name;		/* "next", "prev", "ring" */
+	const char *name;		/* "next", "prev", "ring", "direct" */
 	int peer;			/* host rank at the other end (ring: -1) */
 	bool up;			/* could be probed: link up (ring: ring ready) */
 	int sent, answered;		/* pings */
 	uint64_t min_us, max_us, sum_us;	/* round trips of the answered ones */
+	char error[200];		/* a host's probe: why it could not ping ("") */
 };
 typedef void (*link_ping_done_fn)(struct ringd *rd, const struct ping_stats *st, int n);
 void link_ping_start(struct ringd *rd, int count, uint32_t wait_ms, link_ping_done_fn done);
+/* The same with one probe, "direct": pings of host over link_direct's link
+ * (opened for it when there is none; the pings go once it is up). */
+void link_ping_host_start(struct ringd *rd, int host, int count, uint32_t wait_ms,
+			  link_ping_done_fn done);
 
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);

@@ -24,6 +24,8 @@
 static int
 link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
+	if (f->type != PROTO_F_HEARTBEAT)
+		l->used_ms = now_ms();
 	switch (f->type) {
 	case PROTO_F_HELLO:
 	case PROTO_F_HELLO_ACK:
@@ -31,6 +33,13 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	case PROTO_F_REJECT:
 		return hs_rx(l, f, pl);
 	case PROTO_F_HEARTBEAT:
+		if (f->aux == LINK_HB_CLOSING && l->dir == LINK_DIRECT) {
+			snprintf(l->last_error, sizeof(l->last_error), "host %d closed it, unused",
+				 l->peer);
+			log_info("direct link to host %d: %s", l->peer, l->last_error);
+			direct_close(l, l->last_error);
+			return RX_DONE;
+		}
 		if (f->aux == 0)
 			link_heartbeat(l, 1, f->offset);
 		else
@@ -40,9 +49,19 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	case PROTO_F_PONG:
 		return ping_rx(l, f);
 	default:
-		/* not the link's own: its owner's */
+		/* not the link's own: its owner's (never a direct link's: rx_header
+		 * refused those) */
 		return l->rd->link_ev->frame(l, f, pl);
 	}
+}
+
+/* The frames a link takes itself, whoever owns it. */
+static bool
+link_own_frame(uint16_t type)
+{
+	return type == PROTO_F_HELLO || type == PROTO_F_HELLO_ACK || type == PROTO_F_HELLO_AUTH ||
+	       type == PROTO_F_REJECT || type == PROTO_F_HEARTBEAT || type == PROTO_F_PING ||
+	       type == PROTO_F_PONG;
 }
 
 /* Makes room in rxbuf for `need` contiguous bytes from rxoff. */
@@ -183,6 +202,16 @@ rx_header(struct link *l)
 		rx_refuse_header(l, f);
 		return -1;
 	}
+	if (l->dir == LINK_DIRECT && !link_own_frame(f->type)) {
+		/* nothing above the link floor takes a direct link's frames yet
+		 * (direct.c): refused at the header, its payload never read */
+		char why[128];
+
+		snprintf(why, sizeof(why), "%s frame on a direct link (nothing takes those yet)",
+			 proto_frame_type_name(f->type));
+		link_fail(l, why);
+		return -1;
+	}
 	l->rxoff += PROTO_FRAME_HDR;
 	l->have_hdr = true;
 	l->direct = NULL;
@@ -192,7 +221,7 @@ rx_header(struct link *l)
 		l->rxlen -= l->rxoff;
 		l->rxoff = 0;
 	}
-	if (l->state == LINK_UP && f->length >= DIRECT_MIN)
+	if (l->state == LINK_UP && l->dir != LINK_DIRECT && f->length >= DIRECT_MIN)
 		l->direct = l->rd->link_ev->place(l, f, &l->direct_arena, &l->direct_owner);
 	if (l->direct != NULL) {
 		size_t take = l->rxlen - l->rxoff;

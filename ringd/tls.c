@@ -4,8 +4,10 @@
  *
  * Both sides present a certificate and both verify the other's against tls_ca;
  * beyond the chain, the peer's certificate must name (IP or DNS SAN) the host
- * the hostfile lists for the rank it should be: our next rank when we dial, our
- * previous one when we accept, as no other host may ever connect to us.  A
+ * the hostfile lists for the rank it should be: the host we dial (our next
+ * rank, or a direct link's), and when we accept, a host of the hostfile during
+ * the handshake and, once its HELLO says which, that host (transport_peer_is:
+ * our previous rank for a ring link, its sender for a direct link).  A
  * certificate from another CA, none, or one for another host fails the
  * handshake with the reason in the link's last_error, on both sides (the side
  * that refuses sends an alert, which the other reads as the reason).
@@ -142,6 +144,57 @@ tls_reason(struct link *l, struct tls_conn *c, int err, const char *what)
 		 msg);
 }
 
+/* Whether cert names host (an IP literal or a DNS name). */
+static bool
+cert_names(X509 *cert, const char *host)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (host_ip(host, ip, sizeof(ip)))
+		return X509_check_ip_asc(cert, ip, 0) == 1;
+	return X509_check_host(cert, host, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL) == 1;
+}
+
+/* An acceptor's check of the peer's own certificate, past the chain: it must
+ * be one of a host of the hostfile (which one, its HELLO says later). */
+static int
+accept_verify_cb(int ok, X509_STORE_CTX *xs)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
+	struct link *l = ssl != NULL ? SSL_get_app_data(ssl) : NULL;
+	X509 *cert = X509_STORE_CTX_get_current_cert(xs);
+	char ip[INET6_ADDRSTRLEN];
+	int i;
+
+	if (!ok || l == NULL || cert == NULL || X509_STORE_CTX_get_error_depth(xs) != 0)
+		return ok;
+	for (i = 0; i < l->rd->hf.n; i++)
+		if (cert_names(cert, l->rd->hf.hosts[i].host))
+			return 1;
+	X509_STORE_CTX_set_error(xs, host_ip(l->rd->hf.hosts[0].host, ip, sizeof(ip)) ?
+					 X509_V_ERR_IP_ADDRESS_MISMATCH :
+					 X509_V_ERR_HOSTNAME_MISMATCH);
+	return 0;
+}
+
+static bool
+tls_peer_is(struct transport *t, struct link *l, int rank)
+{
+	struct tls_conn *c = l->tconn;
+	X509 *cert;
+	bool ok;
+
+	(void)t;
+	if (c == NULL || rank < 0 || rank >= l->rd->hf.n ||
+	    (cert = SSL_get1_peer_certificate(c->ssl)) == NULL)
+		return false;
+	ok = cert_names(cert, l->rd->hf.hosts[rank].host);
+	X509_free(cert);
+	if (ok)
+		c->peer = rank;
+	return ok;
+}
+
 static int
 tls_open(struct transport *t, struct link *l, bool connector)
 {
@@ -159,9 +212,14 @@ tls_open(struct transport *t, struct link *l, bool connector)
 	if ((c->ssl = SSL_new(t->ctx)) == NULL || SSL_set_fd(c->ssl, l->fd) != 1)
 		goto fail;
 	/* The certificate must be the one of the host this rank is, not merely any
-	 * host of the cluster's CA: a stolen key of one host cannot pose as another. */
+	 * host of the cluster's CA: a stolen key of one host cannot pose as another.
+	 * An acceptor knows only the hosts it may be until the HELLO. */
+	SSL_set_app_data(c->ssl, l);
 	vp = SSL_get0_param(c->ssl);
-	if (host_ip(host, ip, sizeof(ip))) {
+	if (!connector) {
+		SSL_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+			       accept_verify_cb);
+	} else if (host_ip(host, ip, sizeof(ip))) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(vp, ip) != 1)
 			goto fail;
 	} else {
@@ -521,6 +579,7 @@ transport_tls(struct ringd *rd, char *err, size_t errlen)
 	t->write = tls_write;
 	t->rx_ready = tls_rx_ready;
 	t->close = tls_close;
+	t->peer_is = tls_peer_is;
 	t->free = tls_free;
 	t->ctx = ctx;
 	tls_running = t;

@@ -119,6 +119,12 @@ transport_rx_ready(struct transport *t, struct link *l)
 	return t->rx_ready(t, l);
 }
 
+bool
+transport_peer_is(struct transport *t, struct link *l, int rank)
+{
+	return t->peer_is == NULL || t->peer_is(t, l, rank);
+}
+
 void
 transport_close(struct transport *t, struct link *l)
 {

@@ -17,6 +17,8 @@ struct transport {
 	ssize_t (*write)(struct transport *t, struct link *l, struct evbuffer *out);
 	bool (*rx_ready)(struct transport *t, struct link *l);
 	void (*close)(struct transport *t, struct link *l);
+	/* Whether the peer proved to be host rank (NULL: nothing to prove). */
+	bool (*peer_is)(struct transport *t, struct link *l, int rank);
 	void (*free)(struct transport *t);
 	void *ctx;			/* implementation state (SSL_CTX for TLS) */
 };

@@ -7,7 +7,8 @@
  * forms over TLS and runs all-reduces with exact results.  Then an impostor
  * that claims to be host 2 (same hostfile, its own port) dials host 0 with a
  * certificate from another CA, with a certificate of the right CA for another
- * host, as plain TCP, or (openssl s_client) with no certificate at all: host 0
+ * host (one outside the hostfile, refused in TLS; host 1's, refused at its
+ * HELLO), as plain TCP, or (openssl s_client) with no certificate at all: host 0
  * refuses it, says why in ringctl (peers_refused, last_refused), the impostor
  * never gets a link up, and the ring stays ready in the same epoch and keeps
  * computing.  The same with a cluster secret over plain TCP: a wrong secret,
@@ -552,18 +553,20 @@ Test(security, tls_ring_allreduce, .init = setup, .fini = teardown, .timeout = 1
 	ring_computes("over TLS");
 }
 
-enum tls_bad { TLS_OTHER_CA, TLS_OTHER_HOST, TLS_PLAIN, TLS_NO_CERT };
+enum tls_bad { TLS_OTHER_CA, TLS_OTHER_HOST, TLS_PLAIN, TLS_NO_CERT, TLS_RING_HOST };
 
 static const char *tls_bad_name(enum tls_bad b)
 {
-	static const char *const names[] = { "other CA", "other host", "plain TCP", "no cert" };
+	static const char *const names[] = { "other CA", "other host", "plain TCP", "no cert",
+					     "another ring host's cert" };
 
 	return names[b];
 }
 
 ParameterizedTestParameters(security, tls_impostor)
 {
-	static enum tls_bad cases[] = { TLS_OTHER_CA, TLS_OTHER_HOST, TLS_PLAIN, TLS_NO_CERT };
+	static enum tls_bad cases[] = { TLS_OTHER_CA, TLS_OTHER_HOST, TLS_PLAIN, TLS_NO_CERT,
+					TLS_RING_HOST };
 
 	return cr_make_param_array(enum tls_bad, cases, sizeof(cases) / sizeof(cases[0]));
 }
@@ -591,12 +594,20 @@ ParameterizedTest(enum tls_bad *bad, security, tls_impostor, .init = setup, .fin
 		expect_impostor_out(imp, "unknown ca");
 		break;
 	case TLS_OTHER_HOST:
-		/* the cluster's CA, but the certificate of 127.0.0.9 */
+	case TLS_RING_HOST: {
+		/* the cluster's CA, but the certificate of 127.0.0.9, refused in
+		 * TLS; or that of host 1, a host of the ring, claiming to be host 2:
+		 * TLS lets it in (an acceptor learns which host its peer is only from
+		 * the HELLO, as a direct link may come from any), the HELLO does not */
+		bool outside = *bad == TLS_OTHER_HOST;
+		const char *hello = "its certificate is not that host's";
+
 		snprintf(d, sizeof(d), "%s/certs", sec.dir);
-		imp = impostor(tls_files(d, "127.0.0.9"));
-		expect_refused(r, "IP address mismatch");
-		expect_impostor_out(imp, "alert");
+		imp = impostor(tls_files(d, outside ? "127.0.0.9" : "127.0.0.2"));
+		expect_refused(r, outside ? "IP address mismatch" : hello);
+		expect_impostor_out(imp, outside ? "alert" : hello);
 		break;
+	}
 	case TLS_PLAIN:
 		imp = impostor("");
 		expect_refused(r, "TLS handshake");

@@ -682,6 +682,7 @@ static const struct {
 	const char *key;
 	enum config_live live;
 } live_keys[] = {
+	/* clang-format off */
 	{ "log_level", CONFIG_LIVE_LOG },	{ "verbose", CONFIG_LIVE_LOG },
 	{ "allow_users", CONFIG_LIVE_ACCESS },	{ "allow_groups", CONFIG_LIVE_ACCESS },
 	{ "tls_cert", CONFIG_LIVE_TLS },	{ "tls_key", CONFIG_LIVE_TLS },
@@ -690,6 +691,8 @@ static const struct {
 	{ "max_clients", CONFIG_LIVE },		{ "max_clients_per_user", CONFIG_LIVE },
 	{ "hello_timeout_ms", CONFIG_LIVE },	{ "max_jobs", CONFIG_LIVE },
 	{ "max_arena", CONFIG_LIVE },		{ "poll_us", CONFIG_LIVE },
+	{ "max_direct_links", CONFIG_LIVE },	{ "direct_idle_ms", CONFIG_LIVE },
+	/* clang-format on */
 };
 #define N_LIVE_KEYS (sizeof(live_keys) / sizeof(live_keys[0]))
 
@@ -717,7 +720,7 @@ Test(config, reload_classes)
 		config_set(&c, name, "\x01", err, sizeof(err));
 		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
 	}
-	cr_assert_eq(i, 33, "%d keys in the table", i);
+	cr_assert_eq(i, 35, "%d keys in the table", i);
 	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
 	cr_assert_null(config_key_at(-1, &live));
 }

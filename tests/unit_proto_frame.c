@@ -408,7 +408,8 @@ static const struct codec join_codec = CODEC(join, struct proto_join, 0);
 /* payloads: the values, and the bytes their layout gives them        */
 /* ------------------------------------------------------------------ */
 
-/* 0: a HELLO with a secret; 1: the longest strings and the largest ranks. */
+/* 0: a HELLO with a secret; 1: the longest strings and the largest ranks; 2: a
+ * direct link's HELLO (its flag beside the secret's). */
 static int
 make_peer_hello(void *m, int i)
 {
@@ -429,6 +430,8 @@ make_peer_hello(void *m, int i)
 		h->from_rank = PROTO_MAX_RANKS - 1;
 		h->to_rank = 0;
 	}
+	if (i == 2)
+		h->flags = PROTO_HELLO_F_SECRET | PROTO_HELLO_F_DIRECT;
 	/* the cluster, four u32, nonce, mac, the version */
 	return (int)(2 + strlen(h->cluster) + 16 + PROTO_NONCE_LEN + PROTO_MAC_LEN + 2 +
 		     strlen(h->version));
@@ -540,7 +543,7 @@ make_join(void *m, int i)
 Test(payload, round_trips)
 {
 	static const struct round_trip rows[] = {
-		{ &peer_hello_codec, PROTO_F_HELLO, make_peer_hello, 2 },
+		{ &peer_hello_codec, PROTO_F_HELLO, make_peer_hello, 3 },
 		{ &fp_codec, PROTO_F_OPHDR, make_fp, PROTO_COLL_MAX + 1 },
 		{ &reason_codec, PROTO_F_ABORT, make_reason, -RING_ERR_MIN + 2 },
 		{ &rts_codec, PROTO_F_P2P_RTS, make_rts, PROTO_MAX_NDIM + 2 },

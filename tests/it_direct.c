@@ -1,0 +1,441 @@
+/*
+ * it_direct.c - integration tests of direct links: a daemon's link to any host
+ * of its ring, opened on demand (ringd/direct.c), as an operator sees them
+ * through `ringctl ping --host N` and `ringctl status`.
+ *
+ * On rings of 4 and 5 real daemons (the harness, loopback): host 0 pings host
+ * 2, not its neighbour, over a direct link, which both ends list as "direct"
+ * and up; one unused for direct_idle_ms closes on both ends and the next ping
+ * opens it again; with max_direct_links = 1 a second host is refused with an
+ * error naming the limit, and the daemon goes on; the same over TLS with a
+ * cluster secret; a direct connection cut under a running job (ss -K) goes
+ * down on both ends while the job's all-reduces all succeed in the same
+ * epoch; and a killed peer's direct link goes down at once.
+ */
+#include <criterion/criterion.h>
+
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include "tests/harness.h"
+
+#define OUT_CAP (64u << 10)
+#define WAIT_MS 5000 /* bound on what a test waits for */
+
+static struct ring_cluster cluster;
+static char tmp[CLUSTER_PATH_MAX]; /* certificates and the secret */
+
+static void
+teardown(void)
+{
+	cluster_stop(&cluster);
+	if (tmp[0] != '\0') {
+		char *argv[] = { "/bin/rm", "-rf", tmp, NULL };
+
+		harness_exec(argv, NULL, NULL, 0, 30);
+		tmp[0] = '\0';
+	}
+}
+
+static void
+start(int n, const char *args)
+{
+	cr_assert_eq(cluster_start(&cluster, n, args), 0, "the ring did not start");
+	cr_assert_eq(cluster_wait_ready(&cluster, 20000), 0, "the ring did not get ready");
+}
+
+/* ringctl --json ARGS on daemon d: its document (the caller's to free) and
+ * exit status. */
+static json_t *
+ctl_json(int d, int *rc, const char *a1, const char *a2, const char *a3, const char *a4,
+	 const char *a5)
+{
+	static char out[OUT_CAP];
+	json_error_t err;
+	json_t *doc;
+
+	*rc = cluster_ringctl(&cluster, d, out, sizeof(out), "--json", a1, a2, a3, a4, a5, NULL);
+	doc = json_loads(out, 0, &err);
+	cr_assert_not_null(doc, "ringctl %s on daemon %d: not JSON (%s): %s", a1, d, err.text, out);
+	return doc;
+}
+
+static json_t *
+status(int d)
+{
+	int rc;
+
+	return ctl_json(d, &rc, "status", NULL, NULL, NULL, NULL);
+}
+
+/* ringctl ping --host host -c 3 on daemon d: the one probe's document in *doc. */
+static json_t *
+ping_host(int d, int host, int *rc, json_t **doc)
+{
+	char h[16];
+	json_t *probes;
+
+	snprintf(h, sizeof(h), "%d", host);
+	*doc = ctl_json(d, rc, "ping", "--host", h, "-c", "3");
+	probes = json_object_get(*doc, "probes");
+	cr_assert(json_is_array(probes) && json_array_size(probes) == 1,
+		  "ping --host %d on daemon %d: not one probe", host, d);
+	return json_array_get(probes, 0);
+}
+
+static int64_t
+jint(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+static const char *
+jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s != NULL ? s : "";
+}
+
+/* The link of daemon d's status of direction dir ("direct", "next", "prev") to
+ * host peer, or NULL: a new reference. */
+static json_t *
+link_to(int d, const char *dir, int peer)
+{
+	json_t *doc = status(d), *links = json_object_get(doc, "links"), *l, *found = NULL;
+	size_t i;
+
+	json_array_foreach(links, i, l)
+		if (strcmp(jstr(l, "dir"), dir) == 0 && jint(l, "peer") == peer)
+			found = json_incref(l);
+	json_decref(doc);
+	return found;
+}
+
+/* Pings host from daemon d and checks every ping came back over a direct link
+ * that both ends then list as up. */
+static void
+ping_ok(int d, int host)
+{
+	json_t *doc, *p, *l;
+	int rc;
+
+	p = ping_host(d, host, &rc, &doc);
+	cr_assert_eq(rc, 0, "ping --host %d on daemon %d exited %d: %s", host, d, rc,
+		     jstr(p, "error"));
+	cr_assert_str_eq(jstr(p, "probe"), "direct");
+	cr_assert_eq(jint(p, "peer"), host);
+	cr_assert_eq(jint(p, "answered"), 3, "%lld of 3 pings answered",
+		     (long long)jint(p, "answered"));
+	cr_assert(jint(p, "min_us") > 0 && jint(p, "max_us") >= jint(p, "min_us"));
+	cr_log_info("daemon %d -> host %d direct: rtt min %lld avg %lld max %lld us", d, host,
+		    (long long)jint(p, "min_us"), (long long)jint(p, "avg_us"),
+		    (long long)jint(p, "max_us"));
+	json_decref(doc);
+	l = link_to(d, "direct", host);
+	cr_assert_not_null(l, "daemon %d lists no direct link to host %d", d, host);
+	cr_assert_str_eq(jstr(l, "state"), "up");
+	cr_assert(jint(l, "bytes_tx") > 0 && jint(l, "bytes_rx") > 0);
+	json_decref(l);
+	l = link_to(host, "direct", d);
+	cr_assert_not_null(l, "host %d lists no direct link to daemon %d", host, d);
+	cr_assert_str_eq(jstr(l, "state"), "up");
+	json_decref(l);
+}
+
+/* Waits at most WAIT_MS for daemon d to hold no direct link to peer. */
+static bool
+gone(int d, int peer)
+{
+	double end = harness_now() + WAIT_MS / 1000.0;
+	json_t *l;
+
+	while ((l = link_to(d, "direct", peer)) != NULL) {
+		json_decref(l);
+		if (harness_now() > end)
+			return false;
+		usleep(50 * 1000);
+	}
+	return true;
+}
+
+static json_t *
+direct_counts(int d)
+{
+	json_t *doc = status(d), *dc = json_incref(json_object_get(doc, "direct"));
+
+	json_decref(doc);
+	cr_assert_not_null(dc, "daemon %d's status has no direct object", d);
+	return dc;
+}
+
+Test(direct, ping_a_host_that_is_no_neighbour, .fini = teardown, .timeout = 120)
+{
+	json_t *l;
+
+	start(4, NULL);
+	ping_ok(0, 2);
+	ping_ok(2, 0); /* the same link, from the other end */
+	ping_ok(1, 3);
+	/* the ring's own links are still the two neighbours' */
+	cr_assert_not_null(l = link_to(0, "next", 1));
+	json_decref(l);
+	cr_assert_not_null(l = link_to(0, "prev", 3));
+	json_decref(l);
+	cr_assert_eq(jint(l = direct_counts(0), "held"), 1);
+	cr_assert_eq(jint(l, "opened"), 1, "daemon 0 opened %lld direct links for one host",
+		     (long long)jint(l, "opened"));
+	json_decref(l);
+}
+
+Test(direct, idle_close_and_reopen, .fini = teardown, .timeout = 120)
+{
+	json_t *d0, *d2;
+	double t0;
+
+	start(4, "--direct-idle-ms 400 --heartbeat-ms 100");
+	ping_ok(0, 2);
+	t0 = harness_now();
+	cr_assert(gone(0, 2) && gone(2, 0), "the unused direct link did not close on both ends");
+	cr_log_info("idle direct link closed on both ends after %.2f s (direct_idle_ms 400)",
+		    harness_now() - t0);
+	d0 = direct_counts(0);
+	d2 = direct_counts(2);
+	cr_assert_eq(jint(d0, "closed_idle") + jint(d2, "closed_idle"), 1,
+		     "closed idle: %lld + %lld", (long long)jint(d0, "closed_idle"),
+		     (long long)jint(d2, "closed_idle"));
+	/* closed as the normal thing it is: no failure on either end */
+	cr_assert_str_eq(jstr(d0, "last_error"), "");
+	cr_assert_str_eq(jstr(d2, "last_error"), "");
+	json_decref(d0);
+	json_decref(d2);
+	ping_ok(0, 2); /* the next use opens it again */
+	cr_assert_eq(jint(d0 = direct_counts(0), "opened"), 2);
+	json_decref(d0);
+	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0, "the ring is no longer ready");
+}
+
+Test(direct, limit, .fini = teardown, .timeout = 120)
+{
+	json_t *doc, *p;
+	int rc;
+
+	start(5, "--max-direct-links 1");
+	ping_ok(0, 2);
+	p = ping_host(0, 3, &rc, &doc);
+	cr_assert_eq(rc, 1, "a second host's ping exited %d", rc);
+	cr_assert_eq(jint(p, "sent"), 0);
+	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL, "error: '%s'",
+		  jstr(p, "error"));
+	json_decref(doc);
+	/* the acceptor holds its limit too: host 2 has its one link (to 0) */
+	p = ping_host(4, 2, &rc, &doc);
+	cr_assert_eq(rc, 1, "a ping to a host at its limit exited %d", rc);
+	cr_assert(strstr(jstr(p, "error"), "max_direct_links = 1") != NULL, "error: '%s'",
+		  jstr(p, "error"));
+	json_decref(doc);
+	ping_ok(0, 2); /* the first one still works, nothing crashed */
+	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0);
+}
+
+Test(direct, tls_and_secret, .fini = teardown, .timeout = 180)
+{
+	char script[PATH_MAX], args[8 * CLUSTER_PATH_MAX], out[4096], path[CLUSTER_PATH_MAX + 16];
+	char *argv[] = { script, "-d", tmp, "127.0.0.1", NULL };
+	json_t *l;
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "/tmp/it_direct.XXXXXX");
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(script, sizeof(script), "%s/scripts/gen-certs", harness_root());
+	cr_assert_eq(harness_exec(argv, NULL, out, sizeof(out), 60), 0, "gen-certs: %s", out);
+	snprintf(path, sizeof(path), "%s/secret", tmp);
+	cr_assert_not_null(f = fopen(path, "w"));
+	fprintf(f, "0123456789abcdef0123456789abcdef-direct\n");
+	fclose(f);
+	chmod(path, 0600);
+	snprintf(args, sizeof(args),
+		 "--tls-cert %s/127.0.0.1.crt --tls-key %s/127.0.0.1.key "
+		 "--tls-ca %s/ca.crt --secret-file %s",
+		 tmp, tmp, tmp, path);
+	start(4, args);
+	ping_ok(0, 2);
+	l = link_to(0, "direct", 2);
+	cr_assert(strncmp(jstr(l, "transport"), "tls", 3) == 0, "transport '%s'",
+		  jstr(l, "transport"));
+	json_decref(l);
+	l = status(2);
+	cr_assert_str_eq(jstr(l, "peer_auth"), "tls+secret");
+	cr_assert_eq(jint(l, "peers_refused"), 0);
+	json_decref(l);
+}
+
+/* 2000 all-reduces (a second or two here), each checked. */
+static int
+allreduce_for_a_while(ring_comm *comm, int rank, int size, void *arg)
+{
+	size_t n = 65536;
+	float *buf = ring_alloc(comm, n * sizeof(float));
+	int k = 0;
+
+	(void)arg;
+	IT_CHECK(buf != NULL, "out of memory");
+	while (k < 2000) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (float)(rank + 1);
+		IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
+		IT_CHECK(buf[0] == (float)(size * (size + 1) / 2) &&
+			     buf[n - 1] == (float)(size * (size + 1) / 2),
+			 "all-reduce %d wrong", k);
+		k++;
+	}
+	ring_free(comm, buf);
+	return 0;
+}
+
+/* Cuts daemon d's TCP connection to daemon peer's port (ss -K) as a failure
+ * of the network would: 0, or -1 when ss cannot here. */
+static int
+cut(int d, int peer)
+{
+	char cmd[512], out[1024];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	const char *port = strrchr(cluster.addrs[peer], ':') + 1;
+
+	snprintf(cmd, sizeof(cmd),
+		 "sp=$(ss -tnpH 'dport = :%s' | grep 'pid=%d,' | "
+		 "awk '{print $4}' | sed 's/.*://'); [ -n \"$sp\" ] && "
+		 "ss -K -4 \"dport = :%s\" \"sport = :$sp\" | grep -c ESTAB",
+		 port, (int)cluster_daemon_pid(&cluster, d), port);
+	return harness_exec(argv, NULL, out, sizeof(out), 10) == 0 && atoi(out) == 1 ? 0 : -1;
+}
+
+Test(direct, cut_under_a_job, .fini = teardown, .timeout = 180)
+{
+	struct cluster_job job;
+	json_t *doc, *d0;
+	int64_t epoch, failed;
+
+	start(4, NULL);
+	ping_ok(0, 2);
+	doc = status(0);
+	epoch = jint(doc, "epoch");
+	json_decref(doc);
+	cr_assert_eq(cluster_spawn(&cluster, 4, allreduce_for_a_while, NULL, &job), 0);
+	usleep(300 * 1000);
+	if (cut(0, 2) != 0)
+		cr_skip_test("ss -K cannot destroy sockets here");
+	cr_assert(gone(0, 2) && gone(2, 0), "the cut direct link is still listed");
+	cr_assert(!cluster_job_done(&job, 0), "the job ended before the cut: make it longer");
+	cr_assert_eq(cluster_wait(&job), 0, "the job failed while a direct link went down");
+	d0 = direct_counts(0);
+	cr_assert(strstr(jstr(d0, "last_error"), "host 2") != NULL, "last_error '%s'",
+		  jstr(d0, "last_error"));
+	json_decref(d0);
+	for (int i = 0; i < 4; i++) {
+		doc = status(i);
+		failed = jint(json_object_get(doc, "counters"), "ops_failed");
+		cr_assert_str_eq(jstr(doc, "state"), "ready", "daemon %d", i);
+		cr_assert_eq(jint(doc, "epoch"), epoch, "daemon %d re-formed the ring", i);
+		cr_assert_eq(failed, 0, "daemon %d failed %lld operations", i, (long long)failed);
+		json_decref(doc);
+	}
+	ping_ok(0, 2);
+}
+
+Test(direct, killed_peer, .fini = teardown, .timeout = 120)
+{
+	json_t *doc, *p;
+	double t0;
+	int rc;
+
+	start(4, NULL);
+	ping_ok(0, 2);
+	t0 = harness_now();
+	cr_assert_eq(cluster_signal(&cluster, 2, SIGKILL), 0);
+	cr_assert(gone(0, 2), "daemon 0 still lists its direct link to the killed host 2");
+	cr_log_info("direct link to a killed peer gone after %.3f s", harness_now() - t0);
+	p = ping_host(0, 2, &rc, &doc);
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(jint(p, "answered"), 0);
+	cr_assert(jstr(p, "error")[0] != '\0', "no error for a ping of a dead host");
+	json_decref(doc);
+	doc = status(0); /* daemon 0 still answers */
+	cr_assert_eq(jint(doc, "rank"), 0);
+	json_decref(doc);
+}
+
+/* Sends a request line to daemon d's control socket: the connection, its
+ * answer to be read by answer(). */
+static int
+ask(int d, const char *line)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", cluster.controls[d]);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "control %d", d);
+	cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	return fd;
+}
+
+/* The one probe's answered count of a ping's answer on fd (closed here). */
+static int64_t
+answer(int fd)
+{
+	static char buf[OUT_CAP];
+	struct timeval tv = { WAIT_MS / 1000, 0 };
+	size_t n = 0;
+	json_t *doc = NULL;
+	int64_t got;
+	ssize_t r;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (doc == NULL && n < sizeof(buf) - 1 &&
+	       (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0) {
+		n += (size_t)r;
+		buf[n] = '\0';
+		doc = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	}
+	close(fd);
+	cr_assert_not_null(doc, "no ping document: %.*s", (int)n, buf);
+	got = jint(json_array_get(json_object_get(doc, "probes"), 0), "answered");
+	json_decref(doc);
+	return got;
+}
+
+/* Hosts 0 and 2 open direct links to each other at the same moment, again and
+ * again (each closed unused in between): the lower rank's is kept, and every
+ * ping of both ends is answered. */
+Test(direct, both_ends_at_once, .fini = teardown, .timeout = 120)
+{
+	char cmd[CLUSTER_PATH_MAX + 64], out[64];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	int64_t a, b;
+
+	start(4, "--direct-idle-ms 200 --heartbeat-ms 50");
+	for (int k = 0; k < 20; k++) {
+		int f0 = ask(0, "ping 3 3000 2\n"), f2 = ask(2, "ping 3 3000 0\n");
+
+		a = answer(f0);
+		b = answer(f2);
+		cr_assert(a == 3 && b == 3, "round %d: %lld and %lld of 3 pings answered", k,
+			  (long long)a, (long long)b);
+		cr_assert(gone(0, 2) && gone(2, 0), "round %d: the link did not close", k);
+	}
+	snprintf(cmd, sizeof(cmd), "cat %s/d*.log | grep -c 'lower rank'", cluster.dir);
+	harness_exec(argv, NULL, out, sizeof(out), 10);
+	cr_log_info("20 rounds of both ends at once: %d crossed (the lower rank's kept)",
+		    atoi(out));
+	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0);
+}
