@@ -104,7 +104,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
 SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
 SIM_RINGD  := $(call obj,$(addprefix ringd/,flow.c ops.c op.c jobtab.c p2p.c job.c coll.c \
-	fail.c engine.c ring.c arena.c plan.c local.c config.c hostfile.c))
+	fail.c engine.c ring.c linkout.c arena.c plan.c local.c config.c hostfile.c))
 TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
 # suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to

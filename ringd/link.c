@@ -83,6 +83,7 @@ link_new(struct ringd *rd, enum link_dir dir, int peer)
 	l->peer = peer;
 	l->fd = -1;
 	l->backoff_ms = BACKOFF_MIN_MS;
+	l->out_high = OUT_HIGH;
 	l->timer = evtimer_new(rd->base, link_timer_cb, l);
 	l->flush_ev = event_new(rd->base, -1, 0, link_flush_cb, l);
 	l->out = evbuffer_new();
@@ -127,15 +128,7 @@ static void
 rx_reset(struct link *l)
 {
 	l->rxoff = l->rxlen = 0;
-	l->have_hdr = false;
-	l->direct = NULL;
-	l->discard = false;
-	l->direct_owner = NULL;
-	if (l->direct_arena != NULL) {
-		arena_unref(l->direct_arena);
-		l->direct_arena = NULL;
-	}
-	l->rx_blocked = false;
+	link_rx_forget(l);
 	l->lowat = 0;
 	l->drained = false;
 }
@@ -238,56 +231,6 @@ link_retry_later(struct link *l)
 /* ------------------------------------------------------------------ */
 /* output                                                             */
 /* ------------------------------------------------------------------ */
-
-struct evbuffer *
-link_output(struct link *l)
-{
-	return l->out;
-}
-
-size_t
-link_tx_room(const struct link *l)
-{
-	size_t len;
-
-	if (l->fd < 0 || l->state != LINK_UP)
-		return 0;
-	len = evbuffer_get_length(l->out);
-	return len >= OUT_HIGH ? 0 : OUT_HIGH - len;
-}
-
-void
-link_kick(struct link *l)
-{
-	/* written once the current callback is done, so frames queued together
-	 * leave in one writev */
-	if (l->fd >= 0)
-		event_active(l->flush_ev, EV_WRITE, 0);
-}
-
-int
-link_send(struct link *l, const struct proto_frame *f, const void *payload)
-{
-	uint8_t hdr[PROTO_FRAME_HDR];
-	bool hs = f->type == PROTO_F_HELLO || f->type == PROTO_F_HELLO_ACK ||
-		  f->type == PROTO_F_HELLO_AUTH || f->type == PROTO_F_REJECT;
-
-	/* Until the handshake is done only its frames go out: anything queued
-	 * on a connection still connecting (a RING frame passed on from the
-	 * previous host) would reach the peer before our HELLO, and be refused. */
-	if (l->fd < 0 || (l->state != LINK_UP && !hs))
-		return -1;
-	proto_frame_encode(hdr, f);
-	if (evbuffer_add(l->out, hdr, sizeof(hdr)) != 0 ||
-	    (f->length > 0 && evbuffer_add(l->out, payload, f->length) != 0))
-		return -1;
-	l->bytes_tx += sizeof(hdr) + f->length;
-	l->frames_tx++;
-	if (f->type != PROTO_F_HEARTBEAT)
-		l->used_ms = now_ms();
-	link_kick(l);
-	return 0;
-}
 
 /* Writes what waits for the next host now, ahead of a client's answer, when it
  * is little (a small operation's frame): the next host waits on it, while the
@@ -399,14 +342,3 @@ link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 
 	link_send(l, &f, NULL);
 }
-
-void
-link_ring_check(struct ringd *rd)
-{
-	struct proto_frame f = { .type = PROTO_F_RING, .aux = 0, .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank), .offset = rd->epoch };
-
-	if (rd->next != NULL && rd->next->state == LINK_UP)
-		link_send(rd->next, &f, NULL);
-}
-

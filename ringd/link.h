@@ -31,6 +31,10 @@ io_again(int err)
 	return err == EAGAIN || err == EINTR;
 }	/* of every link (plain or TLS) */
 
+/* linkout.c: forgets the frame being read (a direct read's arena reference
+ * goes), as a closed connection does */
+void link_rx_forget(struct link *l);
+
 /* link.c */
 const char *link_dir_name(const struct link *l);
 struct link *link_new(struct ringd *rd, enum link_dir dir, int peer);

@@ -48,6 +48,7 @@ struct link {
 	struct event *flush_ev;		/* deferred write of queued output */
 	struct event *timer;		/* heartbeat, handshake timeout, reconnect */
 	struct evbuffer *out;		/* frames waiting to be written */
+	size_t out_high;		/* ... beyond which senders wait (link_tx_room) */
 	uint8_t *rxbuf;			/* input bytes: whole frames for the engine */
 	size_t rxcap, rxoff, rxlen;	/* capacity; unprocessed data is [rxoff, rxlen) */
 	struct proto_frame cur;		/* header of the frame being read */
@@ -270,7 +271,8 @@ mod_prev(const struct ringd *rd)
 	return (rd->rank + rd->world - 1) % rd->world;
 }
 
-/* link.c; link_start is ring_start's, with the ring's handlers (kept) */
+/* link.c and linkout.c (the output, no socket); link_start is ring_start's,
+ * with the ring's handlers (kept) */
 const char *link_state_name(enum link_state s);
 int link_start(struct ringd *rd, const struct link_events *ev);
 /* Sends a RING token round to find out whether the ring is whole. */

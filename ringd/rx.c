@@ -338,17 +338,6 @@ link_rx_resume(struct link *l)
 }
 
 void
-link_drop_direct(struct ringd *rd, const void *owner)
-{
-	struct link *l = rd->prev;
-
-	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
-		l->direct = NULL;
-		l->discard = true;
-	}
-}
-
-void
 link_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct link *l = arg;

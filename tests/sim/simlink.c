@@ -1,8 +1,9 @@
 /*
- * simlink.c - the fake link floor of the engine's simulation.  It offers the
- * ring floor (ringd/ring.c) and the engine what ringd/link.c and ringd/rx.c
- * offer them (link_send, link_output, link_kick, link_tx_room,
- * link_rx_resume, link_drop_direct, link_ring_check, link_start), with the
+ * simlink.c - the fake link floor of the engine's simulation: the connections
+ * under ringd's own link output (ringd/linkout.c: link_send, link_output,
+ * link_tx_room, link_kick, link_drop_direct, link_ring_check).  It offers
+ * the ring floor (ringd/ring.c) and the engine what ringd/link.c and
+ * ringd/rx.c offer them (link_start, link_rx_resume, the reader), with the
  * same contract: frames in order on each connection, output bounded by a
  * high watermark with the room callback below the low one, payloads of
  * 4 KiB and more read straight into the place the engine names, a frame the
@@ -18,6 +19,7 @@
 #include "../../ringd/link.h"
 #include "../../proto/log.h"
 
+#define SIM_FD (1 << 30)		/* never a descriptor: linkout.c asks fd >= 0 */
 #define OUT_HIGH (256u << 10)		/* smaller than ringd's: backpressure is common */
 #define OUT_LOW (64u << 10)
 
@@ -66,83 +68,10 @@ ping_link_closed(struct link *l)
 	(void)l;
 }
 
-struct evbuffer *
-link_output(struct link *l)
-{
-	return l->out;
-}
-
-size_t
-link_tx_room(const struct link *l)
-{
-	size_t len;
-
-	if (l->state != LINK_UP)
-		return 0;
-	len = evbuffer_get_length(l->out);
-	return len >= OUT_HIGH ? 0 : OUT_HIGH - len;
-}
-
-void
-link_kick(struct link *l)
-{
-	(void)l;			/* the scheduler writes when it likes */
-}
-
-int
-link_send(struct link *l, const struct proto_frame *f, const void *payload)
-{
-	uint8_t hdr[PROTO_FRAME_HDR];
-
-	if (l->state != LINK_UP)
-		return -1;
-	proto_frame_encode(hdr, f);
-	if (evbuffer_add(l->out, hdr, sizeof(hdr)) != 0 ||
-	    (f->length > 0 && evbuffer_add(l->out, payload, f->length) != 0))
-		return -1;
-	l->bytes_tx += sizeof(hdr) + f->length;
-	l->frames_tx++;
-	return 0;
-}
-
-void
-link_ring_check(struct ringd *rd)
-{
-	struct proto_frame f = { .type = PROTO_F_RING,
-				 .aux = 0,
-				 .epoch = rd->epoch,
-				 .route = PROTO_ROUTE(rd->rank, rd->rank),
-				 .offset = rd->epoch };
-
-	if (rd->next != NULL && rd->next->state == LINK_UP)
-		link_send(rd->next, &f, NULL);
-}
-
-void
-link_drop_direct(struct ringd *rd, const void *owner)
-{
-	struct link *l = rd->prev;
-
-	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
-		l->direct = NULL;
-		l->discard = true;
-	}
-}
-
 static void
 rx_reset(struct sim_link *e)
 {
-	struct link *l = &e->l;
-
-	l->have_hdr = false;
-	l->direct = NULL;
-	l->discard = false;
-	l->direct_owner = NULL;
-	if (l->direct_arena != NULL) {
-		arena_unref(l->direct_arena);
-		l->direct_arena = NULL;
-	}
-	l->rx_blocked = false;
+	link_rx_forget(&e->l);
 	free(e->pl);
 	e->pl = NULL;
 	e->have_pl = false;
@@ -427,7 +356,8 @@ end_init(struct sim_link *e, struct sim_host *h, enum link_dir dir, int peer)
 	e->l.rd = &h->rd;
 	e->l.dir = dir;
 	e->l.peer = peer;
-	e->l.fd = -1;
+	e->l.fd = SIM_FD;
+	e->l.out_high = OUT_HIGH;
 	e->l.transport = "sim";
 	e->l.out = evbuffer_new();
 	e->wire = evbuffer_new();

@@ -1,0 +1,98 @@
+/*
+ * linkout.c - a link's output as the floors above it use it: a frame queued
+ * (link_send), the room left before senders wait, the buffer the engine adds
+ * referenced payloads to, the write asked for, a direct read given up, the
+ * ring's token sent.  Nothing here touches a socket: the bottom of the link
+ * floor, which link.c (the connection) and the engine's simulation
+ * (tests/sim/simlink.c, its own connections) both build on.
+ */
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "link.h"
+
+struct evbuffer *
+link_output(struct link *l)
+{
+	return l->out;
+}
+
+size_t
+link_tx_room(const struct link *l)
+{
+	size_t len;
+
+	if (l->fd < 0 || l->state != LINK_UP)
+		return 0;
+	len = evbuffer_get_length(l->out);
+	return len >= l->out_high ? 0 : l->out_high - len;
+}
+
+void
+link_kick(struct link *l)
+{
+	/* written once the current callback is done, so frames queued together
+	 * leave in one writev */
+	if (l->fd >= 0 && l->flush_ev != NULL)
+		event_active(l->flush_ev, EV_WRITE, 0);
+}
+
+int
+link_send(struct link *l, const struct proto_frame *f, const void *payload)
+{
+	uint8_t hdr[PROTO_FRAME_HDR];
+	bool hs = f->type == PROTO_F_HELLO || f->type == PROTO_F_HELLO_ACK ||
+		  f->type == PROTO_F_HELLO_AUTH || f->type == PROTO_F_REJECT;
+
+	/* Until the handshake is done only its frames go out: anything queued
+	 * on a connection still connecting (a RING frame passed on from the
+	 * previous host) would reach the peer before our HELLO, and be refused. */
+	if (l->fd < 0 || (l->state != LINK_UP && !hs))
+		return -1;
+	proto_frame_encode(hdr, f);
+	if (evbuffer_add(l->out, hdr, sizeof(hdr)) != 0 ||
+	    (f->length > 0 && evbuffer_add(l->out, payload, f->length) != 0))
+		return -1;
+	l->bytes_tx += sizeof(hdr) + f->length;
+	l->frames_tx++;
+	if (f->type != PROTO_F_HEARTBEAT)
+		l->used_ms = now_ms();
+	link_kick(l);
+	return 0;
+}
+
+void
+link_drop_direct(struct ringd *rd, const void *owner)
+{
+	struct link *l = rd->prev;
+
+	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
+		l->direct = NULL;
+		l->discard = true;
+	}
+
+}
+
+void
+link_ring_check(struct ringd *rd)
+{
+	struct proto_frame f = { .type = PROTO_F_RING, .aux = 0, .epoch = rd->epoch,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank), .offset = rd->epoch };
+
+	if (rd->next != NULL && rd->next->state == LINK_UP)
+		link_send(rd->next, &f, NULL);
+}
+
+void
+link_rx_forget(struct link *l)
+{
+	l->have_hdr = false;
+	l->direct = NULL;
+	l->discard = false;
+	l->direct_owner = NULL;
+	if (l->direct_arena != NULL) {
+		arena_unref(l->direct_arena);
+		l->direct_arena = NULL;
+	}
+	l->rx_blocked = false;
+}
