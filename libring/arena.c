@@ -114,7 +114,7 @@ lr_arena_destroy(struct lr_arena *a)
 		next = b->next;
 		free(b);
 	}
-	if (a->base)
+	if (a->base && !a->kept)
 		munmap(a->base, a->bytes);
 	if (a->fd >= 0)
 		close(a->fd);

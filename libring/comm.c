@@ -727,6 +727,26 @@ ring_free(ring_comm *c, void *p)
 	lr_comm_unlock(c);
 }
 
+void *
+ring_arena_keep(ring_comm *c, size_t *bytes)
+{
+	void *base;
+
+	if (!c || !bytes) {
+		lr_fail(c, RING_EINVAL, "ring_arena_keep: comm or bytes is NULL");
+		return NULL;
+	}
+	lr_comm_lock(c);
+	base = c->arena.base;
+	*bytes = c->arena.bytes;
+	if (base)
+		c->arena.kept = true;
+	else
+		lr_fail(c, RING_EINVAL, "ring_arena_keep: the communicator has no arena");
+	lr_comm_unlock(c);
+	return base;
+}
+
 const char *
 ring_strerror(int err)
 {

@@ -49,6 +49,8 @@ struct lr_arena {
 	void *live;			/* tsearch tree of used blocks by offset */
 	size_t nlive;			/* used blocks */
 	size_t free_bytes;		/* sum of the free blocks */
+	bool kept;			/* the mapping is the caller's (ring_arena_keep):
+					 * destroy leaves it mapped */
 };
 
 /* Creates, seals and maps a memfd of `bytes` (rounded up to a page, at least

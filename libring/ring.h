@@ -74,6 +74,11 @@ int ring_host_rank(const ring_comm *comm);
 int ring_host_count(const ring_comm *comm);
 void *ring_alloc(ring_comm *comm, size_t bytes);	/* in the shared arena: zero-copy */
 void ring_free(ring_comm *comm, void *p);
+/* Hands the arena's mapping to the caller: ring_close then leaves it mapped, so
+ * memory from ring_alloc stays valid after the close (ringd no longer sees it),
+ * and the caller munmaps [base, base + *bytes) once nothing uses it.  Returns
+ * the base (NULL with ring_last_error set when comm has no arena). */
+void *ring_arena_keep(ring_comm *comm, size_t *bytes);
 
 int ring_allreduce(ring_comm *comm, const void *send, void *recv, size_t count,
 		   enum ring_dtype dtype, enum ring_op op);	/* send == recv: in place */

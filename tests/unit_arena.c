@@ -318,6 +318,28 @@ Test(single, alloc_and_free)
 	cr_assert_eq(ring_close(c), 0);
 }
 
+/* ring_arena_keep: the arena stays mapped past ring_close, whole, with what
+ * the blocks held, until the caller unmaps it. */
+Test(single, arena_kept_past_close)
+{
+	ring_comm *c = single_open();
+	size_t bytes = 0;
+	uint8_t *base, *p;
+
+	cr_assert_null(ring_arena_keep(NULL, &bytes));
+	p = ring_alloc(c, 4096);
+	cr_assert_not_null(p);
+	memset(p, 0x5a, 4096);
+	base = ring_arena_keep(c, &bytes);
+	cr_assert_not_null(base, "%s", ring_last_error(c));
+	cr_assert(p >= base && p + 4096 <= base + bytes);
+	cr_assert_eq(ring_close(c), 0);
+	cr_assert_eq(p[0], 0x5a);
+	cr_assert_eq(p[4095], 0x5a);
+	p[17] = 1;	/* still writable */
+	cr_assert_eq(munmap(base, bytes), 0);
+}
+
 Test(single, argument_checks)
 {
 	ring_comm *c = single_open();

@@ -31,6 +31,11 @@ PYBIND11_MODULE(_torch, m)
 	}));
 
 	m.attr("TORCH_API") = RINGD_TORCH2 ? "backend" : "process_group";
+	m.def("in_arena", &ringd_torch::in_arena, py::arg("tensor"),
+	      "Whether the tensor's memory lies in a ring group's shared arena (its "
+	      "all-reduces need no staging copy).");
+	m.def("arena_tensor_bytes", &ringd_torch::arena_tensor_bytes,
+	      "Bytes of tensors made in ring groups' arenas that are alive now.");
 	py::class_<ProcessGroupRing, ringd_torch::GroupBase, c10::intrusive_ptr<ProcessGroupRing>>(
 		m, "ProcessGroupRing",
 		"A torch.distributed process group whose operations run on ringd.")

@@ -506,8 +506,7 @@ Engine::abort(const std::string &why)
 
 Engine::~Engine()
 {
-	arena->release();	/* its blocks still alive never go back to it */
-	ring_close(comm);
+	arena->close(comm);	/* its blocks still alive stay valid */
 	/* What an abort left is failed by the close: complete() no longer
 	 * waits, and lets go of the buffers. */
 	std::deque<WorkPtr> left;

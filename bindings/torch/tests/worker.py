@@ -542,6 +542,70 @@ def s_zero_copy():
                              "buffer was not in the arena")
 
 
+def s_arena_tensors():
+    """Large tensors made while the group is open are made in its arena, so
+    that DDP's buckets need no staging: a 4 MiB tensor is, a small one is
+    not, and DDP's buckets of 1 MiB and more (as a hook sees them, in two
+    steps) are; the gradients are right.  A forked child's writes into such a tensor never
+    reach the parent (it gets copies, as of ordinary memory), nor do the
+    parent's later writes reach the child."""
+    from ringd import _torch
+    big, small = torch.full((1 << 20,), 3.0), torch.ones(1000)
+    if not _torch.in_arena(big) or _torch.in_arena(small):
+        raise AssertionError(f"in the arena: 4 MiB {_torch.in_arena(big)}, 4 KB "
+                             f"{_torch.in_arena(small)}")
+    view, a = big[10:20], big.numpy()
+    dist.all_reduce(big)
+    same(view, torch.full((10,), 3.0 * N), "the arena tensor's view after all_reduce")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:        # numpy only: no torch thread pool in the child
+        os.close(r)
+        seen = a[5]
+        a[:] = 42.0
+        os.write(w, f"{seen} {a[7]}\n".encode())
+        os._exit(0)
+    os.close(w)
+    a[6] = -1.0     # the parent's write, after the fork
+    with os.fdopen(r) as f:
+        child = f.read().split()
+    os.waitpid(pid, 0)
+    if a[5] != 3.0 * N or a[7] != 3.0 * N or child != [str(3.0 * N), "42.0"]:
+        raise AssertionError(f"fork: the parent reads {a[5]}, {a[7]}; the child read {child}")
+    seen = []
+
+    def hook(state, bucket):
+        seen.append((_torch.in_arena(bucket.buffer()), bucket.buffer().numel()))
+        fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0] / N)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+    ref = [p.detach().clone() for p in model.parameters()]
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+    ddp.register_comm_hook(None, hook)
+    x = torch.randn(4, 512, generator=torch.Generator().manual_seed(50 + R))
+    want = [torch.zeros_like(p) for p in ref]
+    for r in range(N):
+        m = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+        with torch.no_grad():
+            for p, q in zip(m.parameters(), ref):
+                p.copy_(q)
+        m(torch.randn(4, 512, generator=torch.Generator().manual_seed(50 + r))
+          ).square().mean().backward()
+        for wt, p in zip(want, m.parameters()):
+            wt += p.grad / N
+    for step in range(2):       # the second with the buckets rebuilt
+        ddp.zero_grad(set_to_none=True)
+        ddp(x).square().mean().backward()
+        for gr, wt in zip([p.grad for p in model.parameters()], want):
+            if not torch.allclose(gr, wt, rtol=1e-5, atol=1e-6):
+                raise AssertionError(f"DDP step {step}: gradient differs by "
+                                     f"{(gr - wt).abs().max().item()}")
+    big_buckets = [s for s in seen if s[1] * 4 >= 1 << 20]
+    if len(big_buckets) < 2 or not all(s[0] for s in big_buckets):
+        raise AssertionError(f"DDP's buckets (in the arena, elements): {seen}")
+
+
 def s_failed_op_releases():
     """An operation refused after it took its tensors (all_to_all_single of
     an input and an output of different sizes) leaves them as they were and
@@ -575,6 +639,7 @@ SECTIONS = [s_broadcast, s_all_reduce, s_all_reduce_coalesced, s_reduce, s_all_g
             s_all_gather_coalesced, s_gather_scatter, s_reduce_scatter, s_all_to_all,
             s_send_recv, s_recv_anysource, s_tags, s_bitwise, s_coalescing, s_barrier, s_async_future, s_objects, s_dtypes,
             s_noncontiguous, s_ddp, s_subgroup, s_group_while_inflight, s_zero_copy,
+            s_arena_tensors,
             s_failed_op_releases, s_mismatch]
 
 
@@ -596,15 +661,21 @@ def walk(args):
 def churn(args):
     """Cycles of init / all-reduce / destroy.  A large tensor all-reduced in
     every cycle stays where it is (a numpy array of it reads each result,
-    after destroy too) and serves the next group."""
+    after destroy too) and serves the next group.  A tensor made in each
+    cycle (in that group's arena) stays readable and writable after its
+    group is destroyed, through every later cycle."""
     big = torch.zeros(1 << 18)
     addr, alias = big.data_ptr(), big.numpy()
+    made = []       # one tensor made in each cycle's arena, alive after it
     for i in range(args.cycles):
         t0 = time.monotonic()
         dist.init_process_group("ring", init_method=f"{args.init}.{i}", rank=R, world_size=N)
         t = contrib(R)
         dist.all_reduce(t)
         same(t, sum(contrib(r) for r in range(N)), f"cycle {i}")
+        made.append(torch.full((1 << 20,), float(i)))
+        made[-1].numpy()[-1] = -1.0     # numpy alias: the memory outlives the group too
+        dist.all_reduce(made[-1])
         for _ in range(2):
             big.fill_(R + i)
             dist.all_reduce(big)
@@ -613,6 +684,12 @@ def churn(args):
         same(big[:3], torch.full((3,), want), "after destroy")
         if big.data_ptr() != addr or alias[-1] != want:
             raise AssertionError(f"the tensor moved or its numpy array reads {alias[-1]}")
+        for j, m in enumerate(made):    # made in groups closed since
+            m[1] += 1.0
+            if m[0].item() != N * j or m[1].item() != N * j + 1 or m[-1].item() != -N:
+                raise AssertionError(f"cycle {i}: the tensor made in cycle {j} reads "
+                                     f"{m[:2].tolist()}, {m[-1].item()}")
+            m[1] -= 1.0
         print(f"cycle {i} ok {time.monotonic() - t0:.2f}s", flush=True)
     print("CHURN ok", flush=True)
 
