@@ -161,10 +161,28 @@ check_result(struct sim_world *w, struct sim_proc *p, int status, const char *te
 
 	if (st->abort_rank >= 0 && status == RING_EABORTED)
 		return;			/* what an abort must give every rank */
+	/* every rank must hear of it, at once; but in a broadcast a host that had
+	 * the root's data before the news reached it may be done (its result is
+	 * checked), the root too, whatever count it asked for */
+	if (st->mismatch_rank >= 0 && !(status == 0 && st->coll == PROTO_COLL_BROADCAST &&
+					(p->rank != st->mismatch_rank || p->rank == st->root))) {
+		if (status != RING_EMISMATCH && status != RING_EABORTED &&
+		    !(status != 0 && excused(w, p)))
+			sim_fail(w->rep,
+				 "job %s step %d (%s) rank %d: %d (%s) though rank %d asked for "
+				 "another count",
+				 j->name, p->step, coll_name(proc_coll(p)), p->rank, status,
+				 status ? text : "done", st->mismatch_rank);
+		if (status != RING_EMISMATCH && status != RING_EABORTED && status != 0)
+			j->inc_failed = true;
+		return;
+	}
 	/* A host forms on claims whose LEAVEs are still on the way (a formation
 	 * has no agreement round yet): after a rank of the job quit, the first
-	 * op of the next formation may fail so, on every rank. */
-	if (status == RING_EABORTED && j->quit_ms != 0 && p->done_in_inc == 0)
+	 * op of the next formation may fail (RING_EABORTED when the LEAVEs come,
+	 * RING_ETIMEDOUT when the other hosts formed another generation). */
+	if ((status == RING_EABORTED || status == RING_ETIMEDOUT) && j->quit_ms != 0 &&
+	    p->done_in_inc == 0)
 		p->broken_at_attach = true;
 	if (status != 0) {
 		if (!excused(w, p) || !ok_fail)
@@ -378,6 +396,8 @@ proc_post(struct sim_world *w, struct sim_proc *p)
 	}
 	if (st->abort_rank == p->rank)
 		m.flags |= PROTO_OP_F_ABORT;
+	if (st->mismatch_rank == p->rank)
+		m.count++;
 	p->recv = recv;
 	p->busy = true;
 	p->replies = 0;
@@ -498,7 +518,7 @@ make_step(struct sim_world *w, struct sim_job *j, struct sim_step *st, bool faul
 	st->redop = redops[sim_below(r, 3)];
 	st->count = 1 + sim_below(r, (uint32_t)sizes[sim_below(r, 3)]);
 	st->root = (int)sim_below(r, (uint32_t)j->world);
-	st->src = st->dst = st->abort_rank = st->stall_rank = -1;
+	st->src = st->dst = st->abort_rank = st->stall_rank = st->mismatch_rank = -1;
 	if (st->coll == PROTO_COLL_SEND) {
 		if (j->world < 2) {
 			st->coll = PROTO_COLL_ALLREDUCE;
@@ -509,7 +529,10 @@ make_step(struct sim_world *w, struct sim_job *j, struct sim_step *st, bool faul
 			return;
 		}
 	}
-	if (sim_below(r, 100) < 6)
+	if (j->world > 1 && sim_below(r, 100) < 4 &&
+	    (st->coll == PROTO_COLL_ALLREDUCE || st->coll == PROTO_COLL_BROADCAST))
+		st->mismatch_rank = (int)sim_below(r, (uint32_t)j->world);
+	else if (sim_below(r, 100) < 6)
 		st->abort_rank = (int)sim_below(r, (uint32_t)j->world);
 	else if (faults && j->world > 1 && sim_below(r, 100) < 4)
 		st->stall_rank = (int)sim_below(r, (uint32_t)j->world);

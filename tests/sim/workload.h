@@ -23,6 +23,7 @@ struct sim_step {
 	int root;			/* broadcast */
 	int src, dst;			/* send/recv: the only ranks that take part */
 	int abort_rank;			/* this rank posts it with PROTO_OP_F_ABORT (-1) */
+	int mismatch_rank;		/* this rank asks for one element more (-1) */
 	int stall_rank;			/* this rank calls it only after the others' bound */
 };
 
