@@ -240,7 +240,9 @@ const char *ring_last_error(const ring_comm *comm);	/* detail of the last failur
  * buffer (every copy it queued has finished), so work queued after it, on any
  * stream, sees the result; there are no non-blocking _cuda forms yet.  On any failure no copy of the call is left running.
  * A CUDA failure on one rank is RING_EDEVICE there (ring_last_error names the
- * CUDA call and error) and RING_EABORTED naming that rank on the others.
+ * CUDA call and error) and RING_EABORTED naming that rank on the others (a
+ * broadcast's ranks that had the root's data before the abort reached their
+ * daemon may be done: they needed nothing from that rank).
  */
 #if defined(RING_HAVE_CUDA) && RING_HAVE_CUDA
 struct CUstream_st;			/* cudaStream_t is struct CUstream_st * */

@@ -244,6 +244,9 @@ extern "C" {
     pub fn ring_free(comm: *mut ring_comm, p: *mut ::std::os::raw::c_void);
 }
 extern "C" {
+    pub fn ring_arena_keep(comm: *mut ring_comm, bytes: *mut usize) -> *mut ::std::os::raw::c_void;
+}
+extern "C" {
     pub fn ring_allreduce(
         comm: *mut ring_comm,
         send: *const ::std::os::raw::c_void,
