@@ -147,6 +147,18 @@ coll_name(int coll)
 	return proto_coll_name(coll);
 }
 
+/* Another rank of the job left (not at the end) and is not attached again. */
+static bool
+others_away(const struct sim_job *j, const struct sim_proc *self)
+{
+	int i;
+
+	for (i = 0; i < j->nproc; i++)
+		if (j->proc[i] != self && !j->proc[i]->attached && !j->proc[i]->gone)
+			return true;
+	return false;
+}
+
 /* The answer to p's op: right, or failed for a reason it was given.  An op
  * a rank aborted fails on every rank, but for a broadcast: a host that had
  * the root's data before the abort reached it may be done (its result then
@@ -179,10 +191,12 @@ check_result(struct sim_world *w, struct sim_proc *p, int status, const char *te
 	}
 	/* A host forms on claims whose LEAVEs are still on the way (a formation
 	 * has no agreement round yet): after a rank of the job quit, the first
-	 * op of the next formation may fail (RING_EABORTED when the LEAVEs come,
-	 * RING_ETIMEDOUT when the other hosts formed another generation). */
-	if ((status == RING_EABORTED || status == RING_ETIMEDOUT) && j->quit_ms != 0 &&
-	    p->done_in_inc == 0)
+	 * op of the next formation may fail, and so may any op while another
+	 * rank of the job is away (it left and is not back): RING_EABORTED when
+	 * the LEAVEs come, RING_ETIMEDOUT when the hosts formed different
+	 * generations. */
+	if ((status == RING_EABORTED || status == RING_ETIMEDOUT) &&
+	    ((j->quit_ms != 0 && p->done_in_inc == 0) || others_away(j, p)))
 		p->broken_at_attach = true;
 	if (status != 0) {
 		if (!excused(w, p) || !ok_fail)
@@ -303,6 +317,17 @@ ring_healing(const struct sim_world *w)
 	return false;
 }
 
+static bool
+rank_away(const struct sim_job *j, const struct sim_proc *self)
+{
+	int i;
+
+	for (i = 0; i < j->nproc; i++)
+		if (j->proc[i] != self && j->proc[i]->quit)
+			return true;
+	return false;
+}
+
 static void
 proc_attach(struct sim_world *w, struct sim_proc *p)
 {
@@ -317,7 +342,9 @@ proc_attach(struct sim_world *w, struct sim_proc *p)
 	arena_ref(p->arena);
 	p->inc = j->inc;
 	p->cuts_at = w->cuts;
-	p->broken_at_attach = ring_healing(w);
+	/* a rank that quit is away: the formation this one joins may be made of
+	 * its host's old claim, its LEAVE on the way (see check_result) */
+	p->broken_at_attach = ring_healing(w) || rank_away(j, p);
 	p->done_in_inc = 0;
 	p->stalls_at = j->stalls;
 	p->left = p->refused = false;
@@ -336,6 +363,7 @@ proc_attach(struct sim_world *w, struct sim_proc *p)
 				(unsigned long long)sim_now_ms(), j->name, p->rank, err);
 		return;
 	}
+	p->quit = false;
 }
 
 static void
@@ -496,6 +524,7 @@ sim_proc_act(struct sim_world *w, struct sim_proc *p)
 		 * old formation may still be on the way */
 		j->stalls++;
 		j->quit_ms = sim_now_ms() ? sim_now_ms() : 1;	/* see check_result */
+		p->quit = true;
 		j->inc_failed = true;
 		proc_restart(w, p);
 	}

@@ -64,6 +64,7 @@ struct sim_proc {
 	bool stalled;			/* it stalled at its step once */
 	uint64_t cuts_at, stalls_at;	/* the faults there were when it attached */
 	int done_in_inc;		/* ops it completed in its formation */
+	bool quit;			/* it quit and has not attached again */
 	bool broken_at_attach;		/* ... and a cut link was not yet whole again */
 };
 
