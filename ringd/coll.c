@@ -29,10 +29,11 @@ tiny_finish(struct ringd *rd, struct op *op)
 
 	if (op->fp.coll != PROTO_COLL_ALLREDUCE || bytes == 0)
 		return;
-	proto_reduce(L->recv, op->plan.vecs, op->plan.vecs + bytes, n, op->dtype, op->redop);
+	proto_reduce(L->recv, op->ring.plan.vecs, op->ring.plan.vecs + bytes, n, op->dtype,
+		     op->redop);
 	for (h = 2; h < m; h++)
-		proto_reduce(L->recv, L->recv, op->plan.vecs + (uint64_t)h * bytes, n, op->dtype,
-			     op->redop);
+		proto_reduce(L->recv, L->recv, op->ring.plan.vecs + (uint64_t)h * bytes, n,
+			     op->dtype, op->redop);
 	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
 	if (op->redop == RING_AVG)
 		proto_scale(L->recv, n, op->dtype, (uint32_t)op->job->world);
@@ -48,18 +49,18 @@ next_ready(struct ringd *rd)
 static bool
 rx_has(const struct op *op, int dep, uint64_t off, uint64_t len)
 {
-	if (op->rx_i > dep)
+	if (op->ring.rx_i > dep)
 		return true;
-	return op->rx_i == dep && len > 0 && op->rx_off >= off + len;
+	return op->ring.rx_i == dep && len > 0 && op->ring.rx_off >= off + len;
 }
 
 /* Has sent step `t` taken the bytes [off, off+len) out of its source? */
 static bool
 tx_past(const struct op *op, int t, uint64_t off, uint64_t len)
 {
-	if (op->tx_i > t)
+	if (op->ring.tx_i > t)
 		return true;
-	return op->tx_i == t && len > 0 && op->tx_off >= off + len;
+	return op->ring.tx_i == t && len > 0 && op->ring.tx_off >= off + len;
 }
 
 /* Sends everything that is ready, as credit and output room allow: the header,
@@ -68,12 +69,12 @@ static void
 op_tx(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
-	uint32_t seg = op->seg ? op->seg : rd->cfg.segment_bytes;
+	uint32_t seg = op->ring.seg ? op->ring.seg : rd->cfg.segment_bytes;
 	uint32_t route = PROTO_ROUTE(rd->rank, j->next_host);
 
 	if (op->finished || !op->started || !next_ready(rd))
 		return;
-	if (!op->hdr_sent) {
+	if (!op->ring.hdr_sent) {
 		uint8_t pl[PROTO_FP_LEN];
 		struct proto_frame f = {
 			.type = PROTO_F_OPHDR, .job = j->id, .epoch = rd->epoch, .route = route,
@@ -86,48 +87,59 @@ op_tx(struct ringd *rd, struct op *op)
 		if (link_send(rd->next, &f, pl) != 0)
 			return;
 		flow_tx_spent(j, PROTO_FRAME_HDR + PROTO_FP_LEN);
-		op->hdr_sent = true;
+		op->ring.hdr_sent = true;
 	}
-	while (op->tx_i < op->plan.ntx) {
-		struct tx_step *t = &op->plan.tx[op->tx_i];
-		uint64_t left = t->src.len - op->tx_off, contig;
-		const uint8_t *p = left > 0 ? plan_at(&t->src, op->tx_off, &contig) : t->src.base;
+	while (op->ring.tx_i < op->ring.plan.ntx) {
+		struct tx_step *t = &op->ring.plan.tx[op->ring.tx_i];
+		uint64_t left = t->src.len - op->ring.tx_off, contig;
+		const uint8_t *p =
+		    left > 0 ? plan_at(&t->src, op->ring.tx_off, &contig) : t->src.base;
 		uint32_t len;
 		int rc;
 
 		if (left == 0)
 			contig = 0;
 		len = (uint32_t)(contig < seg ? contig : seg);
-		if (t->dep >= 0 && !rx_has(op, t->dep, op->tx_off, len))
+		if (t->dep >= 0 && !rx_has(op, t->dep, op->ring.tx_off, len))
 			return;
 		if (!flow_tx_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
 			return;
-		if (op->lazy_local && op->tx_i == 0 && op->tx_off + len > op->combined_tx0) {
+		if (op->ring.lazy_local && op->ring.tx_i == 0 &&
+		    op->ring.tx_off + len > op->ring.combined_tx0) {
 			/* a retry after a full output must not combine twice */
-			uint64_t from = op->combined_tx0 > op->tx_off ? op->combined_tx0 : op->tx_off;
+			uint64_t from = op->ring.combined_tx0 > op->ring.tx_off ?
+					    op->ring.combined_tx0 :
+					    op->ring.tx_off;
 
-			local_combine_range(op, p + (from - op->tx_off), op->tx_off + len - from);
-			op->combined_tx0 = op->tx_off + len;
+			local_combine_range(op, p + (from - op->ring.tx_off),
+					    op->ring.tx_off + len - from);
+			op->ring.combined_tx0 = op->ring.tx_off + len;
 		}
 		if (t->copy) {
 			struct proto_frame f = {
-				.type = PROTO_F_DATA, .job = j->id, .aux = t->id, .epoch = rd->epoch,
-				.route = route, .seq = op->fp.seq, .offset = op->tx_off,
-				.length = len, .gen = op->gen,
+				.type = PROTO_F_DATA,
+				.job = j->id,
+				.aux = t->id,
+				.epoch = rd->epoch,
+				.route = route,
+				.seq = op->fp.seq,
+				.offset = op->ring.tx_off,
+				.length = len,
+				.gen = op->gen,
 			};
 
 			rc = link_send(rd->next, &f, p);
 		} else {
 			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, route, op->fp.seq,
-					  op->tx_off, p, len);
+					  op->ring.tx_off, p, len);
 		}
 		if (rc != 0)
 			return;
 		flow_tx_spent(j, PROTO_FRAME_HDR + len);
-		op->tx_off += len;
-		if (op->tx_off == t->src.len) {
-			op->tx_i++;
-			op->tx_off = 0;
+		op->ring.tx_off += len;
+		if (op->ring.tx_off == t->src.len) {
+			op->ring.tx_i++;
+			op->ring.tx_off = 0;
 		}
 	}
 }
@@ -137,9 +149,9 @@ op_check_done(struct ringd *rd, struct op *op)
 {
 	if (op->finished || !op->started)
 		return;
-	if (op->hdr_sent && op->tx_i == op->plan.ntx && op->rx_i == op->plan.nrx &&
-	    (op->plan.nrx == 0 || op->hdr_rcvd)) {
-		if (op->tiny)
+	if (op->ring.hdr_sent && op->ring.tx_i == op->ring.plan.ntx &&
+	    op->ring.rx_i == op->ring.plan.nrx && (op->ring.plan.nrx == 0 || op->ring.hdr_rcvd)) {
+		if (op->ring.tiny)
 			tiny_finish(rd, op);
 		local_scatter(op);
 		op_finish(rd, op, 0, NULL);
@@ -164,35 +176,35 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 	uint8_t *d = NULL, *fin = NULL;
 	char fp[160];
 
-	if (op->rx_i >= op->plan.nrx || !op->hdr_rcvd) {
+	if (op->ring.rx_i >= op->ring.plan.nrx || !op->ring.hdr_rcvd) {
 		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from the previous host",
 			  proto_fp_format(&op->fp, fp, sizeof(fp)));
 		return RX_DONE;
 	}
-	x = &op->plan.rx[op->rx_i];
-	left = x->dst.len - op->rx_off;
+	x = &op->ring.plan.rx[op->ring.rx_i];
+	left = x->dst.len - op->ring.rx_off;
 	if (left > 0)
-		d = plan_at(&x->dst, op->rx_off, &contig);
-	if (f->aux != x->id || f->offset != op->rx_off || f->length > contig ||
+		d = plan_at(&x->dst, op->ring.rx_off, &contig);
+	if (f->aux != x->id || f->offset != op->ring.rx_off || f->length > contig ||
 	    (left > 0 && f->length == 0) || f->length % op->esz != 0) {
 		op_finish(rd, op, RING_EPROTO,
 			  "%s: frame out of order from the previous host (step %u offset %llu "
 			  "length %u, expected step %u offset %llu)",
 			  proto_fp_format(&op->fp, fp, sizeof(fp)), f->aux,
 			  (unsigned long long)f->offset, f->length, x->id,
-			  (unsigned long long)op->rx_off);
+			  (unsigned long long)op->ring.rx_off);
 		return RX_DONE;
 	}
 	/* reduce-scatter reuses its result buffer step after step: the previous
 	 * step's sum must be on its way to next before this one overwrites it */
-	if (x->wait_tx >= 0 && !tx_past(op, x->wait_tx, op->rx_off, f->length))
+	if (x->wait_tx >= 0 && !tx_past(op, x->wait_tx, op->ring.rx_off, f->length))
 		return RX_BLOCKED;
 	if (f->length > 0) {
 		if (x->local.base != NULL) {
 			uint64_t lc;
-			const uint8_t *lo = plan_at(&x->local, op->rx_off, &lc);
+			const uint8_t *lo = plan_at(&x->local, op->ring.rx_off, &lc);
 
-			if (op->lazy_local)
+			if (op->ring.lazy_local)
 				local_combine_range(op, lo, f->length);
 			proto_reduce(d, lo, pl, f->length / op->esz, op->dtype, op->redop);
 			rd->bytes_reduced += f->length;
@@ -201,16 +213,16 @@ op_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const u
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
-		if (op->lazy_local && op->rx_i >= op->plan.final_from)
+		if (op->ring.lazy_local && op->ring.rx_i >= op->ring.plan.final_from)
 			fin = d;	/* final: the other local processes get it */
 	}
-	op->rx_off += f->length;
+	op->ring.rx_off += f->length;
 	flow_consumed(j, PROTO_FRAME_HDR + f->length);
-	if (op->rx_off == x->dst.len) {
-		op->rx_i++;
-		op->rx_off = 0;
+	if (op->ring.rx_off == x->dst.len) {
+		op->ring.rx_i++;
+		op->ring.rx_off = 0;
 	}
-	publish_progress(op, (uint64_t)op->rx_i);
+	publish_progress(op, (uint64_t)op->ring.rx_i);
 	flow_rx_credit(rd, j, false);
 	op_tx(rd, op);
 	/* after the forward, so the copy does not delay the next host */
@@ -232,14 +244,14 @@ op_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const ui
 		return RX_DONE;
 	}
 	theirs.seq = f->seq;
-	if (op->hdr_rcvd || !proto_fp_equal(&theirs, &op->fp)) {
+	if (op->ring.hdr_rcvd || !proto_fp_equal(&theirs, &op->fp)) {
 		op_finish(rd, op, RING_EMISMATCH,
 			  "ranks called different collectives: host %d's ranks called %s, "
 			  "host %d's called %s", rd->rank, proto_fp_format(&op->fp, a, sizeof(a)),
 			  op->job->prev_host, proto_fp_format(&theirs, b, sizeof(b)));
 		return RX_DONE;
 	}
-	op->hdr_rcvd = true;
+	op->ring.hdr_rcvd = true;
 	flow_rx_credit(rd, op->job, false);
 	op_check_done(rd, op);
 	return RX_DONE;
@@ -347,16 +359,17 @@ coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	uint8_t *d;
 
 	if (l->dir != LINK_PREV || j == NULL || (op = j->active) == NULL || f->gen != op->gen ||
-	    !j->ready || !op->started || op->finished || f->seq != op->fp.seq || !op->hdr_rcvd ||
-	    !flow_stash_empty(j) || op->rx_i >= op->plan.nrx ||
+	    !j->ready || !op->started || op->finished || f->seq != op->fp.seq ||
+	    !op->ring.hdr_rcvd || !flow_stash_empty(j) || op->ring.rx_i >= op->ring.plan.nrx ||
 	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
-	x = &op->plan.rx[op->rx_i];
+	x = &op->ring.plan.rx[op->ring.rx_i];
 	/* only a plain copy that may happen now, at exactly the expected place */
 	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
-	    f->offset != op->rx_off || op->rx_off >= x->dst.len || f->length % op->esz != 0)
+	    f->offset != op->ring.rx_off || op->ring.rx_off >= x->dst.len ||
+	    f->length % op->esz != 0)
 		return NULL;
-	d = plan_at(&x->dst, op->rx_off, &contig);
+	d = plan_at(&x->dst, op->ring.rx_off, &contig);
 	if (f->length > contig)
 		return NULL;
 	*arena = op->arena;
@@ -399,11 +412,11 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 				.hosts = j->hosts,
 				.hranks = j->hranks,
 				.nhranks = j->nhranks };
-	struct plan *pl = &op->plan;
+	struct plan *pl = &op->ring.plan;
 
 	pl->esz = op->esz;
 	pl->avg = op->redop == RING_AVG;
-	if (op->tiny)
+	if (op->ring.tiny)
 		return plan_tiny(pl, j->pos, j->nhosts, send, count);
 	switch (op->fp.coll) {
 	case PROTO_COLL_ALLREDUCE:
@@ -452,7 +465,7 @@ op_start(struct ringd *rd, struct op *op)
 		op->esz = 1;
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
-	op->tiny = plan_tiny_ok(op->fp.coll, op->esz, j->nhosts, count);
+	op->ring.tiny = plan_tiny_ok(op->fp.coll, op->esz, j->nhosts, count);
 	local_gather(op, &send, &recv, &inplace);
 	op->started = true;
 	if (op->fp.coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op->nc == 1)
@@ -465,7 +478,7 @@ op_start(struct ringd *rd, struct op *op)
 			}
 	if (j->nhosts == 1) {
 		local_only(op, send, recv, inplace);
-		op->hdr_sent = true;
+		op->ring.hdr_sent = true;
 		op_check_done(rd, op);
 		return;
 	}
@@ -473,7 +486,7 @@ op_start(struct ringd *rd, struct op *op)
 		op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
 		return;
 	}
-	op->seg = plan_segment(&op->plan, rd->cfg.segment_bytes);
+	op->ring.seg = plan_segment(&op->ring.plan, rd->cfg.segment_bytes);
 	op_tx(rd, op);
 	flow_drain(rd, j);
 	if (j->active == op)

@@ -122,22 +122,10 @@ struct contrib {
 
 struct op_p2p;
 
-struct op {
-	struct ringd *rd;		/* the daemon */
-	struct job *job;		/* owner */
-	uint32_t gen;			/* the job's formation it belongs to */
-	struct proto_fp fp;		/* what every rank must agree on */
-	int dtype, redop;		/* as in fp, for the kernels */
-	size_t esz;			/* element size */
-	uint32_t seg;			/* segment bytes for this op (pick_segment) */
-	uint64_t started_ms;		/* for timeouts and ringctl */
-	struct timer *timer;		/* the operation's bound */
-	/* local processes (collectives); one for send/recv */
-	struct contrib *c;		/* by local rank */
-	int nc, joined;			/* expected, asked so far */
-	int leader;			/* contribution whose buffers the ring uses */
-	bool started;			/* everyone local asked; planned and running */
-	struct arena *arena;		/* the leader's arena (frames reference it) */
+/* A collective's part of an operation: its plan and how far the ring is with
+ * it (coll.c runs it; local.c combines the local processes into it). */
+struct op_ring {
+	uint32_t seg;			/* segment bytes (plan_segment) */
 	/* all-reduce with several local processes on a ring: the local combine and
 	 * the copy of the result to the others are done per segment as the ring
 	 * reaches it (see local_combine_range), not before and after it */
@@ -147,15 +135,33 @@ struct op {
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
 	struct plan plan;		/* what the ring does, step by step */
-	/* p2p (send/recv) */
-	int peer;			/* global rank of the other side */
-	struct op_p2p *p2p;		/* the rest of a send or recv: p2p.c's own */
-	/* progress */
-	bool hdr_sent, hdr_rcvd;
+	bool hdr_sent, hdr_rcvd;	/* our OPHDR went out; the previous host's came */
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
+};
+
+struct op {
+	struct ringd *rd;		/* the daemon */
+	struct job *job;		/* owner */
+	uint32_t gen;			/* the job's formation it belongs to */
+	struct proto_fp fp;		/* what every rank must agree on */
+	int dtype, redop;		/* as in fp, for the kernels */
+	size_t esz;			/* element size */
+	uint64_t started_ms;		/* for timeouts and ringctl */
+	struct timer *timer;		/* the operation's bound */
+	/* local processes (collectives); one for send/recv */
+	struct contrib *c;		/* by local rank */
+	int nc, joined;			/* expected, asked so far */
+	int leader;			/* contribution whose buffers the ring uses */
+	bool started;			/* everyone local asked; planned and running */
+	struct arena *arena;		/* the leader's arena (frames reference it) */
+	/* an operation is of one kind: a collective (its part: ring) or a send
+	 * or recv (its part: p2p, p2p.c's own; peer) */
+	struct op_ring ring;		/* collectives */
+	int peer;			/* send/recv: global rank of the other side */
+	struct op_p2p *p2p;		/* send/recv: the rest, p2p.c's own */
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */

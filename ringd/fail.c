@@ -40,7 +40,7 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 			  "called it", fp, age, missing);
 	else
 		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
-			  !op->hdr_rcvd && op->plan.nrx > 0 ?
+			  !op->ring.hdr_rcvd && op->ring.plan.nrx > 0 ?
 			      "the previous host never started the same operation" :
 			      "data stopped arriving from the previous host");
 }
@@ -269,7 +269,7 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 			op_finish(rd, op, code, "%s", text);
 		}
 	} else if (f->seq >= j->next_seq) {
-		abort_keep(j, f, code, text); /* it fails the moment it starts */
+		abort_keep(j, f, code, text);	/* it fails the moment it starts */
 	}
 pass:
 	/* an abort stops before it would come home; a probe must come home, also

@@ -29,9 +29,9 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		if (op->nc == 1)
 			return;
 		*send = L->recv;
-		if (j->nhosts > 1 && !op->tiny) {
+		if (j->nhosts > 1 && !op->ring.tiny) {
 			/* combined segment by segment as the ring uses them */
-			op->lazy_local = true;
+			op->ring.lazy_local = true;
 			break;
 		}
 		/* in local-rank order, so every run sums the same way */
@@ -85,7 +85,7 @@ local_scatter(struct op *op)
 			continue;
 		switch (op->fp.coll) {
 		case PROTO_COLL_ALLREDUCE:
-			if (op->lazy_local)
+			if (op->ring.lazy_local)
 				break;	/* copied as each segment became final */
 			/* fall through */
 		case PROTO_COLL_BROADCAST:
@@ -108,7 +108,7 @@ local_scatter(struct op *op)
 
 /*
  * The lazy local phases of an all-reduce with several processes on this host
- * (op->lazy_local).  Every byte of the leader's buffer is used by the ring
+ * (op->ring.lazy_local).  Every byte of the leader's buffer is used by the ring
  * exactly once as local data: the chunk we send first (tx step 0) and the
  * chunks we reduce into (rx steps before final_from).  Combining the local
  * processes' inputs there, just before that use, gives the same sums in the

@@ -56,7 +56,7 @@ op_free(struct op *op)
 	for (i = 0; i < op->nc; i++)
 		arena_unref(op->c[i].arena);
 	free(op->c);
-	plan_free(&op->plan);
+	plan_free(&op->ring.plan);
 	free(op->p2p);
 	free(op);
 }

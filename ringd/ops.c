@@ -47,12 +47,12 @@ waiting_for(const struct op *op, char *buf, size_t cap)
 		snprintf(buf, cap, "local ranks to call it");
 	else if (op->finished)
 		snprintf(buf, cap, "its data to leave for host %d", j->next_host);
-	else if (op->plan.nrx > 0 && !op->hdr_rcvd)
+	else if (op->ring.plan.nrx > 0 && !op->ring.hdr_rcvd)
 		snprintf(buf, cap, "host %d to start it", j->prev_host);
-	else if (op->rx_i < op->plan.nrx)
-		snprintf(buf, cap, "data from host %d (step %d of %d)", j->prev_host, op->rx_i + 1,
-			 op->plan.nrx);
-	else if (op->tx_i < op->plan.ntx)
+	else if (op->ring.rx_i < op->ring.plan.nrx)
+		snprintf(buf, cap, "data from host %d (step %d of %d)", j->prev_host,
+			 op->ring.rx_i + 1, op->ring.plan.nrx);
+	else if (op->ring.tx_i < op->ring.plan.ntx)
 		snprintf(buf, cap, "credit or room towards host %d", j->next_host);
 	else
 		snprintf(buf, cap, "nothing (completing)");

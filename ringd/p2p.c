@@ -35,6 +35,8 @@ struct op_p2p {
 	struct proto_rts rts;		/* what we send / expect */
 	bool cts;			/* send: the receiver is ready; recv: matched */
 	bool local_peer;		/* both ends on this host */
+	bool hdr_sent;			/* send: the RTS went out */
+	uint64_t rx_off;		/* recv: bytes of the message in */
 };
 
 struct rts_entry {
@@ -205,7 +207,7 @@ p2p_submit(struct ringd *rd, struct op *op)
 	op->p2p->rts.dtype = (uint8_t)op->dtype;
 	op->p2p->rts.bytes = op->fp.coll == PROTO_COLL_SEND ? op->p2p->tx0_len : op->p2p->len;
 	op->p2p->local_peer = peer_host == rd->rank;
-	op->hdr_sent = true;
+	op->p2p->hdr_sent = true;
 	if (op->fp.coll == PROTO_COLL_SEND) {
 		op_enqueue(op, &j->sends);
 		if (op->p2p->local_peer) {
@@ -308,11 +310,11 @@ p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 	struct op *op;
 
 	if (PROTO_ROUTE_DST(f->route) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
-	    f->offset != op->rx_off || f->length > op->p2p->len - op->rx_off)
+	    f->offset != op->p2p->rx_off || f->length > op->p2p->len - op->p2p->rx_off)
 		return NULL;
 	*arena = op->arena;
 	*owner = op;
-	return op->p2p->dst + op->rx_off;
+	return op->p2p->dst + op->p2p->rx_off;
 }
 
 /* Data of a matched receive; anything else (its recv gave up) goes. */
@@ -321,13 +323,13 @@ p2p_rx_data(struct ringd *rd, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op *op = p2p_recv_for(rd, f);
 
-	if (op == NULL || pl == NULL || f->offset != op->rx_off ||
-	    f->length > op->p2p->len - op->rx_off)
+	if (op == NULL || pl == NULL || f->offset != op->p2p->rx_off ||
+	    f->length > op->p2p->len - op->p2p->rx_off)
 		return;
-	if (pl != op->p2p->dst + op->rx_off)
-		memcpy(op->p2p->dst + op->rx_off, pl, f->length);
-	op->rx_off += f->length;
-	if (op->rx_off == op->p2p->len)
+	if (pl != op->p2p->dst + op->p2p->rx_off)
+		memcpy(op->p2p->dst + op->p2p->rx_off, pl, f->length);
+	op->p2p->rx_off += f->length;
+	if (op->p2p->rx_off == op->p2p->len)
 		op_finish(rd, op, 0, NULL);
 }
 

@@ -290,12 +290,13 @@ dump_jobs(const struct ringd *rd)
 			(unsigned long long)fc.stash_bytes);
 		if (j->active != NULL)
 			fprintf(stderr, " active #%llu tx %d/%d+%llu rx %d/%d+%llu%s%s",
-				(unsigned long long)j->active->fp.seq, j->active->tx_i,
-				j->active->plan.ntx, (unsigned long long)j->active->tx_off,
-				j->active->rx_i, j->active->plan.nrx,
-				(unsigned long long)j->active->rx_off,
+				(unsigned long long)j->active->fp.seq, j->active->ring.tx_i,
+				j->active->ring.plan.ntx,
+				(unsigned long long)j->active->ring.tx_off, j->active->ring.rx_i,
+				j->active->ring.plan.nrx,
+				(unsigned long long)j->active->ring.rx_off,
 				j->active->started ? " started" : "",
-				j->active->hdr_rcvd ? " hdr" : "");
+				j->active->ring.hdr_rcvd ? " hdr" : "");
 		for (k = 0; k < rd->world; k++)
 			fprintf(stderr, " %u%s%s", j->host[k].claim_gen,
 				j->host[k].held ? "(held)" : "",
