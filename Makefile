@@ -418,7 +418,7 @@ uninstall:
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)
@@ -431,6 +431,11 @@ lint:
 	$(call msg,FORMAT,C)
 	$(Q)scripts/check-format
 	$(Q)scripts/check-floors && scripts/check-floors --self-test
+	$(call msg,PATCHES,tests/sim/bugs)
+	$(Q)for p in tests/sim/bugs/*.patch; do \
+		patch --dry-run -s -p1 <$$p >/dev/null || \
+			{ echo "$$p no longer applies: make it again (tests/sim/seeded-bugs)"; exit 1; }; \
+	done
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	$(Q)$(MAKE) --no-print-directory WERROR=1 rust-lint
 	@echo "lint: clean"

@@ -44,7 +44,7 @@ struct schedule {
 	int nhosts;
 	bool faults;
 	bool verbose;
-	struct sim_rng rng;
+	struct sim_rng rng, rng2;
 	struct sim_net net;
 	struct sim_world w;
 	struct sim_report rep;
@@ -351,6 +351,7 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	s->seed = seed;
 	s->verbose = verbose;
 	s->rng.s = seed * 0x2545f4914f6cdd1dull + 1;
+	s->rng2.s = seed * 0x9e3779b97f4a7c15ull + 7;
 	s->nhosts = 2 + (int)sim_below(&s->rng, (uint32_t)hosts_max - 1);
 	s->faults = sim_below(&s->rng, 4) != 0;
 	sim_clock_reset();
@@ -360,6 +361,7 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	s->net.trace = verbose;
 	s->w.net = &s->net;
 	s->w.rng = &s->rng;
+	s->w.rng2 = &s->rng2;
 	s->w.rep = &s->rep;
 	s->w.verbose = verbose;
 	sim_world_make(&s->w, s->nhosts, s->faults);

@@ -558,13 +558,15 @@ make_step(struct sim_world *w, struct sim_job *j, struct sim_step *st, bool faul
 			return;
 		}
 	}
-	if (j->world > 1 && sim_below(r, 100) < 4 &&
-	    (st->coll == PROTO_COLL_ALLREDUCE || st->coll == PROTO_COLL_BROADCAST))
-		st->mismatch_rank = (int)sim_below(r, (uint32_t)j->world);
-	else if (sim_below(r, 100) < 6)
+	if (sim_below(r, 100) < 6)
 		st->abort_rank = (int)sim_below(r, (uint32_t)j->world);
 	else if (faults && j->world > 1 && sim_below(r, 100) < 4)
 		st->stall_rank = (int)sim_below(r, (uint32_t)j->world);
+	/* drawn from a stream of their own, so that the seeds kept before them
+	 * (tests/sim/seeds) still make the schedules they failed */
+	if (st->abort_rank < 0 && j->world > 1 && sim_below(w->rng2, 100) < 4 &&
+	    (st->coll == PROTO_COLL_ALLREDUCE || st->coll == PROTO_COLL_BROADCAST))
+		st->mismatch_rank = (int)sim_below(w->rng2, (uint32_t)j->world);
 }
 
 /* Job k on some of the hosts, one or two processes on each, ranks in host

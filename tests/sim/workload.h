@@ -79,6 +79,7 @@ void sim_fail(struct sim_report *r, const char *fmt, ...) __attribute__((format(
 struct sim_world {
 	struct sim_net *net;
 	struct sim_rng *rng;
+	struct sim_rng *rng2;		/* draws added since seeds were kept */
 	struct sim_report *rep;
 	uint64_t cuts;			/* links cut so far */
 	int healing;			/* cut links not yet up again */
