@@ -227,7 +227,7 @@ $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
 
 $(SIM_ENGINE): $(call obj,$(wildcard tests/sim/*.c)) $(SIM_RINGD) \
-	$(filter-out $(BUILD)/proto/clock.o,$(PROTO_OBJ)) $(TEST_SAN_OBJ)
+	$(filter-out $(BUILD)/proto/clock.o,$(PROTO_OBJ))
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JANSSON_LIBS) -lm
