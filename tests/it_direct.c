@@ -200,6 +200,7 @@ Test(direct, ping_a_host_that_is_no_neighbour, .fini = teardown, .timeout = 120)
 Test(direct, idle_close_and_reopen, .fini = teardown, .timeout = 120)
 {
 	json_t *d0, *d2;
+	long long closed;
 	double t0;
 
 	start(4, "--direct-idle-ms 400 --heartbeat-ms 100");
@@ -210,9 +211,11 @@ Test(direct, idle_close_and_reopen, .fini = teardown, .timeout = 120)
 		    harness_now() - t0);
 	d0 = direct_counts(0);
 	d2 = direct_counts(2);
-	cr_assert_eq(jint(d0, "closed_idle") + jint(d2, "closed_idle"), 1,
-		     "closed idle: %lld + %lld", (long long)jint(d0, "closed_idle"),
-		     (long long)jint(d2, "closed_idle"));
+	/* once, by the end that found it idle first; by both when each did
+	 * before the other's notice came (their idle timers run alike) */
+	closed = jint(d0, "closed_idle") + jint(d2, "closed_idle");
+	cr_assert(closed == 1 || closed == 2, "closed idle: %lld + %lld",
+		  (long long)jint(d0, "closed_idle"), (long long)jint(d2, "closed_idle"));
 	/* closed as the normal thing it is: no failure on either end */
 	cr_assert_str_eq(jstr(d0, "last_error"), "");
 	cr_assert_str_eq(jstr(d2, "last_error"), "");
