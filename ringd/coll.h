@@ -1,7 +1,10 @@
 /*
- * coll.h - jobs and operations, shared by the collective engine (coll.c), job
- * membership (job.c), the point-to-point engine (p2p.c) and the client sessions
- * (sess.c).
+ * coll.h - the engine's rooms and what each offers the others: the job record
+ * (jobtab.c) and membership (job.c), an operation's life (op.c), a job's
+ * stream (flow.c), its queue of collectives (collq.c), running them (coll.c),
+ * point-to-point (p2p.c), the local processes (local.c), the flight recorder
+ * (ops.c) and failure (fail.c).  struct job and struct op are not here: each
+ * is its own room's (jobrec.h, op.c), and the others use the functions below.
  *
  * Vocabulary (as in Gloo and MLX): a *chunk* is one host's share of a buffer (for
  * all-gather and reduce-scatter, a host's *bundle*: the blocks of the ranks it
@@ -96,6 +99,12 @@ struct client {
 	int pid;			/* SO_PEERCRED, for messages and ringctl */
 };
 
+struct op;
+struct job_part;
+
+/* The rooms of the engine that keep state of every job (job_part). */
+enum { JOB_PART_FLOW, JOB_PART_COLLQ, JOB_PART_P2P, JOB_PART_REC, JOB_NPARTS };
+
 /*
  * What the engine's lower files hand up to the collectives (coll_init sets
  * them in rd->eng), so that flow.c and op.c name nothing above them.
@@ -104,8 +113,11 @@ struct engine_hooks {
 	/* a frame of a job's stream, taken from its stash (flow_drain) */
 	int (*rx_frame)(struct ringd *rd, struct job *j, const struct proto_frame *f,
 			const uint8_t *pl);
-	/* an operation of j was freed (op_complete); coll: it was a collective */
-	void (*op_freed)(struct ringd *rd, struct job *j, bool coll);
+	/* an operation is over and answered (op_complete): its owner takes it
+	 * off its list and frees it */
+	void (*op_over)(struct ringd *rd, struct op *op);
+	/* the rooms' parts of a job (JOB_PART_*) */
+	const struct job_part *parts[JOB_NPARTS];
 };
 
 /* One local process's part of an operation. */
@@ -142,43 +154,69 @@ struct op_ring {
 	uint64_t rx_off;		/* bytes of it done */
 };
 
-struct op {
-	struct ringd *rd;		/* the daemon */
-	struct job *job;		/* owner */
-	uint32_t gen;			/* the job's formation it belongs to */
-	struct proto_fp fp;		/* what every rank must agree on */
-	int dtype, redop;		/* as in fp, for the kernels */
-	size_t esz;			/* element size */
-	uint64_t started_ms;		/* for timeouts and ringctl */
-	struct timer *timer;		/* the operation's bound */
-	/* local processes (collectives); one for send/recv */
-	struct contrib *c;		/* by local rank */
-	int nc, joined;			/* expected, asked so far */
-	int leader;			/* contribution whose buffers the ring uses */
-	bool started;			/* everyone local asked; planned and running */
-	struct arena *arena;		/* the leader's arena (frames reference it) */
-	/* an operation is of one kind: a collective (its part: ring) or a send
-	 * or recv (its part: p2p, p2p.c's own; peer) */
-	struct op_ring ring;		/* collectives */
-	int peer;			/* send/recv: global rank of the other side */
-	struct op_p2p *p2p;		/* send/recv: the rest, p2p.c's own */
-	int tx_refs;			/* arena references still in link outputs */
-	bool finished;			/* status is final; waiting for tx_refs */
-	bool counted;			/* in the daemon's counters */
-	bool armed;			/* its bound runs (from the time it is first) */
-	uint32_t tmo_ms;		/* that bound (0: op_timeout_ms) */
-	bool completing;		/* op_complete is running for it */
-	bool from_wire;			/* the failure came from another host: do not echo it */
-	bool probing;			/* timed out; asking the ring who is missing */
-	int status;
-	char text[PROTO_TEXT_MAX + 1];
-	struct opq *q;			/* the job's p2p list it is on, if any */
-	TAILQ_ENTRY(op) entry;		/* job's p2p lists */
-};
+/* A send or a receive, as opposed to a collective. */
+#define COLL_IS_P2P(coll)	((coll) == PROTO_COLL_SEND || (coll) == PROTO_COLL_RECV)
 
+/*
+ * op.c: an operation's life.  struct op is op.c's own; these are its parts
+ * others may read and change.
+ */
 TAILQ_HEAD(opq, op);
+/* nc local contributions expected; tmo its bound in ms (0: op_timeout_ms). */
+struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m, int nc, uint32_t tmo);
+void op_free(struct op *op);
+struct ringd *op_rd(const struct op *op);
+struct job *op_job(const struct op *op);
+const struct proto_fp *op_fp(const struct op *op);	/* what every rank agrees on */
+void op_set_seq(struct op *op, uint64_t seq);
+uint32_t op_gen(const struct op *op);	/* the job's formation it belongs to */
+int op_dtype(const struct op *op);
+int op_redop(const struct op *op);
+size_t op_esz(const struct op *op);	/* element size */
+void op_set_esz(struct op *op, size_t esz);
+int op_peer(const struct op *op);	/* send/recv: the other side's global rank */
+uint64_t op_started_ms(const struct op *op);
+/* Its local processes' parts, by local rank; how many have asked (or left). */
+int op_ncontrib(const struct op *op);
+struct contrib *op_contrib(const struct op *op, int i);
+int op_njoined(const struct op *op);
+/* Planned and running with contribution leader's buffers (and arena). */
+void op_start_with(struct op *op, int leader);
+bool op_started(const struct op *op);
+int op_leader(const struct op *op);
+struct arena *op_arena(const struct op *op);
+struct op_ring *op_ring(struct op *op);	/* a collective's part */
+struct op_p2p *op_p2p(const struct op *op);	/* a send's or recv's (p2p.c's) */
+void op_set_p2p(struct op *op, struct op_p2p *p);	/* freed with the op */
+/* Its bound: armed once, from the time the op is first; a probe grace after
+ * it ran out once. */
+void op_arm(struct ringd *rd, struct op *op);
+void op_probe(struct op *op, uint32_t grace_ms);
+bool op_probing(const struct op *op);
+bool op_finished(const struct op *op);
+int op_status(const struct op *op);
+const char *op_text(const struct op *op);
+/* The failure came from another host: it is not echoed round the ring. */
+void op_set_from_wire(struct op *op);
+/* Another host failed it before it started here: over with its status. */
+void op_fail_early(struct op *op, int status, const char *text);
+/* The status is final (the first call wins): the op stops, and its processes
+ * are answered once no link holds a reference into its arena. */
+void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Replies to the clients, then hands the op to rd->eng->op_over, once no link
+ * holds a reference. */
+void op_complete(struct ringd *rd, struct op *op);
+/* Queues a frame whose payload stays in the op's arena until the link wrote it. */
+int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
+		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
+/* The lists of operations (a job's collectives, its sends, its receives). */
+void op_enqueue(struct op *op, struct opq *q);
+void op_dequeue(struct op *op);
+struct op *op_next(const struct op *op);
+#define OPQ_FOREACH(op, q) for ((op) = TAILQ_FIRST(q); (op) != NULL; (op) = op_next(op))
 
-/* The flight recorder: the job's last operations on this host. */
+/* The flight recorder: the job's last operations on this host (ops.c's). */
 #define REC_MAX 16
 struct rec {
 	struct proto_fp fp;		/* what it was */
@@ -186,8 +224,6 @@ struct rec {
 	int status;			/* 0 or RING_E* */
 	char text[200];			/* why it failed */
 };
-struct rts_entry;
-TAILQ_HEAD(rtsq, rts_entry);
 struct held_join;
 
 /* One process of a job on this host. */
@@ -201,7 +237,7 @@ struct job_proc {
 					 * that comes later waits for the next one */
 };
 
-/* What a host has done with its ranks of the current formation (job->gone). */
+/* What a host has done with its ranks of the current formation (job_host). */
 enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
 
 /*
@@ -210,8 +246,8 @@ enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
  * takes the highest proposal of its member hosts, the same everywhere.  Every
  * job frame carries the generation it belongs to, so a frame, a CREDIT or an
  * ABORT of an earlier formation can never be taken for one of the current: it
- * is dropped (counted in stale_frames).  A formation dissolves on a host once
- * every host that placed ranks in it has left and nothing of it is still running
+ * is dropped (counted as stale).  A formation dissolves on a host once every
+ * host that placed ranks in it has left and nothing of it is still running
  * there; only then are the JOINs of the next one applied (held until then), so a
  * quick close and reopen never mixes two formations.
  *
@@ -219,7 +255,6 @@ enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
  * the job's stash, bounded by the credit this daemon granted (the next
  * formation's by the initial credit).
  */
-#define JOB_ABORTS	8	/* pending aborts of ops not started here */
 
 /* What one job knows of one host of the ring. */
 struct job_host {
@@ -230,101 +265,97 @@ struct job_host {
 	uint64_t gone_seq;		/* ... after calling this sequence number */
 };
 
-struct job {
-	uint32_t id;			/* proto_job_id(name) */
-	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
-	/* membership, the same on every host once complete */
-	int world;			/* global world size (0: no formation here) */
-	int *host_of;			/* [world]: host of each rank, -1 unknown */
-	int nplaced;			/* ranks with a host */
-	int *hosts;			/* member hosts in ring order */
-	int nhosts;
-	int **hranks;			/* [nhosts]: each member's ranks, ascending */
-	int *nhranks;
-	int pos;			/* our index in hosts (-1: not a member) */
-	int next_host, prev_host;	/* our neighbours in the job's ring */
-	bool ready;			/* every rank placed, formation agreed */
-	uint32_t fgen;			/* generation of the current (or last) formation */
-	uint32_t gen_max;		/* the highest generation claimed or formed that
-					 * this host has seen: ours propose above it */
-	struct job_host *host;		/* [hosts]: each host of the ring, as this job
-					 * knows it (a record per host) */
-	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
-	uint64_t error_ms;		/* when that was found */
-	/* this host's processes */
-	int local_size;			/* expected (0: none here) */
-	int local_world;		/* the world size they asked for */
-	struct job_proc *loc;		/* [local_size], by local rank */
-	int nloc;			/* attached */
-	int nmember;			/* ... of them in the current formation */
-	bool joined;			/* our ranks are claimed in the current formation */
-	bool reclaim;			/* ... but the ring broke before it formed: the
-					 * others forgot the claim (job_ring_up) */
-	bool formed;			/* ... and it became ready here (our processes may
-					 * have run operations in it) */
-	bool broken;			/* the ring broke under it: it takes no new
-					 * member, and dissolves as its processes leave */
-	/* collectives */
-	uint64_t next_seq;		/* sequence number of the next collective */
-	uint64_t last_done_seq;		/* last one completed here */
-	struct op *active;		/* the first of colls: the one the ring runs */
-	struct opq colls;		/* collectives asked for here, in sequence
-					 * order: the first runs, the others gather
-					 * their local processes and wait their turn */
-	int ncolls;			/* their number (at most COLL_QUEUE_MAX) */
-	/* Ops another host failed before they started here, by seq modulo
-	 * JOB_ABORTS: a rank may abort several in a row (a failed group). */
-	struct job_abort {
-		uint64_t seq;		/* 0: none */
-		uint32_t gen;		/* the formation it belongs to */
-		int code;
-		char text[PROTO_TEXT_MAX + 1];
-	} aborts[JOB_ABORTS];
-	struct flow *flow;		/* its stream: credit and the stash (flow.c's) */
-	uint64_t stale_frames;		/* frames dropped: of an older formation, or
-					 * beyond what this job may hold */
-	/* point-to-point */
-	struct opq sends;		/* local sends: waiting for CTS or sending */
-	struct opq recvs;		/* posted receives not yet complete */
-	struct rtsq rts_in;		/* RTS frames that arrived before their recv */
-	int nrts;			/* their number (bounded) */
-	uint64_t p2p_next_id;		/* ids of our sends */
-	struct rec rec[REC_MAX];	/* flight recorder (ring buffer) */
-	int nrec;			/* entries written in all */
-	TAILQ_ENTRY(job) entry;
+/*
+ * jobtab.c: the job record and the daemon's table of jobs.  struct job is
+ * jobrec.h's, for job.c (membership) and jobtab.c alone; the engine's other
+ * rooms keep their state of a job in a *part* of their own, made, checked and
+ * freed through the table of parts their owner gives (engine_hooks).
+ */
+struct job_part {
+	const char *name;		/* what job_table_busy says of it */
+	void *(*make)(struct ringd *rd);
+	void (*free)(void *part);
+	bool (*idle)(const void *part);	/* nothing of it in flight or waiting */
 };
+void *job_part(const struct job *j, int which);
+struct job *job_lookup(struct ringd *rd, uint32_t id);
+/* The job a frame names, created on first sight (NULL past max_jobs). */
+struct job *job_wire(struct ringd *rd, uint32_t id);
+struct job *job_first(const struct ringd *rd);
+struct job *job_next(const struct job *j);
+#define JOBS_FOREACH(j, rd) for ((j) = job_first(rd); (j) != NULL; (j) = job_next(j))
+/* Moves the first job to the end, so that no job always waits behind another. */
+void job_rotate(struct ringd *rd);
+/* The jobs that are not idle (a process, a formation, something in flight or
+ * waiting), the first described in why; and every job freed (the end). */
+int job_table_busy(const struct ringd *rd, char *why, size_t len);
+void job_table_free(struct ringd *rd);
+/* Frees the member list of a formation. */
+void job_members_free(struct job *j);
+uint32_t job_id(const struct job *j);
+const char *job_name(const struct job *j);	/* "" until a client or JOIN names it */
+uint32_t job_gen(const struct job *j);	/* the current (or last) formation */
+bool job_ready(const struct job *j);	/* every rank placed, formation agreed */
+bool job_formed(const struct job *j);	/* ... and it became ready here */
+bool job_broken(const struct job *j);	/* the ring broke under it */
+const char *job_error(const struct job *j);	/* why it cannot form ("": it can) */
+int job_world(const struct job *j);	/* global world size (0: no formation here) */
+int job_nplaced(const struct job *j);	/* ranks with a host */
+int job_host_of(const struct job *j, int rank);
+/* Its member hosts in ring order, ours among them (-1: not a member), our
+ * neighbours in its ring, and each member's ranks. */
+int job_nhosts(const struct job *j);
+int job_member(const struct job *j, int i);
+int job_member_nranks(const struct job *j, int i);
+int job_pos(const struct job *j);
+int job_next_host(const struct job *j);
+int job_prev_host(const struct job *j);
+void job_plan_hosts(const struct job *j, struct plan_hosts *h);
+/* What the job knows of host h of the ring. */
+const struct job_host *job_host(const struct job *j, int h);
+/* Its processes here: expected, attached; each by local rank. */
+int job_local_size(const struct job *j);
+int job_nloc(const struct job *j);
+struct job_proc *job_proc(const struct job *j, int lr);
+/* Local rank i answered #seq of formation gen: its done count, if it is still
+ * the process of that slot. */
+void job_proc_done(struct job *j, uint32_t gen, int i, const struct client *s, uint64_t seq);
+/* Frames dropped: of an older formation, or beyond what the job may hold. */
+uint64_t job_stale(const struct job *j);
+void job_stale_add(struct job *j);
+/* One line about the job's membership, for the simulation's reports. */
+void job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t len);
 
-/* coll.c: gathering the local requests and running the plans */
+/* collq.c: a job's collectives on this host, in sequence order: the first runs,
+ * the others gather their local processes and wait their turn. */
 /* Collectives of one job a daemon holds at once: asked for by its processes
  * ahead of the ring (non-blocking calls), run one after the other. */
 #define COLL_QUEUE_MAX	256
-/* The first collective became another, or may start now. */
-void coll_advance(struct ringd *rd, struct job *j);
+/* Pending aborts of ops not started here, by seq modulo JOB_ABORTS: a rank may
+ * abort several in a row (a failed group). */
+#define JOB_ABORTS	8
+extern const struct job_part collq_part;
+struct op *coll_active(const struct job *j);	/* the one the ring runs */
+struct op *coll_first(const struct job *j);
 /* The collective #seq of the job, if this daemon holds it. */
-struct op *coll_find(struct job *j, uint64_t seq);
-int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
-		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
-void coll_sess_gone(struct ringd *rd, struct client *s);
-/* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
- * dropped.  RX_DONE, RX_BLOCKED, or COLL_RX_STASH: it is early, keep it. */
-enum { COLL_RX_STASH = 2 };
-int coll_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f,
-		  const uint8_t *pl);
-
-/* op.c: an operation's life */
-struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m);
-void op_free(struct op *op);
-/* Arms the op's bound (tmo ms; 0: op_timeout_ms). */
-void op_arm_timer(struct ringd *rd, struct op *op, uint32_t tmo);
-/* The status is final (the first call wins): the op stops, and its processes
- * are answered once no link holds a reference into its arena. */
-void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-/* Replies to the clients and frees, once no link holds a reference. */
-void op_complete(struct ringd *rd, struct op *op);
-/* Queues a frame whose payload stays in the op's arena until the link wrote it. */
-int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
-		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
+struct op *coll_find(const struct job *j, uint64_t seq);
+int coll_queued(const struct job *j);
+uint64_t coll_next_seq(const struct job *j);	/* of the next one asked for */
+uint64_t coll_last_done(const struct job *j);	/* the last completed here */
+/* Numbers op as the job's next collective and queues it; an abort another host
+ * sent for it already finishes it at once. */
+void collq_push(struct job *j, struct op *op);
+/* The first of the queue becomes the active one; returns it. */
+struct op *collq_activate(struct job *j);
+/* op is over: off the queue (if it was the active one and succeeded, it is the
+ * last done). */
+void collq_remove(struct job *j, struct op *op);
+/* A formation starts (later false: the aborts of formation gen stay) or
+ * dissolves (later true: those of formations after gen stay): the numbers
+ * start again. */
+void collq_restart(struct job *j, uint32_t gen, bool later);
+/* Another host failed #seq of formation gen before it started here. */
+void collq_note_abort(struct job *j, uint64_t seq, uint32_t gen, int code, const char *text);
 
 /* plan.c: pure plans (tests/unit_plan.c) */
 struct region plan_span(uint8_t *base, uint64_t len);
@@ -348,47 +379,8 @@ int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint64_t count
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
 void plan_free(struct plan *pl);
 
-/* local.c: the processes of this host in one collective */
-void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);
-void local_scatter(struct op *op);
-void local_combine_range(struct op *op, const uint8_t *at, uint64_t len);
-void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
-void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
-
-/* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
-void fail_op_timeout(void *arg);
-/* Tells the other hosts why op failed here, so every rank gets the same error. */
-void op_abort_ring(struct ringd *rd, struct op *op);
-
-/* job.c: membership */
-struct job *job_lookup(struct ringd *rd, uint32_t id);
-/* jobtab.c: frees the member list of a formation (job.c and the table's). */
-void job_members_free(struct job *j);
-/* The jobs that are not idle (a process, a formation, something in flight or
- * waiting), the first described in why; and every job freed (the end). */
-int job_table_busy(const struct ringd *rd, char *why, size_t len);
-void job_table_free(struct ringd *rd);
-/* The job a frame names, created on first sight (NULL past max_jobs). */
-struct job *job_wire(struct ringd *rd, uint32_t id);
-/* Attaches a session as (local_rank of local_size) with global rank/world;
- * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
- * ready everywhere (its ev->welcome). */
-int job_attach(struct ringd *rd, struct client *s, const char *name, int local_rank,
-	       int local_size, int rank, int world, char *err, size_t errlen);
-void job_detach(struct ringd *rd, struct client *s, struct job *j);
-int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
-int job_host_of(const struct job *j, int rank);
-void job_ring_up(struct ringd *rd);
-/* Something of the job ended here (an op, a session): dissolve the formation if
- * nothing of it is left, then start the next one. */
-void job_settle(struct ringd *rd, struct job *j);
-/* The ring broke: the job must form again (local processes stay attached). */
-void job_break(struct ringd *rd, struct job *j);
-
-/* flow.c: a job's stream (credit, stash), its own state */
-struct flow;
-struct flow *flow_new(void);
-void flow_free(struct flow *fl);
+/* flow.c: a job's stream (credit, stash), its part (JOB_PART_FLOW) */
+extern const struct job_part flow_part;
 void flow_reset(struct ringd *rd, struct job *j);
 void flow_tx_spent(struct job *j, uint64_t bytes);	/* frame bytes sent to next */
 void flow_granted(struct job *j, uint64_t offset);	/* a CREDIT of its formation */
@@ -407,19 +399,21 @@ void flow_early_credit(struct job *j, uint32_t gen, uint64_t offset);
  * (flush: whatever was consumed). */
 void flow_rx_credit(struct ringd *rd, struct job *j, bool flush);
 void flow_drain(struct ringd *rd, struct job *j);
-/* Drops the stashed frames whose generation is outside [lo, hi]. */
 /* Keeps the stashed frames of formation gen (and, with later, of those after
  * it); drops the others. */
 void flow_keep(struct job *j, uint32_t gen, bool later);
 /* Keeps an early frame in the stash within the credit granted for it; a frame
  * the job cannot take is dropped (flow_drop: counted, logged), never the link. */
-int flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
-		    const uint8_t *pl);
+int flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
 int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
 
-/* ops.c: the flight recorder and `ringctl ops` */
-void ops_record(struct job *j, const struct op *op);
-char *ops_json(struct ringd *rd);	/* malloc'd; engine thread only */
+/* ops.c: the flight recorder (JOB_PART_REC) and the operations' counts */
+extern const struct job_part rec_part;
+void ops_record(struct job *j, const struct proto_fp *fp, uint64_t start_ms, int status,
+		const char *text);
+/* The recorded operations, oldest first, into out[REC_MAX]; their number. */
+int ops_recent(const struct job *j, const struct rec **out);
+int ops_nrec(const struct job *j);	/* recorded in all */
 /* Operations' outcomes and durations, counted once per operation (ops_count,
  * from op_complete) and read by the metrics: the front reads the engine's
  * counts, the engine names nothing of the front. */
@@ -437,8 +431,11 @@ struct ops_counts {
 };
 void ops_count(int coll, int status, uint64_t dur_ms);
 const struct ops_counts *ops_counts(void);
+/* opsjson.c: what `ringctl ops` shows (malloc'd; engine thread only) */
+char *ops_json(struct ringd *rd);
 
-/* p2p.c */
+/* p2p.c: sends and receives (JOB_PART_P2P) */
+extern const struct job_part p2p_part;
 /* A send or recv of a process: matched, refused or waiting. */
 int p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	     uint8_t *send, uint8_t *recv, char *err, size_t errlen);
@@ -448,7 +445,51 @@ uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena
 void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s);
-/* Drops the early RTS frames whose generation is outside [lo, hi]. */
-void p2p_keep_rts(struct job *j, uint32_t gen, bool later);	/* as flow_keep */
+/* Whether a send or a receive of the job is posted here. */
+bool p2p_pending(const struct job *j);
+/* Keeps the early RTS frames of formation gen (and, with later, of those after
+ * it); drops the others (as flow_keep). */
+void p2p_keep_rts(struct job *j, uint32_t gen, bool later);
+void p2p_op_over(struct op *op);	/* off its list */
+
+/* local.c: the processes of this host in one collective */
+void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);
+void local_scatter(struct op *op);
+void local_combine_range(struct op *op, const uint8_t *at, uint64_t len);
+void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
+void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
+
+/* job.c: membership */
+/* Attaches a session as (local_rank of local_size) with global rank/world;
+ * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
+ * ready everywhere (its ev->welcome). */
+int job_attach(struct ringd *rd, struct client *s, const char *name, int local_rank, int local_size,
+	       int rank, int world, char *err, size_t errlen);
+void job_detach(struct ringd *rd, struct client *s, struct job *j);
+int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
+void job_ring_up(struct ringd *rd);
+/* Something of the job ended here (an op, a session): dissolve the formation if
+ * nothing of it is left, then start the next one. */
+void job_settle(struct ringd *rd, struct job *j);
+/* The ring broke: nothing of the job starts (job_stop), and it must form
+ * again (job_break; its local processes stay attached). */
+void job_stop(struct job *j);
+void job_break(struct ringd *rd, struct job *j);
+
+/* coll.c: gathering the local requests and running the plans */
+/* The first collective became another, or may start now. */
+void coll_advance(struct ringd *rd, struct job *j);
+int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
+		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
+void coll_sess_gone(struct ringd *rd, struct client *s);
+/* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
+ * dropped.  RX_DONE, RX_BLOCKED, or COLL_RX_STASH: it is early, keep it. */
+enum { COLL_RX_STASH = 2 };
+int coll_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
+
+/* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
+void fail_op_timeout(void *arg);
+/* Tells the other hosts why op failed here, so every rank gets the same error. */
+void op_abort_ring(struct ringd *rd, struct op *op);
 
 #endif /* RINGD_COLL_H */

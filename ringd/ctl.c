@@ -226,29 +226,29 @@ job_json(struct job *j)
 {
 	json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
 	json_t *waiting = json_array();
-	struct op *op = j->active;
+	struct op *op = coll_active(j);
 	char fp[160];
 	int i;
 
-	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i].sess != NULL)
-			json_array_append_new(ranks, json_integer(j->loc[i].rank));
-	for (i = 0; i < j->nhosts; i++)
-		json_array_append_new(hosts, json_integer(j->hosts[i]));
-	if (op != NULL && !op->finished) {
-		for (i = 0; i < op->nc && i < j->local_size; i++)
-			if (!op->c[i].in)
-				json_array_append_new(waiting, json_integer(j->loc[i].rank));
-		inflight = json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}",
-				     "coll", proto_coll_name(op->fp.coll),
-				     "seq", (json_int_t)op->fp.seq,
-				     "age_ms", (json_int_t)(now_ms() - op->started_ms),
-				     "fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),
-				     "waiting_for_local", waiting, "started", op->started);
+	for (i = 0; i < job_local_size(j); i++)
+		if (job_proc(j, i)->sess != NULL)
+			json_array_append_new(ranks, json_integer(job_proc(j, i)->rank));
+	for (i = 0; i < job_nhosts(j); i++)
+		json_array_append_new(hosts, json_integer(job_member(j, i)));
+	if (op != NULL && !op_finished(op)) {
+		for (i = 0; i < op_ncontrib(op) && i < job_local_size(j); i++)
+			if (!op_contrib(op, i)->in)
+				json_array_append_new(waiting, json_integer(job_proc(j, i)->rank));
+		inflight =
+		    json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}", "coll",
+			      proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq,
+			      "age_ms", (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
+			      proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local",
+			      waiting, "started", op_started(op));
 	} else {
 		json_decref(waiting);
 	}
-	if (j->nloc == 0 && j->nplaced == 0 && op == NULL) {
+	if (job_nloc(j) == 0 && job_nplaced(j) == 0 && op == NULL) {
 		/* known from the wire only, nothing to show */
 		json_decref(inflight);
 		json_decref(ranks);
@@ -256,13 +256,12 @@ job_json(struct job *j)
 		return NULL;
 	}
 	return json_pack("{s:s, s:I, s:I, s:i, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
-		"name", j->name[0] ? j->name : "(not attached here)",
-		"id", (json_int_t)j->id, "generation", (json_int_t)j->fgen,
-		"queued", j->ncolls,
-		"frames_dropped", (json_int_t)j->stale_frames, "world", j->world, "ready", j->ready,
-		"clients", j->nloc, "ranks", ranks, "hosts", hosts,
-		"seq", (json_int_t)j->last_done_seq, "inflight", inflight,
-		"error", j->error);
+			 "name", job_name(j)[0] ? job_name(j) : "(not attached here)", "id",
+			 (json_int_t)job_id(j), "generation", (json_int_t)job_gen(j), "queued",
+			 coll_queued(j), "frames_dropped", (json_int_t)job_stale(j), "world",
+			 job_world(j), "ready", job_ready(j), "clients", job_nloc(j), "ranks",
+			 ranks, "hosts", hosts, "seq", (json_int_t)coll_last_done(j), "inflight",
+			 inflight, "error", job_error(j));
 }
 
 char *
@@ -289,7 +288,7 @@ ctl_status_json(struct ringd *rd)
 						       "address", buf, "self", i == rd->rank));
 	}
 	jobs = json_array();
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
+	JOBS_FOREACH(j, rd) {
 		json_t *one = job_json(j);
 
 		if (one != NULL)

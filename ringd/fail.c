@@ -26,12 +26,13 @@ static void missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *bu
 static void
 op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 {
-	struct job *j = op->job;
+	const struct op_ring *ring = op_ring(op);
+	struct job *j = op_job(op);
 	char fp[160], missing[PROTO_TEXT_MAX + 1] = "";
-	unsigned long long age = (unsigned long long)(now_ms() - op->started_ms);
+	unsigned long long age = (unsigned long long)(now_ms() - op_started_ms(op));
 
-	proto_fp_format(&op->fp, fp, sizeof(fp));
-	missing_here(rd, j, op->fp.seq, missing, sizeof(missing));
+	proto_fp_format(op_fp(op), fp, sizeof(fp));
+	missing_here(rd, j, op_fp(op)->seq, missing, sizeof(missing));
 	if (remote != NULL && remote[0] != '\0')
 		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
 			 missing[0] ? ", " : "", remote);
@@ -40,7 +41,7 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 			  "called it", fp, age, missing);
 	else
 		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
-			  !op->ring.hdr_rcvd && op->ring.plan.nrx > 0 ?
+			  !ring->hdr_rcvd && ring->plan.nrx > 0 ?
 			      "the previous host never started the same operation" :
 			      "data stopped arriving from the previous host");
 }
@@ -49,37 +50,40 @@ void
 fail_op_timeout(void *arg)
 {
 	struct op *op = arg;
-	struct ringd *rd = op->rd;
-	struct job *j = op->job;
+	struct ringd *rd = op_rd(op);
+	struct job *j = op_job(op);
 	char fp[160];
 
-	if (op->finished) {
+	if (op_finished(op)) {
 		op_complete(rd, op);	/* deferred from op_ref_done_cb */
 		return;
 	}
-	proto_fp_format(&op->fp, fp, sizeof(fp));
-	if (op->fp.coll == PROTO_COLL_SEND || op->fp.coll == PROTO_COLL_RECV) {
+	proto_fp_format(op_fp(op), fp, sizeof(fp));
+	if (COLL_IS_P2P(op_fp(op)->coll)) {
 		op_finish(rd, op, RING_ETIMEDOUT,
 			  "%s with rank %d timed out after %llu ms (the other rank never "
-			  "posted the matching %s)", fp, op->peer,
-			  (unsigned long long)(now_ms() - op->started_ms),
-			  op->fp.coll == PROTO_COLL_SEND ? "recv" : "send");
+			  "posted the matching %s)",
+			  fp, op_peer(op), (unsigned long long)(now_ms() - op_started_ms(op)),
+			  op_fp(op)->coll == PROTO_COLL_SEND ? "recv" : "send");
 		return;
 	}
-	if (!op->probing && j->nhosts > 1 && rd->state == RING_READY && rd->next != NULL &&
+	if (!op_probing(op) && job_nhosts(j) > 1 && rd->state == RING_READY && rd->next != NULL &&
 	    rd->next->state == LINK_UP) {
 		/* ask round the ring who never called it, then fail with the answer */
 		uint8_t buf[64];
-		struct proto_frame f = { .type = PROTO_F_ABORT, .job = j->id, .aux = 1,
-					 .epoch = rd->epoch, .seq = op->fp.seq, .gen = op->gen,
+		struct proto_frame f = { .type = PROTO_F_ABORT,
+					 .job = job_id(j),
+					 .aux = 1,
+					 .epoch = rd->epoch,
+					 .seq = op_fp(op)->seq,
+					 .gen = op_gen(op),
 					 .route = PROTO_ROUTE(rd->rank, rd->rank) };
 		int n = proto_encode_reason(buf, sizeof(buf), RING_ETIMEDOUT, "");
 
 		if (n > 0) {
 			f.length = (uint32_t)n;
 			if (link_send(rd->next, &f, buf) == 0) {
-				op->probing = true;
-				timer_add(op->timer, PROBE_GRACE_MS);
+				op_probe(op, PROBE_GRACE_MS);
 				return;
 			}
 		}
@@ -99,38 +103,25 @@ ring_broken(struct ringd *rd, const char *why)
 	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
 	rd->whole = false;
 	ring_update_state(rd);
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
+	JOBS_FOREACH(j, rd) {
 		struct op *op;
 
-		j->ready = false;	/* nothing starts on a broken ring */
+		job_stop(j);	/* nothing starts on a broken ring */
 		/* failing one may end it and start no other: look again from the
 		 * first each time */
 		for (;;) {
-			TAILQ_FOREACH(op, &j->colls, entry)
-				if (!op->finished)
+			for (op = coll_first(j); op != NULL; op = op_next(op))
+				if (!op_finished(op))
 					break;
 			if (op == NULL)
 				break;
-			op->from_wire = true;	/* every host hears of it by itself */
+			op_set_from_wire(op);	/* every host hears of it by itself */
 			op_finish(rd, op, RING_EPEER, "%s: %s",
-				  proto_fp_format(&op->fp, fp, sizeof(fp)), why);
+				  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
 		}
 		p2p_fail_all(rd, j, RING_EPEER, why);
 		job_break(rd, j);
 	}
-}
-
-/* An op another host failed before it started here: kept, by sequence number
- * and formation, until it does. */
-static void
-abort_keep(struct job *j, const struct proto_frame *f, int32_t code, const char *text)
-{
-	struct job_abort *a = &j->aborts[f->seq % JOB_ABORTS];
-
-	a->seq = f->seq;
-	a->gen = f->gen;
-	a->code = code;
-	snprintf(a->text, sizeof(a->text), "%s", text);
 }
 
 void
@@ -200,18 +191,19 @@ missing_here(struct ringd *rd, struct job *j, uint64_t seq, char *buf, size_t ca
 	size_t off = strlen(buf);
 	int i;
 
-	for (i = 0; i < j->local_size && off < cap; i++) {
+	for (i = 0; i < job_local_size(j) && off < cap; i++) {
+		const struct job_proc *p = job_proc(j, i);
 		bool missing;
 
-		if (j->loc[i].sess == NULL || !j->loc[i].member)
+		if (p->sess == NULL || !p->member)
 			continue;
-		if (op != NULL && i < op->nc)
-			missing = !op->c[i].in;
+		if (op != NULL && i < op_ncontrib(op))
+			missing = !op_contrib(op, i)->in;
 		else
-			missing = j->next_seq <= seq;
+			missing = coll_next_seq(j) <= seq;
 		if (missing)
 			off += (size_t)snprintf(buf + off, cap - off, "%s%d (host %d)",
-						off ? ", " : "", j->loc[i].rank, rd->rank);
+						off ? ", " : "", p->rank, rd->rank);
 	}
 }
 
@@ -232,11 +224,11 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	}
 	if ((j = job_lookup(rd, f->job)) == NULL)
 		goto pass;
-	if (f->gen != j->fgen) {
+	if (f->gen != job_gen(j)) {
 		/* not of the formation this host is in; of one it has yet to form
 		 * (the others formed first), an op's failure is kept for it */
-		if (f->aux == 0 && origin != rd->rank && proto_gen_after(f->gen, j->fgen))
-			abort_keep(j, f, code, text);
+		if (f->aux == 0 && origin != rd->rank && proto_gen_after(f->gen, job_gen(j)))
+			collq_note_abort(j, f->seq, f->gen, code, text);
 		goto pass;
 	}
 	op = coll_find(j, f->seq);
@@ -244,7 +236,7 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		/* a timeout probe: add who is missing here, pass it on; back home,
 		 * it completes the message */
 		if (origin == rd->rank) {
-			if (op != NULL && !op->finished)
+			if (op != NULL && !op_finished(op))
 				op_timeout_final(rd, op, text);
 			return RX_DONE;
 		}
@@ -264,12 +256,13 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	if (origin == rd->rank)
 		return RX_DONE;
 	if (op != NULL) {
-		if (!op->finished) {
-			op->from_wire = true;
+		if (!op_finished(op)) {
+			op_set_from_wire(op);
 			op_finish(rd, op, code, "%s", text);
 		}
-	} else if (f->seq >= j->next_seq) {
-		abort_keep(j, f, code, text);	/* it fails the moment it starts */
+	} else if (f->seq >= coll_next_seq(j)) {
+		/* it fails the moment it starts */
+		collq_note_abort(j, f->seq, f->gen, code, text);
 	}
 pass:
 	/* an abort stops before it would come home; a probe must come home, also

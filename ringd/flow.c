@@ -39,50 +39,76 @@ struct flow {
 	bool draining;			/* flow_drain is running */
 };
 
-struct flow *
-flow_new(void)
+static struct flow *
+fl_of(const struct job *j)
+{
+	return job_part(j, JOB_PART_FLOW);
+}
+
+static void *
+flow_make(struct ringd *rd)
 {
 	struct flow *fl = calloc(1, sizeof(*fl));
 
+	(void)rd;
 	if (fl != NULL && (fl->stash = evbuffer_new()) == NULL) {
 		free(fl);
 		return NULL;
 	}
+	if (fl != NULL)
+		fl->tx_limit = fl->rx_granted = INITIAL_CREDIT;
 	return fl;
 }
 
-void
-flow_free(struct flow *fl)
+static void
+flow_free(void *part)
 {
-	if (fl == NULL)
-		return;
+	struct flow *fl = part;
+
 	evbuffer_free(fl->stash);
 	free(fl);
 }
 
+static bool
+flow_idle(const void *part)
+{
+	const struct flow *fl = part;
+
+	return evbuffer_get_length(fl->stash) == 0;
+}
+
+const struct job_part flow_part = {
+	.name = "stash",
+	.make = flow_make,
+	.free = flow_free,
+	.idle = flow_idle,
+};
+
 void
 flow_tx_spent(struct job *j, uint64_t bytes)
 {
-	j->flow->tx_used += bytes;
+	fl_of(j)->tx_used += bytes;
 }
 
 void
 flow_granted(struct job *j, uint64_t offset)
 {
-	if (offset > j->flow->tx_limit)
-		j->flow->tx_limit = offset;
+	struct flow *fl = fl_of(j);
+
+	if (offset > fl->tx_limit)
+		fl->tx_limit = offset;
 }
 
 void
 flow_consumed(struct job *j, uint64_t bytes)
 {
-	j->flow->rx_consumed += bytes;
+	fl_of(j)->rx_consumed += bytes;
 }
 
 bool
 flow_stash_empty(const struct job *j)
 {
-	return evbuffer_get_length(j->flow->stash) == 0;
+	return evbuffer_get_length(fl_of(j)->stash) == 0;
 }
 
 /* The ring broke: what waits is of a formation that is over; it counts as
@@ -90,7 +116,7 @@ flow_stash_empty(const struct job *j)
 void
 flow_break(struct job *j)
 {
-	struct flow *fl = j->flow;
+	struct flow *fl = fl_of(j);
 
 	fl->rx_consumed += fl->stash_bytes;
 	evbuffer_drain(fl->stash, evbuffer_get_length(fl->stash));
@@ -101,7 +127,7 @@ flow_break(struct job *j)
 void
 flow_counts(const struct job *j, struct flow_counts *c)
 {
-	const struct flow *fl = j->flow;
+	const struct flow *fl = fl_of(j);
 
 	c->tx_used = fl->tx_used;
 	c->tx_limit = fl->tx_limit;
@@ -115,14 +141,15 @@ flow_counts(const struct job *j, struct flow_counts *c)
 void
 flow_reset(struct ringd *rd, struct job *j)
 {
+	struct flow *fl = fl_of(j);
+
 	(void)rd;
-	j->flow->tx_used = 0;
-	j->flow->tx_limit = INITIAL_CREDIT;
-	if (j->ready && j->flow->early_credit_gen == j->fgen &&
-	    j->flow->early_credit > j->flow->tx_limit)
-		j->flow->tx_limit = j->flow->early_credit;
-	j->flow->rx_consumed = 0;
-	j->flow->rx_granted = INITIAL_CREDIT;
+	fl->tx_used = 0;
+	fl->tx_limit = INITIAL_CREDIT;
+	if (job_ready(j) && fl->early_credit_gen == job_gen(j) && fl->early_credit > fl->tx_limit)
+		fl->tx_limit = fl->early_credit;
+	fl->rx_consumed = 0;
+	fl->rx_granted = INITIAL_CREDIT;
 }
 
 /* A grant that came before its formation formed here (the next host formed
@@ -131,17 +158,21 @@ flow_reset(struct ringd *rd, struct job *j)
 void
 flow_early_credit(struct job *j, uint32_t gen, uint64_t offset)
 {
-	if (proto_gen_after(gen, j->flow->early_credit_gen) ||
-	    (gen == j->flow->early_credit_gen && offset > j->flow->early_credit)) {
-		j->flow->early_credit_gen = gen;
-		j->flow->early_credit = offset;
+	struct flow *fl = fl_of(j);
+
+	if (proto_gen_after(gen, fl->early_credit_gen) ||
+	    (gen == fl->early_credit_gen && offset > fl->early_credit)) {
+		fl->early_credit_gen = gen;
+		fl->early_credit = offset;
 	}
 }
 
 bool
 flow_tx_ok(const struct job *j, uint64_t bytes)
 {
-	return j->flow->tx_used + bytes <= j->flow->tx_limit;
+	const struct flow *fl = fl_of(j);
+
+	return fl->tx_used + bytes <= fl->tx_limit;
 }
 
 /*
@@ -155,24 +186,26 @@ flow_tx_ok(const struct job *j, uint64_t bytes)
 void
 flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
 {
-	uint64_t want = j->flow->rx_consumed + rd->cfg.window_bytes;
+	struct flow *fl = fl_of(j);
+
+	uint64_t want = fl->rx_consumed + rd->cfg.window_bytes;
 	struct proto_frame f;
 
-	if (rd->prev == NULL || rd->prev->state != LINK_UP || j->prev_host < 0)
+	if (rd->prev == NULL || rd->prev->state != LINK_UP || job_prev_host(j) < 0)
 		return;
-	if (want <= j->flow->rx_granted)
+	if (want <= fl->rx_granted)
 		return;
-	if (want - j->flow->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
+	if (want - fl->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
 		return;
 	memset(&f, 0, sizeof(f));
 	f.type = PROTO_F_CREDIT;
-	f.job = j->id;
-	f.gen = j->fgen;
+	f.job = job_id(j);
+	f.gen = job_gen(j);
 	f.epoch = rd->epoch;
-	f.route = PROTO_ROUTE(rd->rank, j->prev_host);
+	f.route = PROTO_ROUTE(rd->rank, job_prev_host(j));
 	f.offset = want;
 	if (link_send(rd->prev, &f, NULL) == 0)
-		j->flow->rx_granted = want;
+		fl->rx_granted = want;
 }
 
 /* A stash entry: the frame's header, its payload, and zeros up to a multiple of
@@ -188,9 +221,11 @@ stash_entry(uint32_t len)
 static void
 stash_drop_front(struct job *j, const struct proto_frame *f)
 {
-	evbuffer_drain(j->flow->stash, stash_entry(f->length));
-	j->flow->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
-	j->stale_frames++;
+	struct flow *fl = fl_of(j);
+
+	evbuffer_drain(fl->stash, stash_entry(f->length));
+	fl->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
+	job_stale_add(j);
 }
 
 /* The payload of the stash's first frame, 8-byte aligned (copied aside in the
@@ -201,7 +236,7 @@ stash_payload(struct job *j, const struct proto_frame *f)
 {
 	static uint8_t *aside;
 	static size_t aside_cap;
-	const uint8_t *p = evbuffer_pullup(j->flow->stash, (ssize_t)stash_entry(f->length));
+	const uint8_t *p = evbuffer_pullup(fl_of(j)->stash, (ssize_t)stash_entry(f->length));
 
 	if (p == NULL)
 		return NULL;
@@ -223,46 +258,49 @@ stash_payload(struct job *j, const struct proto_frame *f)
 void
 flow_keep(struct job *j, uint32_t gen, bool later)
 {
+	struct flow *fl = fl_of(j);
 	struct evbuffer *keep = evbuffer_new();
 	uint8_t hb[PROTO_FRAME_HDR];
 	struct proto_frame f;
 
-	while (evbuffer_get_length(j->flow->stash) >= PROTO_FRAME_HDR) {
-		evbuffer_copyout(j->flow->stash, hb, sizeof(hb));
+	while (evbuffer_get_length(fl->stash) >= PROTO_FRAME_HDR) {
+		evbuffer_copyout(fl->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
 		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen))))
-			evbuffer_remove_buffer(j->flow->stash, keep, stash_entry(f.length));
+			evbuffer_remove_buffer(fl->stash, keep, stash_entry(f.length));
 		else
 			stash_drop_front(j, &f);
 	}
-	evbuffer_drain(j->flow->stash, evbuffer_get_length(j->flow->stash));
+	evbuffer_drain(fl->stash, evbuffer_get_length(fl->stash));
 	if (keep != NULL) {
-		evbuffer_add_buffer(j->flow->stash, keep);
+		evbuffer_add_buffer(fl->stash, keep);
 		evbuffer_free(keep);
 	}
 	/* formation gen forms (what is kept is its own), or dissolved (what is
 	 * kept is of formations to come) */
-	j->flow->early_bytes = later ? j->flow->stash_bytes : 0;
+	fl->early_bytes = later ? fl->stash_bytes : 0;
 }
 
 /* Runs the stash of a job through its active op, in arrival order. */
 void
 flow_drain(struct ringd *rd, struct job *j)
 {
+	struct flow *fl = fl_of(j);
+
 	uint8_t hb[PROTO_FRAME_HDR];
 	struct proto_frame f;
 
 	/* An op that completes while its frames are drained calls back here; the
 	 * outer loop goes on with the next frame itself. */
-	if (j->flow->draining)
+	if (fl->draining)
 		return;
-	j->flow->draining = true;
-	while (evbuffer_get_length(j->flow->stash) >= PROTO_FRAME_HDR) {
+	fl->draining = true;
+	while (evbuffer_get_length(fl->stash) >= PROTO_FRAME_HDR) {
 		const uint8_t *pl;
 		int r;
 
-		evbuffer_copyout(j->flow->stash, hb, sizeof(hb));
+		evbuffer_copyout(fl->stash, hb, sizeof(hb));
 		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
 			break;	/* cannot happen: checked on arrival */
 		if ((pl = stash_payload(j, &f)) == NULL)
@@ -270,11 +308,11 @@ flow_drain(struct ringd *rd, struct job *j)
 		r = rd->eng->rx_frame(rd, j, &f, pl);
 		if (r != RX_DONE)
 			break;
-		evbuffer_drain(j->flow->stash, stash_entry(f.length));
-		j->flow->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
+		evbuffer_drain(fl->stash, stash_entry(f.length));
+		fl->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
 	}
-	j->flow->draining = false;
-	if (evbuffer_get_length(j->flow->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
+	fl->draining = false;
+	if (evbuffer_get_length(fl->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 }
 
@@ -283,8 +321,11 @@ flow_drain(struct ringd *rd, struct job *j)
 int
 flow_drop(struct job *j, const struct proto_frame *f, const char *why)
 {
-	if (j->stale_frames++ == 0 || why != NULL)
-		log_warn("job %s: %s frame #%llu from host %d dropped: %s", j->name,
+	bool first = job_stale(j) == 0;
+
+	job_stale_add(j);
+	if (first || why != NULL)
+		log_warn("job %s: %s frame #%llu from host %d dropped: %s", job_name(j),
 			 proto_frame_type_name(f->type), (unsigned long long)f->seq,
 			 PROTO_ROUTE_SRC(f->route), why ? why : "of an earlier formation");
 	return RX_DONE;
@@ -296,28 +337,24 @@ int
 flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
 		const uint8_t *pl)
 {
+	struct flow *fl = fl_of(j);
 	static const uint8_t pad[8];
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	uint8_t hdr[PROTO_FRAME_HDR];
 
-	if (proto_gen_after(f->gen, j->fgen)) {
+	if (proto_gen_after(f->gen, job_gen(j))) {
 		/* the sender formed first: it may send the initial credit's worth */
-		if (j->flow->early_bytes + flen > INITIAL_CREDIT)
+		if (fl->early_bytes + flen > INITIAL_CREDIT)
 			return flow_drop(j, f, "the next formation's frames overran the "
 					"initial credit");
-		j->flow->early_bytes += flen;
-	} else if (j->flow->rx_consumed + j->flow->stash_bytes - j->flow->early_bytes + flen >
-		   j->flow->rx_granted) {
+		fl->early_bytes += flen;
+	} else if (fl->rx_consumed + fl->stash_bytes - fl->early_bytes + flen > fl->rx_granted) {
 		return flow_drop(j, f, "the sender overran its credit");
 	}
 	proto_frame_encode(hdr, f);
-	evbuffer_add(j->flow->stash, hdr, sizeof(hdr));
-	evbuffer_add(j->flow->stash, pl, f->length);
-	evbuffer_add(j->flow->stash, pad, stash_entry(f->length) - flen);
-	j->flow->stash_bytes += flen;
-	/* frames queue behind older ones even while their op runs: let them
-	 * through now rather than on the next output or credit event */
-	if (j->active != NULL && j->active->started)
-		flow_drain(rd, j);
+	evbuffer_add(fl->stash, hdr, sizeof(hdr));
+	evbuffer_add(fl->stash, pl, f->length);
+	evbuffer_add(fl->stash, pad, stash_entry(f->length) - flen);
+	fl->stash_bytes += flen;
 	return RX_DONE;
 }

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "jobrec.h"
 #include "../proto/log.h"
 
 /* A JOIN of the next formation, held until the current one dissolves here. */
@@ -227,11 +227,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 	flow_keep(j, gen, false);
 	p2p_keep_rts(j, gen, false);
 	flow_reset(rd, j);
-	j->next_seq = 1;
-	j->last_done_seq = 0;
-	for (i = 0; i < JOB_ABORTS; i++)	/* an earlier formation's go */
-		if (j->aborts[i].gen != gen)
-			j->aborts[i].seq = 0;
+	collq_restart(j, gen, false);	/* an earlier formation's aborts go */
 	log_info("job %s ready (generation %u): %d ranks on %d host%s, %d here (ranks %d..)",
 		 j->name, gen, j->world, n, n == 1 ? "" : "s", j->local_size, j->loc[0].rank);
 	for (i = 0; i < j->local_size; i++) {
@@ -299,8 +295,7 @@ job_dissolved(const struct ringd *rd, const struct job *j)
 {
 	int h;
 
-	if (j->joined || !TAILQ_EMPTY(&j->colls) || !TAILQ_EMPTY(&j->sends) ||
-	    !TAILQ_EMPTY(&j->recvs))
+	if (j->joined || coll_first(j) != NULL || p2p_pending(j))
 		return false;
 	for (h = 0; h < rd->world; h++)
 		if (j->host[h].gone != HOST_GONE && host_placed(j, h))
@@ -328,11 +323,7 @@ job_settle(struct ringd *rd, struct job *j)
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
 	p2p_keep_rts(j, j->fgen, true);
-	j->next_seq = 1;
-	j->last_done_seq = 0;
-	for (h = 0; h < JOB_ABORTS; h++)	/* a later formation's stay */
-		if (!proto_gen_after(j->aborts[h].gen, j->fgen))
-			j->aborts[h].seq = 0;
+	collq_restart(j, j->fgen, true);	/* a later formation's aborts stay */
 	log_debug("job %s: formation %u dissolved", j->name, j->fgen);
 	/* the next formation: our processes that waited, then the other hosts' */
 	if (j->nloc > 0 && j->nloc == j->local_size)
@@ -538,6 +529,12 @@ job_detach(struct ringd *rd, struct client *s, struct job *j)
 }
 
 void
+job_stop(struct job *j)
+{
+	j->ready = false;
+}
+
+void
 job_break(struct ringd *rd, struct job *j)
 {
 	uint8_t mine;
@@ -575,7 +572,7 @@ job_ring_up(struct ringd *rd)
 	/* A formation that ran is over with the break: its processes are told to
 	 * reopen, and a new one forms of those that do.  A claim whose formation
 	 * never formed, or processes that were waiting, claim (again) now. */
-	TAILQ_FOREACH(j, &rd->jobs, entry)
+	JOBS_FOREACH(j, rd)
 		if (j->joined && !j->formed && j->host[rd->rank].gone == HOST_IN) {
 			/* the same claim again where it may have been lost on a link
 			 * not yet up; a new one where the ring broke since */
@@ -725,15 +722,16 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	for (;;) {	/* finishing one may end it: look again from the first */
 		char fp[160];
 
-		TAILQ_FOREACH(op, &j->colls, entry)
-			if (!op->finished && (uint32_t)op->fp.seq > m->gen)
+		for (op = coll_first(j); op != NULL; op = op_next(op))
+			if (!op_finished(op) && (uint32_t)op_fp(op)->seq > m->gen)
 				break;
 		if (op == NULL)
 			break;
-		op->from_wire = true;
-		op_finish(rd, op, RING_EABORTED, "%s cannot complete: a process of this job on "
-			  "host %d left after #%u", proto_fp_format(&op->fp, fp, sizeof(fp)),
-			  origin, m->gen);
+		op_set_from_wire(op);
+		op_finish(rd, op, RING_EABORTED,
+			  "%s cannot complete: a process of this job on "
+			  "host %d left after #%u",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), origin, m->gen);
 	}
 	job_withdraw(rd, j);
 	job_settle(rd, j);

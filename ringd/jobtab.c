@@ -1,13 +1,21 @@
 /*
- * jobtab.c - the daemon's table of jobs: found by id, made on first sight (from
- * a client's attach or a frame of the wire), forgotten when nothing refers to
- * them any more and max_jobs is reached.  Below the membership (job.c), the
- * point-to-point engine and the collectives, which all look jobs up here.
+ * jobtab.c - the job record and the daemon's table of jobs: found by id, made on
+ * first sight (from a client's attach or a frame of the wire) with a part for
+ * each room of the engine that keeps state of it, forgotten when nothing refers
+ * to them any more and max_jobs is reached.  The bottom of the engine: the
+ * rooms above read a job through the functions here, and keep their own state
+ * of it in their part.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "coll.h"
+#include "jobrec.h"
+
+void *
+job_part(const struct job *j, int which)
+{
+	return j->part[which];
+}
 
 struct job *
 job_lookup(struct ringd *rd, uint32_t id)
@@ -18,6 +26,29 @@ job_lookup(struct ringd *rd, uint32_t id)
 		if (j->id == id)
 			return j;
 	return NULL;
+}
+
+struct job *
+job_first(const struct ringd *rd)
+{
+	return TAILQ_FIRST(&rd->jobs);
+}
+
+struct job *
+job_next(const struct job *j)
+{
+	return TAILQ_NEXT(j, entry);
+}
+
+void
+job_rotate(struct ringd *rd)
+{
+	struct job *first = TAILQ_FIRST(&rd->jobs);
+
+	if (first != NULL && TAILQ_NEXT(first, entry) != NULL) {
+		TAILQ_REMOVE(&rd->jobs, first, entry);
+		TAILQ_INSERT_TAIL(&rd->jobs, first, entry);
+	}
 }
 
 static bool
@@ -31,29 +62,44 @@ held_none(const struct ringd *rd, const struct job *j)
 	return true;
 }
 
+/* The first part of the job with something in flight or waiting (-1: none). */
+static int
+part_busy(const struct ringd *rd, const struct job *j)
+{
+	int k;
+
+	for (k = 0; k < JOB_NPARTS; k++)
+		if (rd->eng->parts[k]->idle != NULL && !rd->eng->parts[k]->idle(j->part[k]))
+			return k;
+	return -1;
+}
+
 /* A job nothing refers to any more: no process here, no formation known, nothing
  * in flight or waiting. */
 static bool
 job_idle(const struct ringd *rd, const struct job *j)
 {
-	return j->nloc == 0 && j->world == 0 && TAILQ_EMPTY(&j->colls) && flow_stash_empty(j) &&
-	       TAILQ_EMPTY(&j->sends) && TAILQ_EMPTY(&j->recvs) && TAILQ_EMPTY(&j->rts_in) &&
-	       held_none(rd, j);
+	return j->nloc == 0 && j->world == 0 && part_busy(rd, j) < 0 && held_none(rd, j);
 }
 
 static void
 job_free(struct ringd *rd, struct job *j)
 {
-	int h;
+	int h, k;
 
-	TAILQ_REMOVE(&rd->jobs, j, entry);
-	rd->njobs--;
+	if (j->entry.tqe_prev != NULL) {
+		TAILQ_REMOVE(&rd->jobs, j, entry);
+		rd->njobs--;
+	}
 	job_members_free(j);
-	flow_free(j->flow);
+	for (k = 0; k < JOB_NPARTS; k++)
+		if (j->part[k] != NULL)
+			rd->eng->parts[k]->free(j->part[k]);
 	free(j->host_of);
 	free(j->loc);
-	for (h = 0; h < rd->world; h++)
-		free(j->host[h].held);
+	if (j->host != NULL)
+		for (h = 0; h < rd->world; h++)
+			free(j->host[h].held);
 	free(j->host);
 	free(j);
 }
@@ -76,15 +122,15 @@ int
 job_table_busy(const struct ringd *rd, char *why, size_t len)
 {
 	const struct job *j;
-	int n = 0;
+	int n = 0, k;
 
 	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (!job_idle(rd, j) && n++ == 0)
-			snprintf(why, len, "job %08x: %d process(es), world %d, %s%s%s%s", j->id,
-				 j->nloc, j->world, TAILQ_EMPTY(&j->colls) ? "" : "collectives ",
-				 flow_stash_empty(j) ? "" : "stash ",
-				 TAILQ_EMPTY(&j->sends) && TAILQ_EMPTY(&j->recvs) ? "" : "p2p ",
-				 held_none(rd, j) ? "" : "held joins");
+		if (!job_idle(rd, j) && n++ == 0) {
+			k = part_busy(rd, j);
+			snprintf(why, len, "job %08x: %d process(es), world %d, %s%s%s", j->id,
+				 j->nloc, j->world, k >= 0 ? rd->eng->parts[k]->name : "",
+				 k >= 0 ? " " : "", held_none(rd, j) ? "" : "held joins");
+		}
 	return n;
 }
 
@@ -99,7 +145,7 @@ struct job *
 job_wire(struct ringd *rd, uint32_t id)
 {
 	struct job *j = job_lookup(rd, id);
-	size_t hosts = (size_t)rd->world;
+	int k;
 
 	if (j != NULL)
 		return j;
@@ -109,23 +155,17 @@ job_wire(struct ringd *rd, uint32_t id)
 		return NULL;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return NULL;
-	j->flow = flow_new();
-	j->host = calloc(hosts, sizeof(*j->host));
-	if (j->flow == NULL || j->host == NULL) {
-		flow_free(j->flow);
-		free(j->host);
-		free(j);
-		return NULL;
-	}
 	j->id = id;
-	j->next_seq = 1;
 	j->pos = -1;
 	j->next_host = j->prev_host = -1;
-	TAILQ_INIT(&j->sends);
-	TAILQ_INIT(&j->recvs);
-	TAILQ_INIT(&j->colls);
-	TAILQ_INIT(&j->rts_in);
-	flow_reset(rd, j);
+	j->host = calloc((size_t)rd->world, sizeof(*j->host));
+	for (k = 0; k < JOB_NPARTS && j->host != NULL; k++)
+		if ((j->part[k] = rd->eng->parts[k]->make(rd)) == NULL)
+			break;
+	if (j->host == NULL || k < JOB_NPARTS) {
+		job_free(rd, j);
+		return NULL;
+	}
 	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
 	rd->njobs++;
 	return j;
@@ -144,7 +184,7 @@ job_members_free(struct job *j)
 {
 	int i;
 
-	for (i = 0; i < j->nhosts; i++)
+	for (i = 0; i < j->nhosts && j->hranks != NULL; i++)
 		free(j->hranks[i]);
 	free(j->hranks);
 	free(j->nhranks);
@@ -157,3 +197,167 @@ job_members_free(struct job *j)
 	j->next_host = j->prev_host = -1;
 }
 
+uint32_t
+job_id(const struct job *j)
+{
+	return j->id;
+}
+
+const char *
+job_name(const struct job *j)
+{
+	return j->name;
+}
+
+uint32_t
+job_gen(const struct job *j)
+{
+	return j->fgen;
+}
+
+bool
+job_ready(const struct job *j)
+{
+	return j->ready;
+}
+
+bool
+job_formed(const struct job *j)
+{
+	return j->formed;
+}
+
+bool
+job_broken(const struct job *j)
+{
+	return j->broken;
+}
+
+const char *
+job_error(const struct job *j)
+{
+	return j->error;
+}
+
+int
+job_world(const struct job *j)
+{
+	return j->world;
+}
+
+int
+job_nplaced(const struct job *j)
+{
+	return j->nplaced;
+}
+
+int
+job_nhosts(const struct job *j)
+{
+	return j->nhosts;
+}
+
+int
+job_member(const struct job *j, int i)
+{
+	return j->hosts[i];
+}
+
+int
+job_member_nranks(const struct job *j, int i)
+{
+	return j->nhranks[i];
+}
+
+int
+job_pos(const struct job *j)
+{
+	return j->pos;
+}
+
+int
+job_next_host(const struct job *j)
+{
+	return j->next_host;
+}
+
+int
+job_prev_host(const struct job *j)
+{
+	return j->prev_host;
+}
+
+void
+job_plan_hosts(const struct job *j, struct plan_hosts *h)
+{
+	*h = (struct plan_hosts){ .pos = j->pos,
+				  .nhosts = j->nhosts,
+				  .hosts = j->hosts,
+				  .hranks = j->hranks,
+				  .nhranks = j->nhranks };
+}
+
+const struct job_host *
+job_host(const struct job *j, int h)
+{
+	return &j->host[h];
+}
+
+int
+job_local_size(const struct job *j)
+{
+	return j->local_size;
+}
+
+int
+job_nloc(const struct job *j)
+{
+	return j->nloc;
+}
+
+struct job_proc *
+job_proc(const struct job *j, int lr)
+{
+	return &j->loc[lr];
+}
+
+void
+job_proc_done(struct job *j, uint32_t gen, int i, const struct client *s, uint64_t seq)
+{
+	if (gen == j->fgen && i < j->local_size && j->loc[i].sess == s)
+		j->loc[i].done = seq;
+}
+
+uint64_t
+job_stale(const struct job *j)
+{
+	return j->stale_frames;
+}
+
+void
+job_stale_add(struct job *j)
+{
+	j->stale_frames++;
+}
+
+/* One line about the job's membership here, for the simulation's reports:
+ * world, placed ranks, processes, the formation's state and each host's claim. */
+void
+job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t len)
+{
+	size_t off;
+	int h;
+
+	off = (size_t)snprintf(buf, len,
+			       "job %s: world %d placed %d loc %d/%d member %d "
+			       "fgen %u gen_max %u%s%s%s%s%s claims",
+			       j->name, j->world, j->nplaced, j->nloc, j->local_size, j->nmember,
+			       j->fgen, j->gen_max, j->joined ? " joined" : "",
+			       j->formed ? " formed" : "", j->ready ? " ready" : "",
+			       j->broken ? " broken" : "", j->error[0] ? " error" : "");
+	for (h = 0; h < rd->world && off < len; h++)
+		off += (size_t)snprintf(
+		    buf + off, len - off, " %u%s%s", j->host[h].claim_gen,
+		    j->host[h].held ? "(held)" : "",
+		    j->host[h].gone ? (j->host[h].gone == HOST_GONE ? "(gone)" : "(leaving)") : "");
+}

@@ -16,35 +16,37 @@
 void
 local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 {
-	struct job *j = op->job;
-	struct contrib *L = &op->c[op->leader];
-	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	struct job *j = op_job(op);
+	struct contrib *L = op_contrib(op, op_leader(op));
+	uint64_t count = L->count, sb = L->stride * op_esz(op), bytes = count * op_esz(op);
 	int i, b;
 
 	*send = L->send;
 	*recv = L->recv;
 	*inplace = false;
-	switch (op->fp.coll) {
+	switch (op_fp(op)->coll) {
 	case PROTO_COLL_ALLREDUCE:
-		if (op->nc == 1)
+		if (op_ncontrib(op) == 1)
 			return;
 		*send = L->recv;
-		if (j->nhosts > 1 && !op->ring.tiny) {
+		if (job_nhosts(j) > 1 && !op_ring(op)->tiny) {
 			/* combined segment by segment as the ring uses them */
-			op->ring.lazy_local = true;
+			op_ring(op)->lazy_local = true;
 			break;
 		}
 		/* in local-rank order, so every run sums the same way */
-		proto_reduce(L->recv, op->c[0].send, op->c[1].send, count, op->dtype, op->redop);
-		for (i = 2; i < op->nc; i++)
-			proto_reduce(L->recv, L->recv, op->c[i].send, count, op->dtype, op->redop);
+		proto_reduce(L->recv, op_contrib(op, 0)->send, op_contrib(op, 1)->send, count,
+			     op_dtype(op), op_redop(op));
+		for (i = 2; i < op_ncontrib(op); i++)
+			proto_reduce(L->recv, L->recv, op_contrib(op, i)->send, count, op_dtype(op),
+				     op_redop(op));
 		break;
 	case PROTO_COLL_ALLGATHER:
-		for (i = 0; i < op->nc; i++) {
-			uint8_t *dst = L->recv + (uint64_t)op->c[i].rank * sb;
+		for (i = 0; i < op_ncontrib(op); i++) {
+			uint8_t *dst = L->recv + (uint64_t)op_contrib(op, i)->rank * sb;
 
-			if (op->c[i].send != dst && bytes > 0)
-				memmove(dst, op->c[i].send, bytes);
+			if (op_contrib(op, i)->send != dst && bytes > 0)
+				memmove(dst, op_contrib(op, i)->send, bytes);
 		}
 		break;
 	case PROTO_COLL_REDUCE_SCATTER:
@@ -52,16 +54,17 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		 * send.  Only that: a staged recv can lie inside the span of a later
 		 * piece's rows (send + world * stride) without being its block */
 		*inplace = L->recv == L->send + (uint64_t)L->rank * sb;
-		if (op->nc == 1)
+		if (op_ncontrib(op) == 1)
 			return;
-		for (b = 0; b < j->world; b++) {
+		for (b = 0; b < job_world(j); b++) {
 			uint8_t *d = L->send + (uint64_t)b * sb;
 
-			proto_reduce(d, op->c[0].send + (uint64_t)b * sb,
-				     op->c[1].send + (uint64_t)b * sb, count, op->dtype, op->redop);
-			for (i = 2; i < op->nc; i++)
-				proto_reduce(d, d, op->c[i].send + (uint64_t)b * sb, count,
-					     op->dtype, op->redop);
+			proto_reduce(d, op_contrib(op, 0)->send + (uint64_t)b * sb,
+				     op_contrib(op, 1)->send + (uint64_t)b * sb, count,
+				     op_dtype(op), op_redop(op));
+			for (i = 2; i < op_ncontrib(op); i++)
+				proto_reduce(d, d, op_contrib(op, i)->send + (uint64_t)b * sb,
+					     count, op_dtype(op), op_redop(op));
 		}
 		break;
 	default:
@@ -73,19 +76,19 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 void
 local_scatter(struct op *op)
 {
-	struct job *j = op->job;
-	struct contrib *L = &op->c[op->leader];
-	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	struct job *j = op_job(op);
+	struct contrib *L = op_contrib(op, op_leader(op));
+	uint64_t count = L->count, sb = L->stride * op_esz(op), bytes = count * op_esz(op);
 	int i, b;
 
-	for (i = 0; i < op->nc; i++) {
-		struct contrib *c = &op->c[i];
+	for (i = 0; i < op_ncontrib(op); i++) {
+		struct contrib *c = op_contrib(op, i);
 
-		if (i == op->leader || bytes == 0)
+		if (i == op_leader(op) || bytes == 0)
 			continue;
-		switch (op->fp.coll) {
+		switch (op_fp(op)->coll) {
 		case PROTO_COLL_ALLREDUCE:
-			if (op->ring.lazy_local)
+			if (op_ring(op)->lazy_local)
 				break;	/* copied as each segment became final */
 			/* fall through */
 		case PROTO_COLL_BROADCAST:
@@ -93,8 +96,8 @@ local_scatter(struct op *op)
 			break;
 		case PROTO_COLL_ALLGATHER:
 			/* each its own stride: one stages (a piece apart), one not */
-			for (b = 0; b < j->world; b++)
-				memcpy(c->recv + (uint64_t)b * c->stride * op->esz,
+			for (b = 0; b < job_world(j); b++)
+				memcpy(c->recv + (uint64_t)b * c->stride * op_esz(op),
 				       L->recv + (uint64_t)b * sb, bytes);
 			break;
 		case PROTO_COLL_REDUCE_SCATTER:
@@ -108,7 +111,7 @@ local_scatter(struct op *op)
 
 /*
  * The lazy local phases of an all-reduce with several processes on this host
- * (op->ring.lazy_local).  Every byte of the leader's buffer is used by the ring
+ * (op_ring(op)->lazy_local).  Every byte of the leader's buffer is used by the ring
  * exactly once as local data: the chunk we send first (tx step 0) and the
  * chunks we reduce into (rx steps before final_from).  Combining the local
  * processes' inputs there, just before that use, gives the same sums in the
@@ -119,60 +122,60 @@ local_scatter(struct op *op)
 void
 local_combine_range(struct op *op, const uint8_t *at, uint64_t len)
 {
-	struct contrib *L = &op->c[op->leader];
-	uint64_t off = (uint64_t)(at - L->recv), n = len / op->esz;
+	struct contrib *L = op_contrib(op, op_leader(op));
+	uint64_t off = (uint64_t)(at - L->recv), n = len / op_esz(op);
 	int i;
 
 	if (n == 0)
 		return;
-	proto_reduce(L->recv + off, op->c[0].send + off, op->c[1].send + off, n, op->dtype,
-		     op->redop);
-	for (i = 2; i < op->nc; i++)
-		proto_reduce(L->recv + off, L->recv + off, op->c[i].send + off, n, op->dtype,
-			     op->redop);
+	proto_reduce(L->recv + off, op_contrib(op, 0)->send + off, op_contrib(op, 1)->send + off, n,
+		     op_dtype(op), op_redop(op));
+	for (i = 2; i < op_ncontrib(op); i++)
+		proto_reduce(L->recv + off, L->recv + off, op_contrib(op, i)->send + off, n,
+			     op_dtype(op), op_redop(op));
 }
 
 void
 local_scatter_range(struct op *op, const uint8_t *at, uint64_t len)
 {
-	struct contrib *L = &op->c[op->leader];
+	struct contrib *L = op_contrib(op, op_leader(op));
 	uint64_t off = (uint64_t)(at - L->recv);
 	int i;
 
-	for (i = 0; i < op->nc; i++)
-		if (i != op->leader && len > 0)
-			memcpy(op->c[i].recv + off, at, len);
+	for (i = 0; i < op_ncontrib(op); i++)
+		if (i != op_leader(op) && len > 0)
+			memcpy(op_contrib(op, i)->recv + off, at, len);
 }
 
 /* A single-host job: the local phases are the whole operation. */
 void
 local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace)
 {
-	struct job *j = op->job;
-	struct contrib *L = &op->c[op->leader];
-	uint64_t count = L->count, sb = L->stride * op->esz, bytes = count * op->esz;
+	struct job *j = op_job(op);
+	struct contrib *L = op_contrib(op, op_leader(op));
+	uint64_t count = L->count, sb = L->stride * op_esz(op), bytes = count * op_esz(op);
 	int i;
 
-	switch (op->fp.coll) {
+	switch (op_fp(op)->coll) {
 	case PROTO_COLL_ALLREDUCE:
 		if (send != recv && bytes > 0)
 			memmove(recv, send, bytes);
-		if (op->redop == RING_AVG)
-			proto_scale(recv, count, op->dtype, (uint32_t)j->world);
+		if (op_redop(op) == RING_AVG)
+			proto_scale(recv, count, op_dtype(op), (uint32_t)job_world(j));
 		break;
 	case PROTO_COLL_REDUCE_SCATTER:
-		if (op->nc == 1 && !inplace) {
+		if (op_ncontrib(op) == 1 && !inplace) {
 			/* never write the caller's send buffer out of place */
 			if (bytes > 0)
 				memmove(recv, L->send + (uint64_t)L->rank * sb, bytes);
-			if (op->redop == RING_AVG)
-				proto_scale(recv, count, op->dtype, (uint32_t)j->world);
+			if (op_redop(op) == RING_AVG)
+				proto_scale(recv, count, op_dtype(op), (uint32_t)job_world(j));
 			break;
 		}
-		for (i = 0; i < op->nc; i++)
-			if (op->redop == RING_AVG)
-				proto_scale(L->send + (uint64_t)op->c[i].rank * sb, count,
-					    op->dtype, (uint32_t)j->world);
+		for (i = 0; i < op_ncontrib(op); i++)
+			if (op_redop(op) == RING_AVG)
+				proto_scale(L->send + (uint64_t)op_contrib(op, i)->rank * sb, count,
+					    op_dtype(op), (uint32_t)job_world(j));
 		break;
 	default:
 		break;

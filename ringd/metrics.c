@@ -198,12 +198,12 @@ model_jobs(json_t *fams, struct ringd *rd)
 	struct job *j;
 	json_t *s;
 
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
-		if (j->nloc > 0)
+	JOBS_FOREACH(j, rd) {
+		if (job_nloc(j) > 0)
 			jobs++;
-		if (j->active != NULL && !j->active->finished)
+		if (coll_active(j) != NULL && !op_finished(coll_active(j)))
 			inflight++;
-		dropped += j->stale_frames;
+		dropped += job_stale(j);
 	}
 	s = family(fams, "ringd_jobs", "gauge", "Jobs with processes attached to this daemon");
 	sample_u(s, "ringd_jobs", NULL, (uint64_t)jobs);

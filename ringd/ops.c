@@ -1,129 +1,69 @@
 /*
- * ops.c - what `ringctl ops` shows: for every job, each local rank's last
- * sequence numbers (called, answered), the operation in flight and what it waits
- * for, and a flight recorder of the last operations with their outcome.  With the
- * same view from every host an operator sees who waits for whom while it happens.
+ * ops.c - what the engine keeps of its operations once they are over: a flight
+ * recorder of each job's last operations here (its part JOB_PART_REC), with
+ * their outcome, and the daemon's counts of outcomes and durations, which the
+ * metrics read.  opsjson.c shows them.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
-#include <event2/buffer.h>
 
 #include "coll.h"
 #include "../proto/log.h"
 
-static const char *
-err_name(int code)
-{
-	static const char *const names[] = { "ok", "EINVAL", "ENOMEM", "EDAEMON", "EPEER",
-		"ETIMEDOUT", "EMISMATCH", "EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED" };
+/* The job's part JOB_PART_REC: its last operations here, a ring buffer. */
+struct recorder {
+	struct rec rec[REC_MAX];
+	int nrec;			/* entries written in all */
+};
 
-	return code <= 0 && code >= RING_ERR_MIN ? names[-code] : "?";
+static void *
+rec_make(struct ringd *rd)
+{
+	(void)rd;
+	return calloc(1, sizeof(struct recorder));
 }
+
+const struct job_part rec_part = {
+	.name = "recorder",
+	.make = rec_make,
+	.free = free,
+	.idle = NULL,			/* what it holds is history */
+};
 
 void
-ops_record(struct job *j, const struct op *op)
+ops_record(struct job *j, const struct proto_fp *fp, uint64_t start_ms, int status,
+	   const char *text)
 {
-	struct rec *r = &j->rec[j->nrec % REC_MAX];
+	struct recorder *rc = job_part(j, JOB_PART_REC);
+	struct rec *r = &rc->rec[rc->nrec % REC_MAX];
 
-	r->fp = op->fp;
-	r->start_ms = op->started_ms;
-	r->dur_ms = now_ms() - op->started_ms;
-	r->status = op->status;
+	r->fp = *fp;
+	r->start_ms = start_ms;
+	r->dur_ms = now_ms() - start_ms;
+	r->status = status;
 	/* the start of the reason is what matters; it is cut to fit */
-	memcpy(r->text, op->text, sizeof(r->text) - 1);
-	r->text[sizeof(r->text) - 1] = '\0';
-	j->nrec++;
+	snprintf(r->text, sizeof(r->text), "%s", text);
+	rc->nrec++;
 }
 
-/* In words, what the op in flight is waiting for. */
-static void
-waiting_for(const struct op *op, char *buf, size_t cap)
+int
+ops_recent(const struct job *j, const struct rec **out)
 {
-	const struct job *j = op->job;
+	const struct recorder *rc = job_part(j, JOB_PART_REC);
+	int k, n = 0;
 
-	if (op->joined < op->nc)
-		snprintf(buf, cap, "local ranks to call it");
-	else if (op->finished)
-		snprintf(buf, cap, "its data to leave for host %d", j->next_host);
-	else if (op->ring.plan.nrx > 0 && !op->ring.hdr_rcvd)
-		snprintf(buf, cap, "host %d to start it", j->prev_host);
-	else if (op->ring.rx_i < op->ring.plan.nrx)
-		snprintf(buf, cap, "data from host %d (step %d of %d)", j->prev_host,
-			 op->ring.rx_i + 1, op->ring.plan.nrx);
-	else if (op->ring.tx_i < op->ring.plan.ntx)
-		snprintf(buf, cap, "credit or room towards host %d", j->next_host);
-	else
-		snprintf(buf, cap, "nothing (completing)");
+	for (k = rc->nrec > REC_MAX ? rc->nrec - REC_MAX : 0; k < rc->nrec; k++)
+		out[n++] = &rc->rec[k % REC_MAX];
+	return n;
 }
 
-static json_t *
-job_ops_json(struct ringd *rd, struct job *j)
+int
+ops_nrec(const struct job *j)
 {
-	json_t *ranks = json_array(), *recent = json_array(), *inflight = json_null();
-	struct op *op = j->active;
-	char fp[160], w[160];
-	int i, k;
+	const struct recorder *rc = job_part(j, JOB_PART_REC);
 
-	for (i = 0; i < j->local_size; i++) {
-		if (j->loc[i].sess == NULL)
-			continue;
-		json_array_append_new(ranks, json_pack("{s:i, s:i, s:i, s:I, s:I}",
-			"rank", j->loc[i].rank, "local_rank", i, "pid", j->loc[i].sess->pid,
-			"called", (json_int_t)j->loc[i].entered,
-			"answered", (json_int_t)j->loc[i].done));
-	}
-	if (op != NULL) {
-		json_t *missing = json_array();
-
-		for (i = 0; i < op->nc && i < j->local_size; i++)
-			if (!op->c[i].in)
-				json_array_append_new(missing, json_integer(j->loc[i].rank));
-		waiting_for(op, w, sizeof(w));
-		inflight = json_pack("{s:s, s:I, s:I, s:o, s:s, s:i, s:i}",
-			"fingerprint", proto_fp_format(&op->fp, fp, sizeof(fp)),
-			"seq", (json_int_t)op->fp.seq,
-			"age_ms", (json_int_t)(now_ms() - op->started_ms),
-			"waiting_for_local", missing, "waiting_for", w,
-			"prev_host", j->prev_host, "next_host", j->next_host);
-	}
-	for (k = j->nrec > REC_MAX ? j->nrec - REC_MAX : 0; k < j->nrec; k++) {
-		const struct rec *r = &j->rec[k % REC_MAX];
-
-		json_array_append_new(recent, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s}",
-			"fingerprint", proto_fp_format(&r->fp, fp, sizeof(fp)),
-			"seq", (json_int_t)r->fp.seq,
-			"age_ms", (json_int_t)(now_ms() - r->start_ms),
-			"duration_ms", (json_int_t)r->dur_ms,
-			"status", err_name(r->status),
-			"error", r->text));
-	}
-	(void)rd;
-	return json_pack("{s:s, s:I, s:i, s:b, s:I, s:I, s:o, s:o, s:o}",
-		"name", j->name, "id", (json_int_t)j->id, "world", j->world, "ready", j->ready,
-		"next_seq", (json_int_t)j->next_seq, "last_done_seq", (json_int_t)j->last_done_seq,
-		"ranks", ranks, "inflight", inflight, "recent", recent);
-}
-
-char *
-ops_json(struct ringd *rd)
-{
-	json_t *jobs = json_array(), *doc;
-	struct job *j;
-	char *out;
-
-	TAILQ_FOREACH(j, &rd->jobs, entry)
-		if (j->nloc > 0 || j->active != NULL || j->nrec > 0)
-			json_array_append_new(jobs, job_ops_json(rd, j));
-	doc = json_pack("{s:i, s:s, s:I, s:o}", "rank", rd->rank,
-			"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
-			"jobs", jobs);
-	if (doc == NULL)
-		return strdup("{\"error\": \"cannot build the ops document\"}");
-	out = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	return out;
+	return rc->nrec;
 }
 
 /* Upper bounds (seconds) of the duration histogram's buckets; +Inf is implied. */

@@ -47,6 +47,75 @@ struct rts_entry {
 	TAILQ_ENTRY(rts_entry) entry;
 };
 
+/* The job's part JOB_PART_P2P: its sends and receives on this host. */
+struct p2p_job {
+	struct opq sends;		/* local sends: waiting for CTS or sending */
+	struct opq recvs;		/* posted receives not yet complete */
+	TAILQ_HEAD(, rts_entry) rts_in;	/* RTS frames that arrived before their recv */
+	int nrts;			/* their number (bounded) */
+	uint64_t next_id;		/* ids of our sends */
+};
+
+static struct p2p_job *
+pj(const struct job *j)
+{
+	return job_part(j, JOB_PART_P2P);
+}
+
+static void *
+p2p_make(struct ringd *rd)
+{
+	struct p2p_job *p = calloc(1, sizeof(*p));
+
+	(void)rd;
+	if (p != NULL) {
+		TAILQ_INIT(&p->sends);
+		TAILQ_INIT(&p->recvs);
+		TAILQ_INIT(&p->rts_in);
+	}
+	return p;
+}
+
+static void
+p2p_free(void *part)
+{
+	struct p2p_job *p = part;
+	struct rts_entry *e;
+
+	while ((e = TAILQ_FIRST(&p->rts_in)) != NULL) {
+		TAILQ_REMOVE(&p->rts_in, e, entry);
+		free(e);
+	}
+	free(p);
+}
+
+static bool
+p2p_idle(const void *part)
+{
+	const struct p2p_job *p = part;
+
+	return TAILQ_EMPTY(&p->sends) && TAILQ_EMPTY(&p->recvs) && TAILQ_EMPTY(&p->rts_in);
+}
+
+const struct job_part p2p_part = {
+	.name = "p2p",
+	.make = p2p_make,
+	.free = p2p_free,
+	.idle = p2p_idle,
+};
+
+bool
+p2p_pending(const struct job *j)
+{
+	return !TAILQ_EMPTY(&pj(j)->sends) || !TAILQ_EMPTY(&pj(j)->recvs);
+}
+
+void
+p2p_op_over(struct op *op)
+{
+	op_dequeue(op);
+}
+
 static void
 shape_format(const struct proto_rts *m, char *buf, size_t cap)
 {
@@ -99,8 +168,13 @@ send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_ho
 	 const uint8_t *pl, int len)
 {
 	struct proto_frame f = {
-		.type = type, .job = j->id, .route = PROTO_ROUTE(rd->rank, dst_host),
-		.epoch = rd->epoch, .seq = id, .length = (uint32_t)len, .gen = j->fgen,
+		.type = type,
+		.job = job_id(j),
+		.route = PROTO_ROUTE(rd->rank, dst_host),
+		.epoch = rd->epoch,
+		.seq = id,
+		.length = (uint32_t)len,
+		.gen = job_gen(j),
 	};
 
 	if (len < 0 || rd->next == NULL || rd->next->state != LINK_UP)
@@ -108,27 +182,21 @@ send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_ho
 	return link_send(rd->next, &f, pl);
 }
 
-static void
-op_enqueue(struct op *op, struct opq *q)
-{
-	op->q = q;
-	TAILQ_INSERT_TAIL(q, op, entry);
-}
-
 /* Both ends here: compare, copy from one arena to the other, done. */
 static void
 p2p_local(struct ringd *rd, struct op *snd, struct op *rcv)
 {
+	const struct op_p2p *s = op_p2p(snd), *r = op_p2p(rcv);
 	char text[PROTO_TEXT_MAX + 1];
 
-	if (!rts_same(&rcv->p2p->rts, &snd->p2p->rts)) {
-		mismatch_text(&rcv->p2p->rts, &snd->p2p->rts, text, sizeof(text));
+	if (!rts_same(&r->rts, &s->rts)) {
+		mismatch_text(&r->rts, &s->rts, text, sizeof(text));
 		op_finish(rd, rcv, RING_EMISMATCH, "%s", text);
 		op_finish(rd, snd, RING_EMISMATCH, "%s", text);
 		return;
 	}
-	if (snd->p2p->tx0_len > 0)
-		memcpy(rcv->p2p->dst, snd->p2p->tx0, snd->p2p->tx0_len);
+	if (s->tx0_len > 0)
+		memcpy(r->dst, s->tx0, s->tx0_len);
 	op_finish(rd, rcv, 0, NULL);
 	op_finish(rd, snd, 0, NULL);
 }
@@ -138,25 +206,26 @@ static void
 p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t id,
 	  int src_host)
 {
+	struct op_p2p *pp = op_p2p(op);
 	struct proto_cts c = { .src = rts->src, .dst = rts->dst };
 	uint8_t buf[PROTO_TEXT_MAX + 64];
 
-	op->p2p->id = id;
-	if (!rts_same(rts, &op->p2p->rts)) {
+	pp->id = id;
+	if (!rts_same(rts, &pp->rts)) {
 		c.status = RING_EMISMATCH;
-		mismatch_text(&op->p2p->rts, rts, c.text, sizeof(c.text));
-		send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
+		mismatch_text(&pp->rts, rts, c.text, sizeof(c.text));
+		send_ctl(rd, op_job(op), PROTO_F_P2P_CTS, id, src_host, buf,
 			 proto_encode_cts(buf, sizeof(buf), &c));
 		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
 		return;
 	}
-	if (send_ctl(rd, op->job, PROTO_F_P2P_CTS, id, src_host, buf,
+	if (send_ctl(rd, op_job(op), PROTO_F_P2P_CTS, id, src_host, buf,
 		     proto_encode_cts(buf, sizeof(buf), &c)) != 0) {
 		op_finish(rd, op, RING_EPEER, "recv from rank %u: the ring is down", rts->src);
 		return;
 	}
-	op->p2p->cts = true;
-	if (op->p2p->len == 0)
+	pp->cts = true;
+	if (pp->len == 0)
 		op_finish(rd, op, 0, NULL);
 }
 
@@ -166,89 +235,100 @@ int
 p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 	 uint8_t *send, uint8_t *recv, char *err, size_t errlen)
 {
-	struct op *op;
+	struct op_p2p *pp = calloc(1, sizeof(*pp));
+	struct op *op = NULL;
 
-	if ((op = op_new(rd, j, m)) == NULL || (op->c = calloc(1, sizeof(*op->c))) == NULL ||
-	    (op->p2p = calloc(1, sizeof(*op->p2p))) == NULL) {
-		if (op != NULL)
-			op_free(op);
+	if (pp == NULL ||
+	    (op = op_new(rd, j, m, 1, m->timeout_ms ? m->timeout_ms : s->timeout_ms)) == NULL) {
+		free(pp);
 		snprintf(err, errlen, "out of memory");
 		return RING_ENOMEM;
 	}
-	op->nc = 1;
-	op->c[0] = (struct contrib){ .sess = s, .reqid = m->reqid, .arena = s->arena,
-				     .send = send, .recv = recv, .count = m->count,
-				     .rank = s->rank, .in = true };
-	arena_ref(op->c[0].arena);
-	op->arena = op->c[0].arena;
-	op->started = true;
-	op->p2p->tx0 = send;
-	op->p2p->tx0_len = m->count * op->esz;
-	op->p2p->dst = recv;
-	op->p2p->len = m->count * op->esz;
-	op->p2p->rts.ndim = m->ndim;
-	op->p2p->rts.comm = m->flags & PROTO_OP_F_EXCHANGE ? PROTO_CTX_EXCHANGE : 0;
-	memcpy(op->p2p->rts.shape, m->shape, sizeof(op->p2p->rts.shape));
-	op_arm_timer(rd, op, m->timeout_ms ? m->timeout_ms : s->timeout_ms);
+	op_set_p2p(op, pp);
+	*op_contrib(op, 0) = (struct contrib){ .sess = s,
+					       .reqid = m->reqid,
+					       .arena = s->arena,
+					       .send = send,
+					       .recv = recv,
+					       .count = m->count,
+					       .rank = s->rank,
+					       .in = true };
+	arena_ref(s->arena);
+	op_start_with(op, 0);
+	pp->tx0 = send;
+	pp->tx0_len = m->count * op_esz(op);
+	pp->dst = recv;
+	pp->len = m->count * op_esz(op);
+	pp->rts.ndim = m->ndim;
+	pp->rts.comm = m->flags & PROTO_OP_F_EXCHANGE ? PROTO_CTX_EXCHANGE : 0;
+	memcpy(pp->rts.shape, m->shape, sizeof(pp->rts.shape));
+	op_arm(rd, op);
 	return p2p_submit(rd, op);
+}
+
+/* A local send or recv of the other kind that meets op, if one is posted. */
+static struct op *
+local_partner(struct opq *q, const struct op_p2p *pp)
+{
+	struct op *o;
+
+	OPQ_FOREACH(o, q)
+		if (op_p2p(o)->local_peer && !op_finished(o) && rts_pair(&op_p2p(o)->rts, &pp->rts))
+			return o;
+	return NULL;
+}
+
+/* A recv meets an RTS that came before it, if one did. */
+static void
+p2p_match_early(struct ringd *rd, struct job *j, struct op *op)
+{
+	struct p2p_job *p = pj(j);
+	struct rts_entry *e;
+
+	TAILQ_FOREACH(e, &p->rts_in, entry)
+		if (e->gen == job_gen(j) && rts_pair(&e->rts, &op_p2p(op)->rts))
+			break;
+	if (e != NULL) {
+		TAILQ_REMOVE(&p->rts_in, e, entry);
+		p->nrts--;
+		p2p_match(rd, op, &e->rts, e->id, e->src_host);
+		free(e);
+	}
 }
 
 static int
 p2p_submit(struct ringd *rd, struct op *op)
 {
-	struct job *j = op->job;
-	int self = op->c[0].rank, peer_host = job_host_of(j, op->peer);
+	struct op_p2p *pp = op_p2p(op);
+	struct job *j = op_job(op);
+	struct p2p_job *p = pj(j);
+	bool send = op_fp(op)->coll == PROTO_COLL_SEND;
+	int self = op_contrib(op, 0)->rank, peer_host = job_host_of(j, op_peer(op));
 	uint8_t buf[256];
 	struct op *o;
 
-	op->fp.seq = 0;
-	op->p2p->rts.src = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? self : op->peer);
-	op->p2p->rts.dst = (uint32_t)(op->fp.coll == PROTO_COLL_SEND ? op->peer : self);
-	op->p2p->rts.dtype = (uint8_t)op->dtype;
-	op->p2p->rts.bytes = op->fp.coll == PROTO_COLL_SEND ? op->p2p->tx0_len : op->p2p->len;
-	op->p2p->local_peer = peer_host == rd->rank;
-	op->p2p->hdr_sent = true;
-	if (op->fp.coll == PROTO_COLL_SEND) {
-		op_enqueue(op, &j->sends);
-		if (op->p2p->local_peer) {
-			TAILQ_FOREACH(o, &j->recvs, entry)
-				if (o->p2p->local_peer && !o->finished &&
-				    rts_pair(&o->p2p->rts, &op->p2p->rts))
-					break;
-			if (o != NULL)
-				p2p_local(rd, op, o);
-			return 0;
-		}
-		op->p2p->id = ++j->p2p_next_id;
-		if (send_ctl(rd, j, PROTO_F_P2P_RTS, op->p2p->id, peer_host, buf,
-			     proto_encode_rts(buf, sizeof(buf), &op->p2p->rts)) != 0)
-			op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
-				  op->peer);
+	op_set_seq(op, 0);
+	pp->rts.src = (uint32_t)(send ? self : op_peer(op));
+	pp->rts.dst = (uint32_t)(send ? op_peer(op) : self);
+	pp->rts.dtype = (uint8_t)op_dtype(op);
+	pp->rts.bytes = send ? pp->tx0_len : pp->len;
+	pp->local_peer = peer_host == rd->rank;
+	pp->hdr_sent = true;
+	op_enqueue(op, send ? &p->sends : &p->recvs);
+	if (pp->local_peer) {
+		if ((o = local_partner(send ? &p->recvs : &p->sends, pp)) != NULL)
+			p2p_local(rd, send ? op : o, send ? o : op);
 		return 0;
 	}
-	op_enqueue(op, &j->recvs);
-	if (op->p2p->local_peer) {
-		TAILQ_FOREACH(o, &j->sends, entry)
-			if (o->p2p->local_peer && !o->finished &&
-			    rts_pair(&o->p2p->rts, &op->p2p->rts))
-				break;
-		if (o != NULL)
-			p2p_local(rd, o, op);
+	if (!send) {
+		p2p_match_early(rd, j, op);
 		return 0;
 	}
-	{
-		struct rts_entry *e;
-
-		TAILQ_FOREACH(e, &j->rts_in, entry)
-			if (e->gen == j->fgen && rts_pair(&e->rts, &op->p2p->rts))
-				break;
-		if (e != NULL) {
-			TAILQ_REMOVE(&j->rts_in, e, entry);
-			j->nrts--;
-			p2p_match(rd, op, &e->rts, e->id, e->src_host);
-			free(e);
-		}
-	}
+	pp->id = ++p->next_id;
+	if (send_ctl(rd, j, PROTO_F_P2P_RTS, pp->id, peer_host, buf,
+		     proto_encode_rts(buf, sizeof(buf), &pp->rts)) != 0)
+		op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
+			  op_peer(op));
 	return 0;
 }
 
@@ -260,24 +340,25 @@ p2p_pump(struct ringd *rd, struct job *j)
 	struct op *op;
 
 again:
-	TAILQ_FOREACH(op, &j->sends, entry) {
+	OPQ_FOREACH(op, &pj(j)->sends) {
+		struct op_p2p *pp = op_p2p(op);
 		uint32_t route;
 
-		if (!op->p2p->cts || op->finished || op->p2p->tx0_done || op->p2p->local_peer)
+		if (!pp->cts || op_finished(op) || pp->tx0_done || pp->local_peer)
 			continue;
-		route = PROTO_ROUTE(rd->rank, job_host_of(j, op->peer));
-		while (op->p2p->tx0_off < op->p2p->tx0_len) {
-			uint64_t left = op->p2p->tx0_len - op->p2p->tx0_off;
+		route = PROTO_ROUTE(rd->rank, job_host_of(j, op_peer(op)));
+		while (pp->tx0_off < pp->tx0_len) {
+			uint64_t left = pp->tx0_len - pp->tx0_off;
 			uint32_t len = (uint32_t)(left < seg ? left : seg);
 
 			if (rd->next == NULL || link_tx_room(rd->next) == 0)
 				return;
-			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, op->p2p->id,
-					 op->p2p->tx0_off, op->p2p->tx0 + op->p2p->tx0_off, len) != 0)
+			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, pp->id, pp->tx0_off,
+					 pp->tx0 + pp->tx0_off, len) != 0)
 				return;
-			op->p2p->tx0_off += len;
+			pp->tx0_off += len;
 		}
-		op->p2p->tx0_done = true;
+		pp->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
 		/* the list may have changed: from its head again, for the next
 		 * send that has its CTS (nothing else may call us for it: the
@@ -294,12 +375,15 @@ p2p_recv_for(struct ringd *rd, const struct proto_frame *f)
 	int src_host = PROTO_ROUTE_SRC(f->route);
 	struct op *op;
 
-	if (j == NULL || f->gen != j->fgen)
+	if (j == NULL || f->gen != job_gen(j))
 		return NULL;
-	TAILQ_FOREACH(op, &j->recvs, entry)
-		if (op->p2p->cts && !op->finished && !op->p2p->local_peer && op->p2p->id == f->seq &&
-		    job_host_of(j, (int)op->p2p->rts.src) == src_host)
+	OPQ_FOREACH(op, &pj(j)->recvs) {
+		const struct op_p2p *pp = op_p2p(op);
+
+		if (pp->cts && !op_finished(op) && !pp->local_peer && pp->id == f->seq &&
+		    job_host_of(j, (int)pp->rts.src) == src_host)
 			return op;
+	}
 	return NULL;
 }
 
@@ -307,14 +391,17 @@ uint8_t *
 p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena **arena,
 	    const void **owner)
 {
+	const struct op_p2p *pp;
 	struct op *op;
 
-	if (PROTO_ROUTE_DST(f->route) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL ||
-	    f->offset != op->p2p->rx_off || f->length > op->p2p->len - op->p2p->rx_off)
+	if (PROTO_ROUTE_DST(f->route) != rd->rank || (op = p2p_recv_for(rd, f)) == NULL)
 		return NULL;
-	*arena = op->arena;
+	pp = op_p2p(op);
+	if (f->offset != pp->rx_off || f->length > pp->len - pp->rx_off)
+		return NULL;
+	*arena = op_arena(op);
 	*owner = op;
-	return op->p2p->dst + op->p2p->rx_off;
+	return pp->dst + pp->rx_off;
 }
 
 /* Data of a matched receive; anything else (its recv gave up) goes. */
@@ -322,14 +409,17 @@ static void
 p2p_rx_data(struct ringd *rd, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op *op = p2p_recv_for(rd, f);
+	struct op_p2p *pp;
 
-	if (op == NULL || pl == NULL || f->offset != op->p2p->rx_off ||
-	    f->length > op->p2p->len - op->p2p->rx_off)
+	if (op == NULL || pl == NULL)
 		return;
-	if (pl != op->p2p->dst + op->p2p->rx_off)
-		memcpy(op->p2p->dst + op->p2p->rx_off, pl, f->length);
-	op->p2p->rx_off += f->length;
-	if (op->p2p->rx_off == op->p2p->len)
+	pp = op_p2p(op);
+	if (f->offset != pp->rx_off || f->length > pp->len - pp->rx_off)
+		return;
+	if (pl != pp->dst + pp->rx_off)
+		memcpy(pp->dst + pp->rx_off, pl, f->length);
+	pp->rx_off += f->length;
+	if (pp->rx_off == pp->len)
 		op_finish(rd, op, 0, NULL);
 }
 
@@ -341,6 +431,7 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	int src_host = PROTO_ROUTE_SRC(f->route);
 	struct proto_rts m;
 	struct rts_entry *e;
+	struct p2p_job *p;
 	struct op *op;
 
 	if (proto_decode_rts(pl, f->length, &m) != 0) {
@@ -351,31 +442,37 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
 		return RX_DONE;
 	}
-	if (proto_gen_after(j->fgen, f->gen) || (f->gen == j->fgen && !j->ready && !j->formed)) {
-		j->stale_frames++;
+	if (proto_gen_after(job_gen(j), f->gen) ||
+	    (f->gen == job_gen(j) && !job_ready(j) && !job_formed(j))) {
+		job_stale_add(j);
 		return RX_DONE;	/* of a formation that is over here */
 	}
-	TAILQ_FOREACH(op, &j->recvs, entry)
-		if (f->gen == j->fgen && !op->p2p->cts && !op->finished && !op->p2p->local_peer &&
-		    rts_pair(&op->p2p->rts, &m))
+	p = pj(j);
+	OPQ_FOREACH(op, &p->recvs) {
+		const struct op_p2p *pp = op_p2p(op);
+
+		if (f->gen == job_gen(j) && !pp->cts && !op_finished(op) && !pp->local_peer &&
+		    rts_pair(&pp->rts, &m))
 			break;
+	}
 	if (op != NULL) {
 		p2p_match(rd, op, &m, f->seq, src_host);
 		return RX_DONE;
 	}
-	if (j->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
+	if (p->nrts >= MAX_RTS_PER_JOB || (e = calloc(1, sizeof(*e))) == NULL) {
 		/* one job's flood: its send times out, the link stays */
 		log_warn("job %s: RTS from host %d dropped: %d sends already wait for their "
-			 "recv", j->name, src_host, j->nrts);
-		j->stale_frames++;
+			 "recv",
+			 job_name(j), src_host, p->nrts);
+		job_stale_add(j);
 		return RX_DONE;
 	}
 	e->rts = m;
 	e->id = f->seq;
 	e->src_host = src_host;
 	e->gen = f->gen;
-	TAILQ_INSERT_TAIL(&j->rts_in, e, entry);
-	j->nrts++;
+	TAILQ_INSERT_TAIL(&p->rts_in, e, entry);
+	p->nrts++;
 	return RX_DONE;
 }
 
@@ -385,26 +482,29 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	   const uint8_t *pl)
 {
 	struct proto_cts c;
+	struct op_p2p *pp = NULL;
 	struct op *op;
 
 	if (proto_decode_cts(pl, f->length, &c) != 0) {
 		snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
 		return RX_ERROR;
 	}
-	if (j == NULL || f->gen != j->fgen)
+	if (j == NULL || f->gen != job_gen(j))
 		return RX_DONE;
-	TAILQ_FOREACH(op, &j->sends, entry)
-		if (op->p2p->id == f->seq && !op->p2p->cts && !op->finished && !op->p2p->local_peer)
+	OPQ_FOREACH(op, &pj(j)->sends) {
+		pp = op_p2p(op);
+		if (pp->id == f->seq && !pp->cts && !op_finished(op) && !pp->local_peer)
 			break;
+	}
 	if (op == NULL)
 		return RX_DONE;	/* the send gave up already */
 	if (c.status != 0) {
 		op_finish(rd, op, c.status, "%s", c.text);
 		return RX_DONE;
 	}
-	op->p2p->cts = true;
-	if (op->p2p->tx0_len == 0) {
-		op->p2p->tx0_done = true;
+	pp->cts = true;
+	if (pp->tx0_len == 0) {
+		pp->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
 		return RX_DONE;
 	}
@@ -437,45 +537,49 @@ fail_list(struct ringd *rd, struct opq *q, struct client *only, int status, cons
 	struct op *op, *nx;
 
 	for (op = TAILQ_FIRST(q); op != NULL; op = nx) {
-		nx = TAILQ_NEXT(op, entry);
-		if (only != NULL && op->c[0].sess != only)
+		struct contrib *c = op_contrib(op, 0);
+
+		nx = op_next(op);
+		if (only != NULL && c->sess != only)
 			continue;
 		/* a finished op may live on until its data has left: it must not
 		 * reach a session that is gone */
 		if (only != NULL)
-			op->c[0].sess = NULL;
-		if (op->finished)
+			c->sess = NULL;
+		if (op_finished(op))
 			continue;
 		op_finish(rd, op, status, "%s with rank %d failed: %s",
-			  proto_coll_name(op->fp.coll), op->peer, why);
+			  proto_coll_name(op_fp(op)->coll), op_peer(op), why);
 	}
 }
 
 void
 p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why)
 {
+	struct p2p_job *p = pj(j);
 	struct rts_entry *e;
 
-	fail_list(rd, &j->sends, NULL, status, why);
-	fail_list(rd, &j->recvs, NULL, status, why);
-	while ((e = TAILQ_FIRST(&j->rts_in)) != NULL) {
-		TAILQ_REMOVE(&j->rts_in, e, entry);
+	fail_list(rd, &p->sends, NULL, status, why);
+	fail_list(rd, &p->recvs, NULL, status, why);
+	while ((e = TAILQ_FIRST(&p->rts_in)) != NULL) {
+		TAILQ_REMOVE(&p->rts_in, e, entry);
 		free(e);
 	}
-	j->nrts = 0;
+	p->nrts = 0;
 }
 
 void
 p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 {
+	struct p2p_job *p = pj(j);
 	struct rts_entry *e, *nx;
 
-	for (e = TAILQ_FIRST(&j->rts_in); e != NULL; e = nx) {
+	for (e = TAILQ_FIRST(&p->rts_in); e != NULL; e = nx) {
 		nx = TAILQ_NEXT(e, entry);
 		if (e->gen == gen || (later && proto_gen_after(e->gen, gen)))
 			continue;
-		TAILQ_REMOVE(&j->rts_in, e, entry);
-		j->nrts--;
+		TAILQ_REMOVE(&p->rts_in, e, entry);
+		p->nrts--;
 		free(e);
 	}
 }
@@ -483,6 +587,6 @@ p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 void
 p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s)
 {
-	fail_list(rd, &j->sends, s, RING_EABORTED, "the client went away");
-	fail_list(rd, &j->recvs, s, RING_EABORTED, "the client went away");
+	fail_list(rd, &pj(j)->sends, s, RING_EABORTED, "the client went away");
+	fail_list(rd, &pj(j)->recvs, s, RING_EABORTED, "the client went away");
 }

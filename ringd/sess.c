@@ -231,7 +231,7 @@ sess_close(struct sess *s, const char *why)
 	s->dead = true;
 	if (why != NULL)
 		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->c.pid,
-			 s->c.job ? s->c.job->name : "-", s->c.rank, why);
+			 s->c.job ? job_name(s->c.job) : "-", s->c.rank, why);
 	coll_sess_gone(rd, &s->c);
 	if (s->c.job != NULL)
 		job_detach(rd, &s->c, s->c.job);
@@ -502,11 +502,11 @@ sess_welcome(struct client *c)
 	w.local_size = s->c.local_size;
 	w.host_rank = rd->rank;
 	w.nhosts = rd->world;
-	w.job_id = j->id;
+	w.job_id = job_id(j);
 	w.seg_bytes = rd->cfg.segment_bytes;
 	w.piece_bytes = rd->cfg.piece_bytes;
-	for (i = 0; i < j->nhosts; i++)
-		if (j->nhranks[i] > 1)
+	for (i = 0; i < job_nhosts(j); i++)
+		if (job_member_nranks(j, i) > 1)
 			w.flags |= PROTO_WELCOME_RS_INPLACE;
 	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
 	s->welcomed = true;
@@ -521,7 +521,7 @@ sess_refuse(struct client *c, int code, const char *text)
 	if (s->dead || s->closing)
 		return;
 	log_info("client pid %d (job %s, rank %d) refused: %s", (int)s->c.pid,
-		 s->c.job ? s->c.job->name : "-", s->c.rank, text);
+		 s->c.job ? job_name(s->c.job) : "-", s->c.rank, text);
 	sess_error(s, code, text);
 	sess_close_later(s, "refused");
 }

@@ -77,14 +77,14 @@ check_credit(struct schedule *s)
 	for (h = 0; h < s->nhosts; h++) {
 		const struct job *j;
 
-		TAILQ_FOREACH(j, &s->net.h[h].rd.jobs, entry) {
+		JOBS_FOREACH(j, &s->net.h[h].rd) {
 			struct flow_counts fc;
 
 			flow_counts(j, &fc);
 			if (fc.tx_used > fc.tx_limit)
 				sim_fail(&s->rep,
 					 "host %d job %08x sent %llu bytes on a credit of %llu", h,
-					 j->id, (unsigned long long)fc.tx_used,
+					 job_id(j), (unsigned long long)fc.tx_used,
 					 (unsigned long long)fc.tx_limit);
 		}
 	}
@@ -271,38 +271,27 @@ static void
 dump_jobs(const struct ringd *rd)
 {
 	const struct job *j;
-	int k;
+	char line[1024];
 
-	TAILQ_FOREACH(j, &rd->jobs, entry) {
+	JOBS_FOREACH(j, rd) {
 		struct flow_counts fc;
+		struct op *op = coll_active(j);
 
+		job_describe(rd, j, line, sizeof(line));
 		flow_counts(j, &fc);
-		fprintf(stderr,
-			"    job %s: world %d placed %d loc %d/%d member %d fgen %u "
-			"gen_max %u%s%s%s%s%s claims",
-			j->name, j->world, j->nplaced, j->nloc, j->local_size, j->nmember, j->fgen,
-			j->gen_max, j->joined ? " joined" : "", j->formed ? " formed" : "",
-			j->ready ? " ready" : "", j->broken ? " broken" : "",
-			j->error[0] ? " error" : "");
-		fprintf(stderr, " credit tx %llu/%llu rx %llu/%llu stash %llu",
+		fprintf(stderr, "    %s credit tx %llu/%llu rx %llu/%llu stash %llu", line,
 			(unsigned long long)fc.tx_used, (unsigned long long)fc.tx_limit,
 			(unsigned long long)fc.rx_consumed, (unsigned long long)fc.rx_granted,
 			(unsigned long long)fc.stash_bytes);
-		if (j->active != NULL)
+		if (op != NULL) {
+			const struct op_ring *r = op_ring(op);
+
 			fprintf(stderr, " active #%llu tx %d/%d+%llu rx %d/%d+%llu%s%s",
-				(unsigned long long)j->active->fp.seq, j->active->ring.tx_i,
-				j->active->ring.plan.ntx,
-				(unsigned long long)j->active->ring.tx_off, j->active->ring.rx_i,
-				j->active->ring.plan.nrx,
-				(unsigned long long)j->active->ring.rx_off,
-				j->active->started ? " started" : "",
-				j->active->ring.hdr_rcvd ? " hdr" : "");
-		for (k = 0; k < rd->world; k++)
-			fprintf(stderr, " %u%s%s", j->host[k].claim_gen,
-				j->host[k].held ? "(held)" : "",
-				j->host[k].gone ?
-				    (j->host[k].gone == HOST_GONE ? "(gone)" : "(leaving)") :
-				    "");
+				(unsigned long long)op_fp(op)->seq, r->tx_i, r->plan.ntx,
+				(unsigned long long)r->tx_off, r->rx_i, r->plan.nrx,
+				(unsigned long long)r->rx_off, op_started(op) ? " started" : "",
+				r->hdr_rcvd ? " hdr" : "");
+		}
 		fprintf(stderr, "\n");
 	}
 }

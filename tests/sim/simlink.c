@@ -172,15 +172,16 @@ job_frame(uint16_t type)
 
 /* A whole frame to the ring floor, as rx.c's dispatch hands it: RX_* of the
  * engine.  A frame of a formation older than the job's current one must be
- * dropped (counted in stale_frames), never taken. */
+ * dropped (counted as stale), never taken. */
 static int
 dispatch(struct sim_link *e, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct ringd *rd = e->l.rd;
 	bool mine = job_frame(f->type) && PROTO_ROUTE_DST(f->route) == rd->rank;
 	struct job *j = mine ? job_lookup(rd, f->job) : NULL;
-	bool old = j != NULL && j->fgen != 0 && f->gen != 0 && proto_gen_after(j->fgen, f->gen);
-	uint64_t stale = j != NULL ? j->stale_frames : 0;
+	bool old =
+	    j != NULL && job_gen(j) != 0 && f->gen != 0 && proto_gen_after(job_gen(j), f->gen);
+	uint64_t stale = j != NULL ? job_stale(j) : 0;
 	int rc;
 
 	if (sim_current->trace &&
@@ -193,8 +194,7 @@ dispatch(struct sim_link *e, const struct proto_frame *f, const uint8_t *pl)
 			f->aux);
 	rc = rd->link_ev->frame(&e->l, f, pl);
 
-	if (old && rc == RX_DONE && (j = job_lookup(rd, f->job)) != NULL &&
-	    j->stale_frames == stale)
+	if (old && rc == RX_DONE && (j = job_lookup(rd, f->job)) != NULL && job_stale(j) == stale)
 		sim_current->stale_unseen++;
 	return rc;
 }

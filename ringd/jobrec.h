@@ -1,0 +1,53 @@
+/*
+ * jobrec.h - struct job itself: what a job is on this host (its name, its
+ * formation, its processes here).  Only the job's own files include it: job.c
+ * (membership) and jobtab.c (the table and the record's functions, which the
+ * rest of the engine calls).  What the engine's other rooms keep of a job is in
+ * their parts (job_part), each its owner's.
+ */
+#ifndef RINGD_JOBREC_H
+#define RINGD_JOBREC_H
+
+#include "coll.h"
+
+struct job {
+	uint32_t id;			/* proto_job_id(name) */
+	char name[PROTO_JOB_MAX + 1];	/* "" until a client or JOIN names it */
+	/* membership, the same on every host once complete */
+	int world;			/* global world size (0: no formation here) */
+	int *host_of;			/* [world]: host of each rank, -1 unknown */
+	int nplaced;			/* ranks with a host */
+	int *hosts;			/* member hosts in ring order */
+	int nhosts;
+	int **hranks;			/* [nhosts]: each member's ranks, ascending */
+	int *nhranks;
+	int pos;			/* our index in hosts (-1: not a member) */
+	int next_host, prev_host;	/* our neighbours in the job's ring */
+	bool ready;			/* every rank placed, formation agreed */
+	uint32_t fgen;			/* generation of the current (or last) formation */
+	uint32_t gen_max;		/* the highest generation claimed or formed that
+					 * this host has seen: ours propose above it */
+	struct job_host *host;		/* [hosts]: each host of the ring, as this job
+					 * knows it (a record per host) */
+	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
+	uint64_t error_ms;		/* when that was found */
+	/* this host's processes */
+	int local_size;			/* expected (0: none here) */
+	int local_world;		/* the world size they asked for */
+	struct job_proc *loc;		/* [local_size], by local rank */
+	int nloc;			/* attached */
+	int nmember;			/* ... of them in the current formation */
+	bool joined;			/* our ranks are claimed in the current formation */
+	bool reclaim;			/* ... but the ring broke before it formed: the
+					 * others forgot the claim (job_ring_up) */
+	bool formed;			/* ... and it became ready here (our processes may
+					 * have run operations in it) */
+	bool broken;			/* the ring broke under it: it takes no new
+					 * member, and dissolves as its processes leave */
+	uint64_t stale_frames;		/* frames dropped: of an older formation, or
+					 * beyond what this job may hold */
+	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */
+	TAILQ_ENTRY(job) entry;
+};
+
+#endif /* RINGD_JOBREC_H */
