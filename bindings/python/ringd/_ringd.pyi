@@ -1,6 +1,6 @@
 """Type stubs of ringd._ringd, the C extension over libring (see ringd)."""
 from types import TracebackType
-from typing import Any, Optional, Sequence, Type
+from typing import Any, Optional, Protocol, Sequence, Type, type_check_only
 
 # Anything with the buffer protocol (numpy arrays, bytearray, memoryview):
 # collections.abc.Buffer from Python 3.12 on.
@@ -54,14 +54,12 @@ class Request:
     def __exit__(self, t: Optional[Type[BaseException]], v: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None: ...
 
-class Communicator:
-    def __init__(self, *, socket: Optional[str] = None, job: Optional[str] = None,
-                 local_rank: Optional[int] = None, local_size: Optional[int] = None,
-                 timeout_ms: Optional[int] = None, arena_mb: Optional[int] = None) -> None: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def size(self) -> int: ...
+@type_check_only
+class _Placement(Protocol):
+    """Where a process sits in its job, as ringd placed it: its index among
+    the job's processes on its host and their number, its host's place in the
+    ring and the number of hosts.  Communicator and ringd.torch's
+    ProcessGroupRing both have these (stub only: no such class at run time)."""
     @property
     def local_rank(self) -> int: ...
     @property
@@ -70,6 +68,15 @@ class Communicator:
     def host_rank(self) -> int: ...
     @property
     def host_count(self) -> int: ...
+
+class Communicator(_Placement):
+    def __init__(self, *, socket: Optional[str] = None, job: Optional[str] = None,
+                 local_rank: Optional[int] = None, local_size: Optional[int] = None,
+                 timeout_ms: Optional[int] = None, arena_mb: Optional[int] = None) -> None: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
     @property
     def closed(self) -> bool: ...
     def close(self) -> None: ...

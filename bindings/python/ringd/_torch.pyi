@@ -3,21 +3,16 @@ from datetime import timedelta
 
 import torch.distributed
 
+from ._ringd import _Placement
+
 TORCH_API: str
 
-class ProcessGroupRing:  # torch's ProcessGroup (1.13) or its Backend (2.x)
+# torch's ProcessGroup (1.13) or its Backend (2.x); its placement as a Communicator's.
+class ProcessGroupRing(_Placement):
     def __init__(self, store: torch.distributed.Store, rank: int, size: int,
                  timeout: timedelta) -> None: ...
     @property
     def job(self) -> str: ...
-    @property
-    def local_rank(self) -> int: ...
-    @property
-    def local_size(self) -> int: ...
-    @property
-    def host_rank(self) -> int: ...
-    @property
-    def host_count(self) -> int: ...
     @property
     def arena_bytes(self) -> int: ...
     @property

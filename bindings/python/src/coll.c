@@ -724,10 +724,14 @@ PyMethodDef pyr_coll_methods[] = {
 	       "returns the result buffer."),
 	METHOD(allgather, "($self, send, recv=None, *, dtype=None)",
 	       "Every rank's send, in rank order, into recv (size x send's elements).  "
-	       "In place: send holds size blocks and this rank's block is its input."),
+	       "recv None: in place, as MPI_IN_PLACE (pass recv for the out-of-place "
+	       "form torch and mpi4py users expect): send holds size blocks and this "
+	       "rank's block is its input."),
 	METHOD(reduce_scatter, "($self, send, recv=None, op=SUM, *, dtype=None)",
 	       "Reduces send (size blocks) over every rank; rank r gets block r in recv.  "
-	       "In place: the result lands in this rank's block of send."),
+	       "recv None: in place, as MPI_IN_PLACE (pass recv for the out-of-place "
+	       "form torch and mpi4py users expect): the result lands in this rank's "
+	       "block of send."),
 	METHOD(broadcast, "($self, buf, root=0, *, dtype=None)",
 	       "root's buf into every rank's buf; returns buf."),
 	METHOD(barrier, "($self)", "Returns once every rank has called barrier."),

@@ -26,12 +26,18 @@ def test_main_reports(tmp_path):
 
 
 def stub_names():
+    """The stub's top-level names, and each class's members with those it
+    inherits from the stub's own classes (such as _Placement)."""
     tree = ast.parse(open(STUB).read())
     top, classes = set(), {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             top.add(node.name)
-            classes[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            members = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            for base in node.bases:
+                if isinstance(base, ast.Name):
+                    members |= classes.get(base.id, set())
+            classes[node.name] = members
         elif isinstance(node, (ast.FunctionDef,)):
             top.add(node.name)
         elif isinstance(node, ast.AnnAssign):
