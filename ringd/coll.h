@@ -63,7 +63,12 @@ struct plan {
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
 	int final_from;			/* first rx step whose result is final */
-	uint8_t *vecs;			/* plan_tiny: the hosts' vectors, by position */
+	/* a last local step: fold_n vectors of fold_count elements at vecs
+	 * (the plan's own memory), reduced in their order into fold_dst */
+	uint8_t *vecs;
+	int fold_n;
+	uint64_t fold_count;
+	uint8_t *fold_dst;
 };
 
 /* A job's member hosts as a plan sees them (the job's, in ring order). */
@@ -372,9 +377,10 @@ int plan_reduce_scatter(struct plan *pl, const struct plan_hosts *h, uint8_t *se
 			uint64_t count, uint64_t stride, bool inplace);
 int plan_broadcast(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, uint64_t count,
 		   int root_host);
-/* Whether the latency path applies (small all-reduce, barrier), and its plan. */
+/* Whether the latency path applies (small all-reduce, barrier), and its plan:
+ * every host's vector gathered, then folded into recv. */
 bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
-int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint64_t count);
+int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count);
 /* The pipelining unit of a plan, at most segment_bytes. */
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
 void plan_free(struct plan *pl);
@@ -459,6 +465,16 @@ void local_combine_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 
+/* exec.c: the executor, which runs a collective's plan (op_ring) */
+/* Sends what is ready of op's plan, as credit and output room allow. */
+void exec_tx(struct ringd *rd, struct op *op);
+/* Every step of op's plan is done: the result, and op's end. */
+void exec_check_done(struct ringd *rd, struct op *op);
+/* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
+ * dropped.  RX_DONE, RX_BLOCKED, or EXEC_RX_STASH: it is early, keep it. */
+enum { EXEC_RX_STASH = 2 };
+int exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
+
 /* job.c: membership */
 /* Attaches a session as (local_rank of local_size) with global rank/world;
  * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
@@ -482,10 +498,6 @@ void coll_advance(struct ringd *rd, struct job *j);
 int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 void coll_sess_gone(struct ringd *rd, struct client *s);
-/* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
- * dropped.  RX_DONE, RX_BLOCKED, or COLL_RX_STASH: it is early, keep it. */
-enum { COLL_RX_STASH = 2 };
-int coll_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
 void fail_op_timeout(void *arg);

@@ -32,7 +32,7 @@ engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
-		return coll_rx(rd, l, f, pl);
+		return exec_rx(rd, l, f, pl);
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
 	case PROTO_F_P2P_DATA:
@@ -49,7 +49,7 @@ engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	   const void **owner)
 {
 	if (f->type == PROTO_F_DATA)
-		return coll_rx_dest(rd, l, f, arena, owner);
+		return exec_rx_dest(rd, l, f, arena, owner);
 	if (f->type == PROTO_F_P2P_DATA)
 		return p2p_rx_dest(rd, f, arena, owner);
 	return NULL;

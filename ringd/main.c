@@ -42,7 +42,7 @@ static const struct ring_events engine_events = {
 	.place = engine_place,
 	.link_down = fail_link_down,
 	.ready = fail_ring_ready,
-	.room = coll_pump,
+	.room = exec_pump,
 };
 
 static void

@@ -140,7 +140,7 @@ plan_allreduce(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint
  * The latency path of a small all-reduce (and of a barrier, count 0): every
  * host's whole vector goes once round the ring, m-1 hops instead of the 2(m-1)
  * of reduce-scatter plus all-gather, and each host then reduces the m vectors
- * itself in host order (tiny_finish), so every host computes the same bits.
+ * itself in host order (the plan's fold), so every host computes the same bits.
  * It sends (m-1) x S per host instead of 2(m-1)/m x S, hence only for small S:
  * with a hop's latency L and a link's bandwidth B it wins while S < L x B x
  * m/(m-2).  On 2 hosts both send S, so it wins until the copies through the
@@ -167,11 +167,14 @@ plan_tiny_ok(int coll, size_t esz, int m, uint64_t count)
 }
 
 int
-plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint64_t count)
+plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count)
 {
 	uint64_t bytes = count * pl->esz;
 	int s;
 
+	pl->fold_n = m;
+	pl->fold_count = count;
+	pl->fold_dst = recv;
 	if (plan_alloc(pl, m - 1, m - 1) != 0 ||
 	    (pl->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
 		return -1;

@@ -329,14 +329,14 @@ int engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
 uint8_t *engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		    struct arena **arena, const void **owner);
 /* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived with its whole payload.
- * RX_BLOCKED: the link keeps it and offers it again after coll_pump. */
-int coll_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
+ * RX_BLOCKED: the link keeps it and offers it again after exec_pump. */
+int exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
 /* Where the payload of a DATA frame about to be read should go, when the engine
  * can take it as is (a copy step of the running op); NULL: read it into rxbuf. */
-uint8_t *coll_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
+uint8_t *exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		      struct arena **arena, const void **owner);
 /* Output space or credit may have become available. */
-void coll_pump(struct ringd *rd);
+void exec_pump(struct ringd *rd);
 
 /* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */

@@ -237,7 +237,9 @@ Test(plan, tiny)
 					s[i] = elem(p, i);
 				H[p].send = (uint8_t *)s;
 				cr_assert(plan_tiny_ok(PROTO_COLL_ALLREDUCE, 8, m, n));
-				cr_assert_eq(plan_tiny(&H[p].op, p, m, H[p].send, n), 0);
+				cr_assert_eq(plan_tiny(&H[p].op, p, m, H[p].send, H[p].send, n), 0);
+				cr_assert_eq(H[p].op.fold_n, m);
+				cr_assert_eq(H[p].op.fold_count, n);
 			}
 			simulate(H, m);
 			/* every host holds every host's vector, in host order */

@@ -370,7 +370,7 @@ static const struct ring_events sim_engine_events = {
 	.place = engine_place,
 	.link_down = fail_link_down,
 	.ready = fail_ring_ready,
-	.room = coll_pump,
+	.room = exec_pump,
 };
 
 int

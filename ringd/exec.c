@@ -1,0 +1,419 @@
+/*
+ * exec.c - the executor: runs a collective's plan (plan.c's steps: what to
+ * send at each step, what to do with each step received) over the job's
+ * stream, segment by segment as frames, credit and output room allow.  It
+ * knows nothing of the algorithm that made the plan: coll.c chooses and makes
+ * it, and starts it here.
+ *
+ * A plan is one send stream to the job's next host and one receive stream
+ * from its previous.  A send step forwards what an earlier received step
+ * produced, as soon as it has arrived; a received step is reduced with a local
+ * operand or copied into place; a plan may end with a fold of vectors it
+ * gathered (plan.fold).  Failures are fail.c's, the operation's life op.c's,
+ * the local combine local.c's, the job's credit and stash flow.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "../proto/dtype.h"
+#include "../proto/log.h"
+
+/* A plan's last local step (plan.fold): its vectors, every one here now,
+ * reduced in their order into its result, so every host computes the same
+ * bits. */
+static void
+exec_fold(struct ringd *rd, struct op *op)
+{
+	const struct plan *pl = &op_ring(op)->plan;
+	uint64_t n = pl->fold_count, bytes = n * pl->esz;
+	int v;
+
+	if (pl->fold_n < 2 || bytes == 0)
+		return;
+	proto_reduce(pl->fold_dst, pl->vecs, pl->vecs + bytes, n, op_dtype(op), op_redop(op));
+	for (v = 2; v < pl->fold_n; v++)
+		proto_reduce(pl->fold_dst, pl->fold_dst, pl->vecs + (uint64_t)v * bytes, n,
+			     op_dtype(op), op_redop(op));
+	rd->bytes_reduced += bytes * (uint64_t)(pl->fold_n - 1);
+	if (pl->avg)
+		proto_scale(pl->fold_dst, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
+}
+
+static bool
+next_ready(struct ringd *rd)
+{
+	return rd->next != NULL && rd->next->state == LINK_UP;
+}
+
+/* Has received step `dep` produced the bytes [off, off+len)? */
+static bool
+rx_has(const struct op_ring *ring, int dep, uint64_t off, uint64_t len)
+{
+	if (ring->rx_i > dep)
+		return true;
+	return ring->rx_i == dep && len > 0 && ring->rx_off >= off + len;
+}
+
+/* Has sent step `t` taken the bytes [off, off+len) out of its source? */
+static bool
+tx_past(const struct op_ring *ring, int t, uint64_t off, uint64_t len)
+{
+	if (ring->tx_i > t)
+		return true;
+	return ring->tx_i == t && len > 0 && ring->tx_off >= off + len;
+}
+
+/* Sends everything that is ready, as credit and output room allow: the header,
+ * step 0, and each later step as far as the step it forwards has arrived. */
+void
+exec_tx(struct ringd *rd, struct op *op)
+{
+	struct op_ring *ring = op_ring(op);
+	struct job *j = op_job(op);
+	uint32_t seg = ring->seg ? ring->seg : rd->cfg.segment_bytes;
+	uint32_t route = PROTO_ROUTE(rd->rank, job_next_host(j));
+
+	if (op_finished(op) || !op_started(op) || !next_ready(rd))
+		return;
+	if (!ring->hdr_sent) {
+		uint8_t pl[PROTO_FP_LEN];
+		struct proto_frame f = {
+			.type = PROTO_F_OPHDR,
+			.job = job_id(j),
+			.epoch = rd->epoch,
+			.route = route,
+			.seq = op_fp(op)->seq,
+			.length = PROTO_FP_LEN,
+			.gen = op_gen(op),
+		};
+
+		if (!flow_tx_ok(j, PROTO_FRAME_HDR + PROTO_FP_LEN) || link_tx_room(rd->next) == 0)
+			return;
+		proto_encode_fp(pl, sizeof(pl), op_fp(op));
+		if (link_send(rd->next, &f, pl) != 0)
+			return;
+		flow_tx_spent(j, PROTO_FRAME_HDR + PROTO_FP_LEN);
+		ring->hdr_sent = true;
+	}
+	while (ring->tx_i < ring->plan.ntx) {
+		struct tx_step *t = &ring->plan.tx[ring->tx_i];
+		uint64_t left = t->src.len - ring->tx_off, contig;
+		const uint8_t *p = left > 0 ? plan_at(&t->src, ring->tx_off, &contig) : t->src.base;
+		uint32_t len;
+		int rc;
+
+		if (left == 0)
+			contig = 0;
+		len = (uint32_t)(contig < seg ? contig : seg);
+		if (t->dep >= 0 && !rx_has(ring, t->dep, ring->tx_off, len))
+			return;
+		if (!flow_tx_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
+			return;
+		if (ring->lazy_local && ring->tx_i == 0 &&
+		    ring->tx_off + len > ring->combined_tx0) {
+			/* a retry after a full output must not combine twice */
+			uint64_t from =
+			    ring->combined_tx0 > ring->tx_off ? ring->combined_tx0 : ring->tx_off;
+
+			local_combine_range(op, p + (from - ring->tx_off),
+					    ring->tx_off + len - from);
+			ring->combined_tx0 = ring->tx_off + len;
+		}
+		if (t->copy) {
+			struct proto_frame f = {
+				.type = PROTO_F_DATA,
+				.job = job_id(j),
+				.aux = t->id,
+				.epoch = rd->epoch,
+				.route = route,
+				.seq = op_fp(op)->seq,
+				.offset = ring->tx_off,
+				.length = len,
+				.gen = op_gen(op),
+			};
+
+			rc = link_send(rd->next, &f, p);
+		} else {
+			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
+					  ring->tx_off, p, len);
+		}
+		if (rc != 0)
+			return;
+		flow_tx_spent(j, PROTO_FRAME_HDR + len);
+		ring->tx_off += len;
+		if (ring->tx_off == t->src.len) {
+			ring->tx_i++;
+			ring->tx_off = 0;
+		}
+	}
+}
+
+void
+exec_check_done(struct ringd *rd, struct op *op)
+{
+	struct op_ring *ring = op_ring(op);
+
+	if (op_finished(op) || !op_started(op))
+		return;
+	if (ring->hdr_sent && ring->tx_i == ring->plan.ntx && ring->rx_i == ring->plan.nrx &&
+	    (ring->plan.nrx == 0 || ring->hdr_rcvd)) {
+		exec_fold(rd, op);
+		local_scatter(op);
+		op_finish(rd, op, 0, NULL);
+	}
+}
+
+static void
+publish_progress(struct op *op, uint64_t done)
+{
+	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)op_arena(op)->base;
+
+	__atomic_store_n(&ctl->done_bytes, done, __ATOMIC_RELEASE);
+}
+
+/* One DATA frame for the active op, its whole payload at pl. */
+static int
+exec_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct op_ring *ring = op_ring(op);
+	struct job *j = op_job(op);
+	struct rx_step *x;
+	uint64_t left, contig = 0;
+	uint8_t *d = NULL, *fin = NULL;
+	char fp[160];
+
+	if (ring->rx_i >= ring->plan.nrx || !ring->hdr_rcvd) {
+		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from the previous host",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)));
+		return RX_DONE;
+	}
+	x = &ring->plan.rx[ring->rx_i];
+	left = x->dst.len - ring->rx_off;
+	if (left > 0)
+		d = plan_at(&x->dst, ring->rx_off, &contig);
+	if (f->aux != x->id || f->offset != ring->rx_off || f->length > contig ||
+	    (left > 0 && f->length == 0) || f->length % op_esz(op) != 0) {
+		op_finish(rd, op, RING_EPROTO,
+			  "%s: frame out of order from the previous host (step %u offset %llu "
+			  "length %u, expected step %u offset %llu)",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), f->aux,
+			  (unsigned long long)f->offset, f->length, x->id,
+			  (unsigned long long)ring->rx_off);
+		return RX_DONE;
+	}
+	/* reduce-scatter reuses its result buffer step after step: the previous
+	 * step's sum must be on its way to next before this one overwrites it */
+	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, ring->rx_off, f->length))
+		return RX_BLOCKED;
+	if (f->length > 0) {
+		if (x->local.base != NULL) {
+			uint64_t lc;
+			const uint8_t *lo = plan_at(&x->local, ring->rx_off, &lc);
+
+			if (ring->lazy_local)
+				local_combine_range(op, lo, f->length);
+			proto_reduce(d, lo, pl, f->length / op_esz(op), op_dtype(op), op_redop(op));
+			rd->bytes_reduced += f->length;
+			if (x->scale)
+				proto_scale(d, f->length / op_esz(op), op_dtype(op),
+					    (uint32_t)job_world(j));
+		} else if (pl != d) {
+			memcpy(d, pl, f->length);	/* else it was read in place */
+		}
+		if (ring->lazy_local && ring->rx_i >= ring->plan.final_from)
+			fin = d;	/* final: the other local processes get it */
+	}
+	ring->rx_off += f->length;
+	flow_consumed(j, PROTO_FRAME_HDR + f->length);
+	if (ring->rx_off == x->dst.len) {
+		ring->rx_i++;
+		ring->rx_off = 0;
+	}
+	publish_progress(op, (uint64_t)ring->rx_i);
+	flow_rx_credit(rd, j, false);
+	exec_tx(rd, op);
+	/* after the forward, so the copy does not delay the next host */
+	if (fin != NULL && !op_finished(op))
+		local_scatter_range(op, fin, f->length);
+	exec_check_done(rd, op);
+	return RX_DONE;
+}
+
+static int
+exec_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct op_ring *ring = op_ring(op);
+	struct proto_fp theirs;
+	char a[160], b[160];
+
+	flow_consumed(op_job(op), PROTO_FRAME_HDR + PROTO_FP_LEN);
+	if (proto_decode_fp(pl, f->length, &theirs) != 0) {
+		op_finish(rd, op, RING_EPROTO, "malformed operation header from the previous host");
+		return RX_DONE;
+	}
+	theirs.seq = f->seq;
+	if (ring->hdr_rcvd || !proto_fp_equal(&theirs, op_fp(op))) {
+		op_finish(rd, op, RING_EMISMATCH,
+			  "ranks called different collectives: host %d's ranks called %s, "
+			  "host %d's called %s",
+			  rd->rank, proto_fp_format(op_fp(op), a, sizeof(a)),
+			  job_prev_host(op_job(op)), proto_fp_format(&theirs, b, sizeof(b)));
+		return RX_DONE;
+	}
+	ring->hdr_rcvd = true;
+	flow_rx_credit(rd, op_job(op), false);
+	exec_check_done(rd, op);
+	return RX_DONE;
+}
+
+/* Frames of an op that is over here (it failed or timed out): consume, credit. */
+static int
+rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f)
+{
+	flow_consumed(j, PROTO_FRAME_HDR + (uint64_t)f->length);
+	flow_rx_credit(rd, j, false);
+	return RX_DONE;
+}
+
+/* A job frame (OPHDR/DATA) for us; pl NULL: its payload was dropped. */
+int
+exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct op *op = coll_active(j);
+
+	if (f->gen != job_gen(j) || !job_ready(j)) {
+		/* of the next formation: it waits; of an earlier one, or of one that
+		 * has broken here: it is over */
+		if (proto_gen_after(f->gen, job_gen(j)) && pl != NULL)
+			return EXEC_RX_STASH;
+		return rx_discard(rd, j, f);
+	}
+	if (op == NULL || !op_started(op) || f->seq != op_fp(op)->seq) {
+		uint64_t cur = op ? op_fp(op)->seq : coll_next_seq(j);
+
+		if (f->seq < cur || pl == NULL)
+			return rx_discard(rd, j, f);
+		return EXEC_RX_STASH;
+	}
+	if (op_finished(op) || pl == NULL)
+		return rx_discard(rd, j, f);
+	if (f->type == PROTO_F_OPHDR)
+		return exec_rx_hdr(rd, op, f, pl);
+	return exec_rx_data(rd, op, f, pl);
+}
+
+int
+exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct job *j;
+	int r;
+
+	if ((j = job_wire(rd, f->job)) == NULL) {
+		log_warn("%s frame for job %08x dropped: max_jobs = %d are already known",
+			 proto_frame_type_name(f->type), f->job, rd->cfg.max_jobs);
+		return RX_DONE;
+	}
+	if (f->type == PROTO_F_CREDIT) {
+		if (l->dir != LINK_NEXT)
+			goto wrong_way;
+		/* By generation, not ring epoch: a formation is newer than any
+		 * break, and while the ring's first token goes round the next
+		 * host may be on epoch 1 and we on 0 (its grants were dropped,
+		 * and the sender starved once the initial credit was used). */
+		if (proto_gen_after(f->gen, job_gen(j))) {
+			/* the next host formed first: its grant is kept for
+			 * ours, else it is lost and the sender may starve */
+			flow_early_credit(j, f->gen, f->offset);
+			return RX_DONE;
+		}
+		if (f->gen != job_gen(j) || !job_ready(j))
+			return flow_drop(j, f, NULL);	/* of an earlier formation */
+		flow_granted(j, f->offset);
+		exec_pump(rd);
+		return RX_DONE;
+	}
+	if (l->dir != LINK_PREV)
+		goto wrong_way;
+	if (f->type == PROTO_F_ABORT)
+		return RX_DONE;	/* failure propagation comes with the failure model */
+	if (proto_gen_after(job_gen(j), f->gen) || (f->gen == job_gen(j) && !job_ready(j)))
+		return flow_drop(j, f, NULL);	/* of a formation that is over here */
+	if (f->gen == job_gen(j) && PROTO_ROUTE_SRC(f->route) != job_prev_host(j)) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "its previous host is %d", job_prev_host(j));
+		return flow_drop(j, f, why);
+	}
+	if (!flow_stash_empty(j) && pl != NULL)
+		r = EXEC_RX_STASH;
+	else
+		r = exec_rx_frame(rd, j, f, pl);
+	if (r != EXEC_RX_STASH)
+		return r;
+	r = flow_stash(rd, j, f, pl);
+	/* frames queue behind older ones even while their op runs: let them
+	 * through now rather than on the next output or credit event */
+	if (coll_active(j) != NULL && op_started(coll_active(j)))
+		flow_drain(rd, j);
+	return r;
+wrong_way:
+	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",
+		 proto_frame_type_name(f->type));
+	return RX_ERROR;
+}
+
+uint8_t *
+exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, struct arena **arena,
+	     const void **owner)
+{
+	struct job *j = job_lookup(rd, f->job);
+	struct op_ring *ring;
+	struct op *op;
+	struct rx_step *x;
+	uint64_t contig;
+	uint8_t *d;
+
+	if (l->dir != LINK_PREV || j == NULL || (op = coll_active(j)) == NULL ||
+	    f->gen != op_gen(op) || !job_ready(j) || !op_started(op) || op_finished(op) ||
+	    f->seq != op_fp(op)->seq || !flow_stash_empty(j) ||
+	    PROTO_ROUTE_DST(f->route) != rd->rank)
+		return NULL;
+	ring = op_ring(op);
+	if (!ring->hdr_rcvd || ring->rx_i >= ring->plan.nrx)
+		return NULL;
+	x = &ring->plan.rx[ring->rx_i];
+	/* only a plain copy that may happen now, at exactly the expected place */
+	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
+	    f->offset != ring->rx_off || ring->rx_off >= x->dst.len || f->length % op_esz(op) != 0)
+		return NULL;
+	d = plan_at(&x->dst, ring->rx_off, &contig);
+	if (f->length > contig)
+		return NULL;
+	*arena = op_arena(op);
+	*owner = op;
+	return d;
+}
+
+void
+exec_pump(struct ringd *rd)
+{
+	struct job *j;
+	struct op *op;
+
+	/* start with a different job each time, so none waits behind another */
+	job_rotate(rd);
+	JOBS_FOREACH(j, rd) {
+		if ((op = coll_active(j)) != NULL && !op_finished(op)) {
+			exec_tx(rd, op);
+			exec_check_done(rd, op);
+		}
+		p2p_pump(rd, j);
+	}
+	if (rd->prev != NULL && rd->prev->rx_blocked)
+		link_rx_resume(rd->prev);
+	JOBS_FOREACH(j, rd)
+		if (coll_active(j) != NULL && !flow_stash_empty(j))
+			flow_drain(rd, j);
+}
