@@ -111,8 +111,7 @@ op_start(struct ringd *rd, struct op *op)
 			}
 	if (job_nhosts(j) == 1) {
 		local_only(op, send, recv, inplace);
-		ring->hdr_sent = true;
-		exec_check_done(rd, op);
+		exec_check_done(rd, op);	/* a plan of no step */
 		return;
 	}
 	if (op_plan(op, j, send, recv, inplace, count) != 0) {

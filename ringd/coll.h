@@ -38,6 +38,7 @@ struct region {
 /* What to do with a received step. */
 struct rx_step {
 	uint32_t id;			/* step number the sender puts in aux */
+	int from;			/* the host it comes from (a position) */
 	struct region dst;		/* where the result goes */
 	struct region local;		/* our operand of a reduction (base NULL: copy) */
 	bool scale;			/* divide by the world size (RING_AVG's last step) */
@@ -48,13 +49,16 @@ struct rx_step {
 /* What to send at a step. */
 struct tx_step {
 	uint32_t id;			/* step number in aux */
+	int to;				/* the host it goes to (a position) */
 	struct region src;		/* the bytes */
 	int dep;			/* received step that produces src (-1: ready) */
+	bool dep_whole;			/* ... waited for whole, not byte by byte */
 	bool copy;			/* src is reused: copy it out, do not reference */
 };
 
 /* A collective's plan: plan.c makes it from the element size (and whether the
- * result is averaged), the engine (coll.c) runs it step by step. */
+ * result is averaged), the executor (exec.c) runs it step by step.  Hosts are
+ * named by their position among the job's member hosts. */
 struct plan {
 	size_t esz;			/* in: element size */
 	bool avg;			/* in: the last reduce step divides (RING_AVG) */
@@ -63,10 +67,17 @@ struct plan {
 	struct rx_step *rx;		/* received steps, in order */
 	int nrx;
 	int final_from;			/* first rx step whose result is final */
+	/* the hosts an operation header (its fingerprint) goes to before any
+	 * data, and those one must come from; hdr_got: which have (the
+	 * executor's) */
+	int *hdr_to, nhdr_to;
+	int *hdr_from, nhdr_from;
+	bool *hdr_got;
 	/* a last local step: fold_n vectors of fold_count elements at vecs
-	 * (the plan's own memory), reduced in their order into fold_dst */
+	 * (the plan's own memory), reduced in host order into fold_dst; host
+	 * v's at slot (fold_first + fold_step * v) mod fold_n */
 	uint8_t *vecs;
-	int fold_n;
+	int fold_n, fold_first, fold_step;
 	uint64_t fold_count;
 	uint8_t *fold_dst;
 };
@@ -152,7 +163,8 @@ struct op_ring {
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
 	struct plan plan;		/* what the ring does, step by step */
-	bool hdr_sent, hdr_rcvd;	/* our OPHDR went out; the previous host's came */
+	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
+	int hdr_rx;			/* ... received (of plan.hdr_from) */
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
 	int rx_i;			/* current received step */
@@ -268,6 +280,7 @@ struct job_host {
 					 * the current one dissolves here */
 	uint8_t gone;			/* HOST_*: what it did with its ranks */
 	uint64_t gone_seq;		/* ... after calling this sequence number */
+	int pos;			/* its place among the members (-1: none) */
 };
 
 /*
@@ -313,6 +326,7 @@ int job_nhosts(const struct job *j);
 int job_member(const struct job *j, int i);
 int job_member_nranks(const struct job *j, int i);
 int job_pos(const struct job *j);
+int job_host_pos(const struct job *j, int h);	/* host h's place (-1: not a member) */
 int job_next_host(const struct job *j);
 int job_prev_host(const struct job *j);
 void job_plan_hosts(const struct job *j, struct plan_hosts *h);
@@ -381,35 +395,42 @@ int plan_broadcast(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, ui
  * every host's vector gathered, then folded into recv. */
 bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
 int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count);
+/* The same in ceil(log2 m) steps, each host sending to p + 2^k. */
+int plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t n);
 /* The pipelining unit of a plan, at most segment_bytes. */
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
 void plan_free(struct plan *pl);
 
-/* flow.c: a job's stream (credit, stash), its part (JOB_PART_FLOW) */
+/* flow.c: a job's streams, one with each host (credit, stash), its part
+ * JOB_PART_FLOW.  to, from: a host rank. */
 extern const struct job_part flow_part;
 void flow_reset(struct ringd *rd, struct job *j);
-void flow_tx_spent(struct job *j, uint64_t bytes);	/* frame bytes sent to next */
-void flow_granted(struct job *j, uint64_t offset);	/* a CREDIT of its formation */
-void flow_consumed(struct job *j, uint64_t bytes);	/* frame bytes taken from prev */
-bool flow_stash_empty(const struct job *j);
-/* The ring broke under the job: the stash goes, counted as consumed. */
+void flow_tx_spent(struct job *j, int to, uint64_t bytes);	/* frame bytes sent */
+void flow_granted(struct job *j, int from, uint64_t offset);	/* a CREDIT of its formation */
+void flow_consumed(struct job *j, int from, uint64_t bytes);	/* frame bytes taken */
+bool flow_stash_empty(const struct job *j, int from);
+bool flow_stashes_empty(const struct job *j);
+/* The ring broke under the job: the stashes go, counted as consumed. */
 void flow_break(struct job *j);
-struct flow_counts {			/* for ringctl and the simulation */
+struct flow_counts {			/* summed over the streams, for the simulation */
 	uint64_t tx_used, tx_limit, rx_consumed, rx_granted, stash_bytes;
+	int overdrawn;			/* streams that sent beyond their credit */
 };
 void flow_counts(const struct job *j, struct flow_counts *c);
-/* Whether bytes more may be sent to the job's next host. */
-bool flow_tx_ok(const struct job *j, uint64_t bytes);
-void flow_early_credit(struct job *j, uint32_t gen, uint64_t offset);
-/* Grants the previous host more credit once a quarter of the window is used
- * (flush: whatever was consumed). */
-void flow_rx_credit(struct ringd *rd, struct job *j, bool flush);
+/* Whether bytes more may be sent to host to. */
+bool flow_tx_ok(const struct job *j, int to, uint64_t bytes);
+void flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset);
+/* Grants host from more credit once a quarter of the window is used (flush: a
+ * sixteenth); _all: every host it took frames from. */
+void flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush);
+void flow_rx_credit_all(struct ringd *rd, struct job *j, bool flush);
 void flow_drain(struct ringd *rd, struct job *j);
 /* Keeps the stashed frames of formation gen (and, with later, of those after
  * it); drops the others. */
 void flow_keep(struct job *j, uint32_t gen, bool later);
-/* Keeps an early frame in the stash within the credit granted for it; a frame
- * the job cannot take is dropped (flow_drop: counted, logged), never the link. */
+/* Keeps an early frame in its sender's stash within the credit granted for
+ * it; a frame the job cannot take is dropped (flow_drop: counted, logged),
+ * never the link. */
 int flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
 int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
 

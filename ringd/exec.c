@@ -21,22 +21,24 @@
 #include "../proto/log.h"
 
 /* A plan's last local step (plan.fold): its vectors, every one here now,
- * reduced in their order into its result, so every host computes the same
+ * reduced in host order into its result, so every host computes the same
  * bits. */
 static void
 exec_fold(struct ringd *rd, struct op *op)
 {
 	const struct plan *pl = &op_ring(op)->plan;
 	uint64_t n = pl->fold_count, bytes = n * pl->esz;
-	int v;
+	int m = pl->fold_n, v;
 
-	if (pl->fold_n < 2 || bytes == 0)
+	if (m < 2 || bytes == 0)
 		return;
-	proto_reduce(pl->fold_dst, pl->vecs, pl->vecs + bytes, n, op_dtype(op), op_redop(op));
-	for (v = 2; v < pl->fold_n; v++)
-		proto_reduce(pl->fold_dst, pl->fold_dst, pl->vecs + (uint64_t)v * bytes, n,
-			     op_dtype(op), op_redop(op));
-	rd->bytes_reduced += bytes * (uint64_t)(pl->fold_n - 1);
+#define SLOT(v) \
+	(pl->vecs + (uint64_t)(((pl->fold_first + pl->fold_step * (v)) % m + m) % m) * bytes)
+	proto_reduce(pl->fold_dst, SLOT(0), SLOT(1), n, op_dtype(op), op_redop(op));
+	for (v = 2; v < m; v++)
+		proto_reduce(pl->fold_dst, pl->fold_dst, SLOT(v), n, op_dtype(op), op_redop(op));
+#undef SLOT
+	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
 	if (pl->avg)
 		proto_scale(pl->fold_dst, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
 }
@@ -65,40 +67,66 @@ tx_past(const struct op_ring *ring, int t, uint64_t off, uint64_t len)
 	return ring->tx_i == t && len > 0 && ring->tx_off >= off + len;
 }
 
-/* Sends everything that is ready, as credit and output room allow: the header,
- * step 0, and each later step as far as the step it forwards has arrived. */
+/* The operation's headers, one to each host of plan.hdr_to, before any data:
+ * each carries the fingerprint the receiver checks against its own.  Whether
+ * all have gone. */
+static bool
+exec_tx_headers(struct ringd *rd, struct op *op)
+{
+	struct op_ring *ring = op_ring(op);
+	struct job *j = op_job(op);
+	uint8_t pl[PROTO_FP_LEN];
+
+	proto_encode_fp(pl, sizeof(pl), op_fp(op));
+	while (ring->hdr_tx < ring->plan.nhdr_to) {
+		int to = job_member(j, ring->plan.hdr_to[ring->hdr_tx]);
+		struct proto_frame f = {
+			.type = PROTO_F_OPHDR,
+			.job = job_id(j),
+			.epoch = rd->epoch,
+			.route = PROTO_ROUTE(rd->rank, to),
+			.seq = op_fp(op)->seq,
+			.length = PROTO_FP_LEN,
+			.gen = op_gen(op),
+		};
+
+		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + PROTO_FP_LEN) ||
+		    link_tx_room(rd->next) == 0 || link_send(rd->next, &f, pl) != 0)
+			return false;
+		flow_tx_spent(j, to, PROTO_FRAME_HDR + PROTO_FP_LEN);
+		ring->hdr_tx++;
+	}
+	return true;
+}
+
+/* Whether tx step t may send the bytes [off, off+len) of its source: the
+ * received step it forwards has produced them. */
+static bool
+tx_ready(const struct op_ring *ring, const struct tx_step *t, uint64_t len)
+{
+	if (t->dep < 0)
+		return true;
+	if (t->dep_whole)
+		return ring->rx_i > t->dep;
+	return rx_has(ring, t->dep, ring->tx_off, len);
+}
+
+/* Sends everything that is ready, as credit and output room allow: the
+ * headers, step 0, and each later step as far as the step it forwards has
+ * arrived.  Every frame goes round the ring to its host (the next link). */
 void
 exec_tx(struct ringd *rd, struct op *op)
 {
 	struct op_ring *ring = op_ring(op);
 	struct job *j = op_job(op);
 	uint32_t seg = ring->seg ? ring->seg : rd->cfg.segment_bytes;
-	uint32_t route = PROTO_ROUTE(rd->rank, job_next_host(j));
 
-	if (op_finished(op) || !op_started(op) || !next_ready(rd))
+	if (op_finished(op) || !op_started(op) || !next_ready(rd) || !exec_tx_headers(rd, op))
 		return;
-	if (!ring->hdr_sent) {
-		uint8_t pl[PROTO_FP_LEN];
-		struct proto_frame f = {
-			.type = PROTO_F_OPHDR,
-			.job = job_id(j),
-			.epoch = rd->epoch,
-			.route = route,
-			.seq = op_fp(op)->seq,
-			.length = PROTO_FP_LEN,
-			.gen = op_gen(op),
-		};
-
-		if (!flow_tx_ok(j, PROTO_FRAME_HDR + PROTO_FP_LEN) || link_tx_room(rd->next) == 0)
-			return;
-		proto_encode_fp(pl, sizeof(pl), op_fp(op));
-		if (link_send(rd->next, &f, pl) != 0)
-			return;
-		flow_tx_spent(j, PROTO_FRAME_HDR + PROTO_FP_LEN);
-		ring->hdr_sent = true;
-	}
 	while (ring->tx_i < ring->plan.ntx) {
 		struct tx_step *t = &ring->plan.tx[ring->tx_i];
+		int to = job_member(j, t->to);
+		uint32_t route = PROTO_ROUTE(rd->rank, to);
 		uint64_t left = t->src.len - ring->tx_off, contig;
 		const uint8_t *p = left > 0 ? plan_at(&t->src, ring->tx_off, &contig) : t->src.base;
 		uint32_t len;
@@ -107,9 +135,9 @@ exec_tx(struct ringd *rd, struct op *op)
 		if (left == 0)
 			contig = 0;
 		len = (uint32_t)(contig < seg ? contig : seg);
-		if (t->dep >= 0 && !rx_has(ring, t->dep, ring->tx_off, len))
+		if (!tx_ready(ring, t, len))
 			return;
-		if (!flow_tx_ok(j, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
+		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
 			return;
 		if (ring->lazy_local && ring->tx_i == 0 &&
 		    ring->tx_off + len > ring->combined_tx0) {
@@ -141,7 +169,7 @@ exec_tx(struct ringd *rd, struct op *op)
 		}
 		if (rc != 0)
 			return;
-		flow_tx_spent(j, PROTO_FRAME_HDR + len);
+		flow_tx_spent(j, to, PROTO_FRAME_HDR + len);
 		ring->tx_off += len;
 		if (ring->tx_off == t->src.len) {
 			ring->tx_i++;
@@ -157,8 +185,8 @@ exec_check_done(struct ringd *rd, struct op *op)
 
 	if (op_finished(op) || !op_started(op))
 		return;
-	if (ring->hdr_sent && ring->tx_i == ring->plan.ntx && ring->rx_i == ring->plan.nrx &&
-	    (ring->plan.nrx == 0 || ring->hdr_rcvd)) {
+	if (ring->hdr_tx == ring->plan.nhdr_to && ring->hdr_rx == ring->plan.nhdr_from &&
+	    ring->tx_i == ring->plan.ntx && ring->rx_i == ring->plan.nrx) {
 		exec_fold(rd, op);
 		local_scatter(op);
 		op_finish(rd, op, 0, NULL);
@@ -173,20 +201,40 @@ publish_progress(struct op *op, uint64_t done)
 	__atomic_store_n(&ctl->done_bytes, done, __ATOMIC_RELEASE);
 }
 
-/* One DATA frame for the active op, its whole payload at pl. */
+/* The index in plan.hdr_from of position q, if q's header is expected there
+ * and has come (got) or not (!got); -1 if not. */
 static int
-exec_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
+hdr_index(const struct plan *pl, int q, bool got)
+{
+	int i;
+
+	for (i = 0; i < pl->nhdr_from; i++)
+		if (pl->hdr_from[i] == q && pl->hdr_got[i] == got)
+			return i;
+	return -1;
+}
+
+/* One DATA frame for the active op from the host at position q, its whole
+ * payload at pl: for the current received step, or (from another host) early
+ * for a later one. */
+static int
+exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op_ring *ring = op_ring(op);
 	struct job *j = op_job(op);
+	int src = PROTO_ROUTE_SRC(f->route), step = ring->rx_i;
 	struct rx_step *x;
 	uint64_t left, contig = 0;
 	uint8_t *d = NULL, *fin = NULL;
 	char fp[160];
+	bool other;
 
-	if (ring->rx_i >= ring->plan.nrx || !ring->hdr_rcvd) {
-		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from the previous host",
-			  proto_fp_format(op_fp(op), fp, sizeof(fp)));
+	if (ring->rx_i < ring->plan.nrx && ring->plan.rx[ring->rx_i].from != q &&
+	    hdr_index(&ring->plan, q, true) >= 0)
+		return EXEC_RX_STASH;	/* for a later step: it waits its turn */
+	if (ring->rx_i >= ring->plan.nrx || hdr_index(&ring->plan, q, true) < 0) {
+		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from host %d",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src);
 		return RX_DONE;
 	}
 	x = &ring->plan.rx[ring->rx_i];
@@ -196,9 +244,9 @@ exec_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const
 	if (f->aux != x->id || f->offset != ring->rx_off || f->length > contig ||
 	    (left > 0 && f->length == 0) || f->length % op_esz(op) != 0) {
 		op_finish(rd, op, RING_EPROTO,
-			  "%s: frame out of order from the previous host (step %u offset %llu "
+			  "%s: frame out of order from host %d (step %u offset %llu "
 			  "length %u, expected step %u offset %llu)",
-			  proto_fp_format(op_fp(op), fp, sizeof(fp)), f->aux,
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src, f->aux,
 			  (unsigned long long)f->offset, f->length, x->id,
 			  (unsigned long long)ring->rx_off);
 		return RX_DONE;
@@ -226,44 +274,51 @@ exec_rx_data(struct ringd *rd, struct op *op, const struct proto_frame *f, const
 			fin = d;	/* final: the other local processes get it */
 	}
 	ring->rx_off += f->length;
-	flow_consumed(j, PROTO_FRAME_HDR + f->length);
+	flow_consumed(j, src, PROTO_FRAME_HDR + f->length);
 	if (ring->rx_off == x->dst.len) {
 		ring->rx_i++;
 		ring->rx_off = 0;
 	}
 	publish_progress(op, (uint64_t)ring->rx_i);
-	flow_rx_credit(rd, j, false);
+	flow_rx_credit(rd, j, src, false);
+	/* the next step's host may have sent already: its frames wait */
+	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx &&
+		ring->plan.rx[ring->rx_i].from != q;
 	exec_tx(rd, op);
 	/* after the forward, so the copy does not delay the next host */
 	if (fin != NULL && !op_finished(op))
 		local_scatter_range(op, fin, f->length);
-	exec_check_done(rd, op);
+	exec_check_done(rd, op);	/* op may be gone after it */
+	if (other)
+		flow_drain(rd, j);
 	return RX_DONE;
 }
 
 static int
-exec_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const uint8_t *pl)
+exec_rx_hdr(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op_ring *ring = op_ring(op);
+	int src = PROTO_ROUTE_SRC(f->route), i = hdr_index(&ring->plan, q, false);
 	struct proto_fp theirs;
 	char a[160], b[160];
 
-	flow_consumed(op_job(op), PROTO_FRAME_HDR + PROTO_FP_LEN);
+	flow_consumed(op_job(op), src, PROTO_FRAME_HDR + PROTO_FP_LEN);
 	if (proto_decode_fp(pl, f->length, &theirs) != 0) {
-		op_finish(rd, op, RING_EPROTO, "malformed operation header from the previous host");
+		op_finish(rd, op, RING_EPROTO, "malformed operation header from host %d", src);
 		return RX_DONE;
 	}
 	theirs.seq = f->seq;
-	if (ring->hdr_rcvd || !proto_fp_equal(&theirs, op_fp(op))) {
+	if (i < 0 || !proto_fp_equal(&theirs, op_fp(op))) {
 		op_finish(rd, op, RING_EMISMATCH,
 			  "ranks called different collectives: host %d's ranks called %s, "
 			  "host %d's called %s",
-			  rd->rank, proto_fp_format(op_fp(op), a, sizeof(a)),
-			  job_prev_host(op_job(op)), proto_fp_format(&theirs, b, sizeof(b)));
+			  rd->rank, proto_fp_format(op_fp(op), a, sizeof(a)), src,
+			  proto_fp_format(&theirs, b, sizeof(b)));
 		return RX_DONE;
 	}
-	ring->hdr_rcvd = true;
-	flow_rx_credit(rd, op_job(op), false);
+	ring->plan.hdr_got[i] = true;
+	ring->hdr_rx++;
+	flow_rx_credit(rd, op_job(op), src, false);
 	exec_check_done(rd, op);
 	return RX_DONE;
 }
@@ -272,8 +327,10 @@ exec_rx_hdr(struct ringd *rd, struct op *op, const struct proto_frame *f, const 
 static int
 rx_discard(struct ringd *rd, struct job *j, const struct proto_frame *f)
 {
-	flow_consumed(j, PROTO_FRAME_HDR + (uint64_t)f->length);
-	flow_rx_credit(rd, j, false);
+	int src = PROTO_ROUTE_SRC(f->route);
+
+	flow_consumed(j, src, PROTO_FRAME_HDR + (uint64_t)f->length);
+	flow_rx_credit(rd, j, src, false);
 	return RX_DONE;
 }
 
@@ -282,6 +339,7 @@ int
 exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct op *op = coll_active(j);
+	int q;
 
 	if (f->gen != job_gen(j) || !job_ready(j)) {
 		/* of the next formation: it waits; of an earlier one, or of one that
@@ -299,16 +357,17 @@ exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, cons
 	}
 	if (op_finished(op) || pl == NULL)
 		return rx_discard(rd, j, f);
+	q = job_host_pos(j, PROTO_ROUTE_SRC(f->route));
 	if (f->type == PROTO_F_OPHDR)
-		return exec_rx_hdr(rd, op, f, pl);
-	return exec_rx_data(rd, op, f, pl);
+		return exec_rx_hdr(rd, op, q, f, pl);
+	return exec_rx_data(rd, op, q, f, pl);
 }
 
 int
 exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
+	int src = PROTO_ROUTE_SRC(f->route), r;
 	struct job *j;
-	int r;
 
 	if ((j = job_wire(rd, f->job)) == NULL) {
 		log_warn("%s frame for job %08x dropped: max_jobs = %d are already known",
@@ -323,14 +382,14 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		 * host may be on epoch 1 and we on 0 (its grants were dropped,
 		 * and the sender starved once the initial credit was used). */
 		if (proto_gen_after(f->gen, job_gen(j))) {
-			/* the next host formed first: its grant is kept for
-			 * ours, else it is lost and the sender may starve */
-			flow_early_credit(j, f->gen, f->offset);
+			/* the host formed first: its grant is kept for ours, else
+			 * it is lost and the sender may starve */
+			flow_early_credit(j, src, f->gen, f->offset);
 			return RX_DONE;
 		}
 		if (f->gen != job_gen(j) || !job_ready(j))
 			return flow_drop(j, f, NULL);	/* of an earlier formation */
-		flow_granted(j, f->offset);
+		flow_granted(j, src, f->offset);
 		exec_pump(rd);
 		return RX_DONE;
 	}
@@ -340,13 +399,13 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		return RX_DONE;	/* failure propagation comes with the failure model */
 	if (proto_gen_after(job_gen(j), f->gen) || (f->gen == job_gen(j) && !job_ready(j)))
 		return flow_drop(j, f, NULL);	/* of a formation that is over here */
-	if (f->gen == job_gen(j) && PROTO_ROUTE_SRC(f->route) != job_prev_host(j)) {
+	if (f->gen == job_gen(j) && job_host_pos(j, src) < 0) {
 		char why[96];
 
-		snprintf(why, sizeof(why), "its previous host is %d", job_prev_host(j));
+		snprintf(why, sizeof(why), "host %d has no rank in it", src);
 		return flow_drop(j, f, why);
 	}
-	if (!flow_stash_empty(j) && pl != NULL)
+	if (!flow_stash_empty(j, src) && pl != NULL)
 		r = EXEC_RX_STASH;
 	else
 		r = exec_rx_frame(rd, j, f, pl);
@@ -374,16 +433,20 @@ exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	struct rx_step *x;
 	uint64_t contig;
 	uint8_t *d;
+	int q;
 
 	if (l->dir != LINK_PREV || j == NULL || (op = coll_active(j)) == NULL ||
 	    f->gen != op_gen(op) || !job_ready(j) || !op_started(op) || op_finished(op) ||
-	    f->seq != op_fp(op)->seq || !flow_stash_empty(j) ||
+	    f->seq != op_fp(op)->seq || !flow_stash_empty(j, PROTO_ROUTE_SRC(f->route)) ||
 	    PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
 	ring = op_ring(op);
-	if (!ring->hdr_rcvd || ring->rx_i >= ring->plan.nrx)
+	q = job_host_pos(j, PROTO_ROUTE_SRC(f->route));
+	if (ring->rx_i >= ring->plan.nrx || hdr_index(&ring->plan, q, true) < 0)
 		return NULL;
 	x = &ring->plan.rx[ring->rx_i];
+	if (x->from != q)
+		return NULL;
 	/* only a plain copy that may happen now, at exactly the expected place */
 	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
 	    f->offset != ring->rx_off || ring->rx_off >= x->dst.len || f->length % op_esz(op) != 0)
@@ -414,6 +477,6 @@ exec_pump(struct ringd *rd)
 	if (rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 	JOBS_FOREACH(j, rd)
-		if (coll_active(j) != NULL && !flow_stash_empty(j))
+		if (coll_active(j) != NULL && !flow_stashes_empty(j))
 			flow_drain(rd, j);
 }

@@ -41,8 +41,8 @@ op_timeout_final(struct ringd *rd, struct op *op, const char *remote)
 			  "called it", fp, age, missing);
 	else
 		op_finish(rd, op, RING_ETIMEDOUT, "%s timed out after %llu ms: %s", fp, age,
-			  !ring->hdr_rcvd && ring->plan.nrx > 0 ?
-			      "the previous host never started the same operation" :
+			  ring->hdr_rx < ring->plan.nhdr_from ?
+			      "a host it receives from never started the same operation" :
 			      "data stopped arriving from the previous host");
 }
 

@@ -1,14 +1,15 @@
 /*
- * flow.c - a job's stream between two of its hosts: credit and the stash.
+ * flow.c - a job's streams between its hosts: credit and the stash.
  *
- * Each job has a credit between each host and its next member.  The receiver
- * grants bytes (CREDIT frames) as it consumes them, and parks frames that arrive
- * before their operation is posted in the job's stash, which credit bounds.  So
- * a link's input can always be drained, one job never blocks another behind it,
- * and the daemon's memory is bounded by configuration, not by message size.
- * Frames of a formation not yet formed here wait too, within the initial credit
- * (the sender cannot have had more); frames a job cannot take are dropped and
- * counted, never the link.
+ * A job has a stream towards each host it sends to and from each host it
+ * receives from (a ring plan's: its next and previous member; other plans',
+ * any member).  The receiver grants bytes (CREDIT frames) as it consumes them,
+ * and parks frames that arrive before their operation (or their step) is there
+ * in the stream's stash, which credit bounds.  So a link's input can always be
+ * drained, one job never blocks another behind it, and the daemon's memory is
+ * bounded by configuration, not by message size.  Frames of a formation not
+ * yet formed here wait too, within the initial credit (the sender cannot have
+ * had more); frames a job cannot take are dropped and counted, never the link.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,20 +23,26 @@
 /* Credit every job has towards a fresh peer before the receiver says more. */
 #define INITIAL_CREDIT	(256u * 1024)
 
-/* A job's stream: this file's own (the rest of the engine asks through the
- * functions below). */
-struct flow {
-	/* towards our next member host (we send) */
+/* The two directions between this host and one other, for one job. */
+struct stream {
+	/* towards it (we send) */
 	uint64_t tx_used;		/* bytes sent */
 	uint64_t tx_limit;		/* bytes it has granted */
-	/* from our previous member host (we receive) */
+	/* from it (we receive) */
 	uint64_t rx_consumed;		/* bytes processed */
 	uint64_t rx_granted;		/* bytes we granted */
-	struct evbuffer *stash;		/* early frames, whole */
+	struct evbuffer *stash;		/* early frames, whole (NULL: none yet) */
 	uint64_t stash_bytes;		/* frame bytes in it (headers and payloads) */
 	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
 	uint32_t early_credit_gen;	/* a CREDIT of a formation not yet formed here: */
 	uint64_t early_credit;		/* its generation and offset, kept for it */
+};
+
+/* The job's part JOB_PART_FLOW: a stream per host of the ring. */
+struct flow {
+	struct stream *st;		/* [nhosts], by host rank */
+	int nhosts;
+	int nstashed;			/* streams whose stash holds a frame */
 	bool draining;			/* flow_drain is running */
 };
 
@@ -45,18 +52,45 @@ fl_of(const struct job *j)
 	return job_part(j, JOB_PART_FLOW);
 }
 
+/* The stream with host h (NULL: not a host of the ring). */
+static struct stream *
+st_of(const struct job *j, int h)
+{
+	struct flow *fl = fl_of(j);
+
+	return h >= 0 && h < fl->nhosts ? &fl->st[h] : NULL;
+}
+
+static size_t
+stash_len(const struct stream *s)
+{
+	return s->stash == NULL ? 0 : evbuffer_get_length(s->stash);
+}
+
+static void
+stream_reset(struct stream *s)
+{
+	s->tx_used = 0;
+	s->tx_limit = INITIAL_CREDIT;
+	s->rx_consumed = 0;
+	s->rx_granted = INITIAL_CREDIT;
+}
+
 static void *
 flow_make(struct ringd *rd)
 {
 	struct flow *fl = calloc(1, sizeof(*fl));
+	int h;
 
-	(void)rd;
-	if (fl != NULL && (fl->stash = evbuffer_new()) == NULL) {
+	if (fl == NULL)
+		return NULL;
+	fl->nhosts = rd->world > 0 ? rd->world : 1;
+	if ((fl->st = calloc((size_t)fl->nhosts, sizeof(*fl->st))) == NULL) {
 		free(fl);
 		return NULL;
 	}
-	if (fl != NULL)
-		fl->tx_limit = fl->rx_granted = INITIAL_CREDIT;
+	for (h = 0; h < fl->nhosts; h++)
+		stream_reset(&fl->st[h]);
 	return fl;
 }
 
@@ -64,8 +98,12 @@ static void
 flow_free(void *part)
 {
 	struct flow *fl = part;
+	int h;
 
-	evbuffer_free(fl->stash);
+	for (h = 0; h < fl->nhosts; h++)
+		if (fl->st[h].stash != NULL)
+			evbuffer_free(fl->st[h].stash);
+	free(fl->st);
 	free(fl);
 }
 
@@ -74,7 +112,7 @@ flow_idle(const void *part)
 {
 	const struct flow *fl = part;
 
-	return evbuffer_get_length(fl->stash) == 0;
+	return fl->nstashed == 0;
 }
 
 const struct job_part flow_part = {
@@ -85,30 +123,55 @@ const struct job_part flow_part = {
 };
 
 void
-flow_tx_spent(struct job *j, uint64_t bytes)
+flow_tx_spent(struct job *j, int to, uint64_t bytes)
 {
-	fl_of(j)->tx_used += bytes;
+	struct stream *s = st_of(j, to);
+
+	if (s != NULL)
+		s->tx_used += bytes;
 }
 
 void
-flow_granted(struct job *j, uint64_t offset)
+flow_granted(struct job *j, int from, uint64_t offset)
 {
-	struct flow *fl = fl_of(j);
+	struct stream *s = st_of(j, from);
 
-	if (offset > fl->tx_limit)
-		fl->tx_limit = offset;
+	if (s != NULL && offset > s->tx_limit)
+		s->tx_limit = offset;
 }
 
 void
-flow_consumed(struct job *j, uint64_t bytes)
+flow_consumed(struct job *j, int from, uint64_t bytes)
 {
-	fl_of(j)->rx_consumed += bytes;
+	struct stream *s = st_of(j, from);
+
+	if (s != NULL)
+		s->rx_consumed += bytes;
 }
 
 bool
-flow_stash_empty(const struct job *j)
+flow_stash_empty(const struct job *j, int from)
 {
-	return evbuffer_get_length(fl_of(j)->stash) == 0;
+	const struct stream *s = st_of(j, from);
+
+	return s == NULL || stash_len(s) == 0;
+}
+
+bool
+flow_stashes_empty(const struct job *j)
+{
+	return fl_of(j)->nstashed == 0;
+}
+
+static void
+stash_clear(struct flow *fl, struct stream *s)
+{
+	if (stash_len(s) > 0) {
+		evbuffer_drain(s->stash, stash_len(s));
+		fl->nstashed--;
+	}
+	s->stash_bytes = 0;
+	s->early_bytes = 0;
 }
 
 /* The ring broke: what waits is of a formation that is over; it counts as
@@ -117,95 +180,120 @@ void
 flow_break(struct job *j)
 {
 	struct flow *fl = fl_of(j);
+	int h;
 
-	fl->rx_consumed += fl->stash_bytes;
-	evbuffer_drain(fl->stash, evbuffer_get_length(fl->stash));
-	fl->stash_bytes = 0;
-	fl->early_bytes = 0;
+	for (h = 0; h < fl->nhosts; h++) {
+		fl->st[h].rx_consumed += fl->st[h].stash_bytes;
+		stash_clear(fl, &fl->st[h]);
+	}
 }
 
 void
 flow_counts(const struct job *j, struct flow_counts *c)
 {
 	const struct flow *fl = fl_of(j);
+	int h;
 
-	c->tx_used = fl->tx_used;
-	c->tx_limit = fl->tx_limit;
-	c->rx_consumed = fl->rx_consumed;
-	c->rx_granted = fl->rx_granted;
-	c->stash_bytes = fl->stash_bytes;
+	memset(c, 0, sizeof(*c));
+	for (h = 0; h < fl->nhosts; h++) {
+		const struct stream *s = &fl->st[h];
+
+		if (s->tx_used > s->tx_limit)
+			c->overdrawn++;
+		c->tx_used += s->tx_used;
+		c->tx_limit += s->tx_limit;
+		c->rx_consumed += s->rx_consumed;
+		c->rx_granted += s->rx_granted;
+		c->stash_bytes += s->stash_bytes;
+	}
 }
 
-/* Both ends of a job's stream start counting from zero.  Frames already in the
- * stash were sent under the new count (the sender formed first), so they stay. */
+/* Both ends of each of a job's streams start counting from zero.  Frames
+ * already in a stash were sent under the new count (the sender formed first),
+ * so they stay. */
 void
 flow_reset(struct ringd *rd, struct job *j)
 {
 	struct flow *fl = fl_of(j);
+	int h;
 
 	(void)rd;
-	fl->tx_used = 0;
-	fl->tx_limit = INITIAL_CREDIT;
-	if (job_ready(j) && fl->early_credit_gen == job_gen(j) && fl->early_credit > fl->tx_limit)
-		fl->tx_limit = fl->early_credit;
-	fl->rx_consumed = 0;
-	fl->rx_granted = INITIAL_CREDIT;
+	for (h = 0; h < fl->nhosts; h++) {
+		struct stream *s = &fl->st[h];
+
+		stream_reset(s);
+		if (job_ready(j) && s->early_credit_gen == job_gen(j) &&
+		    s->early_credit > s->tx_limit)
+			s->tx_limit = s->early_credit;
+	}
 }
 
-/* A grant that came before its formation formed here (the next host formed
- * first): the latest of the newest generation is kept and applied by the
- * formation's flow_reset. */
+/* A grant that came before its formation formed here (the host formed first):
+ * the latest of the newest generation is kept and applied by the formation's
+ * flow_reset. */
 void
-flow_early_credit(struct job *j, uint32_t gen, uint64_t offset)
+flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset)
 {
-	struct flow *fl = fl_of(j);
+	struct stream *s = st_of(j, from);
 
-	if (proto_gen_after(gen, fl->early_credit_gen) ||
-	    (gen == fl->early_credit_gen && offset > fl->early_credit)) {
-		fl->early_credit_gen = gen;
-		fl->early_credit = offset;
+	if (s != NULL && (proto_gen_after(gen, s->early_credit_gen) ||
+			  (gen == s->early_credit_gen && offset > s->early_credit))) {
+		s->early_credit_gen = gen;
+		s->early_credit = offset;
 	}
 }
 
 bool
-flow_tx_ok(const struct job *j, uint64_t bytes)
+flow_tx_ok(const struct job *j, int to, uint64_t bytes)
 {
-	const struct flow *fl = fl_of(j);
+	const struct stream *s = st_of(j, to);
 
-	return fl->tx_used + bytes <= fl->tx_limit;
+	return s != NULL && s->tx_used + bytes <= s->tx_limit;
 }
 
 /*
- * Grants our previous member more credit once a quarter of the window is used,
- * or, at the end of an operation (flush), a sixteenth: so a large operation
- * leaves the sender a full window for the next, while a run of small ones
- * (a few hundred bytes each) sends a CREDIT frame once per thousands of them
- * rather than one per operation, which cost each a system call on both hosts
- * and a wake-up of the sender's daemon.
+ * Grants host `from` more credit once a quarter of the window is used, or, at
+ * the end of an operation (flush), a sixteenth: so a large operation leaves the
+ * sender a full window for the next, while a run of small ones (a few hundred
+ * bytes each) sends a CREDIT frame once per thousands of them rather than one
+ * per operation, which cost each a system call on both hosts and a wake-up of
+ * the sender's daemon.  Credit flows against the data, so it goes back round
+ * the ring (the previous link) to the sender.
  */
 void
-flow_rx_credit(struct ringd *rd, struct job *j, bool flush)
+flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush)
 {
-	struct flow *fl = fl_of(j);
-
-	uint64_t want = fl->rx_consumed + rd->cfg.window_bytes;
+	struct stream *s = st_of(j, from);
 	struct proto_frame f;
+	uint64_t want;
 
-	if (rd->prev == NULL || rd->prev->state != LINK_UP || job_prev_host(j) < 0)
+	if (s == NULL || from == rd->rank || rd->prev == NULL || rd->prev->state != LINK_UP)
 		return;
-	if (want <= fl->rx_granted)
+	want = s->rx_consumed + rd->cfg.window_bytes;
+	if (want <= s->rx_granted)
 		return;
-	if (want - fl->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
+	if (want - s->rx_granted < rd->cfg.window_bytes / (flush ? 16 : 4))
 		return;
 	memset(&f, 0, sizeof(f));
 	f.type = PROTO_F_CREDIT;
 	f.job = job_id(j);
 	f.gen = job_gen(j);
 	f.epoch = rd->epoch;
-	f.route = PROTO_ROUTE(rd->rank, job_prev_host(j));
+	f.route = PROTO_ROUTE(rd->rank, from);
 	f.offset = want;
 	if (link_send(rd->prev, &f, NULL) == 0)
-		fl->rx_granted = want;
+		s->rx_granted = want;
+}
+
+void
+flow_rx_credit_all(struct ringd *rd, struct job *j, bool flush)
+{
+	struct flow *fl = fl_of(j);
+	int h;
+
+	for (h = 0; h < fl->nhosts; h++)
+		if (fl->st[h].rx_consumed > 0)
+			flow_rx_credit(rd, j, h, flush);
 }
 
 /* A stash entry: the frame's header, its payload, and zeros up to a multiple of
@@ -217,26 +305,32 @@ stash_entry(uint32_t len)
 	return PROTO_FRAME_HDR + (((size_t)len + 7) & ~(size_t)7);
 }
 
-/* Frames of what is over here: the stash entry goes, nothing is credited. */
+/* Takes the first frame off a stash (its frame bytes; not the count of
+ * stashes that hold frames). */
 static void
-stash_drop_front(struct job *j, const struct proto_frame *f)
+stash_drop_first(struct stream *s, const struct proto_frame *f)
 {
-	struct flow *fl = fl_of(j);
-
-	evbuffer_drain(fl->stash, stash_entry(f->length));
-	fl->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
-	job_stale_add(j);
+	evbuffer_drain(s->stash, stash_entry(f->length));
+	s->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
 }
 
-/* The payload of the stash's first frame, 8-byte aligned (copied aside in the
+static void
+stash_pop(struct flow *fl, struct stream *s, const struct proto_frame *f)
+{
+	stash_drop_first(s, f);
+	if (stash_len(s) == 0)
+		fl->nstashed--;
+}
+
+/* The payload of a stash's first frame, 8-byte aligned (copied aside in the
  * rare case the evbuffer's layout does not leave it so); NULL when out of
  * memory. */
 static const uint8_t *
-stash_payload(struct job *j, const struct proto_frame *f)
+stash_payload(struct stream *s, const struct proto_frame *f)
 {
 	static uint8_t *aside;
 	static size_t aside_cap;
-	const uint8_t *p = evbuffer_pullup(fl_of(j)->stash, (ssize_t)stash_entry(f->length));
+	const uint8_t *p = evbuffer_pullup(s->stash, (ssize_t)stash_entry(f->length));
 
 	if (p == NULL)
 		return NULL;
@@ -255,64 +349,98 @@ stash_payload(struct job *j, const struct proto_frame *f)
 	return aside;
 }
 
+/* The first frame of a stash, decoded; false when there is none. */
+static bool
+stash_front(struct stream *s, struct proto_frame *f)
+{
+	uint8_t hb[PROTO_FRAME_HDR];
+
+	if (stash_len(s) < PROTO_FRAME_HDR)
+		return false;
+	evbuffer_copyout(s->stash, hb, sizeof(hb));
+	return proto_frame_decode(hb, f, PROTO_FRAME_MAX_PAYLOAD) == 0;	/* checked on arrival */
+}
+
+static void
+stream_keep(struct job *j, struct flow *fl, struct stream *s, uint32_t gen, bool later)
+{
+	struct evbuffer *keep = evbuffer_new();
+	struct proto_frame f;
+
+	while (stash_front(s, &f)) {
+		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen)))) {
+			evbuffer_remove_buffer(s->stash, keep, stash_entry(f.length));
+		} else {
+			/* of what is over here: it goes, nothing is credited */
+			stash_drop_first(s, &f);
+			job_stale_add(j);
+		}
+	}
+	evbuffer_drain(s->stash, stash_len(s));
+	if (keep != NULL) {
+		evbuffer_add_buffer(s->stash, keep);
+		evbuffer_free(keep);
+	}
+	if (stash_len(s) == 0)
+		fl->nstashed--;	/* it had frames (flow_keep) */
+	/* formation gen forms (what is kept is its own), or dissolved (what is
+	 * kept is of formations to come) */
+	s->early_bytes = later ? s->stash_bytes : 0;
+}
+
 void
 flow_keep(struct job *j, uint32_t gen, bool later)
 {
 	struct flow *fl = fl_of(j);
-	struct evbuffer *keep = evbuffer_new();
-	uint8_t hb[PROTO_FRAME_HDR];
-	struct proto_frame f;
+	int h;
 
-	while (evbuffer_get_length(fl->stash) >= PROTO_FRAME_HDR) {
-		evbuffer_copyout(fl->stash, hb, sizeof(hb));
-		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
-			break;	/* cannot happen: checked on arrival */
-		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen))))
-			evbuffer_remove_buffer(fl->stash, keep, stash_entry(f.length));
-		else
-			stash_drop_front(j, &f);
-	}
-	evbuffer_drain(fl->stash, evbuffer_get_length(fl->stash));
-	if (keep != NULL) {
-		evbuffer_add_buffer(fl->stash, keep);
-		evbuffer_free(keep);
-	}
-	/* formation gen forms (what is kept is its own), or dissolved (what is
-	 * kept is of formations to come) */
-	fl->early_bytes = later ? fl->stash_bytes : 0;
+	for (h = 0; h < fl->nhosts; h++)
+		if (stash_len(&fl->st[h]) > 0)
+			stream_keep(j, fl, &fl->st[h], gen, later);
 }
 
-/* Runs the stash of a job through its active op, in arrival order. */
+/* Runs one stash through the job's operations, in arrival order, as far as
+ * they take its frames; whether one was taken. */
+static bool
+stream_drain(struct ringd *rd, struct job *j, struct flow *fl, struct stream *s)
+{
+	struct proto_frame f;
+	bool took = false;
+
+	while (stash_front(s, &f)) {
+		const uint8_t *pl = stash_payload(s, &f);
+
+		if (pl == NULL || rd->eng->rx_frame(rd, j, &f, pl) != RX_DONE)
+			break;
+		stash_pop(fl, s, &f);
+		took = true;
+	}
+	return took;
+}
+
+/* Runs the stashes of a job through its operations, each in arrival order,
+ * until none has a frame they take. */
 void
 flow_drain(struct ringd *rd, struct job *j)
 {
 	struct flow *fl = fl_of(j);
-
-	uint8_t hb[PROTO_FRAME_HDR];
-	struct proto_frame f;
+	bool took;
+	int h;
 
 	/* An op that completes while its frames are drained calls back here; the
 	 * outer loop goes on with the next frame itself. */
-	if (fl->draining)
-		return;
+	if (fl->draining || fl->nstashed == 0)
+		goto resume;
 	fl->draining = true;
-	while (evbuffer_get_length(fl->stash) >= PROTO_FRAME_HDR) {
-		const uint8_t *pl;
-		int r;
-
-		evbuffer_copyout(fl->stash, hb, sizeof(hb));
-		if (proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) != 0)
-			break;	/* cannot happen: checked on arrival */
-		if ((pl = stash_payload(j, &f)) == NULL)
-			break;
-		r = rd->eng->rx_frame(rd, j, &f, pl);
-		if (r != RX_DONE)
-			break;
-		evbuffer_drain(fl->stash, stash_entry(f.length));
-		fl->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f.length;
-	}
+	do {
+		took = false;
+		for (h = 0; h < fl->nhosts && fl->nstashed > 0; h++)
+			if (stash_len(&fl->st[h]) > 0 && stream_drain(rd, j, fl, &fl->st[h]))
+				took = true;
+	} while (took && fl->nstashed > 0);
 	fl->draining = false;
-	if (evbuffer_get_length(fl->stash) == 0 && rd->prev != NULL && rd->prev->rx_blocked)
+resume:
+	if (fl->nstashed == 0 && rd->prev != NULL && rd->prev->rx_blocked)
 		link_rx_resume(rd->prev);
 }
 
@@ -334,27 +462,35 @@ flow_drop(struct job *j, const struct proto_frame *f, const char *why)
 /* Keeps a frame that came before its op (or its formation) in the stash, within
  * the credit granted for it. */
 int
-flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f,
-		const uint8_t *pl)
+flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl)
 {
-	struct flow *fl = fl_of(j);
 	static const uint8_t pad[8];
+	struct flow *fl = fl_of(j);
+	struct stream *s = st_of(j, PROTO_ROUTE_SRC(f->route));
 	size_t flen = PROTO_FRAME_HDR + (size_t)f->length;
 	uint8_t hdr[PROTO_FRAME_HDR];
 
+	(void)rd;
+	if (s == NULL)
+		return flow_drop(j, f, "its host is not in the ring");
+	if (s->stash == NULL && (s->stash = evbuffer_new()) == NULL)
+		return flow_drop(j, f, "out of memory");
 	if (proto_gen_after(f->gen, job_gen(j))) {
 		/* the sender formed first: it may send the initial credit's worth */
-		if (fl->early_bytes + flen > INITIAL_CREDIT)
-			return flow_drop(j, f, "the next formation's frames overran the "
-					"initial credit");
-		fl->early_bytes += flen;
-	} else if (fl->rx_consumed + fl->stash_bytes - fl->early_bytes + flen > fl->rx_granted) {
+		if (s->early_bytes + flen > INITIAL_CREDIT)
+			return flow_drop(j, f,
+					 "the next formation's frames overran the "
+					 "initial credit");
+		s->early_bytes += flen;
+	} else if (s->rx_consumed + s->stash_bytes - s->early_bytes + flen > s->rx_granted) {
 		return flow_drop(j, f, "the sender overran its credit");
 	}
+	if (stash_len(s) == 0)
+		fl->nstashed++;
 	proto_frame_encode(hdr, f);
-	evbuffer_add(fl->stash, hdr, sizeof(hdr));
-	evbuffer_add(fl->stash, pl, f->length);
-	evbuffer_add(fl->stash, pad, stash_entry(f->length) - flen);
-	fl->stash_bytes += flen;
+	evbuffer_add(s->stash, hdr, sizeof(hdr));
+	evbuffer_add(s->stash, pl, f->length);
+	evbuffer_add(s->stash, pad, stash_entry(f->length) - flen);
+	s->stash_bytes += flen;
 	return RX_DONE;
 }

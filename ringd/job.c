@@ -185,6 +185,8 @@ job_check_ready(struct ringd *rd, struct job *j)
 		job_fail_form(rd, j, true, "out of memory");
 		return;
 	}
+	for (h = 0; h < rd->world; h++)	/* a failed formation's may be left */
+		j->host[h].pos = -1;
 	for (h = 0; h < rd->world; h++) {
 		int k = 0;
 
@@ -202,6 +204,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 				j->hranks[n][i++] = r;
 		j->nhranks[n] = k;
 		j->hosts[n] = h;
+		j->host[h].pos = n;
 		if (h == rd->rank)
 			j->pos = n;
 		if (gen == 0 || proto_gen_after(j->host[h].claim_gen, gen))

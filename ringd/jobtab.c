@@ -159,6 +159,8 @@ job_wire(struct ringd *rd, uint32_t id)
 	j->pos = -1;
 	j->next_host = j->prev_host = -1;
 	j->host = calloc((size_t)rd->world, sizeof(*j->host));
+	for (k = 0; j->host != NULL && k < rd->world; k++)
+		j->host[k].pos = -1;
 	for (k = 0; k < JOB_NPARTS && j->host != NULL; k++)
 		if ((j->part[k] = rd->eng->parts[k]->make(rd)) == NULL)
 			break;
@@ -184,6 +186,8 @@ job_members_free(struct job *j)
 {
 	int i;
 
+	for (i = 0; i < j->nhosts && j->hosts != NULL; i++)
+		j->host[j->hosts[i]].pos = -1;
 	for (i = 0; i < j->nhosts && j->hranks != NULL; i++)
 		free(j->hranks[i]);
 	free(j->hranks);
@@ -267,6 +271,12 @@ int
 job_member_nranks(const struct job *j, int i)
 {
 	return j->nhranks[i];
+}
+
+int
+job_host_pos(const struct job *j, int h)
+{
+	return h >= 0 && j->host != NULL ? j->host[h].pos : -1;
 }
 
 int

@@ -401,7 +401,7 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 			 proto_fp_format(&op->fp, fp, sizeof(fp)), op->text);
 	}
 	if (!COLL_IS_P2P(op->fp.coll)) {
-		flow_rx_credit(rd, op->job, true);
+		flow_rx_credit_all(rd, op->job, true);
 		if (status != 0 && !op->from_wire)
 			op_abort_ring(rd, op);
 	}

@@ -21,6 +21,19 @@ err_name(int code)
 	return code <= 0 && code >= RING_ERR_MIN ? names[-code] : "?";
 }
 
+/* The first host whose operation header has not come. */
+static int
+hdr_missing(struct op *op)
+{
+	const struct plan *pl = &op_ring(op)->plan;
+	int i;
+
+	for (i = 0; i < pl->nhdr_from; i++)
+		if (!pl->hdr_got[i])
+			return job_member(op_job(op), pl->hdr_from[i]);
+	return -1;
+}
+
 /* In words, what the op in flight is waiting for. */
 static void
 waiting_for(struct op *op, char *buf, size_t cap)
@@ -32,13 +45,15 @@ waiting_for(struct op *op, char *buf, size_t cap)
 		snprintf(buf, cap, "local ranks to call it");
 	else if (op_finished(op))
 		snprintf(buf, cap, "its data to leave for host %d", job_next_host(j));
-	else if (ring->plan.nrx > 0 && !ring->hdr_rcvd)
-		snprintf(buf, cap, "host %d to start it", job_prev_host(j));
+	else if (ring->hdr_rx < ring->plan.nhdr_from)
+		snprintf(buf, cap, "host %d to start it", hdr_missing(op));
 	else if (ring->rx_i < ring->plan.nrx)
-		snprintf(buf, cap, "data from host %d (step %d of %d)", job_prev_host(j),
-			 ring->rx_i + 1, ring->plan.nrx);
+		snprintf(buf, cap, "data from host %d (step %d of %d)",
+			 job_member(j, ring->plan.rx[ring->rx_i].from), ring->rx_i + 1,
+			 ring->plan.nrx);
 	else if (ring->tx_i < ring->plan.ntx)
-		snprintf(buf, cap, "credit or room towards host %d", job_next_host(j));
+		snprintf(buf, cap, "credit or room towards host %d",
+			 job_member(j, ring->plan.tx[ring->tx_i].to));
 	else
 		snprintf(buf, cap, "nothing (completing)");
 }

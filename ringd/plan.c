@@ -68,15 +68,42 @@ chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
 	*start = (uint64_t)c * base + ((uint64_t)c < rem ? (uint64_t)c : rem);
 }
 
+/* Room for a plan's steps and for the hosts its operation headers go to and
+ * come from (nto, nfrom). */
 static int
-plan_alloc(struct plan *pl, int ntx, int nrx)
+plan_alloc_peers(struct plan *pl, int ntx, int nrx, int nto, int nfrom)
 {
 	pl->ntx = ntx;
 	pl->nrx = nrx;
+	pl->nhdr_to = nto;
+	pl->nhdr_from = nfrom;
 	if (ntx > 0 && (pl->tx = calloc((size_t)ntx, sizeof(*pl->tx))) == NULL)
 		return -1;
 	if (nrx > 0 && (pl->rx = calloc((size_t)nrx, sizeof(*pl->rx))) == NULL)
 		return -1;
+	if ((pl->hdr_to = calloc((size_t)(nto + nfrom + 1), sizeof(int))) == NULL ||
+	    (pl->hdr_got = calloc((size_t)nfrom + 1, sizeof(bool))) == NULL)
+		return -1;
+	pl->hdr_from = pl->hdr_to + nto;
+	return 0;
+}
+
+/* A ring plan's room: every step goes to the next host (of p among m) and
+ * comes from the previous, and so do the operation's headers (also when a
+ * host has no step to send, so that each host checks its previous one's). */
+static int
+plan_alloc(struct plan *pl, int p, int m, int ntx, int nrx)
+{
+	int next = mod(p + 1, m), prev = mod(p - 1, m), i;
+
+	if (plan_alloc_peers(pl, ntx, nrx, 1, 1) != 0)
+		return -1;
+	for (i = 0; i < ntx; i++)
+		pl->tx[i].to = next;
+	for (i = 0; i < nrx; i++)
+		pl->rx[i].from = prev;
+	pl->hdr_to[0] = next;
+	pl->hdr_from[0] = prev;
 	return 0;
 }
 
@@ -86,6 +113,8 @@ plan_free(struct plan *pl)
 	free(pl->tx);
 	free(pl->rx);
 	free(pl->vecs);
+	free(pl->hdr_to);
+	free(pl->hdr_got);
 	*pl = (struct plan){ .esz = pl->esz, .avg = pl->avg }; /* the inputs stay */
 }
 
@@ -118,7 +147,7 @@ plan_allreduce(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint
 	uint64_t st, len;
 	int s;
 
-	if (plan_alloc(pl, 2 * m - 2, 2 * m - 2) != 0)
+	if (plan_alloc(pl, p, m, 2 * m - 2, 2 * m - 2) != 0)
 		return -1;
 	pl->final_from = m - 2;
 	chunk_of(count, m, p, &st, &len);
@@ -175,7 +204,8 @@ plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uin
 	pl->fold_n = m;
 	pl->fold_count = count;
 	pl->fold_dst = recv;
-	if (plan_alloc(pl, m - 1, m - 1) != 0 ||
+	pl->fold_step = 1;	/* vector v at slot v */
+	if (plan_alloc(pl, p, m, m - 1, m - 1) != 0 ||
 	    (pl->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
 		return -1;
 	if (bytes > 0)
@@ -193,6 +223,51 @@ plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uin
 	return 0;
 }
 
+/*
+ * The latency path in ceil(log2 m) steps instead of m-1 (Bruck's all-gather,
+ * then the same fold in host order, so the result has the same bits as
+ * plan_tiny's): slot i of the vectors holds host p-i's; at step k (d = 2^k)
+ * each host sends its first min(d, m-d) slots to host p+d and receives host
+ * p-d's into slots d and on, so after the last step every host holds every
+ * vector.  Each step sends what the steps before it gathered (waited for
+ * whole: they are small).  Over the ring alone host p+d is d hops on (the
+ * frames pass the daemons between), as many hops in all as plan_tiny's; over
+ * direct links, one each.
+ */
+int
+plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count)
+{
+	uint64_t bytes = count * pl->esz;
+	int steps = 0, k, d;
+
+	for (d = 1; d < m; d <<= 1)
+		steps++;
+	if (plan_alloc_peers(pl, steps, steps, steps, steps) != 0 ||
+	    (pl->vecs = calloc((size_t)m, bytes ? bytes : 1)) == NULL)
+		return -1;
+	pl->fold_n = m;
+	pl->fold_count = count;
+	pl->fold_dst = recv;
+	pl->fold_first = p;	/* host v's at slot p - v */
+	pl->fold_step = -1;
+	if (bytes > 0)
+		memcpy(pl->vecs, send, bytes);
+	for (k = 0, d = 1; k < steps; k++, d <<= 1) {
+		uint64_t c = (uint64_t)(d < m - d ? d : m - d);
+		struct tx_step *t = &pl->tx[k];
+		struct rx_step *x = &pl->rx[k];
+
+		tx_set(t, (uint32_t)k, plan_span(pl->vecs, c * bytes), k - 1);
+		t->dep_whole = true;
+		t->copy = true;
+		t->to = pl->hdr_to[k] = mod(p + d, m);
+		rx_set(x, (uint32_t)k, plan_span(pl->vecs + (uint64_t)d * bytes, c * bytes),
+		       no_region);
+		x->from = pl->hdr_from[k] = mod(p - d, m);
+	}
+	return 0;
+}
+
 /* All-gather: our bundle goes out at step 0, the others arrive one per step. */
 int
 plan_allgather(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint64_t count,
@@ -201,7 +276,7 @@ plan_allgather(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint6
 	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
-	if (plan_alloc(pl, m - 1, m - 1) != 0)
+	if (plan_alloc(pl, p, m, m - 1, m - 1) != 0)
 		return -1;
 	tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
 	for (s = 0; s < m - 1; s++) {
@@ -227,7 +302,7 @@ plan_reduce_scatter(struct plan *pl, const struct plan_hosts *j, uint8_t *send, 
 	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
-	if (plan_alloc(pl, m - 1, m - 1) != 0)
+	if (plan_alloc(pl, p, m, m - 1, m - 1) != 0)
 		return -1;
 	q = mod(p - 1, m);
 	tx_set(&pl->tx[0], 0, plan_bundle(send, blen, sb, j->hranks[q], j->nhranks[q]), -1);
@@ -261,12 +336,12 @@ plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64
 			break;
 	d = mod(j->pos - q, m);
 	if (d == 0) {
-		if (plan_alloc(pl, 1, 0) != 0)
+		if (plan_alloc(pl, j->pos, m, 1, 0) != 0)
 			return -1;
 		tx_set(&pl->tx[0], 0, plan_span(buf, bytes), -1);
 		return 0;
 	}
-	if (plan_alloc(pl, d < m - 1 ? 1 : 0, 1) != 0)
+	if (plan_alloc(pl, j->pos, m, d < m - 1 ? 1 : 0, 1) != 0)
 		return -1;
 	rx_set(&pl->rx[0], (uint32_t)(d - 1), plan_span(buf, bytes), no_region);
 	if (d < m - 1)

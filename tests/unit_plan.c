@@ -121,15 +121,40 @@ hosts_free(struct host *H, int m)
 	}
 }
 
-/* Runs every host's plan to the end; fails if the ring stalls or a received
- * step is not the one the plan expects. */
+/* Runs every host's plan to the end, each step over the channel from its
+ * host to the one it names; fails if the hosts stall, a received step is not
+ * the one the plan expects, or a plan's headers do not name exactly the hosts
+ * its steps go to and come from (the ring plans': next and previous). */
 static void
 simulate(struct host *H, int m)
 {
-	static struct chan ch[MAXH];
+	static struct chan ch[MAXH][MAXH];	/* [from][to] */
 	bool moved = true;
 
 	memset(ch, 0, sizeof(ch));
+	for (int p = 0; p < m; p++) {
+		const struct plan *op = &H[p].op;
+
+		for (int i = 0; i < op->ntx; i++) {
+			bool named = false;
+
+			for (int k = 0; k < op->nhdr_to; k++)
+				named |= op->hdr_to[k] == op->tx[i].to;
+			cr_assert(named && op->tx[i].to != p && op->tx[i].to < m,
+				  "host %d of %d: tx step %d goes to %d, no header goes there", p,
+				  m, i, op->tx[i].to);
+		}
+		for (int i = 0; i < op->nrx; i++) {
+			bool named = false;
+
+			for (int k = 0; k < op->nhdr_from; k++)
+				named |= op->hdr_from[k] == op->rx[i].from;
+			cr_assert(
+			    named && op->rx[i].from != p && op->rx[i].from < m,
+			    "host %d of %d: rx step %d comes from %d, no header comes from there",
+			    p, m, i, op->rx[i].from);
+		}
+	}
 	while (moved) {
 		moved = false;
 		for (int p = 0; p < m; p++) {
@@ -138,7 +163,7 @@ simulate(struct host *H, int m)
 
 			while (h->tx_i < op->ntx) {
 				struct tx_step *t = &op->tx[h->tx_i];
-				struct chan *c = &ch[p];
+				struct chan *c = &ch[p][t->to];
 				struct msg *g;
 
 				if (t->dep >= 0 && h->rx_i <= t->dep)
@@ -152,7 +177,7 @@ simulate(struct host *H, int m)
 			}
 			while (h->rx_i < op->nrx) {
 				struct rx_step *x = &op->rx[h->rx_i];
-				struct chan *c = &ch[(p + m - 1) % m];
+				struct chan *c = &ch[x->from][p];
 				struct msg *g;
 
 				if (c->head == c->tail || (x->wait_tx >= 0 && h->tx_i <= x->wait_tx))
@@ -173,7 +198,9 @@ simulate(struct host *H, int m)
 	for (int p = 0; p < m; p++) {
 		cr_assert_eq(H[p].tx_i, H[p].op.ntx, "host %d of %d did not send all", p, m);
 		cr_assert_eq(H[p].rx_i, H[p].op.nrx, "host %d of %d did not receive all", p, m);
-		cr_assert_eq(ch[p].head, ch[p].tail, "host %d of %d left data unread", p, m);
+		for (int q = 0; q < m; q++)
+			cr_assert_eq(ch[p][q].head, ch[p][q].tail, "host %d of %d left data unread",
+				     q, m);
 	}
 }
 
@@ -255,6 +282,55 @@ Test(plan, tiny)
 
 /* Which all-reduces take the latency path: on 2 hosts up to 128 KiB a vector,
  * on more up to 32 KiB and 256 KiB for all of them; a barrier always. */
+/* The latency path in log2 m steps: every host holds every host's vector at
+ * the slot its fold reads, in as many steps as the doubling needs, each to a
+ * host 2^k on. */
+Test(plan, tiny_log)
+{
+	struct host H[MAXH];
+
+	for (int m = 2; m <= MAXH; m++)
+		for (size_t c = 0; c < 5; c++) {
+			uint64_t n = counts[c];
+			int steps = 0;
+
+			for (int d = 1; d < m; d <<= 1)
+				steps++;
+			hosts_init(H, m, 1);
+			for (int p = 0; p < m; p++) {
+				int64_t *s = calloc(n + 1, 8);
+
+				for (uint64_t i = 0; i < n; i++)
+					s[i] = elem(p, i);
+				H[p].send = (uint8_t *)s;
+				cr_assert_eq(plan_tiny_log(&H[p].op, p, m, H[p].send, H[p].send, n),
+					     0);
+				cr_assert_eq(H[p].op.ntx, steps);
+				cr_assert_eq(H[p].op.nrx, steps);
+				for (int k = 0; k < steps; k++)
+					cr_assert_eq(H[p].op.tx[k].to, (p + (1 << k)) % m);
+			}
+			simulate(H, m);
+			for (int p = 0; p < m; p++) {
+				const struct plan *pl = &H[p].op;
+
+				for (int v = 0; v < m; v++) {
+					int slot =
+					    ((pl->fold_first + pl->fold_step * v) % m + m) % m;
+
+					cr_assert_eq(
+					    memcmp(pl->vecs + (uint64_t)slot * n * 8, H[v].send,
+						   n * 8),
+					    0,
+					    "tiny_log m=%d count=%llu: host %d holds a wrong "
+					    "vector of host %d",
+					    m, (unsigned long long)n, p, v);
+				}
+			}
+			hosts_free(H, m);
+		}
+}
+
 Test(plan, tiny_bounds)
 {
 	static const struct {

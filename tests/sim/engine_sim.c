@@ -81,7 +81,7 @@ check_credit(struct schedule *s)
 			struct flow_counts fc;
 
 			flow_counts(j, &fc);
-			if (fc.tx_used > fc.tx_limit)
+			if (fc.overdrawn > 0)
 				sim_fail(&s->rep,
 					 "host %d job %08x sent %llu bytes on a credit of %llu", h,
 					 job_id(j), (unsigned long long)fc.tx_used,
@@ -290,7 +290,7 @@ dump_jobs(const struct ringd *rd)
 				(unsigned long long)op_fp(op)->seq, r->tx_i, r->plan.ntx,
 				(unsigned long long)r->tx_off, r->rx_i, r->plan.nrx,
 				(unsigned long long)r->rx_off, op_started(op) ? " started" : "",
-				r->hdr_rcvd ? " hdr" : "");
+				r->hdr_rx == r->plan.nhdr_from ? " hdr" : "");
 		}
 		fprintf(stderr, "\n");
 	}
