@@ -164,6 +164,9 @@ struct op_ring {
 	bool tiny;
 	struct plan plan;		/* what the ring does, step by step */
 	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
+	struct link **via;		/* [plan.nhdr_to]: the link the op's frames to
+					 * each host take, fixed for the op so they
+					 * keep their order */
 	int hdr_rx;			/* ... received (of plan.hdr_from) */
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
@@ -225,8 +228,8 @@ void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...
  * holds a reference. */
 void op_complete(struct ringd *rd, struct op *op);
 /* Queues a frame whose payload stays in the op's arena until the link wrote it. */
-int op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
-		 uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
+int op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uint32_t aux,
+		 uint32_t route, uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
 /* The lists of operations (a job's collectives, its sends, its receives). */
 void op_enqueue(struct op *op, struct opq *q);
 void op_dequeue(struct op *op);
@@ -409,6 +412,8 @@ void flow_tx_spent(struct job *j, int to, uint64_t bytes);	/* frame bytes sent *
 void flow_granted(struct job *j, int from, uint64_t offset);	/* a CREDIT of its formation */
 void flow_consumed(struct job *j, int from, uint64_t bytes);	/* frame bytes taken */
 bool flow_stash_empty(const struct job *j, int from);
+/* Whether f must wait behind its sender's stash: it may hold f's operation's. */
+bool flow_stash_holds(const struct job *j, const struct proto_frame *f);
 bool flow_stashes_empty(const struct job *j);
 /* The ring broke under the job: the stashes go, counted as consumed. */
 void flow_break(struct job *j);

@@ -17,9 +17,12 @@
  * agree without another message.  (Keeping both would cost a socket and heartbeats for nothing, and
  * leave each side sending on a link the other does not read first.)
  *
- * Nothing above the link floor uses direct links yet: frames other than the
- * link's own (handshake, heartbeat, ping) are refused on them (rx.c), and
- * their state changes are not the ring's (link.c).
+ * A collective's frames to a host that is no neighbour take the direct link
+ * to it when one is up (link_toward; the executor fixes each operation's
+ * link to each host as it starts, so its frames keep their order), else go
+ * round the ring; the credit for them comes back the same way.  Other frames
+ * than those and the link's own (handshake, heartbeat, ping) are refused on
+ * them (rx.c), and their state changes are not the ring's (link.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +94,40 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 		 rd->hf.hosts[host].port);
 	link_timer_set(l, 0); /* conn.c's timer connects a link that is down */
 	return l;
+}
+
+/*
+ * A direct link carries an operation's frames only when the lower rank of its
+ * two hosts opened it: when both open one at once, that one is kept and the
+ * other closed (direct_adopt), and a frame sent on the closed one would be
+ * lost.  So only the lower rank opens one for data; the higher sends over the
+ * lower's when it is there, round the ring until then.
+ */
+static bool
+direct_settled(const struct ringd *rd, const struct link *l)
+{
+	return l->connector == (rd->rank < l->peer);
+}
+
+struct link *
+link_toward(struct ringd *rd, int host, bool open)
+{
+	struct link *l = NULL;
+	char why[160];
+
+	if (host < 0 || host >= rd->world || host == rd->rank)
+		return NULL;
+	if (rd->next != NULL && rd->next->peer == host)
+		return rd->next->state == LINK_UP ? rd->next : NULL;
+	if (rd->prev != NULL && rd->prev->peer == host)
+		return rd->prev->state == LINK_UP ? rd->prev : NULL;
+	if (rd->direct_links != NULL)
+		l = rd->direct_links[host];
+	if (l != NULL && l->state == LINK_UP && direct_settled(rd, l))
+		return l;
+	if (open && l == NULL && rd->rank < host && rd->cfg.max_direct_links > 0)
+		(void)link_direct(rd, host, why, sizeof(why));
+	return NULL;
 }
 
 void

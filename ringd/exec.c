@@ -43,12 +43,6 @@ exec_fold(struct ringd *rd, struct op *op)
 		proto_scale(pl->fold_dst, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
 }
 
-static bool
-next_ready(struct ringd *rd)
-{
-	return rd->next != NULL && rd->next->state == LINK_UP;
-}
-
 /* Has received step `dep` produced the bytes [off, off+len)? */
 static bool
 rx_has(const struct op_ring *ring, int dep, uint64_t off, uint64_t len)
@@ -67,6 +61,55 @@ tx_past(const struct op_ring *ring, int t, uint64_t off, uint64_t len)
 	return ring->tx_i == t && len > 0 && ring->tx_off >= off + len;
 }
 
+/*
+ * The link the op's frames to host `to` (plan.hdr_to[i]) take: that host's own
+ * (a neighbour's ring link, or a direct link) when one is up as the op starts,
+ * else round the ring; a direct link is opened then for the next ops.  Fixed
+ * for the op, so that its frames to a host keep their order.  NULL, and the op
+ * failed, when that link has gone since.
+ */
+static struct link *
+exec_via(struct ringd *rd, struct op *op, int i)
+{
+	struct op_ring *ring = op_ring(op);
+	int to = job_member(op_job(op), ring->plan.hdr_to[i]), k;
+	struct link *l;
+
+	if (ring->via == NULL) {
+		if ((ring->via = calloc((size_t)ring->plan.nhdr_to, sizeof(*ring->via))) == NULL) {
+			op_finish(rd, op, RING_ENOMEM, "out of memory");
+			return NULL;
+		}
+		for (k = 0; k < ring->plan.nhdr_to; k++) {
+			int h = job_member(op_job(op), ring->plan.hdr_to[k]);
+
+			ring->via[k] = link_toward(rd, h, true);
+			if (ring->via[k] == NULL)
+				ring->via[k] = rd->next;
+		}
+	}
+	l = ring->via[i];
+	if (l->dir == LINK_DIRECT &&
+	    (rd->direct_links == NULL || rd->direct_links[to] != l || l->state != LINK_UP)) {
+		op_finish(rd, op, RING_EPEER, "%s: the direct link to host %d closed under it",
+			  proto_coll_name(op_fp(op)->coll), to);
+		return NULL;
+	}
+	return l->state == LINK_UP ? l : NULL;
+}
+
+/* The index in plan.hdr_to of position q. */
+static int
+via_index(const struct plan *pl, int q)
+{
+	int i;
+
+	for (i = 0; i < pl->nhdr_to; i++)
+		if (pl->hdr_to[i] == q)
+			return i;
+	return 0;	/* cannot happen: unit_plan checks every plan */
+}
+
 /* The operation's headers, one to each host of plan.hdr_to, before any data:
  * each carries the fingerprint the receiver checks against its own.  Whether
  * all have gone. */
@@ -80,6 +123,7 @@ exec_tx_headers(struct ringd *rd, struct op *op)
 	proto_encode_fp(pl, sizeof(pl), op_fp(op));
 	while (ring->hdr_tx < ring->plan.nhdr_to) {
 		int to = job_member(j, ring->plan.hdr_to[ring->hdr_tx]);
+		struct link *l = exec_via(rd, op, ring->hdr_tx);
 		struct proto_frame f = {
 			.type = PROTO_F_OPHDR,
 			.job = job_id(j),
@@ -90,8 +134,8 @@ exec_tx_headers(struct ringd *rd, struct op *op)
 			.gen = op_gen(op),
 		};
 
-		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + PROTO_FP_LEN) ||
-		    link_tx_room(rd->next) == 0 || link_send(rd->next, &f, pl) != 0)
+		if (l == NULL || !flow_tx_ok(j, to, PROTO_FRAME_HDR + PROTO_FP_LEN) ||
+		    link_tx_room(l) == 0 || link_send(l, &f, pl) != 0)
 			return false;
 		flow_tx_spent(j, to, PROTO_FRAME_HDR + PROTO_FP_LEN);
 		ring->hdr_tx++;
@@ -113,7 +157,7 @@ tx_ready(const struct op_ring *ring, const struct tx_step *t, uint64_t len)
 
 /* Sends everything that is ready, as credit and output room allow: the
  * headers, step 0, and each later step as far as the step it forwards has
- * arrived.  Every frame goes round the ring to its host (the next link). */
+ * arrived, each to its host by the op's link to it (exec_via). */
 void
 exec_tx(struct ringd *rd, struct op *op)
 {
@@ -121,12 +165,13 @@ exec_tx(struct ringd *rd, struct op *op)
 	struct job *j = op_job(op);
 	uint32_t seg = ring->seg ? ring->seg : rd->cfg.segment_bytes;
 
-	if (op_finished(op) || !op_started(op) || !next_ready(rd) || !exec_tx_headers(rd, op))
+	if (op_finished(op) || !op_started(op) || !exec_tx_headers(rd, op))
 		return;
 	while (ring->tx_i < ring->plan.ntx) {
 		struct tx_step *t = &ring->plan.tx[ring->tx_i];
 		int to = job_member(j, t->to);
 		uint32_t route = PROTO_ROUTE(rd->rank, to);
+		struct link *l = exec_via(rd, op, via_index(&ring->plan, t->to));
 		uint64_t left = t->src.len - ring->tx_off, contig;
 		const uint8_t *p = left > 0 ? plan_at(&t->src, ring->tx_off, &contig) : t->src.base;
 		uint32_t len;
@@ -135,9 +180,9 @@ exec_tx(struct ringd *rd, struct op *op)
 		if (left == 0)
 			contig = 0;
 		len = (uint32_t)(contig < seg ? contig : seg);
-		if (!tx_ready(ring, t, len))
+		if (l == NULL || !tx_ready(ring, t, len))
 			return;
-		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + len) || link_tx_room(rd->next) == 0)
+		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + len) || link_tx_room(l) == 0)
 			return;
 		if (ring->lazy_local && ring->tx_i == 0 &&
 		    ring->tx_off + len > ring->combined_tx0) {
@@ -162,9 +207,9 @@ exec_tx(struct ringd *rd, struct op *op)
 				.gen = op_gen(op),
 			};
 
-			rc = link_send(rd->next, &f, p);
+			rc = link_send(l, &f, p);
 		} else {
-			rc = op_send_data(rd, op, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
+			rc = op_send_data(rd, op, l, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
 					  ring->tx_off, p, len);
 		}
 		if (rc != 0)
@@ -375,7 +420,8 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		return RX_DONE;
 	}
 	if (f->type == PROTO_F_CREDIT) {
-		if (l->dir != LINK_NEXT)
+		/* back round the ring, or straight from its host */
+		if (l->dir != LINK_NEXT && l->peer != src)
 			goto wrong_way;
 		/* By generation, not ring epoch: a formation is newer than any
 		 * break, and while the ring's first token goes round the next
@@ -393,8 +439,8 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		exec_pump(rd);
 		return RX_DONE;
 	}
-	if (l->dir != LINK_PREV)
-		goto wrong_way;
+	if (l->dir != LINK_PREV && l->peer != src)
+		goto wrong_way;	/* data goes on round the ring, or straight */
 	if (f->type == PROTO_F_ABORT)
 		return RX_DONE;	/* failure propagation comes with the failure model */
 	if (proto_gen_after(job_gen(j), f->gen) || (f->gen == job_gen(j) && !job_ready(j)))
@@ -405,7 +451,7 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		snprintf(why, sizeof(why), "host %d has no rank in it", src);
 		return flow_drop(j, f, why);
 	}
-	if (!flow_stash_empty(j, src) && pl != NULL)
+	if (flow_stash_holds(j, f) && pl != NULL)
 		r = EXEC_RX_STASH;
 	else
 		r = exec_rx_frame(rd, j, f, pl);
@@ -435,10 +481,10 @@ exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	uint8_t *d;
 	int q;
 
-	if (l->dir != LINK_PREV || j == NULL || (op = coll_active(j)) == NULL ||
-	    f->gen != op_gen(op) || !job_ready(j) || !op_started(op) || op_finished(op) ||
-	    f->seq != op_fp(op)->seq || !flow_stash_empty(j, PROTO_ROUTE_SRC(f->route)) ||
-	    PROTO_ROUTE_DST(f->route) != rd->rank)
+	if ((l->dir != LINK_PREV && l->peer != PROTO_ROUTE_SRC(f->route)) || j == NULL ||
+	    (op = coll_active(j)) == NULL || f->gen != op_gen(op) || !job_ready(j) ||
+	    !op_started(op) || op_finished(op) || f->seq != op_fp(op)->seq ||
+	    flow_stash_holds(j, f) || PROTO_ROUTE_DST(f->route) != rd->rank)
 		return NULL;
 	ring = op_ring(op);
 	q = job_host_pos(j, PROTO_ROUTE_SRC(f->route));
@@ -474,8 +520,7 @@ exec_pump(struct ringd *rd)
 		}
 		p2p_pump(rd, j);
 	}
-	if (rd->prev != NULL && rd->prev->rx_blocked)
-		link_rx_resume(rd->prev);
+	link_rx_resume_all(rd);
 	JOBS_FOREACH(j, rd)
 		if (coll_active(j) != NULL && !flow_stashes_empty(j))
 			flow_drain(rd, j);

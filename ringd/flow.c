@@ -36,6 +36,11 @@ struct stream {
 	uint64_t early_bytes;		/* ... of them of a formation not yet formed here */
 	uint32_t early_credit_gen;	/* a CREDIT of a formation not yet formed here: */
 	uint64_t early_credit;		/* its generation and offset, kept for it */
+	/* the operations the stash holds frames of: the lowest and highest
+	 * sequence numbers, and their formation (a frame of another formation
+	 * makes it "any": lo 0, hi max) */
+	uint32_t stash_gen;
+	uint64_t stash_lo, stash_hi;
 };
 
 /* The job's part JOB_PART_FLOW: a stream per host of the ring. */
@@ -157,6 +162,38 @@ flow_stash_empty(const struct job *j, int from)
 	return s == NULL || stash_len(s) == 0;
 }
 
+/* Whether a frame of f's operation may wait in its sender's stash, so that
+ * f must go behind it.  The frames of one operation to a host take one path
+ * and come in order; those of the next may take another (a direct link that
+ * came up) and come first, which must not hold up this one's. */
+bool
+flow_stash_holds(const struct job *j, const struct proto_frame *f)
+{
+	const struct stream *s = st_of(j, PROTO_ROUTE_SRC(f->route));
+
+	if (s == NULL || stash_len(s) == 0)
+		return false;
+	return f->gen != s->stash_gen || (f->seq >= s->stash_lo && f->seq <= s->stash_hi);
+}
+
+/* The stash's range of operations grown to f's (first: the range is f's). */
+static void
+stash_note(struct stream *s, const struct proto_frame *f, bool first)
+{
+	if (first) {
+		s->stash_gen = f->gen;
+		s->stash_lo = s->stash_hi = f->seq;
+	} else if (f->gen != s->stash_gen) {
+		s->stash_lo = 0;
+		s->stash_hi = UINT64_MAX;
+	} else {
+		if (f->seq < s->stash_lo)
+			s->stash_lo = f->seq;
+		if (f->seq > s->stash_hi)
+			s->stash_hi = f->seq;
+	}
+}
+
 bool
 flow_stashes_empty(const struct job *j)
 {
@@ -266,8 +303,14 @@ flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush)
 	struct stream *s = st_of(j, from);
 	struct proto_frame f;
 	uint64_t want;
+	struct link *l;
 
-	if (s == NULL || from == rd->rank || rd->prev == NULL || rd->prev->state != LINK_UP)
+	if (s == NULL || from == rd->rank)
+		return;
+	/* straight to it when a link to it is up, else back round the ring */
+	if ((l = link_toward(rd, from, false)) == NULL)
+		l = rd->prev;
+	if (l == NULL || l->state != LINK_UP)
 		return;
 	want = s->rx_consumed + rd->cfg.window_bytes;
 	if (want <= s->rx_granted)
@@ -281,7 +324,7 @@ flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush)
 	f.epoch = rd->epoch;
 	f.route = PROTO_ROUTE(rd->rank, from);
 	f.offset = want;
-	if (link_send(rd->prev, &f, NULL) == 0)
+	if (link_send(l, &f, NULL) == 0)
 		s->rx_granted = want;
 }
 
@@ -305,21 +348,13 @@ stash_entry(uint32_t len)
 	return PROTO_FRAME_HDR + (((size_t)len + 7) & ~(size_t)7);
 }
 
-/* Takes the first frame off a stash (its frame bytes; not the count of
- * stashes that hold frames). */
+/* Takes the first frame off a stash (the caller keeps the count of stashes
+ * that hold frames). */
 static void
 stash_drop_first(struct stream *s, const struct proto_frame *f)
 {
 	evbuffer_drain(s->stash, stash_entry(f->length));
 	s->stash_bytes -= PROTO_FRAME_HDR + (uint64_t)f->length;
-}
-
-static void
-stash_pop(struct flow *fl, struct stream *s, const struct proto_frame *f)
-{
-	stash_drop_first(s, f);
-	if (stash_len(s) == 0)
-		fl->nstashed--;
 }
 
 /* The payload of a stash's first frame, 8-byte aligned (copied aside in the
@@ -361,6 +396,26 @@ stash_front(struct stream *s, struct proto_frame *f)
 	return proto_frame_decode(hb, f, PROTO_FRAME_MAX_PAYLOAD) == 0;	/* checked on arrival */
 }
 
+/* The stash's lowest and highest operations, counted again from its frames. */
+static void
+stash_recount(struct stream *s)
+{
+	struct evbuffer_ptr p;
+	uint8_t hb[PROTO_FRAME_HDR];
+	struct proto_frame f;
+	bool first = true;
+
+	evbuffer_ptr_set(s->stash, &p, 0, EVBUFFER_PTR_SET);
+	while (p.pos >= 0 && (size_t)p.pos + PROTO_FRAME_HDR <= stash_len(s) &&
+	       evbuffer_copyout_from(s->stash, &p, hb, sizeof(hb)) == (ssize_t)sizeof(hb) &&
+	       proto_frame_decode(hb, &f, PROTO_FRAME_MAX_PAYLOAD) == 0) {
+		stash_note(s, &f, first);
+		first = false;
+		if (evbuffer_ptr_set(s->stash, &p, stash_entry(f.length), EVBUFFER_PTR_ADD) != 0)
+			break;
+	}
+}
+
 static void
 stream_keep(struct job *j, struct flow *fl, struct stream *s, uint32_t gen, bool later)
 {
@@ -399,22 +454,64 @@ flow_keep(struct job *j, uint32_t gen, bool later)
 			stream_keep(j, fl, &fl->st[h], gen, later);
 }
 
-/* Runs one stash through the job's operations, in arrival order, as far as
- * they take its frames; whether one was taken. */
+/* Runs one stash through the job's operations, each operation's frames in
+ * arrival order: a frame its operation cannot take yet stays, and so do the
+ * frames of that operation after it, while those of others behind it may go
+ * (they may have come by a faster path).  Whether one was taken. */
 static bool
-stream_drain(struct ringd *rd, struct job *j, struct flow *fl, struct stream *s)
+stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 {
+	struct evbuffer *keep = NULL;
 	struct proto_frame f;
-	bool took = false;
+	uint32_t *kgen = NULL;
+	uint64_t *kseq = NULL;
+	int nk = 0, capk = 0, i, r;
+	bool took = false, stop = false;
 
 	while (stash_front(s, &f)) {
-		const uint8_t *pl = stash_payload(s, &f);
+		const uint8_t *pl;
 
-		if (pl == NULL || rd->eng->rx_frame(rd, j, &f, pl) != RX_DONE)
+		for (i = 0; i < nk && !(kgen[i] == f.gen && kseq[i] == f.seq); i++)
+			;
+		r = RX_BLOCKED;
+		if (!stop && i == nk && (pl = stash_payload(s, &f)) != NULL)
+			r = rd->eng->rx_frame(rd, j, &f, pl);
+		if (r == RX_DONE) {
+			stash_drop_first(s, &f);
+			took = true;
+			continue;
+		}
+		if (r != EXEC_RX_STASH)
+			stop = true;	/* blocked, or out of memory: the rest waits */
+		if (keep == NULL && (keep = evbuffer_new()) == NULL)
 			break;
-		stash_pop(fl, s, &f);
-		took = true;
+		if (i == nk && nk == capk) {
+			int c = capk ? 2 * capk : 8;
+			uint32_t *g = realloc(kgen, (size_t)c * sizeof(*g));
+			uint64_t *q = g != NULL ? realloc(kseq, (size_t)c * sizeof(*q)) : NULL;
+
+			if (g != NULL)
+				kgen = g;
+			if (q == NULL)
+				break;
+			kseq = q;
+			capk = c;
+		}
+		if (i == nk) {
+			kgen[nk] = f.gen;
+			kseq[nk++] = f.seq;
+		}
+		evbuffer_remove_buffer(s->stash, keep, stash_entry(f.length));
 	}
+	if (keep != NULL) {
+		/* what was kept goes first again, in its order */
+		evbuffer_prepend_buffer(s->stash, keep);
+		evbuffer_free(keep);
+	}
+	free(kgen);
+	free(kseq);
+	if (stash_len(s) > 0)
+		stash_recount(s);
 	return took;
 }
 
@@ -434,14 +531,18 @@ flow_drain(struct ringd *rd, struct job *j)
 	fl->draining = true;
 	do {
 		took = false;
-		for (h = 0; h < fl->nhosts && fl->nstashed > 0; h++)
-			if (stash_len(&fl->st[h]) > 0 && stream_drain(rd, j, fl, &fl->st[h]))
+		for (h = 0; h < fl->nhosts; h++)
+			if (stash_len(&fl->st[h]) > 0 && stream_drain(rd, j, &fl->st[h]))
 				took = true;
+		/* counted again: what the frames did may have changed any stash
+		 * (a formation that dissolved keeps only the next one's) */
+		for (fl->nstashed = 0, h = 0; h < fl->nhosts; h++)
+			fl->nstashed += stash_len(&fl->st[h]) > 0;
 	} while (took && fl->nstashed > 0);
 	fl->draining = false;
 resume:
-	if (fl->nstashed == 0 && rd->prev != NULL && rd->prev->rx_blocked)
-		link_rx_resume(rd->prev);
+	if (fl->nstashed == 0)
+		link_rx_resume_all(rd);
 }
 
 /* A frame this job cannot take (of an older formation, or beyond what it may
@@ -487,6 +588,7 @@ flow_stash(struct ringd *rd, struct job *j, const struct proto_frame *f, const u
 	}
 	if (stash_len(s) == 0)
 		fl->nstashed++;
+	stash_note(s, f, stash_len(s) == 0);
 	proto_frame_encode(hdr, f);
 	evbuffer_add(s->stash, hdr, sizeof(hdr));
 	evbuffer_add(s->stash, pl, f->length);

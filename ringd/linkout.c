@@ -64,13 +64,19 @@ link_send(struct link *l, const struct proto_frame *f, const void *payload)
 void
 link_drop_direct(struct ringd *rd, const void *owner)
 {
-	struct link *l = rd->prev;
+	struct link *ls[2] = { rd->prev, rd->next };
+	int i;
 
-	if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
-		l->direct = NULL;
-		l->discard = true;
+	/* a payload may be read in place on any link the data comes by: the
+	 * previous one, the next one (from that neighbour), a direct one */
+	for (i = 0; i < 2 + (rd->direct_links != NULL ? rd->world : 0); i++) {
+		struct link *l = i < 2 ? ls[i] : rd->direct_links[i - 2];
+
+		if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
+			l->direct = NULL;
+			l->discard = true;
+		}
 	}
-
 }
 
 void

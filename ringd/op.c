@@ -108,6 +108,7 @@ op_free(struct op *op)
 		arena_unref(op->c[i].arena);
 	free(op->c);
 	plan_free(&op->ring.plan);
+	free(op->ring.via);
 	free(op->p2p);
 	free(op);
 }
@@ -425,8 +426,8 @@ op_ref_done_cb(const void *data, size_t len, void *arg)
 }
 
 int
-op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint32_t route,
-	     uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len)
+op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uint32_t aux,
+	     uint32_t route, uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len)
 {
 	struct proto_frame f = {
 		.type = type,
@@ -440,7 +441,7 @@ op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint3
 		.gen = op->gen,
 	};
 	uint8_t hdr[PROTO_FRAME_HDR];
-	struct evbuffer *out = link_output(rd->next);
+	struct evbuffer *out = link_output(l);
 
 	proto_frame_encode(hdr, &f);
 	if (evbuffer_add(out, hdr, sizeof(hdr)) != 0)
@@ -450,8 +451,8 @@ op_send_data(struct ringd *rd, struct op *op, uint16_t type, uint32_t aux, uint3
 			return -1;
 		op->tx_refs++;
 	}
-	rd->next->bytes_tx += sizeof(hdr) + len;
-	rd->next->frames_tx++;
-	link_kick(rd->next);
+	l->bytes_tx += sizeof(hdr) + len;
+	l->frames_tx++;
+	link_kick(l);
 	return 0;
 }

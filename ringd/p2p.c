@@ -353,8 +353,8 @@ again:
 
 			if (rd->next == NULL || link_tx_room(rd->next) == 0)
 				return;
-			if (op_send_data(rd, op, PROTO_F_P2P_DATA, 0, route, pp->id, pp->tx0_off,
-					 pp->tx0 + pp->tx0_off, len) != 0)
+			if (op_send_data(rd, op, rd->next, PROTO_F_P2P_DATA, 0, route, pp->id,
+					 pp->tx0_off, pp->tx0 + pp->tx0_off, len) != 0)
 				return;
 			pp->tx0_off += len;
 		}

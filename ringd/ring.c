@@ -187,8 +187,15 @@ ring_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 			 proto_frame_type_name(f->type), src, dst);
 		return RX_ERROR;
 	}
+	if (l->dir == LINK_DIRECT && src != l->peer) {
+		snprintf(l->last_error, sizeof(l->last_error), "%s of host %d on a direct link",
+			 proto_frame_type_name(f->type), src);
+		return RX_ERROR;
+	}
 	if (dst == rd->rank)
 		return -1;
+	if (l->dir == LINK_DIRECT)
+		goto wrong; /* nothing is passed on over a direct link */
 	if (f->type == PROTO_F_CREDIT) {
 		/* credit flows against the data, towards the sender */
 		if (l->dir != LINK_NEXT)

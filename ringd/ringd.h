@@ -291,6 +291,12 @@ struct evbuffer *link_output(struct link *l);
  * max_direct_links allows; a neighbour's is its ring link.  NULL with why
  * when there can be none (not a host of the ring, this daemon, the limit). */
 struct link *link_direct(struct ringd *rd, int host, char *why, size_t len);
+/* The link to host itself when one is up (a neighbour's ring link, or a
+ * direct link), else NULL (frames to it go round the ring); with open, a
+ * direct link to it is opened for later when there is none and room. */
+struct link *link_toward(struct ringd *rd, int host, bool open);
+/* Re-runs the input of every link whose processing was blocked. */
+void link_rx_resume_all(struct ringd *rd);
 
 /* rx.c: a link's input */
 /* The engine gave up on the arena a direct read is filling: drop the rest. */

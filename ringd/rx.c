@@ -64,6 +64,14 @@ link_own_frame(uint16_t type)
 	       type == PROTO_F_PONG;
 }
 
+/* The engine's frames a direct link carries: a collective's (its data, its
+ * headers, the credit for them), straight from the host at its other end. */
+static bool
+direct_frame(uint16_t type)
+{
+	return type == PROTO_F_OPHDR || type == PROTO_F_DATA || type == PROTO_F_CREDIT;
+}
+
 /* Makes room in rxbuf for `need` contiguous bytes from rxoff. */
 static int
 rx_room(struct link *l, size_t need)
@@ -202,12 +210,12 @@ rx_header(struct link *l)
 		rx_refuse_header(l, f);
 		return -1;
 	}
-	if (l->dir == LINK_DIRECT && !link_own_frame(f->type)) {
-		/* nothing above the link floor takes a direct link's frames yet
-		 * (direct.c): refused at the header, its payload never read */
+	if (l->dir == LINK_DIRECT && !link_own_frame(f->type) && !direct_frame(f->type)) {
+		/* only the collectives' frames travel on direct links (direct.c):
+		 * others are refused at the header, their payload never read */
 		char why[128];
 
-		snprintf(why, sizeof(why), "%s frame on a direct link (nothing takes those yet)",
+		snprintf(why, sizeof(why), "%s frame on a direct link (only collectives' go there)",
 			 proto_frame_type_name(f->type));
 		link_fail(l, why);
 		return -1;
@@ -221,7 +229,7 @@ rx_header(struct link *l)
 		l->rxlen -= l->rxoff;
 		l->rxoff = 0;
 	}
-	if (l->state == LINK_UP && l->dir != LINK_DIRECT && f->length >= DIRECT_MIN)
+	if (l->state == LINK_UP && f->length >= DIRECT_MIN)
 		l->direct = l->rd->link_ev->place(l, f, &l->direct_arena, &l->direct_owner);
 	if (l->direct != NULL) {
 		size_t take = l->rxlen - l->rxoff;
@@ -335,6 +343,17 @@ link_rx_resume(struct link *l)
 	    rx_deliver(l, l->rxbuf + l->rxoff, true) != 0)
 		return;
 	link_rx(l);
+}
+
+void
+link_rx_resume_all(struct ringd *rd)
+{
+	int h;
+
+	link_rx_resume(rd->prev);
+	link_rx_resume(rd->next);
+	for (h = 0; rd->ndirect > 0 && rd->direct_links != NULL && h < rd->world; h++)
+		link_rx_resume(rd->direct_links[h]);
 }
 
 void

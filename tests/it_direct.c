@@ -10,12 +10,14 @@
  * error naming the limit, and the daemon goes on; the same over TLS with a
  * cluster secret; a direct connection cut under a running job (ss -K) goes
  * down on both ends while the job's all-reduces all succeed in the same
- * epoch; and a killed peer's direct link goes down at once.
+ * epoch; a killed peer's direct link goes down at once; and a job's
+ * collectives take the direct link to a host of theirs that is no neighbour.
  */
 #include <criterion/criterion.h>
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,4 +443,62 @@ Test(direct, both_ends_at_once, .fini = teardown, .timeout = 120)
 	cr_log_info("20 rounds of both ends at once: %d crossed (the lower rank's kept)",
 		    atoi(out));
 	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0);
+}
+
+/* n float32 all-reduces of count elements, each checked (arg: the count). */
+static int
+allreduce_n(ring_comm *comm, int rank, int size, void *arg)
+{
+	size_t n = (size_t)(uintptr_t)arg;
+	float *buf = ring_alloc(comm, n * sizeof(float)), want = (float)(size * (size + 1) / 2);
+
+	IT_CHECK(buf != NULL, "out of memory");
+	for (int k = 0; k < 300; k++) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (float)(rank + 1);
+		IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
+		for (size_t i = 0; i < n; i++)
+			IT_CHECK(buf[i] == want, "all-reduce %d: element %zu is %g, not %g", k, i,
+				 (double)buf[i], (double)want);
+	}
+	ring_free(comm, buf);
+	return 0;
+}
+
+/* The bytes daemon d has sent over its direct link to peer (-1: none). */
+static int64_t
+direct_tx(int d, int peer)
+{
+	json_t *l = link_to(d, "direct", peer);
+	int64_t b = l != NULL ? jint(l, "bytes_tx") : -1;
+
+	json_decref(l);
+	return b;
+}
+
+/* A job's collectives take the direct link to a host of theirs that is no
+ * neighbour: a job on hosts 0 and 2 of 4 (its ring: each the other's next),
+ * and a job on all 4 whose small all-reduces send to the host two on; every
+ * result is checked, and the direct link carries the data. */
+Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
+{
+	struct cluster_proc procs[2] = {
+		{ .daemon = 0, .rank = 0, .world = 2, .expect_rank = 0, .expect_size = 2 },
+		{ .daemon = 2, .rank = 1, .world = 2, .expect_rank = 1, .expect_size = 2 },
+	};
+	int64_t before;
+
+	start(4, NULL);
+	cr_assert_eq(cluster_run_procs(&cluster, procs, 2, allreduce_n, (void *)(uintptr_t)16384),
+		     0, "the job on hosts 0 and 2 failed");
+	before = direct_tx(0, 2);
+	cr_assert(before > 100 * 16384 * 4, "daemon 0 sent %lld bytes to host 2 directly",
+		  (long long)before);
+	cr_assert(direct_tx(2, 0) > 100 * 16384 * 4, "daemon 2 sent %lld bytes to host 0",
+		  (long long)direct_tx(2, 0));
+	cr_assert_eq(cluster_run(&cluster, 4, allreduce_n, (void *)(uintptr_t)8), 0,
+		     "the job on all 4 failed");
+	/* 300 steps to host 2 of 8 floats each, frame headers besides */
+	cr_assert(direct_tx(0, 2) - before >= 300 * 32, "daemon 0 sent %lld more bytes to host 2",
+		  (long long)(direct_tx(0, 2) - before));
 }

@@ -335,6 +335,25 @@ link_rx_resume(struct link *l)
 	rx_run(end_of(l));
 }
 
+void
+link_rx_resume_all(struct ringd *rd)
+{
+	link_rx_resume(rd->prev);
+	link_rx_resume(rd->next);
+}
+
+/* No direct links here: a neighbour's ring link, or round the ring. */
+struct link *
+link_toward(struct ringd *rd, int host, bool open)
+{
+	(void)open;
+	if (rd->next != NULL && rd->next->peer == host && rd->next->state == LINK_UP)
+		return rd->next;
+	if (rd->prev != NULL && rd->prev->peer == host && rd->prev->state == LINK_UP)
+		return rd->prev;
+	return NULL;
+}
+
 size_t
 sim_recv(struct sim_link *e, size_t n)
 {
