@@ -211,6 +211,18 @@ elem(int r, uint64_t i)
 	return ((int64_t)1 << r) * (int64_t)(i % 1000 + 1);
 }
 
+/* Host p's vector of n elements: elem(p, i) (the caller frees it). */
+static uint8_t *
+host_vector(int p, uint64_t n)
+{
+	int64_t *s = calloc(n + 1, 8);
+
+	cr_assert_not_null(s);
+	for (uint64_t i = 0; i < n; i++)
+		s[i] = elem(p, i);
+	return (uint8_t *)s;
+}
+
 static const uint64_t counts[] = { 0, 1, 2, 3, 5, 8, 17, 1001, 10007 };
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
@@ -224,11 +236,7 @@ Test(plan, allreduce)
 
 			hosts_init(H, m, 1);
 			for (int p = 0; p < m; p++) {
-				int64_t *s = calloc(n + 1, 8);
-
-				for (uint64_t i = 0; i < n; i++)
-					s[i] = elem(p, i);
-				H[p].send = (uint8_t *)s;
+				H[p].send = host_vector(p, n);
 				H[p].recv = calloc(n + 1, 8);
 				cr_assert_eq(plan_allreduce(&H[p].op, p, m, H[p].send, H[p].recv, n), 0);
 			}
@@ -258,11 +266,7 @@ Test(plan, tiny)
 
 			hosts_init(H, m, 1);
 			for (int p = 0; p < m; p++) {
-				int64_t *s = calloc(n + 1, 8);
-
-				for (uint64_t i = 0; i < n; i++)
-					s[i] = elem(p, i);
-				H[p].send = (uint8_t *)s;
+				H[p].send = host_vector(p, n);
 				cr_assert(plan_tiny_ok(PROTO_COLL_ALLREDUCE, 8, m, n));
 				cr_assert_eq(plan_tiny(&H[p].op, p, m, H[p].send, H[p].send, n), 0);
 				cr_assert_eq(H[p].op.fold_n, m);
@@ -298,11 +302,7 @@ Test(plan, tiny_log)
 				steps++;
 			hosts_init(H, m, 1);
 			for (int p = 0; p < m; p++) {
-				int64_t *s = calloc(n + 1, 8);
-
-				for (uint64_t i = 0; i < n; i++)
-					s[i] = elem(p, i);
-				H[p].send = (uint8_t *)s;
+				H[p].send = host_vector(p, n);
 				cr_assert_eq(plan_tiny_log(&H[p].op, p, m, H[p].send, H[p].send, n),
 					     0);
 				cr_assert_eq(H[p].op.ntx, steps);
