@@ -494,6 +494,8 @@ void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 /* exec.c: the executor, which runs a collective's plan (op_ring) */
 /* Sends what is ready of op's plan, as credit and output room allow. */
 void exec_tx(struct ringd *rd, struct op *op);
+/* Whether op's plan sends to or receives from the host at position q. */
+bool exec_involves(struct op *op, int q);
 /* Every step of op's plan is done: the result, and op's end. */
 void exec_check_done(struct ringd *rd, struct op *op);
 /* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was

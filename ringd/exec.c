@@ -246,6 +246,21 @@ publish_progress(struct op *op, uint64_t done)
 	__atomic_store_n(&ctl->done_bytes, done, __ATOMIC_RELEASE);
 }
 
+bool
+exec_involves(struct op *op, int q)
+{
+	const struct plan *pl = &op_ring(op)->plan;
+	int i;
+
+	for (i = 0; i < pl->nhdr_to; i++)
+		if (pl->hdr_to[i] == q)
+			return true;
+	for (i = 0; i < pl->nhdr_from; i++)
+		if (pl->hdr_from[i] == q)
+			return true;
+	return false;
+}
+
 /* The index in plan.hdr_from of position q, if q's header is expected there
  * and has come (got) or not (!got); -1 if not. */
 static int

@@ -152,6 +152,26 @@ fail_link_down(struct ringd *rd, struct link *l, const char *why)
 	}
 }
 
+/* A direct link failed: what was on its way over it is lost, so every
+ * collective that sends to or receives from its host fails now (and every rank
+ * hears of it) instead of waiting out its bound.  The ring is not broken. */
+void
+fail_direct_down(struct ringd *rd, struct link *l, const char *why)
+{
+	struct job *j;
+
+	JOBS_FOREACH(j, rd) {
+		struct op *op = coll_active(j);
+		int q = job_host_pos(j, l->peer);
+
+		if (op == NULL || !op_started(op) || op_finished(op) || q < 0 ||
+		    !exec_involves(op, q))
+			continue;
+		op_finish(rd, op, RING_EPEER, "%s: the direct link to host %d failed: %s",
+			  proto_coll_name(op_fp(op)->coll), l->peer, why);
+	}
+}
+
 /* Another host reports a break (an ABORT of job 0 going round). */
 int
 fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,

@@ -184,6 +184,9 @@ link_fail(struct link *l, const char *why)
 	else if (l->handshake_acceptor && l->fd >= 0)
 		log_warn("dropped an incoming peer connection: %s", why);
 	l->errors++;
+	/* what was on its way over it is lost: the operations it carried fail */
+	if (l->dir == LINK_DIRECT && l->state == LINK_UP && rd->link_ev->direct_down != NULL)
+		rd->link_ev->direct_down(l, why);
 	link_close(l, why);
 	if (l->dir == LINK_DIRECT && !l->handshake_acceptor) {
 		/* a direct link is not retried: the next use opens a new one */

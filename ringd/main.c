@@ -41,6 +41,7 @@ static const struct ring_events engine_events = {
 	.frame = engine_frame,
 	.place = engine_place,
 	.link_down = fail_link_down,
+	.direct_down = fail_direct_down,
 	.ready = fail_ring_ready,
 	.room = exec_pump,
 };

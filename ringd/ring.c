@@ -264,6 +264,12 @@ ring_link_down(struct link *l, const char *why)
 }
 
 static void
+ring_direct_down(struct link *l, const char *why)
+{
+	l->rd->ring_ev->direct_down(l->rd, l, why);
+}
+
+static void
 ring_link_room(struct ringd *rd)
 {
 	rd->ring_ev->room(rd);
@@ -274,6 +280,7 @@ static const struct link_events ring_link_events = {
 	.place = ring_link_place,
 	.changed = ring_link_changed,
 	.down = ring_link_down,
+	.direct_down = ring_direct_down,
 	.room = ring_link_room,
 };
 

@@ -120,6 +120,8 @@ struct link_events {
 			  const void **owner);
 	void (*changed)(struct link *l);	/* a neighbour link's state changed */
 	void (*down)(struct link *l, const char *why);	/* one that was up went down */
+	void (*direct_down)(struct link *l, const char *why);	/* a direct one that was
+								 * up failed */
 	void (*room)(struct ringd *rd);		/* output room, or a link came up */
 };
 
@@ -131,6 +133,7 @@ struct ring_events {
 	uint8_t *(*place)(struct ringd *rd, struct link *l, const struct proto_frame *f,
 			  struct arena **arena, const void **owner);	/* as link_events */
 	void (*link_down)(struct ringd *rd, struct link *l, const char *why);
+	void (*direct_down)(struct ringd *rd, struct link *l, const char *why);
 	void (*ready)(struct ringd *rd);	/* the ring is whole (again) */
 	void (*room)(struct ringd *rd);		/* output room: send what waits */
 };
@@ -347,6 +350,7 @@ void exec_pump(struct ringd *rd);
 /* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */
 void fail_link_down(struct ringd *rd, struct link *l, const char *why);
+void fail_direct_down(struct ringd *rd, struct link *l, const char *why);
 /* The ring is whole (again). */
 void fail_ring_ready(struct ringd *rd);
 /* ABORT frames: of job 0 (a host lost a link), of an op (seq), a timeout probe. */

@@ -10,8 +10,9 @@
  * error naming the limit, and the daemon goes on; the same over TLS with a
  * cluster secret; a direct connection cut under a running job (ss -K) goes
  * down on both ends while the job's all-reduces all succeed in the same
- * epoch; a killed peer's direct link goes down at once; and a job's
- * collectives take the direct link to a host of theirs that is no neighbour.
+ * epoch; a killed peer's direct link goes down at once; a job's
+ * collectives take the direct link to a host of theirs that is no neighbour,
+ * and one cut under them fails only what was in flight over it, at once.
  */
 #include <criterion/criterion.h>
 
@@ -501,4 +502,56 @@ Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 	/* 300 steps to host 2 of 8 floats each, frame headers besides */
 	cr_assert(direct_tx(0, 2) - before >= 300 * 32, "daemon 0 sent %lld more bytes to host 2",
 		  (long long)(direct_tx(0, 2) - before));
+}
+
+/* Small all-reduces for a while, each checked; one may fail, fast and with
+ * RING_EPEER naming the direct link it lost, never by timing out. */
+static int
+allreduce_through_a_cut(ring_comm *comm, int rank, int size, void *arg)
+{
+	float *buf = ring_alloc(comm, 8 * sizeof(float)), want = (float)(size * (size + 1) / 2);
+	int failed = 0;
+
+	(void)arg;
+	IT_CHECK(buf != NULL, "out of memory");
+	for (int k = 0; k < 6000; k++) {
+		int rc;
+
+		for (int i = 0; i < 8; i++)
+			buf[i] = (float)(rank + 1);
+		rc = ring_allreduce(comm, buf, buf, 8, RING_FLOAT32, RING_SUM);
+		if (rc != 0) {
+			IT_CHECK(rc == RING_EPEER && strstr(ring_last_error(comm), "direct link"),
+				 "all-reduce %d: %s: %s", k, ring_strerror(rc),
+				 ring_last_error(comm));
+			failed++;
+			continue;
+		}
+		for (int i = 0; i < 8; i++)
+			IT_CHECK(buf[i] == want, "all-reduce %d: %g, not %g", k, (double)buf[i],
+				 (double)want);
+	}
+	IT_CHECK(failed <= 2, "%d all-reduces failed for one cut", failed);
+	ring_free(comm, buf);
+	return 0;
+}
+
+/* The direct link a job's small all-reduces use is cut (ss -K): an operation
+ * in flight over it fails at once on every rank with RING_EPEER naming it
+ * (none waits out its bound), the others succeed, and the job goes on, round
+ * the ring, then over a new direct link. */
+Test(direct, cut_under_its_collectives, .fini = teardown, .timeout = 180)
+{
+	struct cluster_job job;
+
+	start(4, NULL);
+	cr_assert_eq(cluster_spawn(&cluster, 4, allreduce_through_a_cut, NULL, &job), 0);
+	for (int i = 0; i < 100 && direct_tx(0, 2) <= 0; i++)
+		usleep(20 * 1000);
+	cr_assert(direct_tx(0, 2) > 0, "the job opened no direct link from host 0 to host 2");
+	if (cut(0, 2) != 0)
+		cr_skip_test("ss -K cannot destroy sockets here");
+	cr_assert(!cluster_job_done(&job, 0), "the job ended before the cut: make it longer");
+	cr_assert_eq(cluster_wait(&job), 0, "the job failed otherwise than by the cut");
+	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0, "the ring is not whole");
 }

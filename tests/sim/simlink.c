@@ -388,6 +388,7 @@ static const struct ring_events sim_engine_events = {
 	.frame = engine_frame,
 	.place = engine_place,
 	.link_down = fail_link_down,
+	.direct_down = fail_direct_down,
 	.ready = fail_ring_ready,
 	.room = exec_pump,
 };
