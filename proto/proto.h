@@ -236,6 +236,9 @@ struct proto_peer_hello {
 /* HELLO: a direct link to the acceptor, not the ring's (without it the sender
  * is the acceptor's previous host; older daemons never set it) */
 #define PROTO_HELLO_F_DIRECT	0x2u
+/* the sender's small all-reduces take log2 n steps (latency_doubling): every
+ * host of a ring must agree, or their plans would not meet */
+#define PROTO_HELLO_F_DOUBLING	0x4u
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 

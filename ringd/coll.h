@@ -415,6 +415,10 @@ bool flow_stash_empty(const struct job *j, int from);
 /* Whether f must wait behind its sender's stash: it may hold f's operation's. */
 bool flow_stash_holds(const struct job *j, const struct proto_frame *f);
 bool flow_stashes_empty(const struct job *j);
+/* A frame from host from came over a direct link (this formation); whether
+ * one has. */
+void flow_came_direct(struct job *j, int from);
+bool flow_uses_direct(const struct job *j, int from);
 /* The ring broke under the job: the stashes go, counted as consumed. */
 void flow_break(struct job *j);
 struct flow_counts {			/* summed over the streams, for the simulation */
@@ -494,8 +498,8 @@ void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 /* exec.c: the executor, which runs a collective's plan (op_ring) */
 /* Sends what is ready of op's plan, as credit and output room allow. */
 void exec_tx(struct ringd *rd, struct op *op);
-/* Whether op's plan sends to or receives from the host at position q. */
-bool exec_involves(struct op *op, int q);
+/* Whether op sends over link l. */
+bool exec_sends_over(struct op *op, const struct link *l);
 /* Every step of op's plan is done: the result, and op's end. */
 void exec_check_done(struct ringd *rd, struct op *op);
 /* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was

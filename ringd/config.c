@@ -85,6 +85,7 @@ const struct key_def config_keys[] = {
 	  LIVE("new direct links") },
 	{ "direct_idle_ms",	K_U32,		F(direct_idle_ms),	10, 86400000,
 	  LIVE("direct links, at their next tick") },
+	{ "latency_doubling",	K_BOOL,		F(latency_doubling),	0, 0,		RESTART },
 	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
 	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },
 	{ "max_clients",	K_INT,		F(max_clients),		1, 65536,

@@ -247,16 +247,13 @@ publish_progress(struct op *op, uint64_t done)
 }
 
 bool
-exec_involves(struct op *op, int q)
+exec_sends_over(struct op *op, const struct link *l)
 {
-	const struct plan *pl = &op_ring(op)->plan;
+	const struct op_ring *ring = op_ring(op);
 	int i;
 
-	for (i = 0; i < pl->nhdr_to; i++)
-		if (pl->hdr_to[i] == q)
-			return true;
-	for (i = 0; i < pl->nhdr_from; i++)
-		if (pl->hdr_from[i] == q)
+	for (i = 0; ring->via != NULL && i < ring->plan.nhdr_to; i++)
+		if (ring->via[i] == l)
 			return true;
 	return false;
 }
@@ -466,6 +463,8 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 		snprintf(why, sizeof(why), "host %d has no rank in it", src);
 		return flow_drop(j, f, why);
 	}
+	if (l->dir == LINK_DIRECT)
+		flow_came_direct(j, src);
 	if (flow_stash_holds(j, f) && pl != NULL)
 		r = EXEC_RX_STASH;
 	else

@@ -152,23 +152,34 @@ fail_link_down(struct ringd *rd, struct link *l, const char *why)
 	}
 }
 
-/* A direct link failed: what was on its way over it is lost, so every
- * collective that sends to or receives from its host fails now (and every rank
- * hears of it) instead of waiting out its bound.  The ring is not broken. */
+/* A direct link failed: what was on its way over it is lost, also frames of
+ * collectives not started here yet, so every collective of a job that used it
+ * (sent over it, or took its host's frames from it) fails now with the reason
+ * (and every rank hears of it) instead of waiting out its bound.  The ring is
+ * not broken: the job goes on with the next; a job that did not use it sees
+ * nothing. */
 void
 fail_direct_down(struct ringd *rd, struct link *l, const char *why)
 {
 	struct job *j;
+	char fp[160];
 
 	JOBS_FOREACH(j, rd) {
-		struct op *op = coll_active(j);
-		int q = job_host_pos(j, l->peer);
+		struct op *op;
 
-		if (op == NULL || !op_started(op) || op_finished(op) || q < 0 ||
-		    !exec_involves(op, q))
+		op = coll_active(j);
+		if (job_host_pos(j, l->peer) < 0 ||
+		    (!flow_uses_direct(j, l->peer) && (op == NULL || !exec_sends_over(op, l))))
 			continue;
-		op_finish(rd, op, RING_EPEER, "%s: the direct link to host %d failed: %s",
-			  proto_coll_name(op_fp(op)->coll), l->peer, why);
+		for (;;) {	/* failing one may end it: look again from the first */
+			for (op = coll_first(j); op != NULL; op = op_next(op))
+				if (!op_finished(op))
+					break;
+			if (op == NULL)
+				break;
+			op_finish(rd, op, RING_EPEER, "%s: the direct link to host %d failed: %s",
+				  proto_fp_format(op_fp(op), fp, sizeof(fp)), l->peer, why);
+		}
 	}
 }
 

@@ -41,6 +41,8 @@ struct stream {
 	 * makes it "any": lo 0, hi max) */
 	uint32_t stash_gen;
 	uint64_t stash_lo, stash_hi;
+	bool direct_rx;			/* its frames of this formation came over a
+					 * direct link */
 };
 
 /* The job's part JOB_PART_FLOW: a stream per host of the ring. */
@@ -194,6 +196,23 @@ stash_note(struct stream *s, const struct proto_frame *f, bool first)
 	}
 }
 
+void
+flow_came_direct(struct job *j, int from)
+{
+	struct stream *s = st_of(j, from);
+
+	if (s != NULL)
+		s->direct_rx = true;
+}
+
+bool
+flow_uses_direct(const struct job *j, int from)
+{
+	const struct stream *s = st_of(j, from);
+
+	return s != NULL && s->direct_rx;
+}
+
 bool
 flow_stashes_empty(const struct job *j)
 {
@@ -259,6 +278,7 @@ flow_reset(struct ringd *rd, struct job *j)
 		struct stream *s = &fl->st[h];
 
 		stream_reset(s);
+		s->direct_rx = false;
 		if (job_ready(j) && s->early_credit_gen == job_gen(j) &&
 		    s->early_credit > s->tx_limit)
 			s->tx_limit = s->early_credit;
@@ -455,62 +475,47 @@ flow_keep(struct job *j, uint32_t gen, bool later)
 }
 
 /* Runs one stash through the job's operations, each operation's frames in
- * arrival order: a frame its operation cannot take yet stays, and so do the
- * frames of that operation after it, while those of others behind it may go
- * (they may have come by a faster path).  Whether one was taken. */
+ * arrival order, as far as they take them.  Operations run in sequence, so
+ * only the stash's earliest one (stash_lo) can take a frame; when a later
+ * one's frames are ahead of it (they came by a faster path), they stay where
+ * they are and the earliest's are looked for behind them.  Whether one was
+ * taken. */
 static bool
 stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 {
+	uint32_t gen = s->stash_gen;
+	uint64_t lo = s->stash_lo;
 	struct evbuffer *keep = NULL;
 	struct proto_frame f;
-	uint32_t *kgen = NULL;
-	uint64_t *kseq = NULL;
-	int nk = 0, capk = 0, i, r;
-	bool took = false, stop = false;
+	bool took = false;
 
 	while (stash_front(s, &f)) {
+		bool earliest = f.gen == gen && f.seq == lo;
 		const uint8_t *pl;
+		int r = RX_BLOCKED;
 
-		for (i = 0; i < nk && !(kgen[i] == f.gen && kseq[i] == f.seq); i++)
-			;
-		r = RX_BLOCKED;
-		if (!stop && i == nk && (pl = stash_payload(s, &f)) != NULL)
-			r = rd->eng->rx_frame(rd, j, &f, pl);
-		if (r == RX_DONE) {
-			stash_drop_first(s, &f);
-			took = true;
-			continue;
-		}
-		if (r != EXEC_RX_STASH)
-			stop = true;	/* blocked, or out of memory: the rest waits */
-		if (keep == NULL && (keep = evbuffer_new()) == NULL)
-			break;
-		if (i == nk && nk == capk) {
-			int c = capk ? 2 * capk : 8;
-			uint32_t *g = realloc(kgen, (size_t)c * sizeof(*g));
-			uint64_t *q = g != NULL ? realloc(kseq, (size_t)c * sizeof(*q)) : NULL;
-
-			if (g != NULL)
-				kgen = g;
-			if (q == NULL)
+		if (keep == NULL || earliest) {
+			if ((pl = stash_payload(s, &f)) != NULL)
+				r = rd->eng->rx_frame(rd, j, &f, pl);
+			if (r == RX_DONE) {
+				stash_drop_first(s, &f);
+				took = true;
+				continue;
+			}
+			/* not taken: nor is what follows of the same operation */
+			if (r != EXEC_RX_STASH || earliest || keep != NULL)
 				break;
-			kseq = q;
-			capk = c;
-		}
-		if (i == nk) {
-			kgen[nk] = f.gen;
-			kseq[nk++] = f.seq;
+			if ((keep = evbuffer_new()) == NULL)
+				break;
 		}
 		evbuffer_remove_buffer(s->stash, keep, stash_entry(f.length));
 	}
 	if (keep != NULL) {
-		/* what was kept goes first again, in its order */
+		/* what was passed over goes first again, in its order */
 		evbuffer_prepend_buffer(s->stash, keep);
 		evbuffer_free(keep);
 	}
-	free(kgen);
-	free(kseq);
-	if (stash_len(s) > 0)
+	if (took && stash_len(s) > 0)
 		stash_recount(s);
 	return took;
 }

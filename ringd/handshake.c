@@ -48,6 +48,8 @@ hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *ma
 	h->from_rank = (uint32_t)rd->rank;
 	h->to_rank = (uint32_t)to;
 	h->flags = auth_have_secret() ? PROTO_HELLO_F_SECRET : 0;
+	if (rd->cfg.latency_doubling)
+		h->flags |= PROTO_HELLO_F_DOUBLING;
 	if (l->dir == LINK_DIRECT || l->hs.direct)
 		h->flags |= PROTO_HELLO_F_DIRECT;
 	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
@@ -137,6 +139,12 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	else if (!(h->flags & PROTO_HELLO_F_SECRET) && auth_have_secret())
 		snprintf(why, len, "host %u has no cluster secret (secret_file) and this ring "
 			 "requires one", h->from_rank);
+	else if (!(h->flags & PROTO_HELLO_F_DOUBLING) != !rd->cfg.latency_doubling)
+		snprintf(why, len,
+			 "latency_doubling differs: %s on host %u, %s here (it must "
+			 "be the same on every host)",
+			 h->flags & PROTO_HELLO_F_DOUBLING ? "yes" : "no", h->from_rank,
+			 rd->cfg.latency_doubling ? "yes" : "no");
 	else
 		return 0;
 	return -1;

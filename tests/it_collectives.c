@@ -1051,6 +1051,25 @@ Test(collectives, job_usable_after_a_failed_run, .fini = teardown, .timeout = 12
 	run(3, mixed_small, NULL, "the next run of the same job after a failed one");
 }
 
+/* latency_doubling: small all-reduces and barriers gather in log2 n steps;
+ * every dtype and op, and the mixed calls, on odd and even host counts. */
+ParameterizedTestParameters(collectives, latency_doubling)
+{
+	static int worlds[] = { 3, 5, 8 };
+
+	return cr_make_param_array(int, worlds, sizeof(worlds) / sizeof(worlds[0]));
+}
+
+ParameterizedTest(int *world, collectives, latency_doubling, .fini = teardown, .timeout = 240)
+{
+	struct matrix_args a = { all_dtypes, N_DTYPES };
+
+	start(*world, SEGMENT_ARGS " --latency-doubling yes");
+	if (*world < 8)
+		run(*world, allreduce_matrix, &a, "allreduce over every dtype and op, doubling");
+	run(*world, mixed_small, NULL, "mixed small collectives, doubling");
+}
+
 /* poll_us on the daemons and RING_POLL_US in the clients: the busy-poll
  * windows change when things are read, never what: the same results, one and
  * two clients per daemon. */

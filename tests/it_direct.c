@@ -479,8 +479,9 @@ direct_tx(int d, int peer)
 
 /* A job's collectives take the direct link to a host of theirs that is no
  * neighbour: a job on hosts 0 and 2 of 4 (its ring: each the other's next),
- * and a job on all 4 whose small all-reduces send to the host two on; every
- * result is checked, and the direct link carries the data. */
+ * and a job on all 4 whose small all-reduces (latency_doubling) send to the
+ * host two on; every result is checked, and the direct link carries the
+ * data. */
 Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 {
 	struct cluster_proc procs[2] = {
@@ -489,7 +490,7 @@ Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 	};
 	int64_t before;
 
-	start(4, NULL);
+	start(4, "--latency-doubling yes");
 	cr_assert_eq(cluster_run_procs(&cluster, procs, 2, allreduce_n, (void *)(uintptr_t)16384),
 		     0, "the job on hosts 0 and 2 failed");
 	before = direct_tx(0, 2);
@@ -544,7 +545,7 @@ Test(direct, cut_under_its_collectives, .fini = teardown, .timeout = 180)
 {
 	struct cluster_job job;
 
-	start(4, NULL);
+	start(4, "--latency-doubling yes");
 	cr_assert_eq(cluster_spawn(&cluster, 4, allreduce_through_a_cut, NULL, &job), 0);
 	for (int i = 0; i < 100 && direct_tx(0, 2) <= 0; i++)
 		usleep(20 * 1000);

@@ -200,6 +200,8 @@ Test(config, every_key)
 	set_ok(&c, "tls_ca", "/etc/ringd/ca.crt");
 	set_ok(&c, "secret_file", "/etc/ringd/secret");
 	set_ok(&c, "insecure", "on");
+	cr_assert(!c.latency_doubling);	/* the ring's path unless asked */
+	set_ok(&c, "latency_doubling", "yes");
 	set_ok(&c, "allow_users", "alice, bob,1000");
 	set_ok(&c, "allow_groups", "train");
 	set_ok(&c, "metrics_listen", "[::1]:9100");
@@ -232,6 +234,7 @@ Test(config, every_key)
 	cr_assert_str_eq(c.tls_ca, "/etc/ringd/ca.crt");
 	cr_assert_str_eq(c.secret_file, "/etc/ringd/secret");
 	cr_assert(c.insecure);
+	cr_assert(c.latency_doubling);
 	cr_assert_eq(c.n_allow_users, 3);
 	cr_assert_str_eq(c.allow_users[0], "alice");
 	cr_assert_str_eq(c.allow_users[1], "bob");
@@ -720,7 +723,7 @@ Test(config, reload_classes)
 		config_set(&c, name, "\x01", err, sizeof(err));
 		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
 	}
-	cr_assert_eq(i, 35, "%d keys in the table", i);
+	cr_assert_eq(i, 36, "%d keys in the table", i);
 	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
 	cr_assert_null(config_key_at(-1, &live));
 }
