@@ -89,23 +89,25 @@ WorkRing::getFuture()
 /* No timeout: wait for our own requests (not for older works).  A timeout,
  * a receive (the matcher gives it its requests), a work with a bound of its
  * own or a coalesced whole: the progress threads complete the work (or an
- * abort fails it); wait for that. */
+ * abort fails it); wait for that.  Either way the answer is read only once
+ * the work is completed: complete() returns at once when another thread is
+ * finalizing the work, and that thread records the failure (finish) only
+ * after it has let go of finish_mu_. */
 bool
 WorkRing::wait(std::chrono::milliseconds timeout)
 {
-	if (timeout == kNoTimeout && !p2p() && !whole_ && !has_deadline_) {
+	if (timeout == kNoTimeout && !p2p() && !whole_ && !has_deadline_)
 		complete();
-	} else if (timeout == kNoTimeout) {
-		std::unique_lock<std::mutex> lock(mutex_);
+	std::unique_lock<std::mutex> lock(mutex_);
+	if (timeout == kNoTimeout) {
+		/* after complete(), bounded: the finalizing thread is past
+		 * every wait and the result copies, with finish() left */
 		cv_.wait(lock, [this] { return completed_; });
-	} else {
-		std::unique_lock<std::mutex> lock(mutex_);
-		if (!cv_.wait_for(lock, timeout, [this] { return completed_; }))
-			throw std::runtime_error(std::string("ring: ") + name_ +
-						 " did not complete within " +
-						 std::to_string(timeout.count()) + " ms");
+	} else if (!cv_.wait_for(lock, timeout, [this] { return completed_; })) {
+		throw std::runtime_error(std::string("ring: ") + name_ +
+					 " did not complete within " +
+					 std::to_string(timeout.count()) + " ms");
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
 	if (exception_)
 		std::rethrow_exception(exception_);
 	return true;

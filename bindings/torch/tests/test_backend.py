@@ -258,3 +258,20 @@ def test_abort(ring2, tmp_path):
         m = re.search(rf"ABORT {what} released after ([0-9.]+)s: .*aborted", outs[0])
         assert m and float(m.group(1)) < 1.5, report(rcs, outs)
     assert "ABORT later call raised" in outs[0] and "ABORT ok" in outs[0], report(rcs, outs)
+
+
+def test_mismatches_all_raise(ring2, tmp_path):
+    """Every all-reduce whose ranks gave different sizes raises on every rank,
+    one rank on each daemon: 4000 of them in a row, and the group still
+    all-reduces right after.  Failures used to be lost (1 to 18 of every
+    8000 here, the walk's mismatch flake) when the progress thread
+    finalized the work as wait() looked: wait() returned before the error
+    was recorded."""
+    n = 4000
+    cmds = [worker_cmd("mismatches", r, 2, f"file://{tmp_path}/store", "--cycles", str(n))
+            for r in range(2)]
+    envs = [clean_env(RING_SOCKET=ring2.sockets[r], RING_TIMEOUT_MS=20000) for r in range(2)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 120)
+    assert not timed_out and rcs == [0, 0], report(rcs, outs)
+    for r in range(2):
+        assert f"MISMATCHES 0 of {n} did not raise" in outs[r], report(rcs, outs)

@@ -6,7 +6,8 @@ usage: worker.py SCENARIO --rank R --world N --init URL [--cycles C] [--timeout 
 
 Scenarios: walk (every section below, in order), churn, killed, single,
 lastref (groups freed by their own futures' callbacks), powersgd (DDP with one
-of torch's PowerSGD hooks, on "ring" or gloo), abort.  Each section prints
+of torch's PowerSGD hooks, on "ring" or gloo), abort, mismatches (many
+all-reduces of different sizes, each of which must raise).  Each section prints
 "SECTION <name> ok" or "SECTION <name> FAIL <reason>" and the walk goes on to
 the next, so one run reports on every part of the API.  The values are chosen
 so that every rank can compute every other rank's contribution, and every
@@ -764,6 +765,28 @@ def abort(args):
     os._exit(0)
 
 
+def mismatches(args):
+    """--cycles all-reduces of 4 elements on rank 0 and 5 on the others, each
+    of which must raise on every rank, then one right all-reduce: the group
+    is still usable.  A failure's answer reaches wait() only once the work is
+    complete, whichever of wait() and the progress thread finalized it."""
+    init(args)
+    quiet = 0
+    for _ in range(args.cycles):
+        t = torch.zeros(4 if R == 0 else 5)
+        try:
+            dist.all_reduce(t)
+            quiet += 1
+        except RuntimeError as e:
+            if "different collectives" not in str(e):
+                raise
+    t = torch.full((3,), float(R))
+    dist.all_reduce(t)
+    same(t, torch.full((3,), float(sum(range(N)))), "the all-reduce after the mismatches")
+    print(f"MISMATCHES {quiet} of {args.cycles} did not raise", flush=True)
+    dist.destroy_process_group()
+
+
 def single(args):
     """A group of one: with no daemon anywhere, libring runs it alone."""
     init(args)
@@ -869,7 +892,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort"])
+                            "abort", "mismatches"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -883,7 +906,8 @@ def main():
     R, N = args.rank, args.world
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
-     "powersgd": powersgd, "lastref": lastref, "abort": abort}[args.scenario](args)
+     "powersgd": powersgd, "lastref": lastref, "abort": abort,
+     "mismatches": mismatches}[args.scenario](args)
 
 
 if __name__ == "__main__":
