@@ -392,7 +392,7 @@ void
 show_ops(json_t *doc, FILE *out)
 {
 	static const char *const rhead[4] = { "RANK", "PID", "CALLED", "ANSWERED" };
-	static const char *const ohead[5] = { "SEQ", "OPERATION", "AGE", "TOOK", "RESULT" };
+	static const char *const ohead[6] = { "SEQ", "OPERATION", "PLAN", "AGE", "TOOK", "RESULT" };
 	json_t *jobs = json_object_get(doc, "jobs"), *job;
 	size_t i, k;
 
@@ -403,7 +403,7 @@ show_ops(json_t *doc, FILE *out)
 	json_array_foreach(jobs, i, job) {
 		json_t *ranks = json_object_get(job, "ranks"), *r, *op;
 		json_t *recent = json_object_get(job, "recent");
-		struct table *t = table_new(4, rhead), *h = table_new(5, ohead);
+		struct table *t = table_new(4, rhead), *h = table_new(6, ohead);
 		char name[CELL];
 
 		fprintf(out, "%sjob %s (world %d, next #%lld)\n", i ? "\n" : "",
@@ -427,8 +427,9 @@ show_ops(json_t *doc, FILE *out)
 			int64_t ms = 0;
 
 			jint(op, "age_ms", &ms);
-			fprintf(out, "in flight: %s for %s, waiting for %s\n",
+			fprintf(out, "in flight: %s (%s) for %s, waiting for %s\n",
 				jstr(op, "fingerprint") ? jstr(op, "fingerprint") : "?",
+				jstr(op, "plan") ? jstr(op, "plan") : "not started",
 				fmt_ms((uint64_t)(ms > 0 ? ms : 0), age, sizeof(age)),
 				jstr(op, "waiting_for") ? jstr(op, "waiting_for") : "?");
 		}
@@ -436,19 +437,20 @@ show_ops(json_t *doc, FILE *out)
 			char a[CELL], b[CELL], c[CELL], d[CELL], e[2 * CELL];
 			int64_t age = 0, took = 0;
 			const char *st = jstr(r, "status"), *err = jstr(r, "error");
-			const char *cells[5];
+			const char *cells[6];
 
 			jint(r, "age_ms", &age);
 			jint(r, "duration_ms", &took);
 			cells[0] = cell_int(a, sizeof(a), r, "seq");
 			cells[1] = cell_text(b, sizeof(b), jstr(r, "fingerprint"));
-			cells[2] = fmt_ms((uint64_t)(age > 0 ? age : 0), c, sizeof(c));
-			cells[3] = fmt_ms((uint64_t)(took > 0 ? took : 0), d, sizeof(d));
+			cells[2] = jstr(r, "plan") ? jstr(r, "plan") : "-";
+			cells[3] = fmt_ms((uint64_t)(age > 0 ? age : 0), c, sizeof(c));
+			cells[4] = fmt_ms((uint64_t)(took > 0 ? took : 0), d, sizeof(d));
 			if (st != NULL && strcmp(st, "ok") != 0 && err != NULL)
 				snprintf(e, sizeof(e), "%s: %.*s", st, CELL, err);
 			else
 				snprintf(e, sizeof(e), "%s", st ? st : "?");
-			cells[4] = e;
+			cells[5] = e;
 			table_add(h, cells);
 		}
 		print_table(h, out, "no operations yet");

@@ -60,6 +60,7 @@ struct tx_step {
  * result is averaged), the executor (exec.c) runs it step by step.  Hosts are
  * named by their position among the job's member hosts. */
 struct plan {
+	const char *name;		/* the algorithm, for ringctl ops (a literal) */
 	size_t esz;			/* in: element size */
 	bool avg;			/* in: the last reduce step divides (RING_AVG) */
 	struct tx_step *tx;		/* sent steps, in order */
@@ -206,7 +207,9 @@ bool op_started(const struct op *op);
 int op_leader(const struct op *op);
 struct arena *op_arena(const struct op *op);
 struct op_ring *op_ring(struct op *op);	/* a collective's part */
-struct op_p2p *op_p2p(const struct op *op);	/* a send's or recv's (p2p.c's) */
+struct op_p2p *op_p2p(const struct op *op);
+/* How a started collective runs (its plan's name, "local" on one host). */
+const char *op_plan_name(const struct op *op);	/* a send's or recv's (p2p.c's) */
 void op_set_p2p(struct op *op, struct op_p2p *p);	/* freed with the op */
 /* Its bound: armed once, from the time the op is first; a probe grace after
  * it ran out once. */
@@ -240,6 +243,7 @@ struct op *op_next(const struct op *op);
 #define REC_MAX 16
 struct rec {
 	struct proto_fp fp;		/* what it was */
+	const char *plan;		/* how it ran (plan.name; NULL: it did not) */
 	uint64_t start_ms, dur_ms;	/* when, how long */
 	int status;			/* 0 or RING_E* */
 	char text[200];			/* why it failed */
@@ -445,8 +449,8 @@ int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
 
 /* ops.c: the flight recorder (JOB_PART_REC) and the operations' counts */
 extern const struct job_part rec_part;
-void ops_record(struct job *j, const struct proto_fp *fp, uint64_t start_ms, int status,
-		const char *text);
+void ops_record(struct job *j, const struct proto_fp *fp, const char *plan, uint64_t start_ms,
+		int status, const char *text);
 /* The recorded operations, oldest first, into out[REC_MAX]; their number. */
 int ops_recent(const struct job *j, const struct rec **out);
 int ops_nrec(const struct job *j);	/* recorded in all */

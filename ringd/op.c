@@ -232,6 +232,14 @@ op_p2p(const struct op *op)
 {
 	return op->p2p;
 }
+const char *
+op_plan_name(const struct op *op)
+{
+	if (!op->started || COLL_IS_P2P(op->fp.coll))
+		return NULL;
+	return op->ring.plan.name != NULL ? op->ring.plan.name : "local";
+}
+
 void
 op_set_seq(struct op *op, uint64_t seq)
 {
@@ -343,7 +351,8 @@ op_complete(struct ringd *rd, struct op *op)
 			rd->ops_failed++;
 		ops_count(PROTO_FP_API(&op->fp), op->status, now_ms() - op->started_ms);
 		if (coll)
-			ops_record(j, &op->fp, op->started_ms, op->status, op->text);
+			ops_record(j, &op->fp, op_plan_name(op), op->started_ms, op->status,
+				   op->text);
 	}
 	op->completing = false;
 	if (coll && op_njoined(op) < op->nc)

@@ -32,13 +32,14 @@ const struct job_part rec_part = {
 };
 
 void
-ops_record(struct job *j, const struct proto_fp *fp, uint64_t start_ms, int status,
-	   const char *text)
+ops_record(struct job *j, const struct proto_fp *fp, const char *plan, uint64_t start_ms,
+	   int status, const char *text)
 {
 	struct recorder *rc = job_part(j, JOB_PART_REC);
 	struct rec *r = &rc->rec[rc->nrec % REC_MAX];
 
 	r->fp = *fp;
+	r->plan = plan;
 	r->start_ms = start_ms;
 	r->dur_ms = now_ms() - start_ms;
 	r->status = status;

@@ -84,9 +84,9 @@ job_ops_json(struct ringd *rd, struct job *j)
 			if (!op_contrib(op, i)->in)
 				json_array_append_new(missing, json_integer(job_proc(j, i)->rank));
 		waiting_for(op, w, sizeof(w));
-		inflight = json_pack("{s:s, s:I, s:I, s:o, s:s, s:i, s:i}", "fingerprint",
-				     proto_fp_format(op_fp(op), fp, sizeof(fp)), "seq",
-				     (json_int_t)op_fp(op)->seq, "age_ms",
+		inflight = json_pack("{s:s, s:s?, s:I, s:I, s:o, s:s, s:i, s:i}", "fingerprint",
+				     proto_fp_format(op_fp(op), fp, sizeof(fp)), "plan",
+				     op_plan_name(op), "seq", (json_int_t)op_fp(op)->seq, "age_ms",
 				     (json_int_t)(now_ms() - op_started_ms(op)),
 				     "waiting_for_local", missing, "waiting_for", w, "prev_host",
 				     job_prev_host(j), "next_host", job_next_host(j));
@@ -95,13 +95,13 @@ job_ops_json(struct ringd *rd, struct job *j)
 	for (k = 0; k < n; k++) {
 		const struct rec *r = rec[k];
 
-		json_array_append_new(recent,
-				      json_pack("{s:s, s:I, s:I, s:I, s:s, s:s}", "fingerprint",
-						proto_fp_format(&r->fp, fp, sizeof(fp)), "seq",
-						(json_int_t)r->fp.seq, "age_ms",
-						(json_int_t)(now_ms() - r->start_ms), "duration_ms",
-						(json_int_t)r->dur_ms, "status",
-						err_name(r->status), "error", r->text));
+		json_array_append_new(
+		    recent,
+		    json_pack("{s:s, s:s?, s:I, s:I, s:I, s:s, s:s}", "fingerprint",
+			      proto_fp_format(&r->fp, fp, sizeof(fp)), "plan", r->plan, "seq",
+			      (json_int_t)r->fp.seq, "age_ms", (json_int_t)(now_ms() - r->start_ms),
+			      "duration_ms", (json_int_t)r->dur_ms, "status", err_name(r->status),
+			      "error", r->text));
 	}
 	(void)rd;
 	return json_pack("{s:s, s:I, s:i, s:b, s:I, s:I, s:o, s:o, s:o}", "name", job_name(j), "id",

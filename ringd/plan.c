@@ -147,6 +147,7 @@ plan_allreduce(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint
 	uint64_t st, len;
 	int s;
 
+	pl->name = "ring";
 	if (plan_alloc(pl, p, m, 2 * m - 2, 2 * m - 2) != 0)
 		return -1;
 	pl->final_from = m - 2;
@@ -201,6 +202,7 @@ plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uin
 	uint64_t bytes = count * pl->esz;
 	int s;
 
+	pl->name = "ring gather";
 	pl->fold_n = m;
 	pl->fold_count = count;
 	pl->fold_dst = recv;
@@ -240,6 +242,7 @@ plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv,
 	uint64_t bytes = count * pl->esz;
 	int steps = 0, k, d;
 
+	pl->name = "doubling gather";
 	for (d = 1; d < m; d <<= 1)
 		steps++;
 	if (plan_alloc_peers(pl, steps, steps, steps, steps) != 0 ||
@@ -276,6 +279,7 @@ plan_allgather(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint6
 	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
+	pl->name = "ring";
 	if (plan_alloc(pl, p, m, m - 1, m - 1) != 0)
 		return -1;
 	tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
@@ -302,6 +306,7 @@ plan_reduce_scatter(struct plan *pl, const struct plan_hosts *j, uint8_t *send, 
 	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
 	int p = j->pos, m = j->nhosts, s, q;
 
+	pl->name = "ring";
 	if (plan_alloc(pl, p, m, m - 1, m - 1) != 0)
 		return -1;
 	q = mod(p - 1, m);
@@ -331,6 +336,7 @@ plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64
 	int m = j->nhosts, q, d;
 	uint64_t bytes = count * pl->esz;
 
+	pl->name = "chain";
 	for (q = 0; q < m; q++)
 		if (j->hosts[q] == root_host)
 			break;

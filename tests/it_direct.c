@@ -477,6 +477,22 @@ direct_tx(int d, int peer)
 	return b;
 }
 
+/* Whether daemon d's `ringctl ops` records an operation that ran as plan. */
+static bool
+recorded_plan(int d, const char *plan)
+{
+	int rc;
+	json_t *doc = ctl_json(d, &rc, "ops", NULL, NULL, NULL, NULL), *job, *r;
+	size_t i, k;
+	bool found = false;
+
+	json_array_foreach(json_object_get(doc, "jobs"), i, job)
+		json_array_foreach(json_object_get(job, "recent"), k, r)
+			found |= strcmp(jstr(r, "plan"), plan) == 0;
+	json_decref(doc);
+	return found;
+}
+
 /* A job's collectives take the direct link to a host of theirs that is no
  * neighbour: a job on hosts 0 and 2 of 4 (its ring: each the other's next),
  * and a job on all 4 whose small all-reduces (latency_doubling) send to the
@@ -500,6 +516,9 @@ Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 		  (long long)direct_tx(2, 0));
 	cr_assert_eq(cluster_run(&cluster, 4, allreduce_n, (void *)(uintptr_t)8), 0,
 		     "the job on all 4 failed");
+	/* the flight recorder says how they ran */
+	cr_assert(recorded_plan(0, "ring gather"), "ringctl ops: no 'ring gather' on host 0");
+	cr_assert(recorded_plan(0, "doubling gather"), "ringctl ops: no 'doubling gather'");
 	/* 300 steps to host 2 of 8 floats each, frame headers besides */
 	cr_assert(direct_tx(0, 2) - before >= 300 * 32, "daemon 0 sent %lld more bytes to host 2",
 		  (long long)(direct_tx(0, 2) - before));
