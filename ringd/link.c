@@ -142,6 +142,20 @@ link_state_name(enum link_state s)
 }
 
 /* Closes the connection; the struct stays (next is reused, prev replaced). */
+/* What the peer sent that nobody read is read and dropped before the close,
+ * up to a bound: closing a socket with unread input sends a reset, and the
+ * peer's kernel then throws away what this end wrote last (a TLS alert, a
+ * REJECT) before the peer could read why it was refused. */
+static void
+link_drain_input(int fd)
+{
+	static uint8_t sink[16384];
+	int k;
+
+	for (k = 0; k < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; k++)
+		;
+}
+
 void
 link_close(struct link *l, const char *why)
 {
@@ -157,6 +171,7 @@ link_close(struct link *l, const char *why)
 		event_free(l->rev);
 		event_free(l->wev);
 		l->rev = l->wev = NULL;
+		link_drain_input(l->fd);
 		close(l->fd);
 		l->fd = -1;
 	}
