@@ -91,6 +91,36 @@ fail_op_timeout(void *arg)
 	op_timeout_final(rd, op, NULL);
 }
 
+/* Fails every collective of j not finished yet with RING_EPEER, "FP: " and
+ * the reason; from_wire: every host fails them by itself (no abort goes
+ * round).  Failing one may end it and start no other: each time the first
+ * unfinished one is looked for again. */
+static void fail_colls(struct ringd *rd, struct job *j, bool from_wire, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+fail_colls(struct ringd *rd, struct job *j, bool from_wire, const char *fmt, ...)
+{
+	char why[PROTO_TEXT_MAX + 1], fp[160];
+	struct op *op;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	for (;;) {
+		for (op = coll_first(j); op != NULL; op = op_next(op))
+			if (!op_finished(op))
+				break;
+		if (op == NULL)
+			break;
+		if (from_wire)
+			op_set_from_wire(op);
+		op_finish(rd, op, RING_EPEER, "%s: %s", proto_fp_format(op_fp(op), fp, sizeof(fp)),
+			  why);
+	}
+}
+
 /* The ring lost a link (here, or a host reports it): every operation in flight
  * fails at once with the reason, and every job must form again; the JOINs go out
  * anew once the ring is whole (fail_ring_ready). */
@@ -98,27 +128,14 @@ static void
 ring_broken(struct ringd *rd, const char *why)
 {
 	struct job *j;
-	char fp[160];
 
 	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
 	rd->whole = false;
 	ring_update_state(rd);
 	JOBS_FOREACH(j, rd) {
-		struct op *op;
-
 		job_stop(j);	/* nothing starts on a broken ring */
-		/* failing one may end it and start no other: look again from the
-		 * first each time */
-		for (;;) {
-			for (op = coll_first(j); op != NULL; op = op_next(op))
-				if (!op_finished(op))
-					break;
-			if (op == NULL)
-				break;
-			op_set_from_wire(op);	/* every host hears of it by itself */
-			op_finish(rd, op, RING_EPEER, "%s: %s",
-				  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
-		}
+		/* every host hears of it by itself */
+		fail_colls(rd, j, true, "%s", why);
 		p2p_fail_all(rd, j, RING_EPEER, why);
 		job_break(rd, j);
 	}
@@ -162,24 +179,14 @@ void
 fail_direct_down(struct ringd *rd, struct link *l, const char *why)
 {
 	struct job *j;
-	char fp[160];
 
 	JOBS_FOREACH(j, rd) {
-		struct op *op;
+		struct op *op = coll_active(j);
 
-		op = coll_active(j);
 		if (job_host_pos(j, l->peer) < 0 ||
 		    (!flow_uses_direct(j, l->peer) && (op == NULL || !exec_sends_over(op, l))))
 			continue;
-		for (;;) {	/* failing one may end it: look again from the first */
-			for (op = coll_first(j); op != NULL; op = op_next(op))
-				if (!op_finished(op))
-					break;
-			if (op == NULL)
-				break;
-			op_finish(rd, op, RING_EPEER, "%s: the direct link to host %d failed: %s",
-				  proto_fp_format(op_fp(op), fp, sizeof(fp)), l->peer, why);
-		}
+		fail_colls(rd, j, false, "the direct link to host %d failed: %s", l->peer, why);
 	}
 }
 
