@@ -167,7 +167,8 @@ struct op_ring {
 	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
 	struct link **via;		/* [plan.nhdr_to]: the link the op's frames to
 					 * each host take, fixed for the op so they
-					 * keep their order */
+					 * keep their order (&via_one for one host) */
+	struct link *via_one;
 	int hdr_rx;			/* ... received (of plan.hdr_from) */
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
@@ -434,9 +435,8 @@ void flow_counts(const struct job *j, struct flow_counts *c);
 bool flow_tx_ok(const struct job *j, int to, uint64_t bytes);
 void flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset);
 /* Grants host from more credit once a quarter of the window is used (flush: a
- * sixteenth); _all: every host it took frames from. */
+ * sixteenth). */
 void flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush);
-void flow_rx_credit_all(struct ringd *rd, struct job *j, bool flush);
 void flow_drain(struct ringd *rd, struct job *j);
 /* Keeps the stashed frames of formation gen (and, with later, of those after
  * it); drops the others. */

@@ -76,7 +76,11 @@ exec_via(struct ringd *rd, struct op *op, int i)
 	struct link *l;
 
 	if (ring->via == NULL) {
-		if ((ring->via = calloc((size_t)ring->plan.nhdr_to, sizeof(*ring->via))) == NULL) {
+		/* a ring plan's one host needs no allocation on the hot path */
+		ring->via = ring->plan.nhdr_to == 1 ?
+				&ring->via_one :
+				calloc((size_t)ring->plan.nhdr_to, sizeof(*ring->via));
+		if (ring->via == NULL) {
 			op_finish(rd, op, RING_ENOMEM, "out of memory");
 			return NULL;
 		}

@@ -348,17 +348,6 @@ flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush)
 		s->rx_granted = want;
 }
 
-void
-flow_rx_credit_all(struct ringd *rd, struct job *j, bool flush)
-{
-	struct flow *fl = fl_of(j);
-	int h;
-
-	for (h = 0; h < fl->nhosts; h++)
-		if (fl->st[h].rx_consumed > 0)
-			flow_rx_credit(rd, j, h, flush);
-}
-
 /* A stash entry: the frame's header, its payload, and zeros up to a multiple of
  * 8, so that payloads stay 8-byte aligned for the reduction kernels that read
  * them in place. */

@@ -108,7 +108,8 @@ op_free(struct op *op)
 		arena_unref(op->c[i].arena);
 	free(op->c);
 	plan_free(&op->ring.plan);
-	free(op->ring.via);
+	if (op->ring.via != &op->ring.via_one)
+		free(op->ring.via);
 	free(op->p2p);
 	free(op);
 }
@@ -385,6 +386,18 @@ op_abort_ring(struct ringd *rd, struct op *op)
 	link_send(rd->next, &f, buf);
 }
 
+/* The op is over: the hosts it received from get what it consumed credited,
+ * so a run of small ones leaves each sender its window. */
+static void
+op_credit_flush(struct ringd *rd, struct op *op)
+{
+	const struct plan *pl = &op->ring.plan;
+	int i;
+
+	for (i = 0; i < pl->nhdr_from && pl->hdr_from[i] < job_nhosts(op->job); i++)
+		flow_rx_credit(rd, op->job, job_member(op->job, pl->hdr_from[i]), true);
+}
+
 void
 op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 {
@@ -411,7 +424,7 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 			 proto_fp_format(&op->fp, fp, sizeof(fp)), op->text);
 	}
 	if (!COLL_IS_P2P(op->fp.coll)) {
-		flow_rx_credit_all(rd, op->job, true);
+		op_credit_flush(rd, op);
 		if (status != 0 && !op->from_wire)
 			op_abort_ring(rd, op);
 	}
