@@ -356,6 +356,12 @@ show_status(json_t *doc, FILE *out)
 		cell_text(state, sizeof(state), jstr(doc, "state")),
 		cell_int(epoch, sizeof(epoch), doc, "epoch"),
 		cell_fmt(up, sizeof(up), doc, "uptime_ms", fmt_ms));
+	if (jstr(doc, "ring_error") != NULL && jstr(doc, "ring_error")[0] != '\0') {
+		char why[4 * CELL];
+
+		fprintf(out, "ring not whole: %s\n",
+			cell_text(why, sizeof(why), jstr(doc, "ring_error")));
+	}
 	fprintf(out, "listen %s  socket %s  pid %s  peers authenticated by %s\n",
 		cell_text(listen, sizeof(listen), jstr(doc, "listen")),
 		cell_text(sock, sizeof(sock), jstr(doc, "socket")),

@@ -142,7 +142,7 @@ job_runnable(struct ringd *rd, struct job *j, char *err, size_t errlen)
 			 job_error(j)[0] ? job_error(j) : "a rank left it");
 		return RING_EABORTED;
 	}
-	if (job_nhosts(j) > 1 && rd->state != RING_READY) {
+	if (job_nhosts(j) > 1 && rd->state != RING_READY && !job_on_own_links(rd, j)) {
 		snprintf(err, errlen, "the ring is degraded: %s", rd->ring_error[0] ?
 			 rd->ring_error : "a link is down");
 		return RING_EPEER;

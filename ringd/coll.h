@@ -289,6 +289,11 @@ struct job_host {
 	uint8_t gone;			/* HOST_*: what it did with its ranks */
 	uint64_t gone_seq;		/* ... after calling this sequence number */
 	int pos;			/* its place among the members (-1: none) */
+	bool left;			/* a LEAVE of all its ranks of claim left_gen
+					 * came: that claim's JOIN, if it comes after
+					 * (round the ring, overtaken by the LEAVE
+					 * sent straight), is stale */
+	uint32_t left_gen;
 };
 
 /*
@@ -424,6 +429,10 @@ bool flow_stashes_empty(const struct job *j);
  * one has. */
 void flow_came_direct(struct job *j, int from);
 bool flow_uses_direct(const struct job *j, int from);
+/* A frame of op #seq from host from came round the ring (through hosts with
+ * no rank in the job); whether one of op #seq or later has, from any host. */
+void flow_came_round(struct job *j, int from, uint64_t seq);
+bool flow_round_since(const struct job *j, uint64_t seq);
 /* The ring broke under the job: the stashes go, counted as consumed. */
 void flow_break(struct job *j);
 struct flow_counts {			/* summed over the streams, for the simulation */
@@ -484,6 +493,12 @@ uint8_t *p2p_rx_dest(struct ringd *rd, const struct proto_frame *f, struct arena
 		     const void **owner);
 void p2p_pump(struct ringd *rd, struct job *j);
 void p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why);
+/* The ring broke and the job goes on over its own links: its sends and
+ * receives that go round the ring (with a host that is no neighbour) fail. */
+void p2p_fail_round(struct ringd *rd, struct job *j, int status, const char *why);
+/* Link l (a direct link) failed: the sends whose frames went over it, and the
+ * matched receives from its host, fail. */
+void p2p_link_gone(struct ringd *rd, struct job *j, const struct link *l, const char *why);
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s);
 /* Whether a send or a receive of the job is posted here. */
 bool p2p_pending(const struct job *j);
@@ -504,6 +519,9 @@ void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 void exec_tx(struct ringd *rd, struct op *op);
 /* Whether op sends over link l. */
 bool exec_sends_over(struct op *op, const struct link *l);
+/* Whether the op sends anything round the ring: to a host it has no link of
+ * its own to (one that passes through hosts with no rank in the job). */
+bool exec_routes_round(struct op *op);
 /* Every step of op's plan is done: the result, and op's end. */
 void exec_check_done(struct ringd *rd, struct op *op);
 /* A job frame (OPHDR/DATA) of the job's stream for us; pl NULL: its payload was
@@ -527,6 +545,16 @@ void job_settle(struct ringd *rd, struct job *j);
  * again (job_break; its local processes stay attached). */
 void job_stop(struct job *j);
 void job_break(struct ringd *rd, struct job *j);
+/* Whether every other host of the job has a link of its own to this one that
+ * is up (a ring neighbour's, or a direct link): its operations need no host
+ * without a rank in it, and may go on while the ring is broken. */
+bool job_on_own_links(struct ringd *rd, const struct job *j);
+/* The ring broke; the job goes on over its own links: a LEAVE of ours that
+ * went round may be lost, so it goes again straight to each host. */
+void job_kept(struct ringd *rd, struct job *j);
+/* The ring broke and the job cannot go on here: a host that kept it hears so
+ * straight from here (a LEAVE of all our ranks: its operations fail). */
+void job_tell_broken(struct ringd *rd, struct job *j);
 
 /* coll.c: gathering the local requests and running the plans */
 /* The first collective became another, or may start now. */

@@ -320,6 +320,8 @@ ctl_status_json(struct ringd *rd)
 					      rd->ndirect, "opened", (json_int_t)rd->direct_opened,
 					      "closed_idle", (json_int_t)rd->direct_closed_idle,
 					      "last_error", rd->direct_error));
+	if (doc != NULL)	/* why the ring is not whole, while it is not */
+		json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the status document\"}");
 	out = json_dumps(doc, JSON_COMPACT);

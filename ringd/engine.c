@@ -18,8 +18,14 @@ engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	case PROTO_F_LEAVE:
 		return job_rx(rd, l, f, pl);
 	case PROTO_F_ABORT:
-		/* all go round the ring: each host acts on it and passes it on */
-		if (l->dir != LINK_PREV) {
+		/* all go round the ring (each host acts on it and passes it on),
+		 * but an op's abort may come straight from its host while the ring
+		 * is broken (op_abort_ring) */
+		if (f->job != 0 && f->seq != 0 && f->aux == 0 &&
+		    PROTO_ROUTE_DST(f->route) == rd->rank && PROTO_ROUTE_SRC(f->route) == l->peer &&
+		    l->peer != rd->rank)
+			return fail_rx_abort(rd, l, f, pl);
+		if (l->dir != LINK_PREV || PROTO_ROUTE_DST(f->route) != PROTO_ROUTE_SRC(f->route)) {
 			snprintf(l->last_error, sizeof(l->last_error), "abort frame on the wrong "
 				 "link");
 			return RX_ERROR;	/* the link closes with that reason */

@@ -88,6 +88,16 @@ exec_via(struct ringd *rd, struct op *op, int i)
 			int h = job_member(op_job(op), ring->plan.hdr_to[k]);
 
 			ring->via[k] = link_toward(rd, h, true);
+			if (ring->via[k] == NULL && rd->state != RING_READY) {
+				/* kept through a break (job_on_own_links), and one of
+				 * its links has gone since: no way round */
+				op_finish(rd, op, RING_EPEER,
+					  "%s: no link to host %d, and the ring "
+					  "is degraded: %s",
+					  proto_coll_name(op_fp(op)->coll), h,
+					  rd->ring_error[0] ? rd->ring_error : "a link is down");
+				return NULL;
+			}
 			if (ring->via[k] == NULL)
 				ring->via[k] = rd->next;
 		}
@@ -258,6 +268,19 @@ exec_sends_over(struct op *op, const struct link *l)
 
 	for (i = 0; ring->via != NULL && i < ring->plan.nhdr_to; i++)
 		if (ring->via[i] == l)
+			return true;
+	return false;
+}
+
+bool
+exec_routes_round(struct op *op)
+{
+	const struct op_ring *ring = op_ring(op);
+	int i;
+
+	for (i = 0; ring->via != NULL && i < ring->plan.nhdr_to; i++)
+		if (ring->via[i] != NULL &&
+		    ring->via[i]->peer != job_member(op_job(op), ring->plan.hdr_to[i]))
 			return true;
 	return false;
 }
@@ -469,6 +492,8 @@ exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uin
 	}
 	if (l->dir == LINK_DIRECT)
 		flow_came_direct(j, src);
+	else if (l->peer != src)
+		flow_came_round(j, src, f->seq);
 	if (flow_stash_holds(j, f) && pl != NULL)
 		r = EXEC_RX_STASH;
 	else

@@ -121,11 +121,72 @@ fail_colls(struct ringd *rd, struct job *j, bool from_wire, const char *fmt, ...
 	}
 }
 
-/* The ring lost a link (here, or a host reports it): every operation in flight
- * fails at once with the reason, and every job must form again; the JOINs go out
- * anew once the ring is whole (fail_ring_ready). */
+/*
+ * Whether a job that runs goes on through a break of the ring: every other
+ * host of it has a link of its own to here (job_on_own_links), and nothing
+ * of it in flight went round the ring, through hosts with no rank in it (an
+ * op that sent so, or frames of an unfinished op that came so).  Its hosts
+ * each decide from what they see; where one fails the job and another
+ * does not, the abort that the failing one sends straight (op_abort_ring)
+ * tells the other.
+ */
+static bool
+job_goes_on(struct ringd *rd, struct job *j, int lost_from, int lost_to)
+{
+	struct op *op;
+
+	if (!job_ready(j) || !job_formed(j) || !job_on_own_links(rd, j) ||
+	    (job_host_pos(j, lost_from) >= 0 && job_host_pos(j, lost_to) >= 0))
+		return false;
+	for (op = coll_first(j); op != NULL; op = op_next(op))
+		if (!op_finished(op))
+			break;
+	if (op == NULL)
+		return true;
+	if (flow_round_since(j, op_fp(op)->seq))
+		return false;
+	for (; op != NULL; op = op_next(op))
+		if (!op_finished(op) && op_started(op) && exec_routes_round(op))
+			return false;
+	return true;
+}
+
+/* The ring broke and job j cannot go on here, while another host of it may
+ * have kept it (job_goes_on): the next collective, which this host will not
+ * run, fails on each host of the job it reaches straight, with the reason,
+ * ahead of the LEAVE that ends the formation there (job_tell_broken). */
 static void
-ring_broken(struct ringd *rd, const char *why)
+abort_next_straight(struct ringd *rd, struct job *j, const char *why)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	struct proto_frame f = { .type = PROTO_F_ABORT,
+				 .job = job_id(j),
+				 .epoch = rd->epoch,
+				 .seq = coll_next_seq(j),
+				 .gen = job_gen(j) };
+	int n, i;
+
+	if (!job_formed(j) || job_broken(j) || job_nhosts(j) < 2 ||
+	    (n = proto_encode_reason(buf, sizeof(buf), RING_EPEER, why)) <= 0)
+		return;
+	f.length = (uint32_t)n;
+	for (i = 0; i < job_nhosts(j); i++) {
+		int h = job_member(j, i);
+		struct link *l = link_toward(rd, h, false);
+
+		f.route = PROTO_ROUTE(rd->rank, h);
+		if (l != NULL)
+			link_send(l, &f, buf);
+	}
+}
+
+/* The ring lost its link from host lost_from to host lost_to (here, or a host
+ * reports it): a job that needs no host outside it and not that link goes on
+ * (job_goes_on); in every other, every operation in flight fails at once with
+ * the reason, and it must form again; the JOINs go out anew once the ring is
+ * whole (fail_ring_ready). */
+static void
+ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to)
 {
 	struct job *j;
 
@@ -133,10 +194,18 @@ ring_broken(struct ringd *rd, const char *why)
 	rd->whole = false;
 	ring_update_state(rd);
 	JOBS_FOREACH(j, rd) {
+		if (job_goes_on(rd, j, lost_from, lost_to)) {
+			p2p_fail_round(rd, j, RING_EPEER, why);
+			job_kept(rd, j);
+			continue;
+		}
 		job_stop(j);	/* nothing starts on a broken ring */
-		/* every host hears of it by itself */
-		fail_colls(rd, j, true, "%s", why);
+		/* every host hears of it by itself, but one that kept the job
+		 * only from an abort straight from here */
+		fail_colls(rd, j, false, "%s", why);
 		p2p_fail_all(rd, j, RING_EPEER, why);
+		abort_next_straight(rd, j, why);
+		job_tell_broken(rd, j);
 		job_break(rd, j);
 	}
 }
@@ -149,7 +218,10 @@ fail_link_down(struct ringd *rd, struct link *l, const char *why)
 	snprintf(text, sizeof(text), "the ring lost its link %s host %d (%s:%d): %s",
 		 l->dir == LINK_NEXT ? "to" : "from", l->peer, rd->hf.hosts[l->peer].host,
 		 rd->hf.hosts[l->peer].port, why);
-	ring_broken(rd, text);
+	if (l->dir == LINK_NEXT)
+		ring_broken(rd, text, rd->rank, l->peer);
+	else
+		ring_broken(rd, text, l->peer, rd->rank);
 	/* The host after a break tells everyone else: going forward from here reaches
 	 * every live host up to the one before the break.  Also when this host never
 	 * saw the ring whole: another may have (the token's news had not come round
@@ -183,6 +255,8 @@ fail_direct_down(struct ringd *rd, struct link *l, const char *why)
 	JOBS_FOREACH(j, rd) {
 		struct op *op = coll_active(j);
 
+		if (job_host_pos(j, l->peer) >= 0)
+			p2p_link_gone(rd, j, l, why);
 		if (job_host_pos(j, l->peer) < 0 ||
 		    (!flow_uses_direct(j, l->peer) && (op == NULL || !exec_sends_over(op, l))))
 			continue;
@@ -209,7 +283,9 @@ fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	log_warn("host %d reports: %s", origin, text);
-	ring_broken(rd, text);
+	/* the host after a break tells (fail_link_down): it lost the link from
+	 * the one before it */
+	ring_broken(rd, text, (origin + rd->world - 1) % rd->world, origin);
 	return RX_DONE;
 }
 
@@ -304,8 +380,10 @@ fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	}
 pass:
 	/* an abort stops before it would come home; a probe must come home, also
-	 * through hosts that have no rank of the job, with its answer */
+	 * through hosts that have no rank of the job, with its answer; one
+	 * straight from its host is for us alone */
 	if (origin != rd->rank && rd->next != NULL &&
+	    PROTO_ROUTE_DST(f->route) == PROTO_ROUTE_SRC(f->route) &&
 	    (f->aux == 1 || (rd->rank + 1) % rd->world != origin))
 		link_send(rd->next, f, pl);
 	return RX_DONE;

@@ -43,6 +43,8 @@ struct stream {
 	uint64_t stash_lo, stash_hi;
 	bool direct_rx;			/* its frames of this formation came over a
 					 * direct link */
+	uint64_t round_seq;		/* 1 + the latest op whose frames from it
+					 * came round the ring (0: none) */
 };
 
 /* The job's part JOB_PART_FLOW: a stream per host of the ring. */
@@ -205,6 +207,27 @@ flow_came_direct(struct job *j, int from)
 		s->direct_rx = true;
 }
 
+void
+flow_came_round(struct job *j, int from, uint64_t seq)
+{
+	struct stream *s = st_of(j, from);
+
+	if (s != NULL && seq + 1 > s->round_seq)
+		s->round_seq = seq + 1;
+}
+
+bool
+flow_round_since(const struct job *j, uint64_t seq)
+{
+	const struct flow *fl = fl_of(j);
+	int h;
+
+	for (h = 0; h < fl->nhosts; h++)
+		if (fl->st[h].round_seq > seq)
+			return true;
+	return false;
+}
+
 bool
 flow_uses_direct(const struct job *j, int from)
 {
@@ -279,6 +302,7 @@ flow_reset(struct ringd *rd, struct job *j)
 
 		stream_reset(s);
 		s->direct_rx = false;
+		s->round_seq = 0;
 		if (job_ready(j) && s->early_credit_gen == job_gen(j) &&
 		    s->early_credit > s->tx_limit)
 			s->tx_limit = s->early_credit;

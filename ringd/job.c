@@ -245,8 +245,35 @@ job_check_ready(struct ringd *rd, struct job *j)
 /* JOIN: our ranks (the header's gen is our claim's); LEAVE: the ranks of ours
  * that stay, and the last sequence number the leaving process called, so the
  * others can tell an op it finished from one it never will. */
+/* A LEAVE while the ring is broken, also straight to each host with ranks in
+ * the formation over a link of its own, as the ring may not reach it (one
+ * that hears it twice applies it once). */
 static void
-send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
+send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint8_t *pl)
+{
+	bool *seen = calloc((size_t)rd->world, sizeof(*seen));
+	int r;
+
+	if (seen == NULL)
+		return;
+	for (r = 0; r < j->world; r++) {
+		int h = j->host_of[r];
+		struct link *l;
+
+		if (h < 0 || h == rd->rank || seen[h])
+			continue;
+		seen[h] = true;
+		f->route = PROTO_ROUTE(rd->rank, h);
+		if ((l = link_toward(rd, h, false)) != NULL)
+			link_send(l, f, pl);
+	}
+	free(seen);
+}
+
+/* A membership frame of ours; broke: a LEAVE of all our ranks, straight to
+ * each host only (job_tell_broken). */
+static void
+membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, bool broke)
 {
 	static struct proto_join m;
 	static uint8_t buf[96 + 4 * PROTO_JOIN_MAX];
@@ -262,16 +289,51 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
 	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->host[rd->rank].claim_gen;
-	for (i = 0; i < j->local_size; i++)
+	for (i = 0; i < j->local_size && !broke; i++)
 		if (j->loc[i].sess != NULL && j->loc[i].member)
 			m.ranks[m.nranks++] = (uint32_t)j->loc[i].rank;
 	n = proto_encode_join(buf, sizeof(buf), &m);
-	if (n <= 0 || rd->next == NULL || rd->next->state != LINK_UP) {
-		/* re-sent when the ring forms (job_ring_up) */
+	if (n <= 0)
 		return;
-	}
 	f.length = (uint32_t)n;
-	link_send(rd->next, &f, buf);
+	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
+		link_send(rd->next, &f, buf);
+	/* else a JOIN is sent again when the ring forms (job_ring_up) */
+	if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
+		send_straight(rd, j, &f, buf);
+}
+
+static void
+send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
+{
+	membership_frame(rd, j, type, last, false);
+}
+
+void
+job_tell_broken(struct ringd *rd, struct job *j)
+{
+	if (j->world != 0 && j->host_of != NULL && !j->broken && host_placed(j, rd->rank))
+		membership_frame(rd, j, PROTO_F_LEAVE, 0, true);
+}
+
+bool
+job_on_own_links(struct ringd *rd, const struct job *j)
+{
+	int i;
+
+	for (i = 0; i < j->nhosts; i++)
+		if (j->hosts[i] != rd->rank && link_toward(rd, j->hosts[i], false) == NULL)
+			return false;
+	return true;
+}
+
+void
+job_kept(struct ringd *rd, struct job *j)
+{
+	log_info("job %s goes on over its own links (%d host%s)", j->name, j->nhosts,
+		 j->nhosts == 1 ? "" : "s");
+	if (j->host[rd->rank].gone != HOST_IN)
+		send_membership(rd, j, PROTO_F_LEAVE, j->host[rd->rank].gone_seq);
 }
 
 static void
@@ -632,6 +694,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 
 	if (j->world != 0 && gen == j->host[origin].claim_gen && host_placed(j, origin))
 		return;			/* the claim again (job_ring_up sends it once more): applied */
+	if (j->host[origin].left && j->host[origin].left_gen == gen)
+		return;			/* withdrawn already (its LEAVE came straight) */
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
 		struct held_join *hj = j->host[origin].held;
@@ -707,6 +771,10 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 {
 	struct op *op;
 
+	if (m->nranks == 0) {
+		j->host[origin].left = true;
+		j->host[origin].left_gen = gen;
+	}
 	if (j->host[origin].held != NULL && j->host[origin].held->gen == gen) {
 		/* it gave up on a claim that was still waiting here */
 		if (m->nranks == 0) {
@@ -717,6 +785,8 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	}
 	if (j->world == 0 || j->host[origin].claim_gen != gen || !host_placed(j, origin))
 		return;	/* of a formation that is over here */
+	if (j->host[origin].gone == HOST_GONE)
+		return;	/* heard already (twice: round the ring and straight) */
 	j->host[origin].gone = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
 	j->host[origin].gone_seq = m->gen;
 	/* A host that left may just have finished its part (a broadcast root, the
@@ -746,19 +816,30 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	static struct proto_join m;
 	int origin = PROTO_ROUTE_SRC(f->route);
 	struct job *j;
+	bool straight;
 
 	if (f->type == PROTO_F_ABORT)
 		return job_rx_abort(rd, l, f, pl);
 
-	if (l->dir != LINK_PREV || origin >= rd->world || proto_decode_join(pl, f->length, &m) != 0 ||
-	    (int)m.host != origin || proto_job_id(m.job) != f->job) {
+	/* a LEAVE straight from its host (send_membership while the ring is
+	 * broken): for us alone */
+	straight = PROTO_ROUTE_DST(f->route) != origin;
+	if (straight && (f->type != PROTO_F_LEAVE || l->peer != origin ||
+			 PROTO_ROUTE_DST(f->route) != rd->rank)) {
+		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
+			 proto_frame_type_name(f->type));
+		return RX_ERROR;
+	}
+	if ((!straight && l->dir != LINK_PREV) || origin >= rd->world ||
+	    proto_decode_join(pl, f->length, &m) != 0 || (int)m.host != origin ||
+	    proto_job_id(m.job) != f->job) {
 		snprintf(l->last_error, sizeof(l->last_error), "malformed %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
 	}
 	if (origin == rd->rank)
 		return RX_DONE;	/* it went all the way round */
-	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	if ((j = job_wire(rd, f->job)) == NULL)
 		return RX_DONE;	/* past max_jobs: we can only pass it on */

@@ -374,16 +374,29 @@ op_abort_ring(struct ringd *rd, struct op *op)
 				 .route = PROTO_ROUTE(rd->rank, rd->rank),
 				 .seq = op->fp.seq,
 				 .gen = op->gen };
-	int n;
+	int n, i;
 
-	if (rd->world < 2 || rd->next == NULL || rd->next->state != LINK_UP ||
-	    job_nhosts(op->job) < 2)
+	if (rd->world < 2 || job_nhosts(op->job) < 2)
 		return;
 	n = proto_encode_reason(buf, sizeof(buf), op->status, op->text);
 	if (n <= 0)
 		return;
 	f.length = (uint32_t)n;
-	link_send(rd->next, &f, buf);
+	if (rd->state != RING_READY) {
+		/* a job kept through a break (job_on_own_links): straight to each
+		 * of its hosts, as the ring may not reach them */
+		for (i = 0; i < job_nhosts(op->job); i++) {
+			int h = job_member(op->job, i);
+			struct link *l = link_toward(rd, h, false);
+
+			f.route = PROTO_ROUTE(rd->rank, h);
+			if (l != NULL)
+				link_send(l, &f, buf);
+		}
+		return;
+	}
+	if (rd->next != NULL && rd->next->state == LINK_UP)
+		link_send(rd->next, &f, buf);
 }
 
 /* The op is over: the hosts it received from get what it consumed credited,

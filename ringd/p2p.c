@@ -2,15 +2,16 @@
  * p2p.c - typed point-to-point send/recv between any two ranks of a job.
  *
  * A rendezvous keeps the receiver in charge of its memory: the sender's daemon
- * sends a request (RTS: dtype, shape, bytes) along the ring; the receiver's daemon
+ * sends a request (RTS: dtype, shape, bytes) to the receiver's; the receiver's daemon
  * holds it until the matching recv is posted, compares dtype and shape, and
  * answers with a clear-to-send (CTS) — or with a refusal that carries both
  * descriptions, in which case no payload is ever sent, so the pair's stream stays
  * aligned for the next message.  Only then does data flow, in segments, straight
- * from the sender's arena into the receiver's.  Daemons in between pass the frames
- * on; messages between a pair keep their order because they all travel the same
- * path.  Two ranks on the same host never touch the network: the daemon matches
- * them and copies from one arena to the other.
+ * from the sender's arena into the receiver's.  The frames go straight over a
+ * link to the peer's host (a ring neighbour's, or a direct link) when one is up,
+ * else round the ring, daemons in between passing them on; messages between a
+ * pair keep their order (see rts_way).  Two ranks on the same host never touch
+ * the network: the daemon matches them and copies from one arena to the other.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,8 @@ struct op_p2p {
 	bool cts;			/* send: the receiver is ready; recv: matched */
 	bool local_peer;		/* both ends on this host */
 	bool hdr_sent;			/* send: the RTS went out */
+	struct link *way;		/* send: the link its RTS, then its data,
+					 * went over (NULL: round the ring) */
 	uint64_t rx_off;		/* recv: bytes of the message in */
 };
 
@@ -163,8 +166,63 @@ mismatch_text(const struct proto_rts *want, const struct proto_rts *got, char *b
 		 got->src, g);
 }
 
+/*
+ * The ways a message's frames take.  Straight over a link of the peer host's
+ * own (a ring neighbour's, or a direct link: link_toward) when one is up,
+ * else round the ring while it is whole.  A message's RTS must not overtake
+ * an earlier one's to the same host (the receiver matches them in order), so
+ * an RTS goes straight only when no send to that host still waits for its
+ * CTS round the ring; its data, matched by id and offset, keeps the way it
+ * took first (way, checked before each frame: the link it was must still be
+ * the one to that host).  A CTS, matched by id, takes whichever is there.
+ */
+static struct link *
+round_way(struct ringd *rd)
+{
+	if (rd->state != RING_READY || rd->next == NULL || rd->next->state != LINK_UP)
+		return NULL;
+	return rd->next;
+}
+
+static struct link *
+any_way(struct ringd *rd, int host)
+{
+	struct link *l = link_toward(rd, host, false);
+
+	return l != NULL ? l : round_way(rd);
+}
+
+/* The link for op's RTS to host; sets op's way (NULL: round the ring). */
+static struct link *
+rts_way(struct ringd *rd, struct job *j, struct op *op, int host)
+{
+	struct op_p2p *pp = op_p2p(op);
+	struct link *own = link_toward(rd, host, true);	/* opens one for later */
+	struct op *o;
+
+	OPQ_FOREACH(o, &pj(j)->sends) {
+		const struct op_p2p *q = op_p2p(o);
+
+		if (o != op && !op_finished(o) && !q->local_peer && q->hdr_sent && !q->cts &&
+		    job_host_of(j, op_peer(o)) == host && q->way != own)
+			own = NULL;	/* an earlier RTS went another way */
+	}
+	pp->way = own;
+	return own != NULL ? own : round_way(rd);
+}
+
+/* Whether the way op's frames took is still there: the link it was is still
+ * the one to host (never read when it may be gone: only compared). */
+static struct link *
+kept_way(struct ringd *rd, const struct op_p2p *pp, int host)
+{
+	if (pp->way == NULL)
+		return round_way(rd);
+	return link_toward(rd, host, false) == pp->way ? pp->way : NULL;
+}
+
 static int
-send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_host,
+send_ctl(struct ringd *rd, struct job *j, struct link *l, uint16_t type, uint64_t id, int dst_host,
 	 const uint8_t *pl, int len)
 {
 	struct proto_frame f = {
@@ -177,9 +235,9 @@ send_ctl(struct ringd *rd, struct job *j, uint16_t type, uint64_t id, int dst_ho
 		.gen = job_gen(j),
 	};
 
-	if (len < 0 || rd->next == NULL || rd->next->state != LINK_UP)
+	if (len < 0 || l == NULL)
 		return -1;
-	return link_send(rd->next, &f, pl);
+	return link_send(l, &f, pl);
 }
 
 /* Both ends here: compare, copy from one arena to the other, done. */
@@ -214,12 +272,12 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 	if (!rts_same(rts, &pp->rts)) {
 		c.status = RING_EMISMATCH;
 		mismatch_text(&pp->rts, rts, c.text, sizeof(c.text));
-		send_ctl(rd, op_job(op), PROTO_F_P2P_CTS, id, src_host, buf,
+		send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, id, src_host, buf,
 			 proto_encode_cts(buf, sizeof(buf), &c));
 		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
 		return;
 	}
-	if (send_ctl(rd, op_job(op), PROTO_F_P2P_CTS, id, src_host, buf,
+	if (send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, id, src_host, buf,
 		     proto_encode_cts(buf, sizeof(buf), &c)) != 0) {
 		op_finish(rd, op, RING_EPEER, "recv from rank %u: the ring is down", rts->src);
 		return;
@@ -325,7 +383,7 @@ p2p_submit(struct ringd *rd, struct op *op)
 		return 0;
 	}
 	pp->id = ++p->next_id;
-	if (send_ctl(rd, j, PROTO_F_P2P_RTS, pp->id, peer_host, buf,
+	if (send_ctl(rd, j, rts_way(rd, j, op, peer_host), PROTO_F_P2P_RTS, pp->id, peer_host, buf,
 		     proto_encode_rts(buf, sizeof(buf), &pp->rts)) != 0)
 		op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
 			  op_peer(op));
@@ -342,19 +400,28 @@ p2p_pump(struct ringd *rd, struct job *j)
 again:
 	OPQ_FOREACH(op, &pj(j)->sends) {
 		struct op_p2p *pp = op_p2p(op);
+		struct link *l;
 		uint32_t route;
 
 		if (!pp->cts || op_finished(op) || pp->tx0_done || pp->local_peer)
 			continue;
 		route = PROTO_ROUTE(rd->rank, job_host_of(j, op_peer(op)));
+		if ((l = kept_way(rd, pp, job_host_of(j, op_peer(op)))) == NULL) {
+			op_finish(rd, op, RING_EPEER,
+				  "send to rank %d: the link to host %d it "
+				  "took has gone: %s",
+				  op_peer(op), job_host_of(j, op_peer(op)),
+				  rd->ring_error[0] ? rd->ring_error : "closed");
+			goto again;
+		}
 		while (pp->tx0_off < pp->tx0_len) {
 			uint64_t left = pp->tx0_len - pp->tx0_off;
 			uint32_t len = (uint32_t)(left < seg ? left : seg);
 
-			if (rd->next == NULL || link_tx_room(rd->next) == 0)
+			if (link_tx_room(l) == 0)
 				return;
-			if (op_send_data(rd, op, rd->next, PROTO_F_P2P_DATA, 0, route, pp->id,
-					 pp->tx0_off, pp->tx0 + pp->tx0_off, len) != 0)
+			if (op_send_data(rd, op, l, PROTO_F_P2P_DATA, 0, route, pp->id, pp->tx0_off,
+					 pp->tx0 + pp->tx0_off, len) != 0)
 				return;
 			pp->tx0_off += len;
 		}
@@ -438,6 +505,9 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		snprintf(l->last_error, sizeof(l->last_error), "malformed RTS");
 		return RX_ERROR;
 	}
+	if (l->peer != src_host)
+		(void)link_toward(rd, src_host, true);	/* came round: a direct link for
+							 * the next, when ours to open */
 	if (j == NULL && (j = job_wire(rd, f->job)) == NULL) {
 		log_warn("RTS for unknown job %08x from host %d dropped", f->job, src_host);
 		return RX_DONE;
@@ -503,6 +573,8 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		return RX_DONE;
 	}
 	pp->cts = true;
+	/* the data's way: straight when a link of its own is up now */
+	pp->way = link_toward(rd, job_host_of(j, op_peer(op)), false);
 	if (pp->tx0_len == 0) {
 		pp->tx0_done = true;
 		op_finish(rd, op, 0, NULL);
@@ -517,7 +589,9 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 {
 	struct job *j = job_lookup(rd, f->job);
 
-	if (l->dir != LINK_PREV) {
+	/* round the ring, or straight from a neighbour (ring_route passed on
+	 * what is not ours) */
+	if (l->dir != LINK_PREV && l->peer != PROTO_ROUTE_SRC(f->route)) {
 		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
@@ -566,6 +640,74 @@ p2p_fail_all(struct ringd *rd, struct job *j, int status, const char *why)
 		free(e);
 	}
 	p->nrts = 0;
+}
+
+/* fail_list for the ops whose peer's host has no link of its own up here, and
+ * the sends that went round the ring. */
+static void
+fail_round(struct ringd *rd, struct job *j, struct opq *q, int status, const char *why)
+{
+	struct op *op;
+
+	for (;;) {	/* failing one may change the list: from its head again */
+		OPQ_FOREACH(op, q) {
+			int h = job_host_of(j, op_peer(op));
+
+			const struct op_p2p *pp = op_p2p(op);
+			struct link *own = link_toward(rd, h, false);
+
+			if (!op_finished(op) && !pp->local_peer &&
+			    (own == NULL || (q == &pj(j)->sends && pp->hdr_sent && pp->way != own)))
+				break;
+		}
+		if (op == NULL)
+			return;
+		op_finish(rd, op, status, "%s with rank %d failed: %s",
+			  proto_coll_name(op_fp(op)->coll), op_peer(op), why);
+	}
+}
+
+void
+p2p_fail_round(struct ringd *rd, struct job *j, int status, const char *why)
+{
+	struct p2p_job *p = pj(j);
+	struct rts_entry *e, *nx;
+
+	fail_round(rd, j, &p->sends, status, why);
+	fail_round(rd, j, &p->recvs, status, why);
+	/* a send from a host that is no neighbour can no longer be answered */
+	for (e = TAILQ_FIRST(&p->rts_in); e != NULL; e = nx) {
+		nx = TAILQ_NEXT(e, entry);
+		if (link_toward(rd, e->src_host, false) != NULL)
+			continue;
+		TAILQ_REMOVE(&p->rts_in, e, entry);
+		p->nrts--;
+		free(e);
+	}
+}
+
+void
+p2p_link_gone(struct ringd *rd, struct job *j, const struct link *l, const char *why)
+{
+	struct p2p_job *p = pj(j);
+	struct op *op;
+
+	for (;;) {	/* failing one may change a list: from its head again */
+		OPQ_FOREACH(op, &p->sends)
+			if (!op_finished(op) && op_p2p(op)->way == l)
+				break;
+		if (op == NULL) {
+			OPQ_FOREACH(op, &p->recvs)
+				if (!op_finished(op) && op_p2p(op)->cts &&
+				    !op_p2p(op)->local_peer &&
+				    job_host_of(j, op_peer(op)) == l->peer)
+					break;
+		}
+		if (op == NULL)
+			return;
+		op_finish(rd, op, RING_EPEER, "%s with rank %d failed: %s",
+			  proto_coll_name(op_fp(op)->coll), op_peer(op), why);
+	}
 }
 
 void

@@ -524,6 +524,94 @@ Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 		  (long long)(direct_tx(0, 2) - before));
 }
 
+/* 300 rounds of a 64 KiB message each way between ranks 0 and 1, each
+ * checked, with one in eight a ring_send/ring_recv of another shape. */
+static int
+messages_n(ring_comm *comm, int rank, int size, void *arg)
+{
+	enum { N = 16384 };
+	int32_t *out = ring_alloc(comm, N * sizeof(int32_t));
+	int32_t *in = ring_alloc(comm, N * sizeof(int32_t));
+	int peer = 1 - rank;
+
+	(void)size;
+	(void)arg;
+	IT_CHECK(out != NULL && in != NULL, "out of memory");
+	for (int k = 0; k < 300; k++) {
+		for (int i = 0; i < N; i++)
+			out[i] = k * 100000 + rank * 50000 + i % 50000;
+		if (k % 8 == 7) {
+			size_t shape[2] = { 128, N / 128 };
+
+			if (rank == 0) {
+				IT_CALL(ring_send(comm, out, RING_INT32, 2, shape, peer));
+				IT_CALL(ring_recv(comm, in, RING_INT32, 2, shape, peer));
+			} else {
+				IT_CALL(ring_recv(comm, in, RING_INT32, 2, shape, peer));
+				IT_CALL(ring_send(comm, out, RING_INT32, 2, shape, peer));
+			}
+		} else {
+			IT_CALL(ring_sendrecv(comm, out, N, peer, in, N, peer, RING_INT32));
+		}
+		for (int i = 0; i < N; i++)
+			IT_CHECK(in[i] == k * 100000 + peer * 50000 + i % 50000,
+				 "message %d: element %d is %d", k, i, (int)in[i]);
+	}
+	ring_free(comm, out);
+	ring_free(comm, in);
+	return 0;
+}
+
+/* The bytes daemon d has sent over all its links (`ringctl status`). */
+static int64_t
+sent_all(int d)
+{
+	json_t *doc = status(d), *l;
+	int64_t sum = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "links"), i, l)
+		if (json_object_get(l, "bytes_tx") != NULL)
+			sum += jint(l, "bytes_tx");
+	json_decref(doc);
+	return sum;
+}
+
+/* Messages between ranks on hosts 0 and 2 of 4 (no neighbours) go straight
+ * over a direct link, not through hosts 1 and 3: after the first, which
+ * opens it, the direct link carries them, and neither host in between sends
+ * more than its heartbeats. */
+Test(direct, messages_over_direct_links, .fini = teardown, .timeout = 180)
+{
+	struct cluster_proc procs[2] = {
+		{ .daemon = 0, .rank = 0, .world = 2, .expect_rank = 0, .expect_size = 2 },
+		{ .daemon = 2, .rank = 1, .world = 2, .expect_rank = 1, .expect_size = 2 },
+	};
+	int64_t via1 = 0, via3 = 0;
+
+	start(4, NULL);
+	via1 = sent_all(1);
+	via3 = sent_all(3);
+	cr_assert_eq(cluster_run_procs(&cluster, procs, 2, messages_n, NULL), 0,
+		     "the job on hosts 0 and 2 failed");
+	cr_assert(direct_tx(0, 2) > 250 * 16384 * 4,
+		  "daemon 0 sent %lld bytes to host 2 "
+		  "directly",
+		  (long long)direct_tx(0, 2));
+	cr_assert(direct_tx(2, 0) > 250 * 16384 * 4,
+		  "daemon 2 sent %lld bytes to host 0 "
+		  "directly",
+		  (long long)direct_tx(2, 0));
+	via1 = sent_all(1) - via1;
+	via3 = sent_all(3) - via3;
+	cr_log_info("300 message rounds between hosts 0 and 2: hosts 1 and 3 sent %lld and "
+		    "%lld bytes meanwhile",
+		    (long long)via1, (long long)via3);
+	/* 300 rounds of 2 x 64 KiB: most must not have passed through them */
+	cr_assert(via1 < 30 * 16384 * 4 && via3 < 30 * 16384 * 4,
+		  "hosts 1 and 3 passed on %lld and %lld bytes", (long long)via1, (long long)via3);
+}
+
 /* Small all-reduces for a while, each checked; one may fail, fast and with
  * RING_EPEER naming the direct link it lost, never by timing out. */
 static int

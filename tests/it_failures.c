@@ -584,6 +584,192 @@ Test(failures, netns_partition, .init = setup, .fini = teardown, .timeout = 120)
 	host_cut_off("partition", "heal", "partition");
 }
 
+/*
+ * A job on hosts it owns goes on through a fault of a host it has no rank on.
+ * 4 hosts: job A on hosts 0-1 (ranks 0-1), job B on all four.  Host 3 goes
+ * (its daemon killed, or its netns link cut): B's ranks on hosts 0-2 get
+ * RING_EPEER naming host 3 as before, while A's ranks go on all-reducing and
+ * exchanging messages, every result right, and not one call fails: before,
+ * while and after the ring is degraded, and after it re-forms without A.
+ */
+#define BYSTANDER_AFTER 30	/* A's rounds past the fault's detection, at least */
+
+/* Job A's rank: rounds of an all-reduce checked bit for bit and a message to
+ * the other rank and one from it, until told to stop; any failure is one. */
+static int
+rank_bystander(ring_comm *unused, int idx, int nprocs, void *arg)
+{
+	struct fault_run *fr = arg;
+	struct rank_log *lg = &fr->r[idx];
+	float *buf, *want = malloc(COUNT * sizeof(float));
+	int32_t out[257], in[257];
+	uint64_t seed = 5000;
+	ring_comm *comm;
+	int rc;
+
+	(void)unused;
+	(void)nprocs;
+	it_rank = lg->expect_rank;
+	if (!want)
+		RANK_FAIL(lg, "out of memory");
+	rc = ring_open(&comm, NULL);
+	if (rc)
+		RANK_FAIL(lg, "ring_open: %s: %s", ring_strerror(rc), ring_last_error(NULL));
+	it_comm = comm;
+	buf = ring_alloc(comm, COUNT * sizeof(float));
+	if (!buf)
+		RANK_FAIL(lg, "ring_alloc failed");
+	while (!fr->stop) {
+		int me = ring_rank(comm), peer = 1 - me;
+
+		rc = checked_allreduce(comm, buf, want, COUNT, seed, lg);
+		if (rc == 1)
+			return 1;
+		if (rc)
+			RANK_FAIL(lg, "all-reduce #%d: %s: %s", lg->iters, ring_strerror(rc),
+				  ring_last_error(comm));
+		for (int k = 0; k < 257; k++)
+			out[k] = (int32_t)(seed * 1000 + (uint64_t)me * 500 + (uint64_t)k);
+		rc = ring_sendrecv(comm, out, 257, peer, in, 257, peer, RING_INT32);
+		if (rc)
+			RANK_FAIL(lg, "sendrecv #%d: %s: %s", lg->iters, ring_strerror(rc),
+				  ring_last_error(comm));
+		for (int k = 0; k < 257; k++)
+			if (in[k] != (int32_t)(seed * 1000 + (uint64_t)peer * 500 + (uint64_t)k))
+				RANK_FAIL(lg, "sendrecv #%d: element %d is %d", lg->iters, k,
+					  (int)in[k]);
+		seed++;
+		lg->iters++;
+	}
+	ring_close(comm);
+	it_comm = NULL;
+	free(want);
+	return 0;
+}
+
+/* Waits until A's two processes (0 and 1) have done `iters` rounds each. */
+static void
+wait_bystander(struct cluster_job *job, struct fault_run *fr, int iters, const char *when)
+{
+	double end = harness_now() + 30;
+
+	while (fr->r[0].iters < iters || fr->r[1].iters < iters) {
+		for (int i = 0; i < 2; i++)
+			cr_assert(!cluster_job_done(job, i) && !fr->r[i].fail[0],
+				  "%s: job A's "
+				  "rank %d stopped after %d rounds: %s",
+				  when, i, fr->r[i].iters, fr->r[i].fail);
+		cr_assert(harness_now() < end,
+			  "%s: job A did not reach %d rounds in 30 s "
+			  "(it has %d and %d)",
+			  when, iters, fr->r[0].iters, fr->r[1].iters);
+		usleep(10000);
+	}
+}
+
+static void
+bystander(bool netns)
+{
+	static const int peer[] = { RING_EPEER, 0 };
+	static char name_a[64];
+	struct cluster_proc procs[6];
+	struct cluster_job job;
+	struct fault_run *fr = new_run(6);
+	const int victim = 3;
+	const char *what = netns ? "link down" : "SIGKILL";
+	double t_fault;
+	int at_fault;
+
+	if (netns)
+		start_netns(4, FAULT_ARGS " --insecure yes");
+	else
+		start(4, FAULT_ARGS);
+	snprintf(name_a, sizeof(name_a), "it-%d-a%d", (int)getpid(), cluster.runs);
+	/* processes 0-1: job A on hosts 0-1; 2-5: job B, rank i on host i */
+	for (int i = 0; i < 6; i++) {
+		struct cluster_proc *p = &procs[i];
+		bool a = i < 2;
+
+		memset(p, 0, sizeof(*p));
+		p->daemon = a ? i : i - 2;
+		p->rank = a ? i : i - 2;
+		p->world = a ? 2 : 4;
+		p->expect_rank = p->rank;
+		p->expect_size = p->world;
+		p->job = a ? name_a : NULL;
+		p->fn = a ? rank_bystander : rank_loop;
+		p->self_open = true;
+		fr->r[i].expect_rank = p->rank;
+	}
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 6, rank_loop, fr, &job), 0);
+	wait_running(&job, fr, 3);
+	at_fault = fr->r[0].iters;
+	t_fault = harness_now();
+	if (netns) {
+		int rc = cluster_netns(&cluster, "link-down", victim);
+
+		if (rc == CLUSTER_NOTSUP) {
+			fr->recover = fr->stop = 1;
+			cluster_wait(&job);
+			cluster_stop(&cluster);
+			cr_skip_test("netns-cluster link-down is unavailable here");
+		}
+		cr_assert_eq(rc, 0, "netns-cluster link-down %d failed", victim);
+	} else {
+		cr_assert_eq(cluster_signal(&cluster, victim, SIGKILL), 0);
+	}
+	/* job B's ranks away from the victim fail as before */
+	wait_errors(fr, 0x7u << 2, BOUND_S + 1);
+	dump(fr, t_fault, what);
+	for (int i = 2; i < 5; i++)
+		judge(fr, i, t_fault, BOUND_S, peer, victim, what);
+	expect_degraded(0);
+	/* job A went on through it, and goes on while the ring is degraded */
+	wait_bystander(&job, fr, at_fault + BYSTANDER_AFTER, "ring degraded");
+	fprintf(stderr,
+		"%s: job A on hosts 0-1: %d rounds before the fault, %d by %.3f s "
+		"after, none failed\n",
+		what, at_fault, fr->r[0].iters, harness_now() - t_fault);
+	/* host 3 returns: the ring re-forms under job A, which still goes on */
+	if (netns) {
+		cr_assert_eq(cluster_netns(&cluster, "link-up", victim), 0);
+	} else {
+		cr_assert_eq(cluster_wait_exit(&cluster, victim, 10000), 0);
+		cr_assert_eq(cluster_restart(&cluster, victim), 0);
+	}
+	cr_assert_eq(cluster_wait_ready(&cluster, 30000), 0,
+		     "the ring was not ready again within 30 s of host 3's return");
+	wait_bystander(&job, fr, fr->r[0].iters + BYSTANDER_AFTER, "ring re-formed");
+	/* job B reopens on the whole ring and all-reduces right */
+	fr->recover = 1;
+	for (double end = harness_now() + 40; harness_now() < end;) {
+		int done = 0;
+
+		for (int i = 2; i < 6; i++)
+			done += fr->r[i].recovered || fr->r[i].fail[0];
+		if (done == 4)
+			break;
+		usleep(10000);
+	}
+	for (int i = 2; i < 6; i++)
+		cr_assert(fr->r[i].recovered, "job B's process %d did not recover: %s", i,
+			  fr->r[i].fail);
+	fr->stop = 1;
+	cr_assert_eq(cluster_wait(&job), 0, "a process failed (see above)");
+	for (int i = 0; i < 2; i++)
+		cr_assert(!fr->r[i].fail[0], "job A's rank %d: %s", i, fr->r[i].fail);
+}
+
+Test(failures, bystander_job_survives_kill, .init = setup, .fini = teardown, .timeout = 150)
+{
+	bystander(false);
+}
+
+Test(failures, bystander_job_survives_link_cut, .init = setup, .fini = teardown, .timeout = 150)
+{
+	bystander(true);
+}
+
 /* ------------------------------------------------------------------ */
 /* Job faults                                                         */
 /* ------------------------------------------------------------------ */
