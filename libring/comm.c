@@ -278,6 +278,8 @@ lr_sess_post(struct ring_comm *c, struct proto_op *op)
 		return rc;
 	op->reqid = c->next_reqid++;
 	op->timeout_ms = (uint32_t)c->timeout_ms;
+	if (op->coll != PROTO_COLL_SEND && op->coll != PROTO_COLL_RECV)
+		op->flags |= (uint32_t)c->algo << PROTO_OP_F_ALGO_SHIFT;
 	n = proto_encode_op(buf, sizeof(buf), op);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode a %s request (count %llu)",
@@ -541,6 +543,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->debug = env->debug;
 	c->timeout_ms = env->timeout_ms;
 	c->poll_us = env->poll_us;
+	c->algo = env->algo;
 	c->next_reqid = 1;
 	memcpy(c->sock, env->socket, sizeof(c->sock));
 	memcpy(c->job, env->job, sizeof(c->job));

@@ -58,6 +58,10 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 				 * group numbers them; size 0: from the launcher's
 				 * variables.  Given, they need local_rank/local_size
 				 * too, and no launcher variable is read at all. */
+	const char *algo;	/* RING_ALGO: "ring", "rd" (recursive doubling where
+				 * the daemon has it: small all-reduces, barriers),
+				 * else "auto" (the daemon's choice); for tests and
+				 * benchmarks: every rank must ask for the same */
 };
 
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */

@@ -96,6 +96,7 @@ split_env(const struct ring_comm *c, struct lr_env *env)
 	memcpy(env->socket, c->sock, sizeof(env->socket));
 	env->timeout_ms = c->timeout_ms;
 	env->poll_us = c->poll_us;
+	env->algo = c->algo;
 	env->arena_bytes = c->arena.bytes;
 	env->source = "ring_split";
 	env->debug = c->debug;

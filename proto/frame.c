@@ -66,11 +66,31 @@ proto_coll_rooted(int api)
 	    api == PROTO_COLL_GATHER || api == PROTO_COLL_SCATTER;
 }
 
+static const char *const algo_names[PROTO_ALGO_COUNT] = { "auto", "ring", "rd" };
+
+const char *
+proto_algo_name(int algo)
+{
+	return algo >= 0 && algo < PROTO_ALGO_COUNT ? algo_names[algo] : "?";
+}
+
+int
+proto_algo_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; s != NULL && i < PROTO_ALGO_COUNT; i++)
+		if (strcmp(s, algo_names[i]) == 0)
+			return i;
+	return -1;
+}
+
 void
 proto_fp_of_op(struct proto_fp *fp, const struct proto_op *m)
 {
 	memset(fp, 0, sizeof(*fp));
 	fp->coll = m->coll;
+	fp->algo = (uint8_t)PROTO_OP_ALGO(m->flags);
 	fp->api = m->api;
 	fp->dtype = m->dtype;
 	fp->redop = m->redop;
@@ -273,7 +293,8 @@ fp_ok(const struct proto_fp *fp)
 		return false;
 	if (fp->api != 0 && (fp->api <= PROTO_COLL_MAX || proto_coll_base(fp->api) != fp->coll))
 		return false;
-	if (fp->dtype >= RING_DTYPE_COUNT || fp->redop >= RING_OP_COUNT)
+	if (fp->dtype >= RING_DTYPE_COUNT || fp->redop >= RING_OP_COUNT ||
+	    fp->algo >= PROTO_ALGO_COUNT)
 		return false;
 	return fp->root >= -1 && fp->root < PROTO_MAX_RANKS;
 }
@@ -292,7 +313,8 @@ proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp)
 	pw_u8(&w, fp->api);
 	pw_i32(&w, fp->root);
 	pw_u64(&w, fp->count);
-	pw_bytes(&w, NULL, 8);	/* reserved */
+	pw_u8(&w, fp->algo);
+	pw_bytes(&w, NULL, 7);	/* reserved */
 	return pw_done(&w);
 }
 
@@ -300,8 +322,8 @@ int
 proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 {
 	struct proto_fp t;
-	uint8_t reserved[8];
-	static const uint8_t zero[8];
+	uint8_t reserved[7];
+	static const uint8_t zero[7];
 	struct pr r;
 
 	memset(&t, 0, sizeof(t));
@@ -312,6 +334,7 @@ proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 	t.api = pr_u8(&r);
 	t.root = pr_i32(&r);
 	t.count = pr_u64(&r);
+	t.algo = pr_u8(&r);
 	pr_bytes(&r, reserved, sizeof(reserved));
 	/* Reserved bytes must be zero so that a later version can give them a
 	 * meaning without an old peer misreading them. */
@@ -327,8 +350,8 @@ bool
 proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
 {
 	return a->coll == b->coll && a->api == b->api && a->dtype == b->dtype &&
-	    a->redop == b->redop &&
-	    a->root == b->root && a->count == b->count && a->seq == b->seq;
+	       a->redop == b->redop && a->algo == b->algo && a->root == b->root &&
+	       a->count == b->count && a->seq == b->seq;
 }
 
 /*
@@ -376,8 +399,11 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 		n += snprintf(args + n, sizeof(args) - n, "%s%s", n > 0 ? ", " : "",
 		    proto_op_name(fp->redop));
 	if (proto_coll_rooted(PROTO_FP_API(fp)) || fp->root != -1)
-		snprintf(args + n, sizeof(args) - n, "%sroot=%d", n > 0 ? ", " : "",
-		    (int)fp->root);
+		n += snprintf(args + n, sizeof(args) - n, "%sroot=%d", n > 0 ? ", " : "",
+			      (int)fp->root);
+	if (fp->algo != PROTO_ALGO_AUTO && n < sizeof(args))
+		snprintf(args + n, sizeof(args) - n, "%salgo=%s", n > 0 ? ", " : "",
+			 proto_algo_name(fp->algo));
 	if (cap > 0)
 		snprintf(buf, cap, "%s(%s) #%llu", name, args,
 		    (unsigned long long)fp->seq);

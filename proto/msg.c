@@ -313,8 +313,9 @@ op_ok(const struct proto_op *m)
 	if ((m->flags & ~PROTO_OP_F_ALL) != 0 ||
 	    ((m->flags & PROTO_OP_F_ABORT) &&
 	     (m->coll == PROTO_COLL_SEND || m->coll == PROTO_COLL_RECV)) ||
-	    ((m->flags & PROTO_OP_F_EXCHANGE) &&
-	     m->coll != PROTO_COLL_SEND && m->coll != PROTO_COLL_RECV))
+	    ((m->flags & PROTO_OP_F_EXCHANGE) && m->coll != PROTO_COLL_SEND &&
+	     m->coll != PROTO_COLL_RECV) ||
+	    PROTO_OP_ALGO(m->flags) >= PROTO_ALGO_COUNT)
 		return false;
 	return m->peer >= -1 && m->peer < PROTO_MAX_RANKS;
 }

@@ -18,12 +18,11 @@
 
 #include "ring_types.h"
 
-#define PROTO_VERSION		5	/* 2: OP carries flags; 3: job frames carry
-					 * the formation generation, LEAVE the
-					 * ranks that stay; 4: OP and the
-					 * fingerprint carry the API collective;
-					 * 5: PROTO_OP_F_EXCHANGE, and RTS's comm
-					 * is the matching context */
+/* 2: OP carries flags; 3: job frames carry the formation generation, LEAVE
+ * the ranks that stay; 4: OP and the fingerprint carry the API collective; 5:
+ * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
+ * fingerprint carry the algorithm asked for (RING_ALGO) */
+#define PROTO_VERSION		6
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -121,9 +120,19 @@ int proto_coll_base(int api);
 /* Whether the API collective has a root (the OP's peer). */
 bool proto_coll_rooted(int api);
 
+/* The algorithm a rank asks for (RING_ALGO, ring_options.algo): the daemon's
+ * choice, the ring's, or recursive doubling's where the daemon has such a
+ * plan for the operation (the latency path: small all-reduces and barriers),
+ * the ring's elsewhere.  Part of the fingerprint, so that ranks asking for
+ * different ones get RING_EMISMATCH instead of plans that do not meet. */
+enum proto_algo { PROTO_ALGO_AUTO = 0, PROTO_ALGO_RING = 1, PROTO_ALGO_RD = 2, PROTO_ALGO_COUNT };
+const char *proto_algo_name(int algo); /* "auto", "ring", "rd" */
+int proto_algo_parse(const char *s);   /* an enum proto_algo, or -1 */
+
 /* What every rank must agree on for one collective; compared hop by hop. */
 struct proto_fp {
 	uint8_t coll;		/* enum proto_coll: the algorithm */
+	uint8_t algo;		/* enum proto_algo */
 	uint8_t api;		/* the API collective when not coll itself, else 0 */
 	uint8_t dtype;		/* enum ring_dtype */
 	uint8_t redop;		/* enum ring_op (0 where none) */
@@ -369,7 +378,11 @@ struct proto_op {
  * receives, which may be in flight between the same ranks at the same time
  * (as MPI keeps a collective's messages apart from point-to-point's). */
 #define PROTO_OP_F_EXCHANGE	0x2u
-#define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE)
+/* Bits 8-11: the algorithm asked for (enum proto_algo), collectives only. */
+#define PROTO_OP_F_ALGO_SHIFT	8
+#define PROTO_OP_F_ALGO_MASK	(0xfu << PROTO_OP_F_ALGO_SHIFT)
+#define PROTO_OP_ALGO(flags)	(((flags) >> PROTO_OP_F_ALGO_SHIFT) & 0xfu)
+#define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK)
 
 struct proto_done {
 	uint64_t reqid;

@@ -27,7 +27,11 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 	job_plan_hosts(j, &h);
 	pl->esz = op_esz(op);
 	pl->avg = op_redop(op) == RING_AVG;
-	if (ring->tiny && job_nhosts(j) > 2 && op_rd(op)->cfg.latency_doubling)
+	/* RING_ALGO asks for one (every rank the same: it is in the fingerprint),
+	 * else latency_doubling (the same on every host: the handshake) */
+	if (ring->tiny && job_nhosts(j) > 2 &&
+	    (op_fp(op)->algo == PROTO_ALGO_RD ||
+	     (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling)))
 		return plan_tiny_log(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	if (ring->tiny)
 		return plan_tiny(pl, job_pos(j), job_nhosts(j), send, recv, count);

@@ -663,3 +663,129 @@ Test(direct, cut_under_its_collectives, .fini = teardown, .timeout = 180)
 	cr_assert_eq(cluster_wait(&job), 0, "the job failed otherwise than by the cut");
 	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0, "the ring is not whole");
 }
+
+/* Small all-reduces (sum, max, prod, avg of float32 and int64, 1 to 8000
+ * elements) and barriers, each checked bit for bit against the pattern's
+ * exact reduction; the algorithm is RING_ALGO's, inherited from the test. */
+static int
+algo_collectives(ring_comm *comm, int rank, int size, void *arg)
+{
+	static const size_t counts[] = { 1, 7, 100, 2049, 8000 };
+	static const enum ring_op ops[] = { RING_SUM, RING_MAX, RING_PROD, RING_AVG };
+	static const enum ring_dtype dts[] = { RING_FLOAT32, RING_INT64 };
+	size_t cap = 8000 * 8 + IT_GUARD;
+	uint8_t *buf = ring_alloc(comm, cap), *want = malloc(cap);
+	uint64_t seed = 100;
+
+	(void)arg;
+	IT_CHECK(buf != NULL && want != NULL, "out of memory");
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+			for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++, seed++) {
+				char what[96];
+
+				if (ops[o] == RING_AVG && dts[d] != RING_FLOAT32)
+					continue;
+				size_t bytes = counts[c] * ring_dtype_size(dts[d]);
+
+				pattern_fill(buf, dts[d], ops[o], size, rank, counts[c], 0, seed);
+				memset(buf + bytes, 0xa5, IT_GUARD);
+				IT_CALL(ring_allreduce(comm, buf, buf, counts[c], dts[d], ops[o]));
+				pattern_expect_reduce(want, dts[d], ops[o], size, counts[c], 0,
+						      seed);
+				memset(want + bytes, 0xa5, IT_GUARD);
+				snprintf(what, sizeof(what), "all-reduce of %zu, op %d, dtype %d",
+					 counts[c], (int)ops[o], (int)dts[d]);
+				if (it_check_result(buf, want, dts[d], counts[c], what))
+					return 1;
+				IT_CALL(ring_barrier(comm));
+			}
+	ring_free(comm, buf);
+	free(want);
+	return 0;
+}
+
+/* Whether daemon d's flight recorder holds an operation of another plan than
+ * those named. */
+static bool
+recorded_other_than(int d, const char *a, const char *b)
+{
+	int rc;
+	json_t *doc = ctl_json(d, &rc, "ops", NULL, NULL, NULL, NULL), *job, *r;
+	size_t i, k;
+	bool found = false;
+
+	json_array_foreach(json_object_get(doc, "jobs"), i, job)
+		json_array_foreach(json_object_get(job, "recent"), k, r)
+			found |= strcmp(jstr(r, "plan"), a) != 0 && strcmp(jstr(r, "plan"), b) != 0;
+	json_decref(doc);
+	return found;
+}
+
+/* RING_ALGO: "rd" runs the small all-reduces and barriers of 5 hosts with two
+ * processes each in log2 n steps (the flight recorder says "doubling gather")
+ * on a ring whose latency_doubling is off, "ring" round the ring on one where
+ * it is on; every result the same bits as the pattern's exact reduction. */
+Test(direct, algo_override, .fini = teardown, .timeout = 240)
+{
+	start(5, NULL);
+	setenv("RING_ALGO", "rd", 1);
+	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_collectives, NULL), 0,
+		     "RING_ALGO=rd: a rank failed (see above)");
+	unsetenv("RING_ALGO");
+	cr_assert(recorded_plan(0, "doubling gather"), "RING_ALGO=rd: no doubling gather");
+	cluster_stop(&cluster);
+
+	start(5, "--latency-doubling yes");
+	setenv("RING_ALGO", "ring", 1);
+	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_collectives, NULL), 0,
+		     "RING_ALGO=ring: a rank failed (see above)");
+	unsetenv("RING_ALGO");
+	cr_assert(recorded_plan(0, "ring gather"), "RING_ALGO=ring: no ring gather");
+	cr_assert(!recorded_plan(0, "doubling gather"), "RING_ALGO=ring: a doubling gather "
+							"ran");
+	cr_assert(!recorded_other_than(0, "ring gather", "ring"), "RING_ALGO=ring: another plan");
+}
+
+/* Rank 0 asks for "rd", the others for "ring": not plans that never meet but
+ * RING_EMISMATCH on every rank, its message saying who asked for what; and
+ * an algorithm that is none is refused at ring_open. */
+static int
+algo_mismatch_fn(ring_comm *unused, int idx, int n, void *arg)
+{
+	ring_comm *comm;
+	float x = 1;
+	int rc;
+
+	(void)unused;
+	(void)n;
+	(void)arg;
+	setenv("RING_ALGO", "tree", 1);
+	rc = ring_open(&comm, NULL);
+	IT_CHECK(rc == RING_EINVAL && strstr(ring_last_error(NULL), "RING_ALGO"),
+		 "RING_ALGO=tree: ring_open gave %s: %s", ring_strerror(rc), ring_last_error(NULL));
+	setenv("RING_ALGO", idx == 0 ? "rd" : "ring", 1);
+	IT_CALL(ring_open(&comm, NULL));
+	rc = ring_allreduce(comm, &x, &x, 1, RING_FLOAT32, RING_SUM);
+	IT_CHECK(rc == RING_EMISMATCH && strstr(ring_last_error(comm), "algo=rd") &&
+		     strstr(ring_last_error(comm), "algo=ring"),
+		 "rank %d: %s: %s", idx, ring_strerror(rc), ring_last_error(comm));
+	ring_close(comm);
+	return 0;
+}
+
+Test(direct, algo_mismatch, .fini = teardown, .timeout = 120)
+{
+	struct cluster_proc procs[3];
+
+	start(3, NULL);
+	for (int i = 0; i < 3; i++)
+		procs[i] = (struct cluster_proc){ .daemon = i,
+						  .rank = i,
+						  .world = 3,
+						  .expect_rank = -1,
+						  .expect_size = -1,
+						  .self_open = true };
+	cr_assert_eq(cluster_run_procs(&cluster, procs, 3, algo_mismatch_fn, NULL), 0,
+		     "a rank failed (see above)");
+}

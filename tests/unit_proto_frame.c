@@ -236,7 +236,8 @@ Test(frame, api_collectives)
 		{ PROTO_COLL_ALLTOALL, PROTO_COLL_BARRIER },
 		{ PROTO_COLL_ALLTOALLV, PROTO_COLL_BARRIER },
 	};
-	struct proto_fp fp = { .dtype = RING_FLOAT32, .redop = RING_SUM, .root = 1, .count = 8 }, g;
+	struct proto_fp fp = { .dtype = RING_FLOAT32, .redop = RING_SUM, .root = 1, .count = 8 }, g,
+			o_fp;
 	struct proto_op m = { .coll = PROTO_COLL_ALLREDUCE,
 			      .api = PROTO_COLL_REDUCE,
 			      .dtype = RING_FLOAT32,
@@ -275,6 +276,19 @@ Test(frame, api_collectives)
 	cr_assert(!proto_fp_equal(&fp, &g));
 	proto_fp_format(&fp, text, sizeof(text));
 	cr_assert_str_eq(text, "reduce(float32, count=8, sum, root=1) #0");
+	/* nor do ranks asking for different algorithms (RING_ALGO), and the
+	 * message says which each asked for */
+	g = fp;
+	g.algo = PROTO_ALGO_RD;
+	cr_assert(!proto_fp_equal(&fp, &g));
+	proto_fp_format(&g, text, sizeof(text));
+	cr_assert_str_eq(text, "reduce(float32, count=8, sum, root=1, algo=rd) #0");
+	n = proto_encode_fp(buf, sizeof(buf), &g);
+	cr_assert_eq(n, PROTO_FP_LEN);
+	cr_assert_eq(proto_decode_fp(buf, (size_t)n, &o_fp), 0);
+	cr_assert_eq(o_fp.algo, PROTO_ALGO_RD);
+	cr_assert_eq(proto_algo_parse("rd"), PROTO_ALGO_RD);
+	cr_assert_eq(proto_algo_parse("tree"), -1);
 	/* an api on the wrong algorithm, or a base code as api, is refused */
 	fp.coll = PROTO_COLL_ALLGATHER;
 	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &fp), RING_EINVAL);
@@ -594,9 +608,11 @@ static const struct bad_value fp_values[] = {
 	{ "a base code as api", { EDIT_SET(FP, api, PROTO_COLL_ALLGATHER) }, RING_EINVAL },
 	{ "api of another algorithm", { EDIT_SET(FP, api, PROTO_COLL_GATHER) }, RING_EINVAL },
 	{ "api of its algorithm", { EDIT_SET(FP, api, PROTO_COLL_REDUCE) }, 0 },
+	{ "algo too large", { EDIT_SET(FP, algo, PROTO_ALGO_COUNT) }, RING_EINVAL },
+	{ "algo rd", { EDIT_SET(FP, algo, PROTO_ALGO_RD) }, 0 },
 };
 #undef FP
-/* coll dtype redop api, root at 4, count at 8, reserved 16..23. */
+/* coll dtype redop api, root at 4, count at 8, algo at 16, reserved 17..23. */
 static const struct bad_bytes fp_bytes[] = {
 	{ "coll 0", 0, 1, 0, RING_EPROTO },
 	{ "coll too large", 0, 1, PROTO_COLL_MAX + 1, RING_EPROTO },
@@ -607,7 +623,9 @@ static const struct bad_bytes fp_bytes[] = {
 	{ "redop 0xff", 2, 1, 0xff, RING_EPROTO },
 	{ "a base code as api", 3, 1, 1, RING_EPROTO },
 	{ "root very negative", 7, 1, 0x80, RING_EPROTO },
-	{ "reserved low", 16, 1, 1, RING_EPROTO },
+	{ "algo too large", 16, 1, PROTO_ALGO_COUNT, RING_EPROTO },
+	{ "algo 0xff", 16, 1, 0xff, RING_EPROTO },
+	{ "reserved low", 17, 1, 1, RING_EPROTO },
 	{ "reserved high", 23, 1, 0x80, RING_EPROTO },
 };
 

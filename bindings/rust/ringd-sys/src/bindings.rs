@@ -62,12 +62,13 @@ pub struct ring_options {
     pub arena_bytes: usize,
     pub rank: ::std::os::raw::c_int,
     pub size: ::std::os::raw::c_int,
+    pub algo: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_ring_options() {
     assert_eq!(
         ::std::mem::size_of::<ring_options>(),
-        48usize,
+        56usize,
         concat!("Size of: ", stringify!(ring_options))
     );
     assert_eq!(
@@ -211,6 +212,23 @@ fn bindgen_test_layout_ring_options() {
         );
     }
     test_field_size();
+    fn test_field_algo() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<ring_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).algo) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(ring_options),
+                "::",
+                stringify!(algo)
+            )
+        );
+    }
+    test_field_algo();
 }
 extern "C" {
     pub fn ring_open(comm: *mut *mut ring_comm, opts: *const ring_options)

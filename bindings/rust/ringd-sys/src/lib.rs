@@ -34,6 +34,7 @@ impl Default for ring_options {
             arena_bytes: 0,
             rank: 0,
             size: 0,
+            algo: std::ptr::null(),
         }
     }
 }

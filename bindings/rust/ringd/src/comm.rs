@@ -146,6 +146,7 @@ impl Communicator {
             arena_bytes: opts.arena_bytes.unwrap_or(0),
             rank: 0,
             size: 0,
+            algo: ptr::null(),
         };
         let mut comm = ptr::null_mut();
         // SAFETY: raw_opts' strings outlive the call; comm is written on success.
