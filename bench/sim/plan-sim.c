@@ -11,7 +11,9 @@
  *            [--table]
  *
  * HOSTS: a list of counts and ranges, "2,3,5-9", or "pow2" (2, 4, ..., 4096;
- * the default).  SIZES: bytes with K, M or G (1024s), default "8,64M".
+ * the default).  SIZES: bytes with K, M or G (1024s), default "8,64M": the
+ * buffer of an all-reduce or broadcast, the result of an all-gather and the
+ * input of a reduce-scatter, whose rows show one rank's block of it.
  * COLLS: allreduce, allgather, reduce_scatter, broadcast, barrier, alltoall
  * (default all).  The model's defaults: 45 us a hop (8-byte all-reduce on
  * loopback, issue 24), 10 Gb/s a link, ringd's 1 MiB segment, direct links to
@@ -161,7 +163,7 @@ table(const int *hosts, int nh, uint64_t big, const struct psim_model *base)
 	dbl.doubling = true;
 	fmt_size(big, bs, sizeof(bs));
 	printf("| hosts | 8 B, ring path: hops | time | 8 B, latency_doubling: plan | hops | "
-	       "time | %s B: plan | hops | busiest link / buffer | time |\n",
+	       "time | %s: plan | hops | busiest link / buffer | time |\n",
 	       bs);
 	printf("|---:|---:|---:|:--|---:|---:|:--|---:|---:|---:|\n");
 	for (i = 0; i < nh; i++) {
