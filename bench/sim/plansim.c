@@ -106,8 +106,9 @@ struct phost {
 	uint64_t tx_off, rx_off;
 	int depth;			/* the longest chain of data frames it has taken */
 	int hdr_hops;			/* ... of the operation headers it has taken */
-	struct frame *stash;
+	struct frame *stash;		/* in the block of take_plan, until it grows */
 	int nstash, stash_cap;
+	bool stash_grown;		/* ... then its own */
 	struct plink *links;
 	int nlinks, links_cap;
 	bool done;
@@ -252,9 +253,11 @@ emit(struct psim *s, int a, struct frame f, double t)
 
 		if (l == NULL)
 			return fail(s->r, "a link to a host of none of its headers");
-		start = t > l->free ? t : l->free;
-		l->free = start + wire * s->m->byte_ns * 1e-3;
-		t = l->free + s->m->hop_us;
+		if (!s->m->untimed) {
+			start = t > l->free ? t : l->free;
+			l->free = start + wire * s->m->byte_ns * 1e-3;
+			t = l->free + s->m->hop_us;
+		}
 		if (!f.hdr)
 			l->bytes += f.len;
 		f.hops++;
@@ -414,13 +417,17 @@ host_arrive(struct psim *s, double t, const struct frame *f)
 			h->hdr_hops = f->hops;
 	} else {
 		if (h->nstash == h->stash_cap) {
-			int cap = h->stash_cap ? 2 * h->stash_cap : h->nhdr_from + 4;
-			struct frame *st = realloc(h->stash, (size_t)cap * sizeof(*st));
+			int cap = 2 * h->stash_cap;
+			struct frame *st = malloc((size_t)cap * sizeof(*st));
 
 			if (st == NULL)
 				return fail(s->r, "out of memory");
+			memcpy(st, h->stash, (size_t)h->nstash * sizeof(*st));
+			if (h->stash_grown)
+				free(h->stash);
 			h->stash = st;
 			h->stash_cap = cap;
+			h->stash_grown = true;
 		}
 		h->stash[h->nstash++] = *f;
 		if (host_rx(s, p, t) != 0)
@@ -499,13 +506,15 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 	h->nhdr_to = pl->nhdr_to;
 	h->nhdr_from = pl->nhdr_from;
 	h->links_cap = pl->nhdr_to + 2;
-	blk = calloc(1, ntx * sizeof(*h->tx) + nrx * sizeof(*h->rx) +
-			    (size_t)h->links_cap * sizeof(*h->links) + nhdr * sizeof(int) +
-			    (size_t)pl->nhdr_from + 1);
+	h->stash_cap = pl->nhdr_from + 2;
+	blk = calloc(1, (size_t)h->links_cap * sizeof(*h->links) +
+			    (size_t)h->stash_cap * sizeof(*h->stash) + ntx * sizeof(*h->tx) +
+			    nrx * sizeof(*h->rx) + nhdr * sizeof(int) + (size_t)pl->nhdr_from + 1);
 	if (blk == NULL)
 		return fail(s->r, "out of memory");
 	h->links = (struct plink *)(void *)blk;
-	h->tx = (struct ptx *)(void *)(h->links + h->links_cap);
+	h->stash = (struct frame *)(void *)(h->links + h->links_cap);
+	h->tx = (struct ptx *)(void *)(h->stash + h->stash_cap);
 	h->rx = (struct prx *)(void *)(h->tx + ntx);
 	h->hdr_to = (int *)(void *)(h->rx + nrx);
 	h->hdr_from = h->hdr_to + pl->nhdr_to;
@@ -589,7 +598,8 @@ sim_free(struct psim *s)
 
 	for (p = 0; s->h != NULL && p < s->n; p++) {
 		free(s->h[p].links);	/* the block of take_plan */
-		free(s->h[p].stash);
+		if (s->h[p].stash_grown)
+			free(s->h[p].stash);
 	}
 	free(s->h);
 	free(s->heap);
