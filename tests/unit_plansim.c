@@ -20,6 +20,8 @@
 #include "bench/sim/plansim.h"
 #include "proto/proto.h"
 
+TestSuite(plansim, .init = psim_init);
+
 static const int colls[] = { PROTO_COLL_ALLREDUCE, PROTO_COLL_ALLGATHER, PROTO_COLL_REDUCE_SCATTER,
 			     PROTO_COLL_BROADCAST, PROTO_COLL_BARRIER };
 #define NCOLLS (int)(sizeof(colls) / sizeof(colls[0]))

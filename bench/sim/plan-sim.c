@@ -193,6 +193,7 @@ main(int argc, char **argv)
 	const char *dbl = "both";
 	struct psim_model m;
 
+	psim_init();
 	psim_model_defaults(&m);
 	for (c = 0; c < NCOLLS; c++)
 		want[c] = true;

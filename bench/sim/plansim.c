@@ -40,6 +40,7 @@
  * watermarks, the daemons' CPU (reductions, the fold, copies), several
  * processes per host; every host starts at time 0.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,14 @@
 #include "ringd/coll.h"
 
 #define ESZ 4				/* float32 */
+
+void
+psim_init(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+	mallopt(M_TOP_PAD, 16 << 20);
+}
 
 void
 psim_model_defaults(struct psim_model *m)
@@ -143,7 +152,7 @@ ev_before(const struct event *a, const struct event *b)
 	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-/* model.untimed: a ring buffer instead of the heap. */
+/* model.untimed: a ring buffer instead of the heap (a power of two long). */
 static int
 fifo_push(struct psim *s, const struct frame *f)
 {
@@ -159,7 +168,7 @@ fifo_push(struct psim *s, const struct frame *f)
 		s->fifo = q;
 		s->fifo_cap = cap;
 	}
-	s->fifo[(s->fifo_head + s->fifo_n++) % s->fifo_cap] = *f;
+	s->fifo[(s->fifo_head + s->fifo_n++) & (s->fifo_cap - 1)] = *f;
 	return 0;
 }
 
@@ -243,11 +252,11 @@ static int
 emit(struct psim *s, int a, struct frame f, double t)
 {
 	int n = s->n, b = f.dst, at = a;
-	bool neighbour = b == (a + 1) % n || b == (a + n - 1) % n;
+	bool neighbour = b == (a + 1 < n ? a + 1 : 0) || b == (a > 0 ? a - 1 : n - 1);
 	uint32_t wire = PROTO_FRAME_HDR + (f.hdr ? PROTO_FP_LEN : f.len);
 
 	while (at != b) {
-		int next = (s->m->direct || neighbour) ? b : (at + 1) % n;
+		int next = (s->m->direct || neighbour) ? b : (at + 1 < n ? at + 1 : 0);
 		struct plink *l = link_get(s, at, next);
 		double start;
 
@@ -654,7 +663,7 @@ sim_walk(struct psim *s)
 	while (s->fifo_n > 0) {
 		struct frame f = s->fifo[s->fifo_head];
 
-		s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
+		s->fifo_head = (s->fifo_head + 1) & (s->fifo_cap - 1);
 		s->fifo_n--;
 		if (host_arrive(s, 0.0, &f) != 0)
 			return -1;

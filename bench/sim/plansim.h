@@ -30,6 +30,12 @@ struct psim_model {
  * ringd's default segment of 1 MiB, the doubling over direct links. */
 void psim_model_defaults(struct psim_model *m);
 
+/* Once per process, before the runs: freed memory stays in the process
+ * (mallopt), so that thousands of runs do not each map and fault in their
+ * megabytes afresh (a third of their time); buffers of 32 MiB and more are
+ * still mapped, so the large ones stay untouched. */
+void psim_init(void);
+
 /* What one collective did in the model. */
 struct psim_result {
 	const char *plan;		/* the plan host 0 ran (plan.name) */
