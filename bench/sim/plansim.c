@@ -552,8 +552,10 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 
 		if (x->from < 0 || x->from >= n || x->from == p ||
 		    !in_list(h->hdr_from, h->nhdr_from, x->from) || x->dst.len > UINT32_MAX ||
-		    x->wait_tx >= pl->ntx || x->dst.nblk > 1)
+		    x->dst.nblk > 1)
 			return fail(s->r, "a received step from no host of the plan's headers");
+		if (x->wait_tx >= pl->ntx)
+			return fail(s->r, "a received step waiting for no send step");
 		h->rx[i] = (struct prx){ .len = (uint32_t)x->dst.len,
 					 .id = x->id,
 					 .from = x->from,
