@@ -60,8 +60,9 @@ struct psim_result {
  * _BROADCAST from host 0, _BARRIER) on n hosts of one rank each, size bytes
  * (all-reduce and broadcast: the buffer; all-gather: the result, n blocks;
  * reduce-scatter: the input, n blocks; barrier: none) of float32.  0, or -1
- * with why in r->error (bad arguments, out of memory); a plan that does not
- * match itself returns 0 with r->error, r->stuck or r->unmatched set.
+ * with why in r->error (bad arguments, out of memory, a step of a plan with
+ * no host of its headers or no step it waits for); a plan whose steps do not
+ * match each other's returns 0 with r->error, r->stuck or r->unmatched set.
  */
 int psim_run(int coll, int n, uint64_t size, const struct psim_model *m, struct psim_result *r);
 
