@@ -29,7 +29,8 @@
  * before the first collective), and the floor has no direct links, so
  * plan_tiny_log's frames to host p + 2^k would go round the ring.  Walking
  * the plans keeps what decides the hops and the bytes (the real plans, the
- * executor's order and waits) at 4096 hosts in seconds.
+ * executor's order and waits) and reaches 4096 hosts: 0.1 s for the 8-byte
+ * all-reduce there, 38 s and 1.2 GB for 64 MiB on the ring (33.5 M frames).
  *
  * The model: a frame of L payload bytes takes (L + 48) x byte_ns on its link
  * (links are directed pairs; one frame at a time on each, in the order
