@@ -87,6 +87,7 @@ BIN_RINGD  := $(BUILD)/bin/ringd
 BIN_CTL    := $(BUILD)/bin/ringctl
 BIN_BENCH  := $(BUILD)/bin/ring-bench
 BIN_HOP    := $(BUILD)/bin/hop-latency
+BIN_PLANSIM := $(BUILD)/bin/plan-sim
 LIB_A      := $(BUILD)/lib/libring.a
 LIB_SO     := $(BUILD)/lib/libring.so.$(SOVERSION)
 LIB_PC     := $(BUILD)/lib/libring.pc
@@ -130,7 +131,8 @@ EXAMPLES += $(patsubst libring/examples/%.c,$(BUILD)/bin/%,$(wildcard libring/ex
 endif
 
 .PHONY: all test demo install uninstall clean deps check-asan fuzz
-all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(BIN_HOP) $(EXAMPLES)
+all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(BIN_HOP) $(EXAMPLES) \
+	$(BIN_PLANSIM)
 
 # Objects depend on the flags they were built with (CUDA=, ASAN=, DEBUG= ...):
 # the stamp is rewritten only when they change, and then everything rebuilds.
@@ -190,6 +192,14 @@ $(BIN_HOP): $(call obj,bench/hop-latency.c)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
 
+# The simulator of the real plans (bench/sim): ringd/plan.c walked in the
+# executor's semantics over a model of links; tests/unit_plansim asserts on it.
+PLANSIM_OBJ := $(call obj,bench/sim/plansim.c) $(BUILD)/ringd/plan.o
+$(BIN_PLANSIM): $(call obj,bench/sim/plan-sim.c) $(PLANSIM_OBJ)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
+
 $(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cuda.c) \
 	$(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
@@ -209,6 +219,7 @@ $(PROTO_UNITS): $(call obj,tests/proto_check.c) $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
 $(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
+$(BUILD)/tests/unit_plansim: $(BUILD)/tests/unit_plansim.o $(PLANSIM_OBJ)
 # libring against the fake ringd of tests/fake_daemon.c (unit_arena: only for
 # its scrubbed environment).
 FAKE_OBJ := $(call obj,tests/fake_daemon.c)

@@ -1,0 +1,290 @@
+/*
+ * plan-sim - ringd's real plans (ringd/plan.c, chosen as ringd/coll.c
+ * chooses them) walked in the executor's semantics over a model of links,
+ * for 2 to 4096 hosts: per collective, size and host count, the plan, the
+ * hops on the critical path, the payload bytes on the busiest link and the
+ * modelled time.  How, and why the plans are walked rather than run by the
+ * executor over tests/sim's fake link floor: bench/sim/plansim.c.
+ *
+ *   plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]
+ *            [--segment BYTES] [--doubling yes|no|both] [--no-direct] [--untimed]
+ *            [--table]
+ *
+ * HOSTS: a list of counts and ranges, "2,3,5-9", or "pow2" (2, 4, ..., 4096;
+ * the default).  SIZES: bytes with K, M or G (1024s), default "8,64M": the
+ * buffer of an all-reduce or broadcast, the result of an all-gather and the
+ * input of a reduce-scatter, whose rows show one rank's block of it.
+ * COLLS: allreduce, allgather, reduce_scatter, broadcast, barrier, alltoall
+ * (default all).  The model's defaults: 45 us a hop (8-byte all-reduce on
+ * loopback, issue 24), 10 Gb/s a link, ringd's 1 MiB segment, direct links to
+ * hosts that are no neighbours, each row with latency_doubling no and yes.
+ * --untimed: hops and bytes only, the frames taken in the order sent.
+ * --table prints the README's table instead: all-reduce of 8 bytes under
+ * both latency paths and of the largest size, per host count.
+ * Exit status: 0, 1 a plan did not match itself, 2 usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plansim.h"
+#include "proto/proto.h"
+
+static const struct {
+	const char *name;
+	int coll;			/* 0: no plan */
+} colls[] = {
+	{ "allreduce", PROTO_COLL_ALLREDUCE },
+	{ "allgather", PROTO_COLL_ALLGATHER },
+	{ "reduce_scatter", PROTO_COLL_REDUCE_SCATTER },
+	{ "broadcast", PROTO_COLL_BROADCAST },
+	{ "barrier", PROTO_COLL_BARRIER },
+	{ "alltoall", 0 },
+};
+#define NCOLLS	 (int)(sizeof(colls) / sizeof(colls[0]))
+#define LIST_MAX 4096
+
+static int
+usage(FILE *f)
+{
+	fprintf(f, "usage: plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]\n"
+		   "                [--segment BYTES] [--doubling yes|no|both] [--no-direct] "
+		   "[--untimed] [--table]\n");
+	return f == stderr ? 2 : 0;
+}
+
+static int
+parse_size(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x = strtoull(s, &end, 10);
+
+	if (end == s)
+		return -1;
+	if (*end == 'K' || *end == 'k')
+		x <<= 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		x <<= 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		x <<= 30, end++;
+	if (*end != '\0' && *end != ',')
+		return -1;
+	*v = x;
+	return (int)(end - s);
+}
+
+/* "2,3,5-9" or "pow2" into v[]; how many, or -1. */
+static int
+parse_hosts(const char *s, int *v)
+{
+	int k = 0, a, b, used;
+
+	if (strcmp(s, "pow2") == 0) {
+		for (a = 2; a <= PSIM_HOSTS_MAX; a *= 2)
+			v[k++] = a;
+		return k;
+	}
+	while (*s != '\0') {
+		if (sscanf(s, "%d-%d%n", &a, &b, &used) == 2 ||
+		    (sscanf(s, "%d%n", &a, &used) == 1 && (b = a, 1))) {
+			if (a < 2 || b > PSIM_HOSTS_MAX || a > b)
+				return -1;
+			for (; a <= b && k < LIST_MAX; a++)
+				v[k++] = a;
+			s += used;
+		} else {
+			return -1;
+		}
+		if (*s == ',')
+			s++;
+		else if (*s != '\0')
+			return -1;
+	}
+	return k;
+}
+
+static int
+parse_sizes(const char *s, uint64_t *v)
+{
+	int k = 0, used;
+
+	while (*s != '\0' && k < 64) {
+		if ((used = parse_size(s, &v[k])) < 0 || v[k] > 0xffffffffull)
+			return -1;
+		k++;
+		s += used;
+		if (*s == ',')
+			s++;
+	}
+	return k;
+}
+
+static void
+fmt_size(uint64_t b, char *out, size_t len)
+{
+	if (b >= (1u << 20) && b % (1u << 20) == 0)
+		snprintf(out, len, "%lluM", (unsigned long long)(b >> 20));
+	else if (b >= 1024 && b % 1024 == 0)
+		snprintf(out, len, "%lluK", (unsigned long long)(b >> 10));
+	else
+		snprintf(out, len, "%llu", (unsigned long long)b);
+}
+
+static int
+run_one(int coll, int n, uint64_t size, const struct psim_model *m, struct psim_result *r)
+{
+	if (psim_run(coll, n, size, m, r) != 0 || r->error[0] != '\0' || r->stuck > 0 ||
+	    r->unmatched > 0) {
+		fprintf(stderr, "plan-sim: %d hosts, %llu bytes: %s\n", n, (unsigned long long)size,
+			r->error[0] ? r->error : "frames no step took");
+		return 1;
+	}
+	return 0;
+}
+
+static void
+time_cell(double us, char *out, size_t len)
+{
+	if (us >= 10000.0)
+		snprintf(out, len, "%.1f ms", us / 1000.0);
+	else
+		snprintf(out, len, "%.0f us", us);
+}
+
+/* The README's table: 8-byte all-reduce, ring path and doubling; the large one. */
+static int
+table(const int *hosts, int nh, uint64_t big, const struct psim_model *base)
+{
+	struct psim_model ring = *base, dbl = *base;
+	char bs[32], t1[32], t2[32], t3[32];
+	int i, bad = 0;
+
+	ring.doubling = false;
+	dbl.doubling = true;
+	fmt_size(big, bs, sizeof(bs));
+	printf("| hosts | 8 B, ring path: hops | time | 8 B, latency_doubling: plan | hops | "
+	       "time | %s: plan | hops | busiest link / buffer | time |\n",
+	       bs);
+	printf("|---:|---:|---:|:--|---:|---:|:--|---:|---:|---:|\n");
+	for (i = 0; i < nh; i++) {
+		struct psim_result a, b, c;
+
+		bad |= run_one(PROTO_COLL_ALLREDUCE, hosts[i], 8, &ring, &a);
+		bad |= run_one(PROTO_COLL_ALLREDUCE, hosts[i], 8, &dbl, &b);
+		bad |= run_one(PROTO_COLL_ALLREDUCE, hosts[i], big, &dbl, &c);
+		time_cell(a.time_us, t1, sizeof(t1));
+		time_cell(b.time_us, t2, sizeof(t2));
+		time_cell(c.time_us, t3, sizeof(t3));
+		printf("| %d | %d | %s | %s | %d | %s | %s | %d | %.4f | %s |\n", hosts[i], a.hops,
+		       t1, b.plan, b.hops, t2, c.plan, c.hops,
+		       (double)c.busiest_bytes / (double)c.bytes, t3);
+		fflush(stdout);
+	}
+	return bad;
+}
+
+int
+main(int argc, char **argv)
+{
+	static int hosts[LIST_MAX];
+	uint64_t sizes[64] = { 8, 64u << 20 };
+	int nh = parse_hosts("pow2", hosts), ns = 2, i, k, c, bad = 0;
+	bool want[NCOLLS], do_table = false;
+	const char *dbl = "both";
+	struct psim_model m;
+
+	psim_init();
+	psim_model_defaults(&m);
+	for (c = 0; c < NCOLLS; c++)
+		want[c] = true;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t x;
+
+		if (strcmp(a, "-n") == 0 && v && (nh = parse_hosts(v, hosts)) > 0)
+			i++;
+		else if (strcmp(a, "-s") == 0 && v && (ns = parse_sizes(v, sizes)) > 0)
+			i++;
+		else if (strcmp(a, "-c") == 0 && v) {
+			for (c = 0; c < NCOLLS; c++)
+				want[c] = strstr(v, colls[c].name) != NULL;
+			i++;
+		} else if (strcmp(a, "--hop-us") == 0 && v && (m.hop_us = atof(v)) >= 0)
+			i++;
+		else if (strcmp(a, "--gbps") == 0 && v && atof(v) > 0)
+			m.byte_ns = 8.0 / atof(argv[++i]);
+		else if (strcmp(a, "--segment") == 0 && v && parse_size(v, &x) > 0 && x >= 4096 &&
+			 x <= (16u << 20))
+			m.segment_bytes = (uint32_t)x, i++;
+		else if (strcmp(a, "--doubling") == 0 && v &&
+			 (!strcmp(v, "yes") || !strcmp(v, "no") || !strcmp(v, "both")))
+			dbl = argv[++i];
+		else if (strcmp(a, "--no-direct") == 0)
+			m.direct = false;
+		else if (strcmp(a, "--untimed") == 0)
+			m.untimed = true;
+		else if (strcmp(a, "--table") == 0)
+			do_table = true;
+		else
+			return usage(strcmp(a, "-h") == 0 ? stdout : stderr);
+	}
+	if (nh <= 0 || ns <= 0)
+		return usage(stderr);
+	printf("# plan-sim: %.1f us a hop, %.3f ns a byte (%.1f Gb/s), segment %u B, %s links\n",
+	       m.hop_us, m.byte_ns, 8.0 / m.byte_ns, m.segment_bytes,
+	       m.direct ? "direct" : "ring-only");
+	if (do_table) {
+		uint64_t big = 0;
+
+		for (k = 0; k < ns; k++)
+			if (sizes[k] > big)
+				big = sizes[k];
+		return table(hosts, nh, big, &m);
+	}
+	printf("%-15s %9s %6s %-16s %9s %6s %14s %10s %12s\n", "collective", "size", "hosts",
+	       "plan", "doubling", "hops", "busiest_link_B", "frames", "time_us");
+	for (c = 0; c < NCOLLS; c++) {
+		if (!want[c])
+			continue;
+		if (colls[c].coll == 0) {
+			printf("%-15s  no plan in ringd/plan.c: libring runs it as a barrier, then "
+			       "pairwise send/recv (ringd/p2p.c)\n",
+			       colls[c].name);
+			continue;
+		}
+		for (k = 0; k < ns; k++) {
+			for (i = 0; i < nh; i++) {
+				bool latency = colls[c].coll == PROTO_COLL_ALLREDUCE ||
+					       colls[c].coll == PROTO_COLL_BARRIER;
+				int d;
+
+				for (d = 0; d < 2; d++) {
+					struct psim_model mm = m;
+					struct psim_result r;
+					const char *dcol;
+					char sz[32];
+
+					if ((d == 0 && !strcmp(dbl, "yes")) ||
+					    (d == 1 && !strcmp(dbl, "no")))
+						continue;
+					/* the doubling changes the latency path alone */
+					if (d == 1 && !strcmp(dbl, "both") && !latency)
+						continue;
+					mm.doubling = d == 1;
+					if (d == 1)
+						dcol = "yes";
+					else
+						dcol = latency || strcmp(dbl, "both") ? "no" : "-";
+					bad |= run_one(colls[c].coll, hosts[i], sizes[k], &mm, &r);
+					fmt_size(r.bytes, sz, sizeof(sz));
+					printf("%-15s %9s %6d %-16s %9s %6d %14llu %10llu %12.1f\n",
+					       colls[c].name, sz, hosts[i], r.plan, dcol, r.hops,
+					       (unsigned long long)r.busiest_bytes,
+					       (unsigned long long)r.frames, r.time_us);
+					fflush(stdout);
+				}
+			}
+		}
+	}
+	return bad;
+}

@@ -1,0 +1,269 @@
+/*
+ * unit_plansim.c - ringd's real plans (ringd/plan.c) at scale, through the
+ * simulator of bench/sim/plansim.c (every host's plan, chosen as coll.c
+ * chooses it, walked in the executor's semantics): the small all-reduce's
+ * latency plan crosses at most 2 ceil(log2 n) + 2 hops for every n from 2 to
+ * 4096; the large all-reduce puts 2(n-1)/n of the buffer on the busiest
+ * link, within one segment; every plan of every collective matches itself
+ * (each send step's frames taken by the receive step they are for, every
+ * host done, nothing left over) on odd and even host counts.  The hop and
+ * byte checks walk untimed (frames in the order sent), which gives the same
+ * hops and bytes as the timed walk: checked here too.  There is no
+ * all-to-all plan to check (libring runs it as a barrier and pairwise
+ * send/recv).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "bench/sim/plansim.h"
+#include "proto/proto.h"
+
+TestSuite(plansim, .init = psim_init);
+
+static const int colls[] = { PROTO_COLL_ALLREDUCE, PROTO_COLL_ALLGATHER, PROTO_COLL_REDUCE_SCATTER,
+			     PROTO_COLL_BROADCAST, PROTO_COLL_BARRIER };
+#define NCOLLS (int)(sizeof(colls) / sizeof(colls[0]))
+
+static const char *
+coll_name(int coll)
+{
+	switch (coll) {
+	case PROTO_COLL_ALLREDUCE:
+		return "allreduce";
+	case PROTO_COLL_ALLGATHER:
+		return "allgather";
+	case PROTO_COLL_REDUCE_SCATTER:
+		return "reduce_scatter";
+	case PROTO_COLL_BROADCAST:
+		return "broadcast";
+	default:
+		return "barrier";
+	}
+}
+
+static int
+ceil_log2(int n)
+{
+	int l = 0;
+
+	while ((1 << l) < n)
+		l++;
+	return l;
+}
+
+static struct psim_model
+model(bool doubling, bool direct, bool untimed)
+{
+	struct psim_model m;
+
+	psim_model_defaults(&m);
+	m.doubling = doubling;
+	m.direct = direct;
+	m.untimed = untimed;
+	return m;
+}
+
+/* Runs one and asserts the plans matched themselves. */
+static void
+run_ok(int coll, int n, uint64_t size, const struct psim_model *m, struct psim_result *r)
+{
+	int rc = psim_run(coll, n, size, m, r);
+
+	cr_assert_eq(rc, 0, "%s on %d hosts, %llu B: %s", coll_name(coll), n,
+		     (unsigned long long)size, r->error);
+	cr_assert_str_empty(r->error, "%s on %d hosts, %llu B (%s): %s", coll_name(coll), n,
+			    (unsigned long long)size, r->plan, r->error);
+	cr_assert_eq(r->stuck, 0, "%s on %d hosts: %d hosts never finished", coll_name(coll), n,
+		     r->stuck);
+	cr_assert_eq(r->unmatched, 0, "%s on %d hosts: %llu frames no step took", coll_name(coll),
+		     n, (unsigned long long)r->unmatched);
+}
+
+/* 8-byte all-reduce with latency_doubling over direct links, every n of
+ * [lo, hi]: the latency plan, within 2 ceil(log2 n) + 2 hops. */
+static void
+small_allreduce_hops(int lo, int hi)
+{
+	struct psim_model m = model(true, true, true);
+	int n;
+
+	for (n = lo; n <= hi; n++) {
+		struct psim_result r;
+		int bound = 2 * ceil_log2(n) + 2;
+
+		run_ok(PROTO_COLL_ALLREDUCE, n, 8, &m, &r);
+		cr_assert_str_eq(r.plan, n > 2 ? "doubling gather" : "ring gather", "%d hosts", n);
+		cr_assert_leq(r.hops, bound, "8-byte all-reduce on %d hosts (%s): %d hops > %d", n,
+			      r.plan, r.hops, bound);
+	}
+}
+
+/* Four parts of about the same work (a run costs about n log n), so that
+ * Criterion's workers share them: about 4 s of CPU each here, 25 s under
+ * ASan (hence the bound). */
+Test(plansim, small_allreduce_hops_2_2048, .timeout = 300)
+{
+	small_allreduce_hops(2, 2048);
+}
+
+Test(plansim, small_allreduce_hops_2049_2896, .timeout = 300)
+{
+	small_allreduce_hops(2049, 2896);
+}
+
+Test(plansim, small_allreduce_hops_2897_3547, .timeout = 300)
+{
+	small_allreduce_hops(2897, 3547);
+}
+
+Test(plansim, small_allreduce_hops_3548_4096, .timeout = 300)
+{
+	small_allreduce_hops(3548, 4096);
+}
+
+/* The barrier takes the same latency plan, with no bytes. */
+Test(plansim, barrier_hops, .timeout = 60)
+{
+	struct psim_model m = model(true, true, true);
+	static const int ns[] = { 2, 3, 5, 7, 8, 9, 31, 33, 100, 1000, 1025, 4095, 4096 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_result r;
+
+		run_ok(PROTO_COLL_BARRIER, ns[i], 0, &m, &r);
+		cr_assert_leq(r.hops, 2 * ceil_log2(ns[i]) + 2, "barrier on %d hosts: %d hops",
+			      ns[i], r.hops);
+	}
+}
+
+/* What the bound owes to the direct links and the doubling: the ring's
+ * latency path crosses n-1 hops, and so does the doubling round the ring
+ * alone (step k's frames pass 2^k daemons) on a power of two. */
+Test(plansim, latency_path_without_the_doubling_or_direct_links, .timeout = 60)
+{
+	struct psim_model ring = model(false, true, true), round = model(true, false, true);
+	static const int ns[] = { 4, 8, 16, 64, 256, 1024 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_result r;
+
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 8, &ring, &r);
+		cr_assert_str_eq(r.plan, "ring gather");
+		cr_assert_eq(r.hops, ns[i] - 1, "ring path on %d hosts: %d hops", ns[i], r.hops);
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 8, &round, &r);
+		cr_assert_str_eq(r.plan, "doubling gather");
+		cr_assert_eq(r.hops, ns[i] - 1, "doubling round the ring on %d hosts: %d hops",
+			     ns[i], r.hops);
+	}
+}
+
+/* The large all-reduce: the ring plan, 2(n-1) hops, and on its busiest link
+ * 2(n-1)/n of the buffer within one segment. */
+Test(plansim, large_allreduce_bytes_per_link, .timeout = 60)
+{
+	struct psim_model m = model(true, true, true);
+	static const int ns[] = { 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 64, 100, 127, 128, 255, 1000 };
+	static const uint64_t sizes[] = { 64u << 20, (64u << 20) + 4 * 999 };
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+			struct psim_result r;
+			int n = ns[i];
+			double want = 2.0 * (n - 1) / n * (double)sizes[k], off;
+
+			run_ok(PROTO_COLL_ALLREDUCE, n, sizes[k], &m, &r);
+			off = (double)r.busiest_bytes - want;
+			cr_assert_str_eq(r.plan, "ring", "%d hosts", n);
+			cr_assert_eq(r.hops, 2 * (n - 1), "%d hosts: %d hops", n, r.hops);
+			cr_assert(off <= r.seg && -off <= r.seg,
+				  "%d hosts, %llu B: busiest link %llu B, 2(n-1)/n of the buffer "
+				  "%.0f B, segment %u B",
+				  n, (unsigned long long)sizes[k],
+				  (unsigned long long)r.busiest_bytes, want, r.seg);
+			/* a ring: n links, every one as busy */
+			cr_assert_eq(r.links, (uint64_t)n, "%d hosts: %llu links", n,
+				     (unsigned long long)r.links);
+		}
+	}
+}
+
+/* Every collective's plans match themselves: odd and even host counts, sizes
+ * of no element per host, fewer elements than hosts, uneven splits, many
+ * segments; for all-reduce and barrier both latency paths, the doubling over
+ * direct links and round the ring (the others' plans send to neighbours
+ * only, so neither changes them). */
+Test(plansim, plans_valid, .timeout = 120)
+{
+	static const uint64_t sizes[] = { 4, 8, 1000, 12 * 1024 + 4, (1u << 20) + 8, 5u << 20 };
+	static const int big[] = { 100, 127, 257, 1000 };
+	const int nbig = (int)(sizeof(big) / sizeof(big[0]));
+	int i, c, v;
+
+	for (i = 2; i <= 64 + nbig; i++) {
+		int n = i <= 64 ? i : big[i - 65];
+
+		for (c = 0; c < NCOLLS; c++) {
+			bool latency =
+			    colls[c] == PROTO_COLL_ALLREDUCE || colls[c] == PROTO_COLL_BARRIER;
+
+			for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+				/* many segments on a few host counts, two sizes on the
+				 * large ones; the barrier has none */
+				if ((sizes[k] > (1u << 20) + 8 && n > 9) ||
+				    (n > 64 && sizes[k] != 8 && sizes[k] != 12 * 1024 + 4) ||
+				    (sizes[k] > 8 && colls[c] == PROTO_COLL_BARRIER))
+					continue;
+				for (v = 0; v < (latency ? 3 : 1); v++) {
+					struct psim_model m = model(v > 0, v != 2, true);
+					struct psim_result r;
+
+					run_ok(colls[c], n, sizes[k], &m, &r);
+				}
+			}
+		}
+	}
+}
+
+/* The untimed walk gives the timed walk's hops, bytes and frames. */
+Test(plansim, untimed_is_timed_less_the_clock, .timeout = 60)
+{
+	static const uint64_t sizes[] = { 8, 100000, 3u << 20 };
+	static const int ns[] = { 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 33, 100, 257 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+		for (int c = 0; c < NCOLLS; c++)
+			for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+				for (int v = 0; v < 4; v++) {
+					struct psim_model tm = model(v & 1, v & 2, false),
+							  um = model(v & 1, v & 2, true);
+					struct psim_result t, u;
+
+					run_ok(colls[c], ns[i], sizes[k], &tm, &t);
+					run_ok(colls[c], ns[i], sizes[k], &um, &u);
+					cr_assert_eq(t.hops, u.hops, "%s %d hosts %llu B",
+						     coll_name(colls[c]), ns[i],
+						     (unsigned long long)sizes[k]);
+					cr_assert_eq(t.busiest_bytes, u.busiest_bytes);
+					cr_assert_eq(t.frames, u.frames);
+					cr_assert_gt(t.time_us, 0.0);
+				}
+}
+
+/* The model's time: one hop of 8 bytes is a hop's latency and the frame's
+ * bytes; a large all-reduce on the ring is bandwidth-bound. */
+Test(plansim, modelled_time)
+{
+	struct psim_model m = model(true, true, false);
+	struct psim_result r;
+	/* the data frame leaves behind the operation header on the link */
+	double frame_us = (2 * PROTO_FRAME_HDR + PROTO_FP_LEN + 8) * m.byte_ns * 1e-3, bw_us;
+
+	run_ok(PROTO_COLL_ALLREDUCE, 2, 8, &m, &r);
+	cr_assert_float_eq(r.time_us, m.hop_us + frame_us, 1e-6, "%f", r.time_us);
+	run_ok(PROTO_COLL_ALLREDUCE, 8, 64u << 20, &m, &r);
+	bw_us = 2.0 * 7 / 8 * (64u << 20) * m.byte_ns * 1e-3;
+	cr_assert(r.time_us >= bw_us && r.time_us < 1.2 * bw_us + 14 * m.hop_us,
+		  "64 MiB on 8 hosts: %.0f us, the links' bytes alone %.0f us", r.time_us, bw_us);
+}
