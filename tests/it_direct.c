@@ -722,6 +722,30 @@ recorded_other_than(int d, const char *a, const char *b)
 	return found;
 }
 
+/* RING_ALGO=rd on every ring of 1 to 8 hosts, with one and two processes
+ * per host: every result the same bits as the pattern's exact reduction, and
+ * from 3 hosts on the flight recorder says "doubling gather" (on 2 the ring's
+ * path is the doubling's). */
+Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
+{
+	for (int n = 1; n <= 8; n++)
+		for (int local = 1; local <= 2; local++) {
+			int rc;
+
+			start(n, NULL);
+			setenv("RING_ALGO", "rd", 1);
+			rc = cluster_run_local(&cluster, n * local, local, algo_collectives, NULL);
+			unsetenv("RING_ALGO");
+			cr_assert_eq(rc, 0,
+				     "RING_ALGO=rd, %d hosts x %d: a rank failed (see above)", n,
+				     local);
+			if (n >= 3)
+				cr_assert(recorded_plan(0, "doubling gather"),
+					  "RING_ALGO=rd, %d hosts: no doubling gather", n);
+			cluster_stop(&cluster);
+		}
+}
+
 /* RING_ALGO: "rd" runs the small all-reduces and barriers of 5 hosts with two
  * processes each in log2 n steps (the flight recorder says "doubling gather")
  * on a ring whose latency_doubling is off, "ring" round the ring on one where
