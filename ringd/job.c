@@ -223,6 +223,14 @@ job_check_ready(struct ringd *rd, struct job *j)
 	j->nhosts = n;
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
+	/* the job's own ring: a direct link to each of its neighbours there that
+	 * is none on the ring of all hosts, opened now (by the lower rank of the
+	 * two) so that its collectives need not go round through hosts with no
+	 * rank in it for long */
+	if (n > 1) {
+		(void)link_toward(rd, j->next_host, true);
+		(void)link_toward(rd, j->prev_host, true);
+	}
 	j->ready = true;
 	j->formed = true;
 	j->fgen = gen;
