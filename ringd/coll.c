@@ -23,15 +23,16 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 	const struct contrib *L = op_contrib(op, op_leader(op));
 	struct plan *pl = &ring->plan;
 	struct plan_hosts h;
+	bool doubling;
 
 	job_plan_hosts(j, &h);
 	pl->esz = op_esz(op);
 	pl->avg = op_redop(op) == RING_AVG;
 	/* RING_ALGO asks for one (every rank the same: it is in the fingerprint),
 	 * else latency_doubling (the same on every host: the handshake) */
-	if (ring->tiny && job_nhosts(j) > 2 &&
-	    (op_fp(op)->algo == PROTO_ALGO_RD ||
-	     (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling)))
+	doubling = op_fp(op)->algo == PROTO_ALGO_RD ||
+		   (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling);
+	if (ring->tiny && job_nhosts(j) > 2 && doubling)
 		return plan_tiny_log(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	if (ring->tiny)
 		return plan_tiny(pl, job_pos(j), job_nhosts(j), send, recv, count);
@@ -44,6 +45,9 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,
 					   inplace || op_ncontrib(op) > 1);
 	case PROTO_COLL_BROADCAST:
+		if (doubling && plan_tree_ok(op_esz(op), job_nhosts(j), L->count))
+			return plan_bcast_tree(pl, &h, recv, L->count,
+					       job_host_of(j, op_fp(op)->root));
 		return plan_broadcast(pl, &h, recv, L->count, job_host_of(j, op_fp(op)->root));
 	default:
 		return -1;

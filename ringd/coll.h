@@ -410,6 +410,12 @@ bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
 int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count);
 /* The same in ceil(log2 m) steps, each host sending to p + 2^k. */
 int plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t n);
+/* A small broadcast (at most TREE_BCAST_MAX bytes) in ceil(log2 m) hops
+ * instead of the chain's m-1: a binomial tree from the root's host, each host
+ * passing the message on to its children as it arrives. */
+bool plan_tree_ok(size_t esz, int m, uint64_t count);
+int plan_bcast_tree(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, uint64_t count,
+		    int root_host);
 /* The pipelining unit of a plan, at most segment_bytes. */
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
 void plan_free(struct plan *pl);

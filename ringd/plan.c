@@ -355,6 +355,55 @@ plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64
 	return 0;
 }
 
+/*
+ * Binomial tree: the host d places after the root's (d = 0: the root)
+ * receives from d - 2^k, 2^k the highest power of two not above d, and sends
+ * to d + 2^j for every 2^j > 2^k with d + 2^j < m, the farthest first, as its
+ * subtree is the deepest.  Each send forwards the one receive as it arrives
+ * (not waiting for all of it); a step's id is its receiver's d.  The root
+ * sends the message ceil(log2 m) times, hence small messages only: above,
+ * the chain sends it once per host and pipelines.
+ */
+#define TREE_BCAST_MAX (32u << 10)
+
+bool
+plan_tree_ok(size_t esz, int m, uint64_t count)
+{
+	return m > 2 && count * esz <= TREE_BCAST_MAX;
+}
+
+int
+plan_bcast_tree(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64_t count,
+		int root_host)
+{
+	int m = j->nhosts, q, d, top, bit, nkids = 0, k;
+	uint64_t bytes = count * pl->esz;
+
+	pl->name = "binomial tree";
+	for (q = 0; q < m; q++)
+		if (j->hosts[q] == root_host)
+			break;
+	d = mod(j->pos - q, m);
+	for (top = 1; top <= d; top <<= 1)
+		; /* the first power of two above d */
+	for (bit = top; d + bit < m; bit <<= 1)
+		nkids++;
+	if (plan_alloc_peers(pl, nkids, d > 0 ? 1 : 0, nkids, d > 0 ? 1 : 0) != 0)
+		return -1;
+	if (d > 0) {
+		rx_set(&pl->rx[0], (uint32_t)d, plan_span(buf, bytes), no_region);
+		pl->rx[0].from = pl->hdr_from[0] = mod(q + d - (top >> 1), m);
+	}
+	/* the farthest child first: its subtree is the deepest */
+	for (k = 0, bit >>= 1; k < nkids; k++, bit >>= 1) {
+		struct tx_step *t = &pl->tx[k];
+
+		tx_set(t, (uint32_t)(d + bit), plan_span(buf, bytes), d > 0 ? 0 : -1);
+		t->to = pl->hdr_to[k] = mod(q + d + bit, m);
+	}
+	return 0;
+}
+
 /* The pipelining unit for this op: the configured segment, but small enough that
  * a step is at least PIPE_DEPTH segments, so the next host starts on a step
  * before this one has sent all of it (and never below SEG_MIN, where per-frame

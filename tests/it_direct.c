@@ -665,8 +665,8 @@ Test(direct, cut_under_its_collectives, .fini = teardown, .timeout = 180)
 }
 
 /* Small all-reduces (sum, max, prod, avg of float32 and int64, 1 to 8000
- * elements) and barriers, each checked bit for bit against the pattern's
- * exact reduction; the algorithm is RING_ALGO's, inherited from the test. */
+ * elements), barriers and broadcasts from every root, each checked bit for bit
+ * against the pattern; the algorithm is RING_ALGO's, inherited from the test. */
 static int
 algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 {
@@ -699,6 +699,24 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 				if (it_check_result(buf, want, dts[d], counts[c], what))
 					return 1;
 				IT_CALL(ring_barrier(comm));
+				/* a broadcast from each root in turn */
+				{
+					int root = (int)(seed % (uint64_t)size);
+
+					pattern_fill(want, dts[d], RING_SUM, size, root, counts[c],
+						     0, seed);
+					memset(want + bytes, 0xa5, IT_GUARD);
+					if (rank == root)
+						memcpy(buf, want, bytes);
+					else
+						memset(buf, 0, bytes);
+					memset(buf + bytes, 0xa5, IT_GUARD);
+					IT_CALL(ring_broadcast(comm, buf, counts[c], dts[d], root));
+					snprintf(what, sizeof(what), "broadcast of %zu from %d",
+						 counts[c], root);
+					if (it_check_result(buf, want, dts[d], counts[c], what))
+						return 1;
+				}
 			}
 	ring_free(comm, buf);
 	free(want);
@@ -706,9 +724,9 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 }
 
 /* Whether daemon d's flight recorder holds an operation of another plan than
- * those named. */
+ * the three named. */
 static bool
-recorded_other_than(int d, const char *a, const char *b)
+recorded_other_than(int d, const char *a, const char *b, const char *c)
 {
 	int rc;
 	json_t *doc = ctl_json(d, &rc, "ops", NULL, NULL, NULL, NULL), *job, *r;
@@ -717,15 +735,16 @@ recorded_other_than(int d, const char *a, const char *b)
 
 	json_array_foreach(json_object_get(doc, "jobs"), i, job)
 		json_array_foreach(json_object_get(job, "recent"), k, r)
-			found |= strcmp(jstr(r, "plan"), a) != 0 && strcmp(jstr(r, "plan"), b) != 0;
+			found |= strcmp(jstr(r, "plan"), a) != 0 &&
+				 strcmp(jstr(r, "plan"), b) != 0 && strcmp(jstr(r, "plan"), c) != 0;
 	json_decref(doc);
 	return found;
 }
 
 /* RING_ALGO=rd on every ring of 1 to 8 hosts, with one and two processes
- * per host: every result the same bits as the pattern's exact reduction, and
- * from 3 hosts on the flight recorder says "doubling gather" (on 2 the ring's
- * path is the doubling's). */
+ * per host: every result the same bits as the pattern's exact reduction or
+ * the root's data, and from 3 hosts on the flight recorder says "doubling
+ * gather" and "binomial tree" (on 2 the ring's path is the doubling's). */
 Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 {
 	for (int n = 1; n <= 8; n++)
@@ -740,8 +759,9 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 				     "RING_ALGO=rd, %d hosts x %d: a rank failed (see above)", n,
 				     local);
 			if (n >= 3)
-				cr_assert(recorded_plan(0, "doubling gather"),
-					  "RING_ALGO=rd, %d hosts: no doubling gather", n);
+				cr_assert(recorded_plan(0, "doubling gather") &&
+					      recorded_plan(0, "binomial tree"),
+					  "RING_ALGO=rd, %d hosts: no doubling gather or tree", n);
 			cluster_stop(&cluster);
 		}
 }
@@ -757,7 +777,8 @@ Test(direct, algo_override, .fini = teardown, .timeout = 240)
 	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_collectives, NULL), 0,
 		     "RING_ALGO=rd: a rank failed (see above)");
 	unsetenv("RING_ALGO");
-	cr_assert(recorded_plan(0, "doubling gather"), "RING_ALGO=rd: no doubling gather");
+	cr_assert(recorded_plan(0, "doubling gather") && recorded_plan(0, "binomial tree"),
+		  "RING_ALGO=rd: no doubling gather or binomial tree");
 	cluster_stop(&cluster);
 
 	start(5, "--latency-doubling yes");
@@ -768,7 +789,8 @@ Test(direct, algo_override, .fini = teardown, .timeout = 240)
 	cr_assert(recorded_plan(0, "ring gather"), "RING_ALGO=ring: no ring gather");
 	cr_assert(!recorded_plan(0, "doubling gather"), "RING_ALGO=ring: a doubling gather "
 							"ran");
-	cr_assert(!recorded_other_than(0, "ring gather", "ring"), "RING_ALGO=ring: another plan");
+	cr_assert(!recorded_other_than(0, "ring gather", "ring", "chain"),
+		  "RING_ALGO=ring: another plan than the ring's and the chain");
 }
 
 /* Rank 0 asks for "rd", the others for "ring": not plans that never meet but

@@ -442,37 +442,50 @@ Test(plan, reduce_scatter)
 		}
 }
 
-Test(plan, broadcast)
+/* Every host ends with the root's elements, whatever the root: the chain
+ * (tree false) or the binomial tree of small broadcasts on 3 hosts or more. */
+static void
+broadcast_case(int m, int root, uint64_t n, bool tree)
 {
 	struct host H[MAXH];
 
+	hosts_init(H, m, 1);
+	for (int p = 0; p < m; p++) {
+		int64_t *b = calloc(n + 1, 8);
+		int rc;
+
+		for (uint64_t i = 0; i < n && p == root; i++)
+			b[i] = elem(root, i);
+		H[p].recv = (uint8_t *)b;
+		if (tree)
+			rc = plan_bcast_tree(&H[p].op, &H[p].j, H[p].recv, n, root);
+		else
+			rc = plan_broadcast(&H[p].op, &H[p].j, H[p].recv, n, root);
+		cr_assert_eq(rc, 0);
+	}
+	simulate(H, m);
+	for (int p = 0; p < m; p++)
+		for (uint64_t i = 0; i < n; i++) {
+			int64_t got;
+
+			memcpy(&got, H[p].recv + i * 8, 8);
+			cr_assert_eq(got, elem(root, i),
+				     "broadcast (%s) m=%d root=%d count=%llu: "
+				     "host %d element %llu",
+				     tree ? "tree" : "chain", m, root, (unsigned long long)n, p,
+				     (unsigned long long)i);
+		}
+	hosts_free(H, m);
+}
+
+Test(plan, broadcast)
+{
 	for (int m = 2; m <= MAXH; m++)
 		for (int root = 0; root < m; root++)
 			for (size_t c = 0; c < NCOUNTS; c++) {
-				uint64_t n = counts[c];
-
-				hosts_init(H, m, 1);
-				for (int p = 0; p < m; p++) {
-					int64_t *b = calloc(n + 1, 8);
-
-					for (uint64_t i = 0; i < n && p == root; i++)
-						b[i] = elem(root, i);
-					H[p].recv = (uint8_t *)b;
-					cr_assert_eq(plan_broadcast(&H[p].op, &H[p].j, H[p].recv, n,
-								    root), 0);
-				}
-				simulate(H, m);
-				for (int p = 0; p < m; p++)
-					for (uint64_t i = 0; i < n; i++) {
-						int64_t got;
-
-						memcpy(&got, H[p].recv + i * 8, 8);
-						cr_assert_eq(got, elem(root, i), "broadcast m=%d root=%d "
-							     "count=%llu: host %d element %llu", m, root,
-							     (unsigned long long)n, p,
-							     (unsigned long long)i);
-					}
-				hosts_free(H, m);
+				broadcast_case(m, root, counts[c], false);
+				if (m > 2)
+					broadcast_case(m, root, counts[c], true);
 			}
 }
 

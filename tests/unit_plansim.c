@@ -138,6 +138,23 @@ Test(plansim, barrier_hops, .timeout = 60)
 	}
 }
 
+/* A small broadcast takes the binomial tree: ceil(log2 n) hops from any
+ * root's host (the walk's root is host 0), where the chain takes n-1. */
+Test(plansim, small_broadcast_hops, .timeout = 60)
+{
+	struct psim_model m = model(true, true, true);
+	static const int ns[] = { 3, 4, 5, 6, 7, 8, 9, 31, 33, 100, 1000, 1025, 4095, 4096 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_result r;
+
+		run_ok(PROTO_COLL_BROADCAST, ns[i], 8, &m, &r);
+		cr_assert_str_eq(r.plan, "binomial tree", "%d hosts", ns[i]);
+		cr_assert_leq(r.hops, ceil_log2(ns[i]), "8-byte broadcast on %d hosts: %d hops",
+			      ns[i], r.hops);
+	}
+}
+
 /* What the bound owes to the direct links and the doubling: the ring's
  * latency path crosses n-1 hops, and so does the doubling round the ring
  * alone (step k's frames pass 2^k daemons) on a power of two. */

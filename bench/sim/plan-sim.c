@@ -255,7 +255,8 @@ main(int argc, char **argv)
 		for (k = 0; k < ns; k++) {
 			for (i = 0; i < nh; i++) {
 				bool latency = colls[c].coll == PROTO_COLL_ALLREDUCE ||
-					       colls[c].coll == PROTO_COLL_BARRIER;
+					       colls[c].coll == PROTO_COLL_BARRIER ||
+					       colls[c].coll == PROTO_COLL_BROADCAST;
 				int d;
 
 				for (d = 0; d < 2; d++) {
@@ -267,7 +268,7 @@ main(int argc, char **argv)
 					if ((d == 0 && !strcmp(dbl, "yes")) ||
 					    (d == 1 && !strcmp(dbl, "no")))
 						continue;
-					/* the doubling changes the latency path alone */
+					/* the doubling changes the latency paths alone */
 					if (d == 1 && !strcmp(dbl, "both") && !latency)
 						continue;
 					mm.doubling = d == 1;

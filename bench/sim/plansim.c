@@ -481,6 +481,8 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 		/* one process per host, its result apart from its input */
 		return plan_reduce_scatter(pl, &j, b->send, b->recv, count, count, false);
 	case PROTO_COLL_BROADCAST:
+		if (m->doubling && plan_tree_ok(pl->esz, n, count))
+			return plan_bcast_tree(pl, &j, b->recv, count, 0);
 		return plan_broadcast(pl, &j, b->recv, count, 0);
 	default:
 		return -1;
