@@ -559,8 +559,9 @@ bool job_on_own_links(struct ringd *rd, const struct job *j);
  * went round may be lost, so it goes again straight to each host. */
 void job_kept(struct ringd *rd, struct job *j);
 /* The ring broke and the job cannot go on here: a host that kept it hears so
- * straight from here (a LEAVE of all our ranks: its operations fail). */
-void job_tell_broken(struct ringd *rd, struct job *j);
+ * straight from here (a LEAVE of all our ranks after #last: its operations
+ * that this host never ran fail). */
+void job_tell_broken(struct ringd *rd, struct job *j, uint64_t last);
 
 /* coll.c: gathering the local requests and running the plans */
 /* The first collective became another, or may start now. */

@@ -204,8 +204,11 @@ ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to)
 		 * only from an abort straight from here */
 		fail_colls(rd, j, false, "%s", why);
 		p2p_fail_all(rd, j, RING_EPEER, why);
+		/* the ops this host ran are finished or failed with the reason
+		 * (their aborts went straight); the first it did not run fails
+		 * with it too, and the LEAVE fails the rest */
 		abort_next_straight(rd, j, why);
-		job_tell_broken(rd, j);
+		job_tell_broken(rd, j, coll_next_seq(j) - 1);
 		job_break(rd, j);
 	}
 }

@@ -318,10 +318,10 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 }
 
 void
-job_tell_broken(struct ringd *rd, struct job *j)
+job_tell_broken(struct ringd *rd, struct job *j, uint64_t last)
 {
 	if (j->world != 0 && j->host_of != NULL && !j->broken && host_placed(j, rd->rank))
-		membership_frame(rd, j, PROTO_F_LEAVE, 0, true);
+		membership_frame(rd, j, PROTO_F_LEAVE, last, true);
 }
 
 bool
