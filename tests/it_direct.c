@@ -835,3 +835,28 @@ Test(direct, algo_mismatch, .fini = teardown, .timeout = 120)
 	cr_assert_eq(cluster_run_procs(&cluster, procs, 3, algo_mismatch_fn, NULL), 0,
 		     "a rank failed (see above)");
 }
+
+/* The same in network namespaces (each host its own stack and address, the
+ * frames on veth links): RING_ALGO=rd and ring on 4 hosts with two processes
+ * each, every result bit for bit. */
+Test(direct, algo_netns, .fini = teardown, .timeout = 240)
+{
+	static const char *const algos[] = { "rd", "ring" };
+	int rc = cluster_start_netns(&cluster, 4, NULL, "--insecure yes");
+
+	if (rc == CLUSTER_NOTSUP) {
+		char why[sizeof(cluster.why)];
+
+		snprintf(why, sizeof(why), "%s", cluster.why);
+		cluster_stop(&cluster);
+		cr_skip_test("network namespaces cannot be made here: %s", why);
+	}
+	cr_assert_eq(rc, 0, "could not start 4 daemons in namespaces");
+	for (size_t a = 0; a < 2; a++) {
+		setenv("RING_ALGO", algos[a], 1);
+		rc = cluster_run_local(&cluster, 8, 2, algo_collectives, NULL);
+		unsetenv("RING_ALGO");
+		cr_assert_eq(rc, 0, "RING_ALGO=%s on 4 netns hosts: a rank failed", algos[a]);
+	}
+	cr_assert(recorded_plan(0, "binomial tree"), "no binomial tree on the netns hosts");
+}
