@@ -595,7 +595,8 @@ Test(failures, netns_partition, .init = setup, .fini = teardown, .timeout = 120)
 #define BYSTANDER_AFTER 30	/* A's rounds past the fault's detection, at least */
 
 /* Job A's rank: rounds of an all-reduce checked bit for bit and a message to
- * the other rank and one from it, until told to stop; any failure is one. */
+ * the other rank and one from it, until told to stop (both ranks after the
+ * same round: rank 0 broadcasts whether to); any failure is one. */
 static int
 rank_bystander(ring_comm *unused, int idx, int nprocs, void *arg)
 {
@@ -619,9 +620,16 @@ rank_bystander(ring_comm *unused, int idx, int nprocs, void *arg)
 	buf = ring_alloc(comm, COUNT * sizeof(float));
 	if (!buf)
 		RANK_FAIL(lg, "ring_alloc failed");
-	while (!fr->stop) {
-		int me = ring_rank(comm), peer = 1 - me;
+	for (;;) {
+		int me = ring_rank(comm), peer = 1 - me, stop = fr->stop;
 
+		/* both stop after the same round: rank 0's word */
+		rc = ring_broadcast(comm, &stop, 1, RING_INT32, 0);
+		if (rc)
+			RANK_FAIL(lg, "broadcast #%d: %s: %s", lg->iters, ring_strerror(rc),
+				  ring_last_error(comm));
+		if (stop)
+			break;
 		rc = checked_allreduce(comm, buf, want, COUNT, seed, lg);
 		if (rc == 1)
 			return 1;
