@@ -664,9 +664,49 @@ Test(direct, cut_under_its_collectives, .fini = teardown, .timeout = 180)
 	cr_assert_eq(cluster_wait_ready(&cluster, 2000), 0, "the ring is not whole");
 }
 
+/* All-gather, reduce-scatter (int64 sum) and all-to-all of count elements a
+ * rank, each checked element by element. */
+static int
+algo_exchanges(ring_comm *comm, int rank, int size, size_t count)
+{
+	size_t all = count * (size_t)size;
+	int64_t *s = ring_alloc(comm, all * 8), *r = ring_alloc(comm, all * 8);
+
+	IT_CHECK(s != NULL && r != NULL, "out of memory");
+	for (size_t j = 0; j < count; j++)
+		s[j] = rank * 1000003 + (int64_t)j;
+	IT_CALL(ring_allgather(comm, s, r, count, RING_INT64));
+	for (size_t i = 0; i < all; i++)
+		IT_CHECK(r[i] == (int64_t)(i / count) * 1000003 + (int64_t)(i % count),
+			 "all-gather of %zu: element %zu is %lld", count, i, (long long)r[i]);
+	for (size_t i = 0; i < all; i++) /* block b, element j: rank + 7b + j */
+		s[i] = rank + 7 * (int64_t)(i / count) + (int64_t)(i % count);
+	IT_CALL(ring_reduce_scatter(comm, s, r, count, RING_INT64, RING_SUM));
+	for (size_t j = 0; j < count; j++) {
+		int64_t want = (int64_t)size * (size - 1) / 2 + size * (7 * rank + (int64_t)j);
+
+		IT_CHECK(r[j] == want, "reduce-scatter of %zu: element %zu is %lld, not %lld",
+			 count, j, (long long)r[j], (long long)want);
+	}
+	for (size_t i = 0; i < all; i++) /* to rank b: (rank, b, j) */
+		s[i] =
+		    ((int64_t)rank * 1000 + (int64_t)(i / count)) * 100000 + (int64_t)(i % count);
+	IT_CALL(ring_alltoall(comm, s, r, count, RING_INT64));
+	for (size_t i = 0; i < all; i++) {
+		int64_t want = ((int64_t)(i / count) * 1000 + rank) * 100000 + (int64_t)(i % count);
+
+		IT_CHECK(r[i] == want, "all-to-all of %zu: element %zu is %lld, not %lld", count, i,
+			 (long long)r[i], (long long)want);
+	}
+	ring_free(comm, s);
+	ring_free(comm, r);
+	return 0;
+}
+
 /* Small all-reduces (sum, max, prod, avg of float32 and int64, 1 to 8000
  * elements), barriers and broadcasts from every root, each checked bit for bit
- * against the pattern; the algorithm is RING_ALGO's, inherited from the test. */
+ * against the pattern, then the exchanges (algo_exchanges); the algorithm is
+ * RING_ALGO's, inherited from the test. */
 static int
 algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 {
@@ -718,6 +758,9 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 						return 1;
 				}
 			}
+	for (size_t c = 0; c < 4; c++)
+		if (algo_exchanges(comm, rank, size, counts[c]))
+			return 1;
 	ring_free(comm, buf);
 	free(want);
 	return 0;
