@@ -14,6 +14,16 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
+/* Whether the op takes the log2 n plans where it has them: RING_ALGO asks
+ * (every rank the same: it is in the fingerprint), else latency_doubling
+ * (the same on every host: the handshake). */
+static bool
+wants_doubling(const struct op *op)
+{
+	return op_fp(op)->algo == PROTO_ALGO_RD ||
+	       (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling);
+}
+
 /* The plan of a collective of the job's hosts, by its kind.  -1: out of memory. */
 static int
 op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool inplace,
@@ -28,16 +38,15 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 	job_plan_hosts(j, &h);
 	pl->esz = op_esz(op);
 	pl->avg = op_redop(op) == RING_AVG;
-	/* RING_ALGO asks for one (every rank the same: it is in the fingerprint),
-	 * else latency_doubling (the same on every host: the handshake) */
-	doubling = op_fp(op)->algo == PROTO_ALGO_RD ||
-		   (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling);
+	doubling = wants_doubling(op);
 	if (ring->tiny && job_nhosts(j) > 2 && doubling)
 		return plan_tiny_log(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	if (ring->tiny)
 		return plan_tiny(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	switch (op_fp(op)->coll) {
 	case PROTO_COLL_ALLREDUCE:
+		if (ring->rhd)
+			return plan_rhd(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 		return plan_allreduce(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 	case PROTO_COLL_ALLGATHER:
 		return plan_allgather(pl, &h, recv, L->count, L->stride);
@@ -108,6 +117,8 @@ op_start(struct ringd *rd, struct op *op)
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
 	ring->tiny = plan_tiny_ok(coll, op_esz(op), job_nhosts(j), count);
+	ring->rhd = coll == PROTO_COLL_ALLREDUCE && !ring->tiny && wants_doubling(op) &&
+		    plan_rhd_ok(op_esz(op), job_nhosts(j), count);
 	local_gather(op, &send, &recv, &inplace);
 	if (coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op_ncontrib(op) == 1)
 		for (i = 0; i < job_nhosts(j); i++)

@@ -163,6 +163,10 @@ struct op_ring {
 	/* a small all-reduce or a barrier: every host's vector goes once round
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
+	/* a medium all-reduce by recursive halving and doubling (plan_rhd): it
+	 * reduces into its result more than once, so the local processes are
+	 * combined up front, not per segment */
+	bool rhd;
 	struct plan plan;		/* what the ring does, step by step */
 	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
 	struct link **via;		/* [plan.nhdr_to]: the link the op's frames to
@@ -410,6 +414,12 @@ bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
 int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count);
 /* The same in ceil(log2 m) steps, each host sending to p + 2^k. */
 int plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t n);
+/* A medium all-reduce (above the latency path, at most RHD_MAX bytes) on a
+ * power of two of 4 hosts or more: recursive halving (reduce-scatter), then
+ * recursive doubling (all-gather), 2 log2 m steps instead of the ring's
+ * 2(m-1), each to the host 2^k away, the same bytes per host. */
+bool plan_rhd_ok(size_t esz, int m, uint64_t count);
+int plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
 /* A small broadcast (at most TREE_BCAST_MAX bytes) in ceil(log2 m) hops
  * instead of the chain's m-1: a binomial tree from the root's host, each host
  * passing the message on to its children as it arrives. */

@@ -29,7 +29,7 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		if (op_ncontrib(op) == 1)
 			return;
 		*send = L->recv;
-		if (job_nhosts(j) > 1 && !op_ring(op)->tiny) {
+		if (job_nhosts(j) > 1 && !op_ring(op)->tiny && !op_ring(op)->rhd) {
 			/* combined segment by segment as the ring uses them */
 			op_ring(op)->lazy_local = true;
 			break;

@@ -356,6 +356,96 @@ plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64
 }
 
 /*
+ * Recursive halving and doubling (Rabenseifner's all-reduce) on m = 2^L
+ * hosts: the buffer in m blocks (chunk_of).  Halving step k (d = m >> (k+1),
+ * the partner p ^ d) halves the blocks this host still reduces: it sends the
+ * half its partner keeps (the upper one when p & d is clear) and reduces the
+ * other half with the partner's, into recv; after L steps it owns one block,
+ * final (scaled there for RING_AVG).  Doubling step L + j (d = 1 << j) undoes
+ * halving step L-1-j: each sends the final blocks it holds and takes its
+ * partner's.  A step's id is k on both ends.  Each step waits for the one
+ * before it whole (no pipelining: medium sizes only), and the halving sends
+ * copy their bytes out, as a later step overwrites them.  Every block is
+ * reduced on one host and copied to the others, so all get the same bits;
+ * the order of the sums is not the ring's, so float sums differ from the
+ * ring's in the last bits (integers, max and min do not).
+ */
+#define RHD_MAX (1u << 20)
+
+bool
+plan_rhd_ok(size_t esz, int m, uint64_t count)
+{
+	return m >= 4 && (m & (m - 1)) == 0 && count * esz <= RHD_MAX;
+}
+
+/* The bytes of blocks [lo, hi) of count elements in m blocks, at base. */
+static struct region
+blocks(uint8_t *base, uint64_t count, int m, int lo, int hi, size_t esz)
+{
+	uint64_t st, len, st2, len2;
+
+	chunk_of(count, m, lo, &st, &len);
+	chunk_of(count, m, hi - 1, &st2, &len2);
+	return plan_span(base + st * esz, (st2 + len2 - st) * esz);
+}
+
+int
+plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
+{
+	size_t esz = pl->esz;
+	int L = 0, k, lo = 0, hi = m;
+
+	pl->name = "halving-doubling";
+	while ((1 << L) < m)
+		L++;
+	if (plan_alloc_peers(pl, 2 * L, 2 * L, L, L) != 0)
+		return -1;
+	pl->final_from = L - 1;
+	for (k = 0; k < L; k++) {
+		int d = m >> (k + 1), mid = lo + (hi - lo) / 2, partner = p ^ d;
+		bool upper = (p & d) != 0;
+		struct tx_step *t = &pl->tx[k];
+		struct rx_step *x = &pl->rx[k];
+		uint8_t *src = k == 0 ? send : recv;
+		struct region give = upper ? blocks(src, count, m, lo, mid, esz) :
+					     blocks(src, count, m, mid, hi, esz);
+
+		pl->hdr_to[k] = pl->hdr_from[k] = partner;
+		tx_set(t, (uint32_t)k, give, k - 1);
+		t->to = partner;
+		t->dep_whole = true;
+		t->copy = true;
+		if (upper)
+			lo = mid;
+		else
+			hi = mid;
+		rx_set(x, (uint32_t)k, blocks(recv, count, m, lo, hi, esz),
+		       blocks(src, count, m, lo, hi, esz));
+		x->from = partner;
+		x->scale = k == L - 1 && pl->avg;
+	}
+	for (k = L; k < 2 * L; k++) {
+		int d = 1 << (k - L), n = hi - lo, partner = p ^ d;
+		bool upper = (p & d) != 0;
+		struct tx_step *t = &pl->tx[k];
+		struct rx_step *x = &pl->rx[k];
+
+		tx_set(t, (uint32_t)k, blocks(recv, count, m, lo, hi, esz), k - 1);
+		t->to = partner;
+		t->dep_whole = true;
+		if (upper) {
+			rx_set(x, (uint32_t)k, blocks(recv, count, m, lo - n, lo, esz), no_region);
+			lo -= n;
+		} else {
+			rx_set(x, (uint32_t)k, blocks(recv, count, m, hi, hi + n, esz), no_region);
+			hi += n;
+		}
+		x->from = partner;
+	}
+	return 0;
+}
+
+/*
  * Binomial tree: the host d places after the root's (d = 0: the root)
  * receives from d - 2^k, 2^k the highest power of two not above d, and sends
  * to d + 2^j for every 2^j > 2^k with d + 2^j < m, the farthest first, as its

@@ -703,17 +703,19 @@ algo_exchanges(ring_comm *comm, int rank, int size, size_t count)
 	return 0;
 }
 
-/* Small all-reduces (sum, max, prod, avg of float32 and int64, 1 to 8000
+/* All-reduces (sum, max, prod, avg of float32 and int64, 1 to 30000
  * elements), barriers and broadcasts from every root, each checked bit for bit
  * against the pattern, then the exchanges (algo_exchanges); the algorithm is
  * RING_ALGO's, inherited from the test. */
 static int
 algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 {
-	static const size_t counts[] = { 1, 7, 100, 2049, 8000 };
+	/* up to 8000: the latency path; 30000: halving-doubling under rd on
+	 * 4 and 8 hosts */
+	static const size_t counts[] = { 1, 7, 100, 2049, 8000, 30000 };
 	static const enum ring_op ops[] = { RING_SUM, RING_MAX, RING_PROD, RING_AVG };
 	static const enum ring_dtype dts[] = { RING_FLOAT32, RING_INT64 };
-	size_t cap = 8000 * 8 + IT_GUARD;
+	size_t cap = 30000 * 8 + IT_GUARD;
 	uint8_t *buf = ring_alloc(comm, cap), *want = malloc(cap);
 	uint64_t seed = 100;
 
@@ -766,6 +768,32 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 	return 0;
 }
 
+/* One of each plan's operations, last, so that the flight recorder (which
+ * keeps the latest) holds them: a 30000-float all-reduce, an 8-float one, an
+ * 8-float broadcast and a barrier, each checked. */
+static int
+algo_probe(ring_comm *comm, int rank, int size, void *arg)
+{
+	float *buf = ring_alloc(comm, 30000 * sizeof(float));
+
+	(void)arg;
+	IT_CHECK(buf != NULL, "out of memory");
+	for (size_t n = 30000; n >= 8; n = n == 30000 ? 8 : 0) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (float)(rank + 1);
+		IT_CALL(ring_allreduce(comm, buf, buf, n, RING_FLOAT32, RING_SUM));
+		for (size_t i = 0; i < n; i++)
+			IT_CHECK(buf[i] == (float)(size * (size + 1) / 2), "all-reduce of %zu: %g",
+				 n, (double)buf[i]);
+	}
+	buf[0] = rank == 0 ? 42.0f : 0.0f;
+	IT_CALL(ring_broadcast(comm, buf, 8, RING_FLOAT32, 0));
+	IT_CHECK(buf[0] == 42.0f, "broadcast: %g", (double)buf[0]);
+	IT_CALL(ring_barrier(comm));
+	ring_free(comm, buf);
+	return 0;
+}
+
 /* Whether daemon d's flight recorder holds an operation of another plan than
  * the three named. */
 static bool
@@ -797,6 +825,8 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 			start(n, NULL);
 			setenv("RING_ALGO", "rd", 1);
 			rc = cluster_run_local(&cluster, n * local, local, algo_collectives, NULL);
+			rc = rc ? rc :
+				  cluster_run_local(&cluster, n * local, local, algo_probe, NULL);
 			unsetenv("RING_ALGO");
 			cr_assert_eq(rc, 0,
 				     "RING_ALGO=rd, %d hosts x %d: a rank failed (see above)", n,
@@ -805,6 +835,9 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 				cr_assert(recorded_plan(0, "doubling gather") &&
 					      recorded_plan(0, "binomial tree"),
 					  "RING_ALGO=rd, %d hosts: no doubling gather or tree", n);
+			if (n == 4 || n == 8)
+				cr_assert(recorded_plan(0, "halving-doubling"),
+					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);
 			cluster_stop(&cluster);
 		}
 }
@@ -819,14 +852,20 @@ Test(direct, algo_override, .fini = teardown, .timeout = 240)
 	setenv("RING_ALGO", "rd", 1);
 	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_collectives, NULL), 0,
 		     "RING_ALGO=rd: a rank failed (see above)");
+	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_probe, NULL), 0,
+		     "RING_ALGO=rd: a rank failed (see above)");
 	unsetenv("RING_ALGO");
 	cr_assert(recorded_plan(0, "doubling gather") && recorded_plan(0, "binomial tree"),
 		  "RING_ALGO=rd: no doubling gather or binomial tree");
+	/* 5 hosts: no power of two, so the ring for the 30000 floats */
+	cr_assert(!recorded_plan(0, "halving-doubling"), "halving-doubling on 5 hosts");
 	cluster_stop(&cluster);
 
 	start(5, "--latency-doubling yes");
 	setenv("RING_ALGO", "ring", 1);
 	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_collectives, NULL), 0,
+		     "RING_ALGO=ring: a rank failed (see above)");
+	cr_assert_eq(cluster_run_local(&cluster, 10, 2, algo_probe, NULL), 0,
 		     "RING_ALGO=ring: a rank failed (see above)");
 	unsetenv("RING_ALGO");
 	cr_assert(recorded_plan(0, "ring gather"), "RING_ALGO=ring: no ring gather");
@@ -884,7 +923,7 @@ Test(direct, algo_mismatch, .fini = teardown, .timeout = 120)
  * each, every result bit for bit. */
 Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 {
-	static const char *const algos[] = { "rd", "ring" };
+	static const char *const algos[] = { "ring", "rd" };
 	int rc = cluster_start_netns(&cluster, 4, NULL, "--insecure yes");
 
 	if (rc == CLUSTER_NOTSUP) {
@@ -898,8 +937,12 @@ Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 	for (size_t a = 0; a < 2; a++) {
 		setenv("RING_ALGO", algos[a], 1);
 		rc = cluster_run_local(&cluster, 8, 2, algo_collectives, NULL);
+		if (rc == 0 && a == 1)
+			rc = cluster_run_local(&cluster, 8, 2, algo_probe, NULL);
 		unsetenv("RING_ALGO");
 		cr_assert_eq(rc, 0, "RING_ALGO=%s on 4 netns hosts: a rank failed", algos[a]);
 	}
-	cr_assert(recorded_plan(0, "binomial tree"), "no binomial tree on the netns hosts");
+	cr_assert(recorded_plan(0, "binomial tree") && recorded_plan(0, "halving-doubling") &&
+		      recorded_plan(0, "doubling gather"),
+		  "RING_ALGO=rd on the netns hosts: not every log2 n plan ran");
 }

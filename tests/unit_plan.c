@@ -256,6 +256,46 @@ Test(plan, allreduce)
 		}
 }
 
+/* Recursive halving and doubling on 4 and 8 hosts: every host ends with
+ * the sum, in place or not. */
+Test(plan, rhd)
+{
+	struct host H[MAXH];
+
+	for (int m = 4; m <= MAXH; m *= 2)
+		for (size_t c = 0; c < NCOUNTS; c++)
+			for (int inplace = 0; inplace < 2; inplace++) {
+				uint64_t n = counts[c];
+
+				hosts_init(H, m, 1);
+				for (int p = 0; p < m; p++) {
+					H[p].send = host_vector(p, n);
+					H[p].recv = inplace ? H[p].send : calloc(n + 1, 8);
+					cr_assert_eq(
+					    plan_rhd(&H[p].op, p, m, H[p].send, H[p].recv, n), 0);
+				}
+				simulate(H, m);
+				for (int p = 0; p < m; p++)
+					for (uint64_t i = 0; i < n; i++) {
+						int64_t got, want = ((((int64_t)1 << m) - 1)) *
+								    (int64_t)(i % 1000 + 1);
+
+						memcpy(&got, H[p].recv + i * 8, 8);
+						cr_assert_eq(
+						    got, want,
+						    "rhd m=%d count=%llu in place %d: "
+						    "host %d element %llu is %lld, not %lld",
+						    m, (unsigned long long)n, inplace, p,
+						    (unsigned long long)i, (long long)got,
+						    (long long)want);
+					}
+				if (inplace)
+					for (int p = 0; p < m; p++)
+						H[p].recv = NULL; /* freed as send */
+				hosts_free(H, m);
+			}
+}
+
 Test(plan, tiny)
 {
 	struct host H[MAXH];

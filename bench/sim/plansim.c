@@ -474,6 +474,8 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 	}
 	switch (kind) {
 	case PROTO_COLL_ALLREDUCE:
+		if (m->doubling && plan_rhd_ok(pl->esz, n, count))
+			return plan_rhd(pl, p, n, b->send, b->recv, count);
 		return plan_allreduce(pl, p, n, b->send, b->recv, count);
 	case PROTO_COLL_ALLGATHER:
 		return plan_allgather(pl, &j, b->recv, count, count);
