@@ -222,8 +222,9 @@ Test(plansim, large_allreduce_bytes_per_link, .timeout = 60)
  * only, so neither changes them). */
 Test(plansim, plans_valid, .timeout = 120)
 {
-	static const uint64_t sizes[] = { 4, 8, 1000, 12 * 1024 + 4, 256u << 10, (1u << 20) + 8,
-					  5u << 20 };
+	static const uint64_t sizes[] = {
+		4, 8, 1000, 12 * 1024 + 4, 256u << 10, (1u << 20) + 8, 5u << 20
+	};
 	static const int big[] = { 100, 127, 257, 1000 };
 	const int nbig = (int)(sizeof(big) / sizeof(big[0]));
 	int i, c, v;
