@@ -198,12 +198,17 @@ job_p2p_runnable(struct ringd *rd, struct job *j, const struct proto_op *m, char
 static int
 job_left_early(struct ringd *rd, struct job *j, char *err, size_t errlen)
 {
-	int h;
+	int h, rc;
 
 	for (h = 0; h < rd->world; h++) {
 		const struct job_host *jh = job_host(j, h);
 
 		if (jh->gone && (uint32_t)coll_next_seq(j) > (uint32_t)jh->gone_seq) {
+			/* a host that left for a break of the ring told why first
+			 * (fail.c's abort_next_straight): that reason */
+			rc = collq_noted_abort(j, coll_next_seq(j), job_gen(j), err, errlen);
+			if (rc != 0)
+				return rc;
 			snprintf(err, errlen,
 				 "job %s is broken: a process on host %d left after "
 				 "#%llu (reopen the communicator on every rank)",

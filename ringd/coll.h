@@ -392,6 +392,8 @@ void collq_remove(struct job *j, struct op *op);
 void collq_restart(struct job *j, uint32_t gen, bool later);
 /* Another host failed #seq of formation gen before it started here. */
 void collq_note_abort(struct job *j, uint64_t seq, uint32_t gen, int code, const char *text);
+/* The code of op #seq's noted failure (its reason in text), or 0. */
+int collq_noted_abort(const struct job *j, uint64_t seq, uint32_t gen, char *text, size_t cap);
 
 /* plan.c: pure plans (tests/unit_plan.c) */
 struct region plan_span(uint8_t *base, uint64_t len);

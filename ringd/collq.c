@@ -153,6 +153,17 @@ collq_restart(struct job *j, uint32_t gen, bool later)
 			q->aborts[i].seq = 0;
 }
 
+int
+collq_noted_abort(const struct job *j, uint64_t seq, uint32_t gen, char *text, size_t cap)
+{
+	const struct job_abort *a = &cq(j)->aborts[seq % JOB_ABORTS];
+
+	if (a->seq != seq || a->gen != gen)
+		return 0;
+	snprintf(text, cap, "%s", a->text);
+	return a->code;
+}
+
 void
 collq_note_abort(struct job *j, uint64_t seq, uint32_t gen, int code, const char *text)
 {

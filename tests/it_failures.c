@@ -586,7 +586,8 @@ Test(failures, netns_partition, .init = setup, .fini = teardown, .timeout = 120)
 
 /*
  * A job on hosts it owns goes on through a fault of a host it has no rank on.
- * 4 hosts: job A on hosts 0-1 (ranks 0-1), job B on all four.  Host 3 goes
+ * 4 hosts: job A on hosts 0-1 (ranks 0-1; or on 0 and 2, over the direct
+ * link between them), job B on all four.  Host 3 goes
  * (its daemon killed, or its netns link cut): B's ranks on hosts 0-2 get
  * RING_EPEER naming host 3 as before, while A's ranks go on all-reducing and
  * exchanging messages, every result right, and not one call fails: before,
@@ -676,7 +677,7 @@ wait_bystander(struct cluster_job *job, struct fault_run *fr, int iters, const c
 }
 
 static void
-bystander(bool netns)
+bystander(bool netns, int a_second)
 {
 	static const int peer[] = { RING_EPEER, 0 };
 	static char name_a[64];
@@ -693,13 +694,14 @@ bystander(bool netns)
 	else
 		start(4, FAULT_ARGS);
 	snprintf(name_a, sizeof(name_a), "it-%d-a%d", (int)getpid(), cluster.runs);
-	/* processes 0-1: job A on hosts 0-1; 2-5: job B, rank i on host i */
+	/* processes 0-1: job A on hosts 0 and a_second; 2-5: job B, rank i on
+	 * host i */
 	for (int i = 0; i < 6; i++) {
 		struct cluster_proc *p = &procs[i];
 		bool a = i < 2;
 
 		memset(p, 0, sizeof(*p));
-		p->daemon = a ? i : i - 2;
+		p->daemon = a ? (i == 0 ? 0 : a_second) : i - 2;
 		p->rank = a ? i : i - 2;
 		p->world = a ? 2 : 4;
 		p->expect_rank = p->rank;
@@ -735,9 +737,9 @@ bystander(bool netns)
 	/* job A went on through it, and goes on while the ring is degraded */
 	wait_bystander(&job, fr, at_fault + BYSTANDER_AFTER, "ring degraded");
 	fprintf(stderr,
-		"%s: job A on hosts 0-1: %d rounds before the fault, %d by %.3f s "
+		"%s: job A on hosts 0 and %d: %d rounds before the fault, %d by %.3f s "
 		"after, none failed\n",
-		what, at_fault, fr->r[0].iters, harness_now() - t_fault);
+		what, a_second, at_fault, fr->r[0].iters, harness_now() - t_fault);
 	/* host 3 returns: the ring re-forms under job A, which still goes on */
 	if (netns) {
 		cr_assert_eq(cluster_netns(&cluster, "link-up", victim), 0);
@@ -770,12 +772,19 @@ bystander(bool netns)
 
 Test(failures, bystander_job_survives_kill, .init = setup, .fini = teardown, .timeout = 150)
 {
-	bystander(false);
+	bystander(false, 1);
+}
+
+/* The same with job A on hosts 0 and 2, no neighbours: its collectives and
+ * messages take the direct link between them, which host 3's death spares. */
+Test(failures, bystander_job_over_a_direct_link, .init = setup, .fini = teardown, .timeout = 150)
+{
+	bystander(false, 2);
 }
 
 Test(failures, bystander_job_survives_link_cut, .init = setup, .fini = teardown, .timeout = 150)
 {
-	bystander(true);
+	bystander(true, 1);
 }
 
 /* ------------------------------------------------------------------ */
