@@ -493,6 +493,12 @@ recorded_plan(int d, const char *plan)
 	return found;
 }
 
+/* A job of two ranks on hosts 0 and 2 of 4, which are no neighbours. */
+static const struct cluster_proc hosts_0_and_2[2] = {
+	{ .daemon = 0, .rank = 0, .world = 2, .expect_rank = 0, .expect_size = 2 },
+	{ .daemon = 2, .rank = 1, .world = 2, .expect_rank = 1, .expect_size = 2 },
+};
+
 /* A job's collectives take the direct link to a host of theirs that is no
  * neighbour: a job on hosts 0 and 2 of 4 (its ring: each the other's next),
  * and a job on all 4 whose small all-reduces (latency_doubling) send to the
@@ -500,10 +506,7 @@ recorded_plan(int d, const char *plan)
  * data. */
 Test(direct, collectives_over_direct_links, .fini = teardown, .timeout = 180)
 {
-	struct cluster_proc procs[2] = {
-		{ .daemon = 0, .rank = 0, .world = 2, .expect_rank = 0, .expect_size = 2 },
-		{ .daemon = 2, .rank = 1, .world = 2, .expect_rank = 1, .expect_size = 2 },
-	};
+	const struct cluster_proc *procs = hosts_0_and_2;
 	int64_t before;
 
 	start(4, "--latency-doubling yes");
@@ -583,10 +586,7 @@ sent_all(int d)
  * more than its heartbeats. */
 Test(direct, messages_over_direct_links, .fini = teardown, .timeout = 180)
 {
-	struct cluster_proc procs[2] = {
-		{ .daemon = 0, .rank = 0, .world = 2, .expect_rank = 0, .expect_size = 2 },
-		{ .daemon = 2, .rank = 1, .world = 2, .expect_rank = 1, .expect_size = 2 },
-	};
+	const struct cluster_proc *procs = hosts_0_and_2;
 	int64_t via1 = 0, via3 = 0;
 
 	start(4, NULL);

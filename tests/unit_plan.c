@@ -226,6 +226,23 @@ host_vector(int p, uint64_t n)
 static const uint64_t counts[] = { 0, 1, 2, 3, 5, 8, 17, 1001, 10007 };
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
+/* Every host of m holds the sum of host_vector's n elements in recv. */
+static void
+expect_sums(struct host *H, int m, uint64_t n, const char *what)
+{
+	for (int p = 0; p < m; p++)
+		for (uint64_t i = 0; i < n; i++) {
+			int64_t got, want = ((((int64_t)1 << m) - 1)) * (int64_t)(i % 1000 + 1);
+
+			memcpy(&got, H[p].recv + i * 8, 8);
+			cr_assert_eq(got, want,
+				     "%s m=%d count=%llu: host %d element %llu is %lld, "
+				     "not %lld",
+				     what, m, (unsigned long long)n, p, (unsigned long long)i,
+				     (long long)got, (long long)want);
+		}
+}
+
 Test(plan, allreduce)
 {
 	struct host H[MAXH];
@@ -241,17 +258,7 @@ Test(plan, allreduce)
 				cr_assert_eq(plan_allreduce(&H[p].op, p, m, H[p].send, H[p].recv, n), 0);
 			}
 			simulate(H, m);
-			for (int p = 0; p < m; p++)
-				for (uint64_t i = 0; i < n; i++) {
-					int64_t got, want = ((((int64_t)1 << m) - 1)) *
-						(int64_t)(i % 1000 + 1);
-
-					memcpy(&got, H[p].recv + i * 8, 8);
-					cr_assert_eq(got, want, "all-reduce m=%d count=%llu: host %d "
-						     "element %llu is %lld, not %lld", m,
-						     (unsigned long long)n, p, (unsigned long long)i,
-						     (long long)got, (long long)want);
-				}
+			expect_sums(H, m, n, "all-reduce");
 			hosts_free(H, m);
 		}
 }
@@ -275,20 +282,7 @@ Test(plan, rhd)
 					    plan_rhd(&H[p].op, p, m, H[p].send, H[p].recv, n), 0);
 				}
 				simulate(H, m);
-				for (int p = 0; p < m; p++)
-					for (uint64_t i = 0; i < n; i++) {
-						int64_t got, want = ((((int64_t)1 << m) - 1)) *
-								    (int64_t)(i % 1000 + 1);
-
-						memcpy(&got, H[p].recv + i * 8, 8);
-						cr_assert_eq(
-						    got, want,
-						    "rhd m=%d count=%llu in place %d: "
-						    "host %d element %llu is %lld, not %lld",
-						    m, (unsigned long long)n, inplace, p,
-						    (unsigned long long)i, (long long)got,
-						    (long long)want);
-					}
+				expect_sums(H, m, n, inplace ? "rhd in place" : "rhd");
 				if (inplace)
 					for (int p = 0; p < m; p++)
 						H[p].recv = NULL; /* freed as send */
