@@ -22,7 +22,7 @@
  * the ranks that stay; 4: OP and the fingerprint carry the API collective; 5:
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
  * fingerprint carry the algorithm asked for (RING_ALGO) */
-#define PROTO_VERSION		6
+#define PROTO_VERSION		7
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -245,9 +245,11 @@ struct proto_peer_hello {
 /* HELLO: a direct link to the acceptor, not the ring's (without it the sender
  * is the acceptor's previous host; older daemons never set it) */
 #define PROTO_HELLO_F_DIRECT	0x2u
-/* the sender's small all-reduces take log2 n steps (latency_doubling): every
- * host of a ring must agree, or their plans would not meet */
+/* the sender's latency_doubling: yes (DOUBLING), no (RINGONLY), or auto (the
+ * cost model: neither).  Every host of a ring must agree, or their plans would
+ * not meet */
 #define PROTO_HELLO_F_DOUBLING	0x4u
+#define PROTO_HELLO_F_RINGONLY	0x8u
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 
@@ -267,6 +269,10 @@ struct proto_join {
 	uint32_t gen;		/* the host's attach generation of the job */
 	uint32_t nranks;	/* 0..PROTO_JOIN_MAX */
 	uint32_t ranks[PROTO_JOIN_MAX];	/* global ranks, by local rank */
+	/* the host's inputs to the job's cost model (plan_cost), fixed with its
+	 * claim: a hop's latency and its links' speed */
+	uint32_t hop_us;
+	uint32_t link_mbps;
 };
 int proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m);
 int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);

@@ -278,6 +278,35 @@ send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint
 	free(seen);
 }
 
+/*
+ * This host's inputs to the job's cost model, fixed with its claim (a JOIN
+ * sent again carries the same, so every host records the same): hop_latency_us,
+ * else half the slower ring link's smoothed heartbeat round trip, else HOP_US (a
+ * hop between daemons on one machine, measured); link_gbps.
+ */
+#define HOP_US 45
+
+static uint64_t
+link_rtt(const struct link *l)
+{
+	return l != NULL && l->state == LINK_UP ? l->srtt_us : 0;
+}
+
+static void
+claim_inputs(struct ringd *rd, struct job *j)
+{
+	struct job_host *me = &j->host[rd->rank];
+	uint64_t rtt = link_rtt(rd->next);
+
+	if (link_rtt(rd->prev) > rtt)
+		rtt = link_rtt(rd->prev);
+	if (rd->cfg.hop_latency_us > 0)
+		me->hop_us = rd->cfg.hop_latency_us;
+	else
+		me->hop_us = rtt > 0 ? (uint32_t)(rtt / 2 < 10000000 ? rtt / 2 : 10000000) : HOP_US;
+	me->link_mbps = rd->cfg.link_gbps * 1000;
+}
+
 /* A membership frame of ours; broke: a LEAVE of all our ranks, straight to
  * each host only (job_tell_broken). */
 static void
@@ -297,6 +326,8 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
 	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->host[rd->rank].claim_gen;
+	m.hop_us = j->host[rd->rank].hop_us;
+	m.link_mbps = j->host[rd->rank].link_mbps;
 	for (i = 0; i < j->local_size && !broke; i++)
 		if (j->loc[i].sess != NULL && j->loc[i].member)
 			m.ranks[m.nranks++] = (uint32_t)j->loc[i].rank;
@@ -454,6 +485,7 @@ job_claim(struct ringd *rd, struct job *j)
 	}
 	j->nmember = j->nloc;
 	j->host[rd->rank].claim_gen = job_next_gen(j);
+	claim_inputs(rd, j);
 	j->reclaim = false;
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
@@ -649,8 +681,10 @@ job_ring_up(struct ringd *rd)
 		if (j->joined && !j->formed && j->host[rd->rank].gone == HOST_IN) {
 			/* the same claim again where it may have been lost on a link
 			 * not yet up; a new one where the ring broke since */
-			if (j->reclaim)
+			if (j->reclaim) {
 				j->host[rd->rank].claim_gen = job_next_gen(j);
+				claim_inputs(rd, j);
+			}
 			j->reclaim = false;
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 			job_check_ready(rd, j);
@@ -733,6 +767,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;
 	}
 	j->host[origin].claim_gen = gen;
+	j->host[origin].hop_us = m->hop_us;
+	j->host[origin].link_mbps = m->link_mbps;
 	if (proto_gen_after(gen, j->gen_max))
 		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {

@@ -454,6 +454,18 @@ struct bufs {
 	int *hosts, *ranks, **hranks, *nhranks;
 };
 
+/* Whether the log2 n plan takes it, as coll.c's takes_log decides. */
+static bool
+takes_log(const struct psim_model *m, enum plan_shape log, enum plan_shape ring, int n,
+	  uint64_t bytes)
+{
+	struct plan_cost c = { .hop_us = m->hop_us, .byte_us = m->byte_ns / 1000 };
+
+	if (!m->model)
+		return m->doubling;
+	return plan_model_us(&c, log, n, bytes) < plan_model_us(&c, ring, n, bytes);
+}
+
 /* Host p's plan, made as coll.c's op_plan makes it. */
 static int
 make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, const struct bufs *b,
@@ -468,13 +480,15 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 
 	*pl = (struct plan){ .esz = coll == PROTO_COLL_BARRIER ? 1 : ESZ };
 	if (plan_tiny_ok(coll, pl->esz, n, count)) {
-		if (n > 2 && m->doubling)
+		if (n > 2 &&
+		    takes_log(m, PLAN_DOUBLING_GATHER, PLAN_RING_GATHER, n, count * pl->esz))
 			return plan_tiny_log(pl, p, n, b->send, b->recv, count);
 		return plan_tiny(pl, p, n, b->send, b->recv, count);
 	}
 	switch (kind) {
 	case PROTO_COLL_ALLREDUCE:
-		if (m->doubling && plan_rhd_ok(pl->esz, n, count))
+		if (plan_rhd_ok(pl->esz, n, count) &&
+		    takes_log(m, PLAN_RHD, PLAN_RING, n, count * pl->esz))
 			return plan_rhd(pl, p, n, b->send, b->recv, count);
 		return plan_allreduce(pl, p, n, b->send, b->recv, count);
 	case PROTO_COLL_ALLGATHER:
@@ -483,7 +497,8 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 		/* one process per host, its result apart from its input */
 		return plan_reduce_scatter(pl, &j, b->send, b->recv, count, count, false);
 	case PROTO_COLL_BROADCAST:
-		if (m->doubling && plan_tree_ok(pl->esz, n, count))
+		if (plan_tree_ok(pl->esz, n, count) &&
+		    takes_log(m, PLAN_TREE, PLAN_CHAIN, n, count * pl->esz))
 			return plan_bcast_tree(pl, &j, b->recv, count, 0);
 		return plan_broadcast(pl, &j, b->recv, count, 0);
 	default:
