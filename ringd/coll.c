@@ -59,6 +59,10 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 			return plan_rhd(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 		return plan_allreduce(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 	case PROTO_COLL_ALLGATHER:
+		if (plan_gather_rd_ok(op_esz(op), job_nhosts(j), L->count, job_world(j)) &&
+		    takes_log(op, PLAN_GATHER_RD, PLAN_GATHER_RING,
+			      L->count * op_esz(op) * (uint64_t)job_world(j)))
+			return plan_allgather_rd(pl, &h, recv, L->count, L->stride);
 		return plan_allgather(pl, &h, recv, L->count, L->stride);
 	case PROTO_COLL_REDUCE_SCATTER:
 		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,

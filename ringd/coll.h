@@ -78,6 +78,7 @@ struct plan {
 	 * (the plan's own memory), reduced in host order into fold_dst; host
 	 * v's at slot (fold_first + fold_step * v) mod fold_n */
 	uint8_t *vecs;
+	int *idx;			/* the plan's lists of blocks (region.blk) */
 	int fold_n, fold_first, fold_step;
 	uint64_t fold_count;
 	uint8_t *fold_dst;
@@ -449,10 +450,18 @@ enum plan_shape {
 	PLAN_DOUBLING_GATHER,		/* plan_tiny_log */
 	PLAN_RING,			/* plan_allreduce */
 	PLAN_RHD,			/* plan_rhd */
+	PLAN_GATHER_RING,		/* plan_allgather (bytes: the result) */
+	PLAN_GATHER_RD,			/* plan_allgather_rd */
 	PLAN_CHAIN,			/* plan_broadcast */
 	PLAN_TREE,			/* plan_bcast_tree */
 };
 double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t bytes);
+/* A small all-gather (its result at most GATHER_RD_MAX bytes) on 3 hosts or
+ * more in log2 steps: recursive doubling over the largest power of two of
+ * them, the others folded in and out as halving-doubling's. */
+bool plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world);
+int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
+		      uint64_t stride);
 /* The pipelining unit of a plan, at most segment_bytes. */
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
 /* ... of a step of step_bytes. */

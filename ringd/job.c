@@ -226,10 +226,15 @@ job_check_ready(struct ringd *rd, struct job *j)
 	/* the job's own ring: a direct link to each of its neighbours there that
 	 * is none on the ring of all hosts, opened now (by the lower rank of the
 	 * two) so that its collectives need not go round through hosts with no
-	 * rank in it for long */
+	 * rank in it for long; and where the log2 n plans may run, to the hosts
+	 * 2^k places on and back (the doubling gather's and the tree's peers) */
 	if (n > 1) {
 		(void)link_toward(rd, j->next_host, true);
 		(void)link_toward(rd, j->prev_host, true);
+	}
+	for (i = 2; i < n && rd->cfg.latency_doubling != CONFIG_LOG_NO; i <<= 1) {
+		(void)link_toward(rd, j->hosts[(j->pos + i) % n], true);
+		(void)link_toward(rd, j->hosts[(j->pos + n - i) % n], true);
 	}
 	j->ready = true;
 	j->formed = true;

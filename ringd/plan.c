@@ -115,6 +115,7 @@ plan_free(struct plan *pl)
 	free(pl->vecs);
 	free(pl->hdr_to);
 	free(pl->hdr_got);
+	free(pl->idx);
 	*pl = (struct plan){ .esz = pl->esz, .avg = pl->avg }; /* the inputs stay */
 }
 
@@ -505,6 +506,113 @@ plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t c
 }
 
 /*
+ * Recursive doubling all-gather over the same v = 2^L virtual hosts as
+ * halving-doubling, the extra hosts folded the same way (step 0: an even one
+ * of the first 2r sends its blocks to the odd one after it; step L + 1: that
+ * one sends it everyone else's).  Before step k (d = 2^k) virtual host w
+ * holds the blocks of virtual hosts [w & ~(d-1), + d), sends them to w ^ d
+ * and takes that one's as many into place: L steps instead of the ring's
+ * m - 1, each waiting for the one before whole, so for small results only.
+ * A range of virtual hosts is a range of positions (rd_pos), whose ranks'
+ * blocks the step lists in position order on both ends (pl->idx holds the
+ * lists).  Copies only: every host gets the same bits as the ring's.
+ */
+#define GATHER_RD_MAX (1u << 20)
+
+bool
+plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world)
+{
+	return m >= 3 && count * esz * (uint64_t)world <= GATHER_RD_MAX;
+}
+
+/* The position where virtual host w's hosts begin (w = v: m). */
+static int
+rd_pos(int w, int r)
+{
+	return w < r ? 2 * w : w + r;
+}
+
+/* The ranks of positions [a, b) but `skip`, in position order, into idx: how
+ * many. */
+static int
+ranks_of(const struct plan_hosts *j, int a, int b, int skip, int *idx)
+{
+	int q, i, n = 0;
+
+	for (q = a; q < b; q++)
+		for (i = 0; i < j->nhranks[q] && q != skip; i++)
+			idx[n++] = j->hranks[q][i];
+	return n;
+}
+
+int
+plan_allgather_rd(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint64_t count,
+		  uint64_t stride)
+{
+	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
+	int p = j->pos, m = j->nhosts, L = 0, v, r, w, k, f, q, n, world = 0, *idx;
+	bool pair;
+
+	pl->name = "doubling all-gather";
+	while ((2 << L) <= m)
+		L++;
+	v = 1 << L;
+	r = m - v;
+	for (q = 0; q < m; q++)
+		world += j->nhranks[q];
+	if ((pl->idx = malloc(sizeof(int) * (size_t)world * (size_t)(2 * L + 1))) == NULL)
+		return -1;
+	idx = pl->idx;
+	if (p < 2 * r && p % 2 == 0) {
+		if (plan_alloc_peers(pl, 1, 1, 1, 1) != 0)
+			return -1;
+		pl->hdr_to[0] = pl->hdr_from[0] = p + 1;
+		tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
+		pl->tx[0].to = p + 1;
+		n = ranks_of(j, 0, m, p, idx);
+		rx_set(&pl->rx[0], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n),
+		       no_region);
+		pl->rx[0].from = p + 1;
+		return 0;
+	}
+	pair = p < 2 * r;
+	w = pair ? p / 2 : p - r;
+	f = pair ? 1 : 0;
+	if (plan_alloc_peers(pl, L + f, L + f, L + f, L + f) != 0)
+		return -1;
+	if (pair) {
+		pl->hdr_to[L] = pl->hdr_from[L] = p - 1;
+		rx_set(&pl->rx[0], 0,
+		       plan_bundle(recv, blen, sb, j->hranks[p - 1], j->nhranks[p - 1]), no_region);
+		pl->rx[0].from = p - 1;
+	}
+	for (k = 0; k < L; k++) {
+		int d = 1 << k, mine = w & ~(d - 1), theirs = (w ^ d) & ~(d - 1);
+		int partner = rhd_host(w ^ d, r);
+		struct tx_step *t = &pl->tx[k];
+		struct rx_step *x = &pl->rx[f + k];
+
+		n = ranks_of(j, rd_pos(mine, r), rd_pos(mine + d, r), -1, idx);
+		tx_set(t, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), f + k - 1);
+		idx += n;
+		t->to = partner;
+		t->dep_whole = true;
+		n = ranks_of(j, rd_pos(theirs, r), rd_pos(theirs + d, r), -1, idx);
+		rx_set(x, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), no_region);
+		idx += n;
+		x->from = partner;
+		pl->hdr_to[k] = pl->hdr_from[k] = partner;
+	}
+	if (pair) {
+		n = ranks_of(j, 0, m, p - 1, idx);
+		tx_set(&pl->tx[L], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n), L);
+		pl->tx[L].to = p - 1;
+		pl->tx[L].dep_whole = true;
+	}
+	return 0;
+}
+
+/*
  * Binomial tree: the host d places after the root's (d = 0: the root)
  * receives from d - 2^k, 2^k the highest power of two not above d, and sends
  * to d + 2^j for every 2^j > 2^k with d + 2^j < m, the farthest first, as its
@@ -594,11 +702,17 @@ plan_segment(const struct plan *pl, uint32_t segment_bytes)
  *   halving-doubling  2 (log2 v + f) a + (2 (v-1)/v + 2 f) bytes b
  *   binomial tree     floor(log2 m) a + L bytes b   its depth; the root
  *                                                   sends L times
+ *   doubling a-g      (log2 v + f + h) a + ((v-1)(1+h) + f (m-1))/m bytes b
+ *                     (bytes: the result; the fold's first step overlaps the
+ *                     others', its last carries all but one host's blocks;
+ *                     h = 1 when more than half the v are pairs, whose
+ *                     ranges hold two hosts' blocks, on the critical path)
  * The ring and the chain pipeline: a host passes each segment on as it comes
  * (segments as plan_segment makes them, at ringd's default bound), so their
  * n steps of a chunk c cost the longer of the latency's path, n (a + g b) +
- * (c - g) b with g the segment, and the link's, busy n c b (the ring's
- * chunk: bytes / m, n = 2 (m-1); the chain's: bytes, n = m-1, one busy c b).
+ * (c - g) b with g the segment, and the link's, busy n c b + a (the ring's
+ * chunk: bytes / m, n = 2 (m-1), the ring all-gather's n = m-1; the chain's:
+ * bytes, n = m-1, one busy c b).
  * tests/unit_plansim checks its choices against the plans run.
  */
 static double
@@ -610,7 +724,7 @@ pipelined(double a, double bb, uint64_t chunk, int n, bool busy)
 	if (g > chunk)
 		g = chunk;
 	lat = n * (a + (double)g * bb) + (double)(chunk - g) * bb;
-	link = (busy ? n : 1) * (double)chunk * bb + a + (double)g * bb;
+	link = (busy ? n : 1) * (double)chunk * bb + a;
 	return lat > link ? lat : link;
 }
 
@@ -636,6 +750,16 @@ plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t byte
 		double v = 1 << lv;
 
 		return 2 * (lv + f) * a + (2 * (v - 1) / v + 2 * f) * b;
+	}
+	case PLAN_GATHER_RING:
+		return pipelined(a, c->byte_us, bytes / (uint64_t)m, m - 1, true);
+	case PLAN_GATHER_RD: {
+		double v = 1 << lv;
+
+		/* more pairs than half: two pairs meet at the last step */
+		int late = 2 * (m - (1 << lv)) > (1 << lv);
+
+		return (lv + f + late) * a + ((v - 1) * (1 + late) + f * (n - 1)) / n * b;
 	}
 	case PLAN_CHAIN:
 		return pipelined(a, c->byte_us, bytes, m - 1, false);

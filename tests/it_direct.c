@@ -789,6 +789,12 @@ algo_probe(ring_comm *comm, int rank, int size, void *arg)
 	buf[0] = rank == 0 ? 42.0f : 0.0f;
 	IT_CALL(ring_broadcast(comm, buf, 8, RING_FLOAT32, 0));
 	IT_CHECK(buf[0] == 42.0f, "broadcast: %g", (double)buf[0]);
+	for (int i = 0; i < 8; i++)
+		buf[rank * 8 + i] = (float)(rank * 100 + i);
+	IT_CALL(ring_allgather(comm, buf + rank * 8, buf, 8, RING_FLOAT32));
+	for (int i = 0; i < 8 * size; i++)
+		IT_CHECK(buf[i] == (float)(i / 8 * 100 + i % 8), "all-gather: element %d is %g", i,
+			 (double)buf[i]);
 	IT_CALL(ring_barrier(comm));
 	ring_free(comm, buf);
 	return 0;
@@ -833,8 +839,11 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 				     local);
 			if (n >= 3)
 				cr_assert(recorded_plan(0, "doubling gather") &&
-					      recorded_plan(0, "binomial tree"),
-					  "RING_ALGO=rd, %d hosts: no doubling gather or tree", n);
+					      recorded_plan(0, "binomial tree") &&
+					      recorded_plan(0, "doubling all-gather"),
+					  "RING_ALGO=rd, %d hosts: no doubling gather, tree or "
+					  "all-gather",
+					  n);
 			if (n >= 4)
 				cr_assert(recorded_plan(0, "halving-doubling"),
 					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);
@@ -946,12 +955,14 @@ Test(direct, cost_model, .fini = teardown, .timeout = 300)
 		unsetenv("RING_LOCAL_ARGS_2");
 		rc = cluster_run_local(&cluster, 5, 1, algo_collectives, NULL);
 		rc = rc ? rc : cluster_run_local(&cluster, 10, 2, algo_collectives, NULL);
-		/* the flight recorder's last: 30000 and 8 elements, 8 from a root, a barrier */
+		/* the recorder's last: 30000 and 8 elements, 8 from a root, 8 each, a barrier */
 		rc = rc ? rc : cluster_run_local(&cluster, 10, 2, algo_probe, NULL);
 		cr_assert_eq(rc, 0, "%s: a rank failed (see above)",
 			     slow ? "a slow host" : "40 us");
-		cr_assert(recorded_plan(0, "doubling gather") && recorded_plan(0, "binomial tree"),
-			  "auto: no doubling gather or binomial tree");
+		cr_assert(recorded_plan(0, "doubling gather") &&
+			      recorded_plan(0, "binomial tree") &&
+			      recorded_plan(0, "doubling all-gather"),
+			  "auto: no doubling gather, binomial tree or all-gather");
 		if (slow)
 			cr_assert(recorded_plan(0, "halving-doubling"),
 				  "a host of 5 ms hops: no halving-doubling");

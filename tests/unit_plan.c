@@ -388,43 +388,56 @@ Test(plan, tiny_bounds)
 	}
 }
 
+/* The ring's all-gather, and recursive doubling's (rd: 5-7 and 9 hosts fold
+ * the extra ones in), one and two ranks per host. */
 Test(plan, allgather)
 {
 	struct host H[MAXH];
 
-	for (int per = 1; per <= 2; per++)
-		for (int m = 2; m <= MAXH; m++)
-			for (size_t c = 0; c < NCOUNTS; c++) {
-				uint64_t n = counts[c], world = (uint64_t)(m * per);
+	for (int rd = 0; rd < 2; rd++)
+		for (int per = 1; per <= 2; per++)
+			for (int m = rd ? 3 : 2; m <= MAXH; m++)
+				for (size_t c = 0; c < NCOUNTS; c++) {
+					uint64_t n = counts[c], world = (uint64_t)(m * per);
 
-				hosts_init(H, m, per);
-				for (int p = 0; p < m; p++) {
-					int64_t *r = calloc(n * world + 1, 8);
+					hosts_init(H, m, per);
+					for (int p = 0; p < m; p++) {
+						int64_t *r = calloc(n * world + 1, 8);
 
-					for (int k = 0; k < per; k++)	/* our own blocks */
-						for (uint64_t i = 0; i < n; i++)
-							r[(uint64_t)(p * per + k) * n + i] =
-								elem(p * per + k, i);
-					H[p].recv = (uint8_t *)r;
-					cr_assert_eq(plan_allgather(&H[p].op, &H[p].j, H[p].recv, n,
-								    n), 0);
+						for (int k = 0; k < per; k++) /* our own blocks */
+							for (uint64_t i = 0; i < n; i++)
+								r[(uint64_t)(p * per + k) * n + i] =
+								    elem(p * per + k, i);
+						H[p].recv = (uint8_t *)r;
+						cr_assert_eq(
+						    rd ? plan_allgather_rd(&H[p].op, &H[p].j,
+									   H[p].recv, n, n) :
+							 plan_allgather(&H[p].op, &H[p].j,
+									H[p].recv, n, n),
+						    0);
+					}
+					simulate(H, m);
+					for (int p = 0; p < m; p++)
+						for (uint64_t r = 0; r < world; r++)
+							for (uint64_t i = 0; i < n; i++) {
+								int64_t got;
+
+								memcpy(&got,
+								       H[p].recv + (r * n + i) * 8,
+								       8);
+								cr_assert_eq(
+								    got, elem((int)r, i),
+								    "all-gather "
+								    "rd=%d m=%d x %d count=%llu: "
+								    "host %d "
+								    "block %llu element %llu",
+								    rd, m, per,
+								    (unsigned long long)n, p,
+								    (unsigned long long)r,
+								    (unsigned long long)i);
+							}
+					hosts_free(H, m);
 				}
-				simulate(H, m);
-				for (int p = 0; p < m; p++)
-					for (uint64_t r = 0; r < world; r++)
-						for (uint64_t i = 0; i < n; i++) {
-							int64_t got;
-
-							memcpy(&got, H[p].recv + (r * n + i) * 8, 8);
-							cr_assert_eq(got, elem((int)r, i), "all-gather "
-								     "m=%d x %d count=%llu: host %d "
-								     "block %llu element %llu", m, per,
-								     (unsigned long long)n, p,
-								     (unsigned long long)r,
-								     (unsigned long long)i);
-						}
-				hosts_free(H, m);
-			}
 }
 
 static void

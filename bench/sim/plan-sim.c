@@ -256,9 +256,7 @@ main(int argc, char **argv)
 		}
 		for (k = 0; k < ns; k++) {
 			for (i = 0; i < nh; i++) {
-				bool latency = colls[c].coll == PROTO_COLL_ALLREDUCE ||
-					       colls[c].coll == PROTO_COLL_BARRIER ||
-					       colls[c].coll == PROTO_COLL_BROADCAST;
+				bool latency = colls[c].coll != PROTO_COLL_REDUCE_SCATTER;
 				int d;
 
 				for (d = 0; d < 3; d++) {

@@ -492,6 +492,10 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 			return plan_rhd(pl, p, n, b->send, b->recv, count);
 		return plan_allreduce(pl, p, n, b->send, b->recv, count);
 	case PROTO_COLL_ALLGATHER:
+		if (plan_gather_rd_ok(pl->esz, n, count, n) &&
+		    takes_log(m, PLAN_GATHER_RD, PLAN_GATHER_RING, n,
+			      count * pl->esz * (uint64_t)n))
+			return plan_allgather_rd(pl, &j, b->recv, count, count);
 		return plan_allgather(pl, &j, b->recv, count, count);
 	case PROTO_COLL_REDUCE_SCATTER:
 		/* one process per host, its result apart from its input */
@@ -558,7 +562,7 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 		/* exec.c sends a step over the link of its host's header */
 		if (t->to < 0 || t->to >= n || t->to == p ||
 		    !in_list(h->hdr_to, h->nhdr_to, t->to) || t->src.len > UINT32_MAX ||
-		    t->dep >= pl->nrx || t->src.nblk > 1)
+		    t->dep >= pl->nrx)
 			return fail(s->r, "a send step to no host of the plan's headers, or of no "
 					  "received step");
 		h->tx[i] = (struct ptx){ .len = (uint32_t)t->src.len,
@@ -571,8 +575,7 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 		const struct rx_step *x = &pl->rx[i];
 
 		if (x->from < 0 || x->from >= n || x->from == p ||
-		    !in_list(h->hdr_from, h->nhdr_from, x->from) || x->dst.len > UINT32_MAX ||
-		    x->dst.nblk > 1)
+		    !in_list(h->hdr_from, h->nhdr_from, x->from) || x->dst.len > UINT32_MAX)
 			return fail(s->r, "a received step from no host of the plan's headers");
 		if (x->wait_tx >= pl->ntx)
 			return fail(s->r, "a received step waiting for no send step");
