@@ -281,9 +281,10 @@ sess_shm_post(struct ring_comm *c, const uint8_t *msg, size_t len)
 	uint64_t one = 1;
 
 	if (proto_shmq_put(&c->sq, msg, len) != 0)
-		return lr_sess_break(c, RING_EPROTO, "ringd at %s left the submission ring full "
-				     "(%u of %u entries not taken)", c->sock,
-				     proto_shmq_used(&c->sq), c->sq.n);
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s left the submission ring full "
+				     "(%u of %u entries not taken)",
+				     c->sock, proto_shmq_used(&c->sq), c->sq.n);
 	if (write(c->bell, &one, sizeof(one)) < 0 && errno != EAGAIN) {
 		/* ringd went away: the socket says so */
 	}
@@ -302,9 +303,13 @@ sess_shm_next(struct ring_comm *c, uint8_t *buf, size_t *len)
 
 	n = proto_shmq_get(&c->cq, buf, PROTO_MSG_MAX);
 	if (n < 0)
-		return lr_sess_break(c, RING_EPROTO, "ringd at %s wrote a malformed completion "
-				     "ring (%s)", c->sock, n == -1 ? "its index is past the "
-				     "entries" : "an entry's length is not a message's");
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s wrote a malformed completion "
+				     "ring (%s)",
+				     c->sock,
+				     n == -1 ? "its index is past the "
+					       "entries" :
+					       "an entry's length is not a message's");
 	if (n > 0) {
 		*len = (size_t)n;
 		return 1;
@@ -367,7 +372,7 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 	} else {
 		rc = sess_recv(c, buf, &len, 0, NULL);
 		if (rc == RING_ETIMEDOUT)
-			return 0;	/* nothing queued */
+			return 0; /* nothing queued */
 		if (rc)
 			return rc;
 	}
@@ -555,13 +560,17 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)
-		rc = lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
-			     "message (%zu bytes)", c->sock, len);
+		rc = lr_fail(c, RING_EPROTO,
+			     "ringd at %s answered HELLO with a malformed "
+			     "message (%zu bytes)",
+			     c->sock, len);
 	else if (type == PROTO_M_ERROR)
 		rc = sess_error_msg(c, buf, len);
 	else if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, &w) != 0)
-		rc = lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
-			     "or unexpected message (type %u)", c->sock, type);
+		rc = lr_fail(c, RING_EPROTO,
+			     "ringd at %s answered HELLO with a malformed "
+			     "or unexpected message (type %u)",
+			     c->sock, type);
 	else
 		rc = sess_check_welcome(c, env, &w);
 	if (rc) {
@@ -569,7 +578,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 			close(bell);
 		return rc;
 	}
-	rc = sess_shm_answer(c, rings, &w, bell);	/* bell is its from here */
+	rc = sess_shm_answer(c, rings, &w, bell); /* bell is its from here */
 	if (rc)
 		return rc;
 	c->rank = w.rank;
@@ -704,11 +713,11 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	if (rc)
 		goto fail;
 	if (c->debug)
-		fprintf(stderr, "libring: joined job %s (id %u) at %s: rank %d of %d, local "
+		fprintf(stderr,
+			"libring: joined job %s (id %u) at %s: rank %d of %d, local "
 			"%d of %d, host %d of %d, piece %llu bytes, operations over %s\n",
-			c->job, c->job_id, c->sock, c->rank, c->size, c->local_rank,
-			c->local_size, c->host_rank, c->nhosts,
-			(unsigned long long)c->piece_bytes,
+			c->job, c->job_id, c->sock, c->rank, c->size, c->local_rank, c->local_size,
+			c->host_rank, c->nhosts, (unsigned long long)c->piece_bytes,
 			c->shm ? "the arena's rings" : "the socket");
 	*out = c;
 	return 0;

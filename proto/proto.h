@@ -342,7 +342,7 @@ struct proto_welcome {
 /* The daemon serves this session's operations over the arena's rings (the
  * client asked in the control page); WELCOME's SCM_RIGHTS carry the doorbell,
  * an eventfd the client writes after putting operations. */
-#define PROTO_WELCOME_SHM		0x2u
+#define PROTO_WELCOME_SHM 0x2u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */
@@ -439,8 +439,9 @@ struct proto_arena_ctl {
 	 * keeps to the socket.  HELLO itself stays as it was: its decoder takes
 	 * exact lengths, so a longer HELLO would be refused by an older daemon. */
 	uint64_t shm_magic;
-	uint64_t shm_off;	/* where the rings lie in the arena (PROTO_ARENA_CTL
-				 * or beyond, LR_ALIGN aligned, PROTO_SHM_BYTES) */
+	/* Where the rings lie in the arena: PROTO_ARENA_CTL or beyond, 64-byte
+	 * aligned, PROTO_SHM_BYTES long. */
+	uint64_t shm_off;
 };
 
 /* =================================================================== */
@@ -468,34 +469,33 @@ struct proto_arena_ctl {
  * it sends on the socket (then counting it in `sock_seq`), and FUTEX_WAKEs it
  * when `sleeping` is set.
  */
-#define PROTO_SHM_MAGIC		0x31504f48474e4952ull	/* "RINGHOP1" */
-#define PROTO_SHM_SQ_N		64u	/* submission entries: libring's window */
-#define PROTO_SHM_CQ_N		128u	/* completion entries */
-#define PROTO_SHM_SQ_ENTRY	256u	/* bytes: u32 length, an OP message */
-#define PROTO_SHM_CQ_ENTRY	64u	/* bytes: u32 length, a DONE without text */
-#define PROTO_SHM_HDR		512u
-#define PROTO_SHM_BYTES		(PROTO_SHM_HDR + PROTO_SHM_SQ_N * PROTO_SHM_SQ_ENTRY + \
-				 PROTO_SHM_CQ_N * PROTO_SHM_CQ_ENTRY)
+#define PROTO_SHM_MAGIC 0x31504f48474e4952ull /* "RINGHOP1" */
+#define PROTO_SHM_SQ_N 64u                    /* submission entries: libring's window */
+#define PROTO_SHM_CQ_N 128u                   /* completion entries */
+#define PROTO_SHM_SQ_ENTRY 256u               /* bytes: u32 length, an OP message */
+#define PROTO_SHM_CQ_ENTRY 64u                /* bytes: u32 length, a DONE without text */
+#define PROTO_SHM_HDR 512u
+#define PROTO_SHM_BYTES \
+	(PROTO_SHM_HDR + PROTO_SHM_SQ_N * PROTO_SHM_SQ_ENTRY + PROTO_SHM_CQ_N * PROTO_SHM_CQ_ENTRY)
 struct proto_shm {
-	uint64_t magic;				/* PROTO_SHM_MAGIC (client) */
-	uint32_t sq_tail __attribute__((aligned(64)));	/* OPs put (client) */
-	uint32_t sq_head __attribute__((aligned(64)));	/* OPs taken (daemon) */
-	uint32_t cq_tail __attribute__((aligned(64)));	/* DONEs put (daemon) */
-	uint32_t wake;				/* futex word (daemon; client threads) */
-	uint32_t sock_seq;			/* messages sent on the socket (daemon) */
-	uint32_t served;			/* 1: the daemon serves the rings */
-	uint32_t cq_head __attribute__((aligned(64)));	/* DONEs taken (client) */
-	uint32_t sleeping;			/* a client thread sleeps on wake */
+	uint64_t magic;                                /* PROTO_SHM_MAGIC (client) */
+	uint32_t sq_tail __attribute__((aligned(64))); /* OPs put (client) */
+	uint32_t sq_head __attribute__((aligned(64))); /* OPs taken (daemon) */
+	uint32_t cq_tail __attribute__((aligned(64))); /* DONEs put (daemon) */
+	uint32_t wake;                                 /* futex word (daemon; client threads) */
+	uint32_t sock_seq;                             /* messages sent on the socket (daemon) */
+	uint32_t served;                               /* 1: the daemon serves the rings */
+	uint32_t cq_head __attribute__((aligned(64))); /* DONEs taken (client) */
+	uint32_t sleeping;                             /* a client thread sleeps on wake */
 };
 
 /* One side's view of one ring: the shared indices, the entries, and this
  * side's own index (never read back from shared memory). */
 struct proto_shmq {
-	uint32_t *prod, *cons;	/* the producer's and the consumer's index */
+	uint32_t *prod, *cons; /* the producer's and the consumer's index */
 	uint8_t *slots;
-	uint32_t n, entry;	/* entries, bytes each */
-	uint32_t mine;		/* this side's index: the tail it put or the head
-				 * it took */
+	uint32_t n, entry; /* entries, bytes each */
+	uint32_t mine;     /* this side's index: the tail put, the head taken */
 };
 
 /* The views of the two rings of the region at base (PROTO_SHM_BYTES). */

@@ -15,11 +15,17 @@ proto_shm_views(void *base, struct proto_shmq *sq, struct proto_shmq *cq)
 	struct proto_shm *h = base;
 	uint8_t *p = (uint8_t *)base + PROTO_SHM_HDR;
 
-	*sq = (struct proto_shmq){ .prod = &h->sq_tail, .cons = &h->sq_head, .slots = p,
-				   .n = PROTO_SHM_SQ_N, .entry = PROTO_SHM_SQ_ENTRY };
+	*sq = (struct proto_shmq){ .prod = &h->sq_tail,
+				   .cons = &h->sq_head,
+				   .slots = p,
+				   .n = PROTO_SHM_SQ_N,
+				   .entry = PROTO_SHM_SQ_ENTRY };
 	p += PROTO_SHM_SQ_N * PROTO_SHM_SQ_ENTRY;
-	*cq = (struct proto_shmq){ .prod = &h->cq_tail, .cons = &h->cq_head, .slots = p,
-				   .n = PROTO_SHM_CQ_N, .entry = PROTO_SHM_CQ_ENTRY };
+	*cq = (struct proto_shmq){ .prod = &h->cq_tail,
+				   .cons = &h->cq_head,
+				   .slots = p,
+				   .n = PROTO_SHM_CQ_N,
+				   .entry = PROTO_SHM_CQ_ENTRY };
 }
 
 uint32_t

@@ -77,9 +77,9 @@ struct sess {
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
 	/* The local hop (NULL shm: operations over the socket only). */
-	struct proto_shm *shm;		/* the rings' header, in the client's arena */
-	struct proto_shmq sq, cq;	/* our own indices in mine */
-	int bell;			/* the doorbell eventfd; -1 when none */
+	struct proto_shm *shm;    /* the rings' header, in the client's arena */
+	struct proto_shmq sq, cq; /* our own indices in mine */
+	int bell;                 /* the doorbell eventfd; -1 when none */
 	struct event *bell_ev;
 	TAILQ_ENTRY(sess) entry;
 };
@@ -476,8 +476,10 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 	}
 	if (proto_decode_op(buf, len, &m) != 0) {
 		if (ring >= 0) {
-			snprintf(err, sizeof(err), "malformed operation request in entry %lld "
-				 "of the submission ring", (long long)ring);
+			snprintf(err, sizeof(err),
+				 "malformed operation request in entry %lld "
+				 "of the submission ring",
+				 (long long)ring);
 			sess_drop(s, err);
 		} else {
 			sess_drop(s, "malformed operation request");
@@ -531,16 +533,18 @@ sess_bell_cb(evutil_socket_t fd, short what, void *arg)
 		if (n == 0)
 			return;
 		if (n < 0 || proto_msg_peek(buf, (size_t)n, &type) != 0 || type != PROTO_M_OP) {
-			snprintf(why, sizeof(why), "garbage in the submission ring at entry %u (%s)",
-				 at, n == -1 ? "its index is past the ring's entries" : n == -2 ?
-				 "its length is not a message's" : "not an operation request");
+			snprintf(why, sizeof(why),
+				 "garbage in the submission ring at entry %u (%s)", at,
+				 n == -1 ? "its index is past the ring's entries" :
+				 n == -2 ? "its length is not a message's" :
+					   "not an operation request");
 			sess_drop(s, why);
 			return;
 		}
 		sess_on_op(s, buf, (size_t)n, at);
 	}
 	if (!s->dead && !s->closing)
-		event_active(s->bell_ev, EV_READ, 0);	/* more than a ring's worth */
+		event_active(s->bell_ev, EV_READ, 0); /* more than a ring's worth */
 }
 
 /* The local hop, when the client asked in its control page and the rings lie
@@ -560,8 +564,8 @@ sess_shm_setup(struct sess *s)
 	if (off < PROTO_ARENA_CTL || off % 64 != 0 || off > a->len ||
 	    a->len - off < PROTO_SHM_BYTES) {
 		log_info("client pid %d: its submission rings at offset %llu do not lie in "
-			 "its %zu-byte arena; operations over the socket", (int)s->c.pid,
-			 (unsigned long long)off, a->len);
+			 "its %zu-byte arena; operations over the socket",
+			 (int)s->c.pid, (unsigned long long)off, a->len);
 		return;
 	}
 	if ((bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)

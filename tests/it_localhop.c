@@ -33,22 +33,24 @@
 #include "proto/proto.h"
 #include "tests/harness.h"
 
-#define DROP_S		2.0	/* a session with garbage in its ring is dropped within */
-#define DEAD_S		2.0	/* a dead daemon's client has its error within */
-#define TIMEOUT_MS	30000	/* the operations' own bound: far above both */
-#define ARENA_BYTES	(256u << 10)
-#define SHM_OFF		PROTO_ARENA_CTL
-#define COUNT		1024
+#define DROP_S 2.0       /* a session with garbage in its ring is dropped within */
+#define DEAD_S 2.0       /* a dead daemon's client has its error within */
+#define TIMEOUT_MS 30000 /* the operations' own bound: far above both */
+#define ARENA_BYTES (256u << 10)
+#define SHM_OFF PROTO_ARENA_CTL
+#define COUNT 1024
 
 static struct ring_cluster cluster;
 
 /* Wall-clock bounds only hold when the tests do not share two cores. */
-__attribute__((constructor)) static void one_at_a_time(void)
+__attribute__((constructor)) static void
+one_at_a_time(void)
 {
 	setenv("CRITERION_JOBS", "1", 0);
 }
 
-static void setup(void)
+static void
+setup(void)
 {
 	char t[16];
 
@@ -58,7 +60,8 @@ static void setup(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static void teardown(void)
+static void
+teardown(void)
 {
 	cluster_stop(&cluster);
 }
@@ -70,14 +73,15 @@ TestSuite(localhop, .init = setup, .fini = teardown, .timeout = 180);
 /* ------------------------------------------------------------------ */
 
 struct raw {
-	int fd;			/* the session */
-	int bell;		/* the doorbell WELCOME brought */
-	uint8_t *base;		/* the arena */
+	int fd;        /* the session */
+	int bell;      /* the doorbell WELCOME brought */
+	uint8_t *base; /* the arena */
 	struct proto_shm *shm;
 	struct proto_shmq sq, cq;
 };
 
-static void raw_open(struct raw *r, int d, const char *job)
+static void
+raw_open(struct raw *r, int d, const char *job)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct proto_arena_ctl *ctl;
@@ -147,8 +151,10 @@ static void raw_open(struct raw *r, int d, const char *job)
 	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
 	cr_assert_eq(type, PROTO_M_WELCOME, "answered HELLO with type %u", type);
 	cr_assert_eq(proto_decode_welcome(buf, (size_t)n, &w), 0);
-	cr_assert(w.flags & PROTO_WELCOME_SHM, "the daemon did not offer the rings it was "
-		  "asked for (WELCOME flags %#x)", w.flags);
+	cr_assert(w.flags & PROTO_WELCOME_SHM,
+		  "the daemon did not offer the rings it was "
+		  "asked for (WELCOME flags %#x)",
+		  w.flags);
 	r->bell = -1;
 	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
@@ -157,14 +163,16 @@ static void raw_open(struct raw *r, int d, const char *job)
 	cr_assert_eq(r->shm->served, 1u, "the daemon does not say it serves the rings");
 }
 
-static void raw_close(struct raw *r)
+static void
+raw_close(struct raw *r)
 {
 	close(r->fd);
 	close(r->bell);
 	munmap(r->base, ARENA_BYTES);
 }
 
-static void raw_ring(struct raw *r)
+static void
+raw_ring(struct raw *r)
 {
 	uint64_t one = 1;
 
@@ -173,7 +181,8 @@ static void raw_ring(struct raw *r)
 
 /* What the daemon sent before it closed the session, within limit_s: the
  * ERROR's code and text.  False when it did not close it. */
-static bool raw_dropped(struct raw *r, double limit_s, struct proto_error *e, double *took)
+static bool
+raw_dropped(struct raw *r, double limit_s, struct proto_error *e, double *took)
 {
 	double t0 = harness_now(), end = t0 + limit_s;
 	bool got = false;
@@ -205,7 +214,8 @@ static bool raw_dropped(struct raw *r, double limit_s, struct proto_error *e, do
 
 /* An entry put by hand: len (the length word) and bytes, at the ring's next
  * index; the tail published as tail (0: the next one). */
-static void raw_put(struct raw *r, uint32_t len, const void *bytes, size_t n, uint32_t tail)
+static void
+raw_put(struct raw *r, uint32_t len, const void *bytes, size_t n, uint32_t tail)
 {
 	uint8_t *slot = r->sq.slots + (size_t)(r->sq.mine % r->sq.n) * r->sq.entry;
 
@@ -220,12 +230,13 @@ static void raw_put(struct raw *r, uint32_t len, const void *bytes, size_t n, ui
 /* ------------------------------------------------------------------ */
 
 struct bystander {
-	char stop[CLUSTER_PATH_MAX + 16];	/* this file's existence says stop */
+	char stop[CLUSTER_PATH_MAX + 16]; /* this file's existence says stop */
 };
 
 /* Every iteration reduces COUNT floats and a stop flag that rank 0 raises once
  * the file exists, so every rank runs the same number of all-reduces. */
-static int allreduce_until_told(ring_comm *comm, int rank, int size, void *arg)
+static int
+allreduce_until_told(ring_comm *comm, int rank, int size, void *arg)
 {
 	const struct bystander *b = arg;
 	float *buf = ring_alloc(comm, (COUNT + 1) * sizeof(float));
@@ -255,12 +266,15 @@ static int allreduce_until_told(ring_comm *comm, int rank, int size, void *arg)
 
 enum garbage { G_INDEX, G_LENGTH, G_BYTES, G_NOT_OP, G_BAD_OP, G_COUNT };
 static const char *const garbage_name[G_COUNT] = {
-	"an index past the ring's entries", "an entry length beyond the entry",
-	"bytes that are not a message", "a DONE where an operation goes",
+	"an index past the ring's entries",
+	"an entry length beyond the entry",
+	"bytes that are not a message",
+	"a DONE where an operation goes",
 	"an operation whose fields do not decode",
 };
 
-static void put_garbage(struct raw *r, enum garbage g)
+static void
+put_garbage(struct raw *r, enum garbage g)
 {
 	uint8_t junk[PROTO_SHM_SQ_ENTRY];
 	struct proto_done d = { .reqid = 1 };
@@ -293,7 +307,7 @@ static void put_garbage(struct raw *r, enum garbage g)
 		m.send_off = m.recv_off = SHM_OFF + PROTO_SHM_BYTES;
 		n = proto_encode_op(junk, sizeof(junk), &m);
 		cr_assert(n > 0);
-		junk[21] = 200;		/* the dtype: no such type */
+		junk[21] = 200; /* the dtype: no such type */
 		raw_put(r, (uint32_t)n, junk, (size_t)n, 0);
 		break;
 	case G_COUNT:
@@ -324,12 +338,16 @@ Test(localhop, garbage_in_the_ring_drops_that_session_alone)
 		raw_open(&r, 0, jobname);
 		put_garbage(&r, (enum garbage)g);
 		raw_ring(&r);
-		cr_assert(raw_dropped(&r, DROP_S, &e, &took), "%s: the session was not dropped "
-			  "with an ERROR within %.1f s", garbage_name[g], DROP_S);
+		cr_assert(raw_dropped(&r, DROP_S, &e, &took),
+			  "%s: the session was not dropped "
+			  "with an ERROR within %.1f s",
+			  garbage_name[g], DROP_S);
 		cr_assert_eq(e.code, RING_EPROTO, "%s: ERROR %d (%s), not RING_EPROTO",
 			     garbage_name[g], e.code, e.text);
-		cr_assert(strstr(e.text, "submission ring"), "%s: the reason does not name the "
-			  "submission ring: \"%s\"", garbage_name[g], e.text);
+		cr_assert(strstr(e.text, "submission ring"),
+			  "%s: the reason does not name the "
+			  "submission ring: \"%s\"",
+			  garbage_name[g], e.text);
 		cr_log_info("%s: dropped in %.3f s: %s", garbage_name[g], took, e.text);
 		raw_close(&r);
 	}
@@ -342,14 +360,16 @@ Test(localhop, garbage_in_the_ring_drops_that_session_alone)
 			break;
 		usleep(20000);
 	} while (harness_now() < end);
-	cr_assert(now.fds == base.fds && now.memfd_maps == base.memfd_maps, "daemon 0 holds "
-		  "%d fds and %d arena mappings after the garbage; %d and %d before", now.fds,
-		  now.memfd_maps, base.fds, base.memfd_maps);
+	cr_assert(now.fds == base.fds && now.memfd_maps == base.memfd_maps,
+		  "daemon 0 holds "
+		  "%d fds and %d arena mappings after the garbage; %d and %d before",
+		  now.fds, now.memfd_maps, base.fds, base.memfd_maps);
 
 	fd = open(b.stop, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 	cr_assert(fd >= 0);
 	close(fd);
-	cr_assert_eq(cluster_wait(&job), 0, "the bystander job failed (its ranks said why "
+	cr_assert_eq(cluster_wait(&job), 0,
+		     "the bystander job failed (its ranks said why "
 		     "above)");
 	cr_assert(kill(cluster_daemon_pid(&cluster, 0), 0) == 0, "daemon 0 is gone");
 }
@@ -364,11 +384,14 @@ struct opener {
 	const char *job;
 };
 
-static void *open_one(void *arg)
+static void *
+open_one(void *arg)
 {
 	struct opener *o = arg;
-	struct ring_options opts = { .socket = cluster.sockets[0], .job = o->job,
-				     .local_rank = o->local_rank, .local_size = 2 };
+	struct ring_options opts = { .socket = cluster.sockets[0],
+				     .job = o->job,
+				     .local_rank = o->local_rank,
+				     .local_size = 2 };
 
 	o->rc = ring_open(&o->comm, &opts);
 	return NULL;
@@ -382,7 +405,8 @@ struct waiter {
 	char err[512];
 };
 
-static void *allreduce_alone(void *arg)
+static void *
+allreduce_alone(void *arg)
 {
 	struct waiter *w = arg;
 
@@ -393,7 +417,8 @@ static void *allreduce_alone(void *arg)
 }
 
 /* The rings' header of comm's session, as the arena's control page says. */
-static struct proto_shm *comm_rings(ring_comm *comm)
+static struct proto_shm *
+comm_rings(ring_comm *comm)
 {
 	size_t bytes = 0;
 	uint8_t *base = ring_arena_keep(comm, &bytes);
@@ -420,8 +445,7 @@ Test(localhop, killed_daemon_wakes_the_futex_sleeper)
 		cr_assert_eq(pthread_create(&t[i], NULL, open_one, &o[i]), 0);
 	for (i = 0; i < 2; i++) {
 		pthread_join(t[i], NULL);
-		cr_assert_eq(o[i].rc, 0, "ring_open (local rank %d): %s", i,
-			     ring_last_error(NULL));
+		cr_assert_eq(o[i].rc, 0, "ring_open (local rank %d): %s", i, ring_last_error(NULL));
 	}
 	h = comm_rings(o[0].comm);
 	cr_assert_eq(h->served, 1u, "the daemon does not serve the rings");
@@ -435,19 +459,23 @@ Test(localhop, killed_daemon_wakes_the_futex_sleeper)
 	while (__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST) == 0 && harness_now() < end)
 		usleep(1000);
 	cr_assert_eq(h->sleeping, 1u, "rank 0 never slept on the completion ring's futex");
-	usleep(100 * 1000);	/* deep in its sleep */
+	usleep(100 * 1000); /* deep in its sleep */
 
 	killed = harness_now();
 	cr_assert_eq(cluster_signal(&cluster, 0, SIGKILL), 0);
 	pthread_join(t[0], NULL);
-	cr_log_info("all-reduce returned %d %.3f s after the kill: %s", w.rc,
-		    w.done_at - killed, w.err);
-	cr_assert_eq(w.rc, RING_EDAEMON, "the all-reduce returned %d (%s), not RING_EDAEMON",
-		     w.rc, w.err);
-	cr_assert(w.done_at - killed < DEAD_S, "the error came %.3f s after the kill (bound "
-		  "%.1f s; the op timeout is %d ms)", w.done_at - killed, DEAD_S, TIMEOUT_MS);
-	cr_assert(strstr(w.err, "closed the connection"), "the reason does not say the "
-		  "daemon went away: %s", w.err);
+	cr_log_info("all-reduce returned %d %.3f s after the kill: %s", w.rc, w.done_at - killed,
+		    w.err);
+	cr_assert_eq(w.rc, RING_EDAEMON, "the all-reduce returned %d (%s), not RING_EDAEMON", w.rc,
+		     w.err);
+	cr_assert(w.done_at - killed < DEAD_S,
+		  "the error came %.3f s after the kill (bound "
+		  "%.1f s; the op timeout is %d ms)",
+		  w.done_at - killed, DEAD_S, TIMEOUT_MS);
+	cr_assert(strstr(w.err, "closed the connection"),
+		  "the reason does not say the "
+		  "daemon went away: %s",
+		  w.err);
 	ring_free(o[0].comm, w.buf);
 	for (i = 0; i < 2; i++)
 		ring_close(o[i].comm);
@@ -459,7 +487,8 @@ Test(localhop, killed_daemon_wakes_the_futex_sleeper)
 
 /* Each process opens its own communicator: rank 1 with RING_SHM=0, so it
  * never asks for the rings and stays on the socket, rank 0 on the rings. */
-static int socket_or_rings(ring_comm *unused, int rank, int size, void *arg)
+static int
+socket_or_rings(ring_comm *unused, int rank, int size, void *arg)
 {
 	size_t bytes = 0, bad = 0;
 	const struct proto_arena_ctl *ctl;
@@ -473,8 +502,8 @@ static int socket_or_rings(ring_comm *unused, int rank, int size, void *arg)
 	buf = ring_alloc(comm, COUNT * sizeof(float));
 	want = malloc(COUNT * sizeof(float));
 	IT_CHECK(ctl && buf && want, "out of memory");
-	IT_CHECK((ctl->shm_magic == PROTO_SHM_MAGIC) == (rank == 0), "rank %d %s the rings",
-		 rank, ctl->shm_magic == PROTO_SHM_MAGIC ? "asked for" : "did not ask for");
+	IT_CHECK((ctl->shm_magic == PROTO_SHM_MAGIC) == (rank == 0), "rank %d %s the rings", rank,
+		 ctl->shm_magic == PROTO_SHM_MAGIC ? "asked for" : "did not ask for");
 	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, size, COUNT, 0, 3);
 	for (i = 0; i < 200; i++) {
 		pattern_fill(buf, RING_FLOAT32, RING_SUM, size, rank, COUNT, 0, 3);
