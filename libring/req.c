@@ -662,8 +662,10 @@ req_sleep(struct ring_comm *c, const struct ring_request *r)
 		sock = req_shm_sleep(c, c->shm, cq, seen, deadline);
 		lr_comm_lock(c);
 		c->polling = false;
+		/* Look even with nothing outstanding: an ERROR may be waiting. */
+		c->rx_ready = true;
 		if (sock)
-			c->rx_ready = c->sock_look = true;
+			c->sock_look = true;
 		pthread_cond_broadcast(&c->cv);
 		return;
 	}
