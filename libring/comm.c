@@ -307,8 +307,7 @@ sess_shm_next(struct ring_comm *c, uint8_t *buf, size_t *len)
 				     "ringd at %s wrote a malformed completion "
 				     "ring (%s)",
 				     c->sock,
-				     n == -1 ? "its index is past the "
-					       "entries" :
+				     n == -1 ? "an index past its entries" :
 					       "an entry's length is not a message's");
 	if (n > 0) {
 		*len = (size_t)n;
@@ -557,8 +556,11 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 			       "size and local size (`ringctl jobs` shows who is attached)",
 			       c->sock, place, env->job, env->timeout_ms);
 	}
-	if (rc)
+	if (rc) {
+		if (bell >= 0)
+			close(bell);
 		return rc;
+	}
 	if (proto_msg_peek(buf, len, &type) != 0)
 		rc = lr_fail(c, RING_EPROTO,
 			     "ringd at %s answered HELLO with a malformed "
