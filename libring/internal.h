@@ -36,6 +36,9 @@
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
 #define LR_WINDOW		64	/* OP messages outstanding in ringd per session
 					 * (ringd's queue of a session's operations) */
+/* A sleep on the completion ring's futex looks at the socket this often: a
+ * daemon that died wakes no futex. */
+#define LR_SHM_SLICE_MS 20
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
 
@@ -174,6 +177,7 @@ struct lr_env {
 	bool single;			/* RING_SINGLE=1 and no socket configured */
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
+	bool no_shm;                    /* RING_SHM=0: keep operations on the socket */
 };
 
 /* Fills env from opts (may be NULL; zero/NULL fields fall through), then the
@@ -231,6 +235,16 @@ struct ring_comm {
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
 	uint64_t next_reqid;		/* id of the next message we send */
+	bool no_shm;                    /* RING_SHM=0 (sub-communicators inherit it) */
+	/* The local hop (proto.h): set when WELCOME said PROTO_WELCOME_SHM.
+	 * Operations go into sq and ring bell; answers come out of cq, and the
+	 * socket is read only when ringd says it sent something (sock_seq) or
+	 * poll saw it (an ERROR, a hang-up). */
+	struct proto_shm *shm; /* the rings' header in the arena; NULL: socket */
+	struct proto_shmq sq, cq;
+	int bell;                       /* ringd's eventfd; -1 when none */
+	uint32_t sock_seen;             /* shm->sock_seq when the socket was last read */
+	bool sock_look;                 /* read the socket until it is empty */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 

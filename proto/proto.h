@@ -345,6 +345,10 @@ struct proto_welcome {
  * place (recv = send + rank * stride), through a temporary when the caller's is
  * not (libring does this). */
 #define PROTO_WELCOME_RS_INPLACE	0x1u
+/* The daemon serves this session's operations over the arena's rings (the
+ * client asked in the control page); WELCOME's SCM_RIGHTS carry the doorbell,
+ * an eventfd the client writes after putting operations. */
+#define PROTO_WELCOME_SHM 0x2u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */
@@ -434,6 +438,82 @@ struct proto_arena_ctl {
 	uint64_t reqid;		/* the op the counters below describe (daemon) */
 	uint64_t done_bytes;	/* bytes of its result that are final (daemon, release) */
 	uint64_t total_bytes;	/* bytes of its result in all (daemon) */
+	/* The local hop's ask (client, before HELLO): PROTO_SHM_MAGIC when the
+	 * client wants its operations over the rings at shm_off (struct
+	 * proto_shm).  A daemon that knows them answers with PROTO_WELCOME_SHM
+	 * and the doorbell; one that does not never looks here, and the client
+	 * keeps to the socket.  HELLO itself stays as it was: its decoder takes
+	 * exact lengths, so a longer HELLO would be refused by an older daemon. */
+	uint64_t shm_magic;
+	/* Where the rings lie in the arena: PROTO_ARENA_CTL or beyond, 64-byte
+	 * aligned, PROTO_SHM_BYTES long. */
+	uint64_t shm_off;
 };
+
+/* =================================================================== */
+/* The local hop: submission and completion rings in the arena          */
+/* =================================================================== */
+/*
+ * Once WELCOME said PROTO_WELCOME_SHM (its SCM_RIGHTS carry an eventfd, the
+ * doorbell), the client puts its OP messages into the submission ring and
+ * writes the doorbell; the daemon drains the ring when it rings and puts each
+ * DONE that fits into the completion ring, where the client finds it without
+ * a system call.  Everything else (an ERROR, a DONE with a reason that does
+ * not fit, BYE) still crosses the socket, and every message in a ring is the
+ * same encoded message as on the socket, decoded by the same decoders.
+ *
+ * Each ring has one producer and one consumer.  Each side keeps its own index
+ * and only publishes it (release); the other's index is read once per look
+ * (acquire) and checked: a consumer that finds more than the ring's entries
+ * between its index and the producer's, or an entry whose length is not a
+ * message's, has met garbage.  The daemon reads an entry by copying it out
+ * first and decoding the copy, so a client that rewrites it meanwhile changes
+ * nothing but its own request.
+ *
+ * The client sleeps on `wake` (a futex word) after setting `sleeping`; the
+ * daemon bumps `wake` after every completion it publishes and every message
+ * it sends on the socket (then counting it in `sock_seq`), and FUTEX_WAKEs it
+ * when `sleeping` is set.
+ */
+#define PROTO_SHM_MAGIC 0x31504f48474e4952ull /* "RINGHOP1" */
+#define PROTO_SHM_SQ_N 64u                    /* submission entries: libring's window */
+#define PROTO_SHM_CQ_N 128u                   /* completion entries */
+#define PROTO_SHM_SQ_ENTRY 256u               /* bytes: u32 length, an OP message */
+#define PROTO_SHM_CQ_ENTRY 64u                /* bytes: u32 length, a DONE without text */
+#define PROTO_SHM_HDR 512u
+#define PROTO_SHM_BYTES \
+	(PROTO_SHM_HDR + PROTO_SHM_SQ_N * PROTO_SHM_SQ_ENTRY + PROTO_SHM_CQ_N * PROTO_SHM_CQ_ENTRY)
+struct proto_shm {
+	uint64_t magic;                                /* PROTO_SHM_MAGIC (client) */
+	uint32_t sq_tail __attribute__((aligned(64))); /* OPs put (client) */
+	uint32_t sq_head __attribute__((aligned(64))); /* OPs taken (daemon) */
+	uint32_t cq_tail __attribute__((aligned(64))); /* DONEs put (daemon) */
+	uint32_t wake;                                 /* futex word (daemon; client threads) */
+	uint32_t sock_seq;                             /* messages sent on the socket (daemon) */
+	uint32_t served;                               /* 1: the daemon serves the rings */
+	uint32_t cq_head __attribute__((aligned(64))); /* DONEs taken (client) */
+	uint32_t sleeping;                             /* a client thread sleeps on wake */
+};
+
+/* One side's view of one ring: the shared indices, the entries, and this
+ * side's own index (never read back from shared memory). */
+struct proto_shmq {
+	uint32_t *prod, *cons; /* the producer's and the consumer's index */
+	uint8_t *slots;
+	uint32_t n, entry; /* entries, bytes each */
+	uint32_t mine;     /* this side's index: the tail put, the head taken */
+};
+
+/* The views of the two rings of the region at base (PROTO_SHM_BYTES). */
+void proto_shm_views(void *base, struct proto_shmq *sq, struct proto_shmq *cq);
+/* Puts one message (len <= entry - 4): 0, or -1 when the ring is full or the
+ * consumer's index is not one the consumer could have published. */
+int proto_shmq_put(struct proto_shmq *q, const void *msg, size_t len);
+/* Takes one message into out (cap >= entry): its length, 0 when the ring is
+ * empty, -1 when the producer's index is garbage, -2 when the entry's length
+ * is (nothing is taken then). */
+int proto_shmq_get(struct proto_shmq *q, void *out, size_t cap);
+/* Entries put and not yet taken, as this side sees them (the producer). */
+uint32_t proto_shmq_used(const struct proto_shmq *q);
 
 #endif /* PROTO_PROTO_H */
