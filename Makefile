@@ -95,11 +95,14 @@ LIB_PC     := $(BUILD)/lib/libring.pc
 # Tests: unit_*.c link only the module they test; it_*.c are integration tests
 # with real daemons and link libring and the test harness.
 UNIT_SRC := $(wildcard tests/unit_*.c)
-IT_SRC   := $(filter-out tests/it_cuda.c,$(wildcard tests/it_*.c))
+IT_SRC   := $(filter-out tests/it_cuda.c tests/it_chaos.c,$(wildcard tests/it_*.c))
 ifeq ($(CUDA),1)
 IT_SRC   += tests/it_cuda.c
 endif
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC) $(IT_SRC))
+# The chaos soak (issue 25) runs for a set time, so on its own: `make chaos`
+# (RING_CHAOS_S seconds, 60 unless set; RING_CHAOS_SEED replays a run).
+CHAOS := $(BUILD)/tests/it_chaos
 # The engine's deterministic simulation (tests/sim): the engine and ring floors
 # of ringd as they are, over a fake link floor and a virtual clock (its own
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
@@ -271,7 +274,10 @@ test-run: test-build
 
 # What scripts/test uses: it runs the tests itself, so that nothing of make's
 # follows the summary line when a test fails.
-test-build: all $(TEST_BINS) $(if $(filter 1,$(ASAN)),,$(BINDING_BUILD))
+test-build: all $(TEST_BINS) $(CHAOS) $(if $(filter 1,$(ASAN)),,$(BINDING_BUILD))
+.PHONY: chaos
+chaos: all $(CHAOS)
+	$(Q)scripts/run-tests $(CHAOS)
 test-list:
 	@echo $(TEST_BINS)
 

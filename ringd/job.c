@@ -395,6 +395,8 @@ static void job_claim(struct ringd *rd, struct job *j);
 static void job_withdraw(struct ringd *rd, struct job *j);
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
+static void job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
+			    uint32_t gen);
 
 /* The current formation is over here when every host that placed ranks in it
  * has left and none of its operations is still running here (a finished one
@@ -743,6 +745,19 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;			/* the claim again (job_ring_up sends it once more): applied */
 	if (j->host[origin].left && j->host[origin].left_gen == gen)
 		return;			/* withdrawn already (its LEAVE came straight) */
+	if (j->world != 0 && host_placed(j, origin) && j->host[origin].gone != HOST_GONE &&
+	    proto_gen_after(gen, j->host[origin].claim_gen)) {
+		/* A newer claim of a host of the current formation: it has left
+		 * that one, and its LEAVE was lost with a link that broke under
+		 * it.  Without this the formation could never dissolve here, and
+		 * the job never form again (found by the chaos soak). */
+		struct proto_join gone = { .world = m->world, .host = m->host };
+
+		memcpy(gone.job, m->job, sizeof(gone.job));
+		log_info("job %s: host %d claims anew (generation %u): it left generation %u",
+			 j->name, origin, gen, j->host[origin].claim_gen);
+		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen);
+	}
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
 		struct held_join *hj = j->host[origin].held;
