@@ -320,7 +320,67 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 	if (d->status > 0 || d->status < RING_ERR_MIN)
 		return lr_sess_break(c, RING_EPROTO, "ringd at %s answered status %d, not a "
 				     "RING_E* code", c->sock, (int)d->status);
+	lr_comm_note(c, d->status, d->text);
 	return 1;
+}
+
+void
+lr_comm_note(struct ring_comm *c, int status, const char *text)
+{
+	/* what ring_comm_shrink follows: a lost peer, a revoke, an abort */
+	if ((status == RING_EPEER || status == RING_EREVOKED || status == RING_EABORTED) &&
+	    !c->failed)
+		c->failed = status;
+	if (status == RING_EREVOKED && !c->revoked) {
+		c->revoked = true;
+		snprintf(c->err_revoked, sizeof(c->err_revoked), "%s", text);
+	}
+}
+
+int
+lr_sess_send_empty(struct ring_comm *c, uint16_t type)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	int n, rc;
+
+	if ((rc = lr_sess_usable(c)) != 0)
+		return rc;
+	n = proto_encode_empty(buf, sizeof(buf), type);
+	if (n <= 0)
+		return lr_fail(c, RING_EINVAL, "cannot encode message type %u", type);
+	return sess_send(c, buf, (size_t)n, -1, proto_now_ms() + LR_CONNECT_MAX_MS);
+}
+
+int
+lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	uint16_t type;
+	size_t len;
+	int rc, i;
+
+	if ((rc = lr_sess_send_empty(c, PROTO_M_SHRINK)) != 0)
+		return rc;
+	/* nothing is outstanding, but an answer of a request already let go of
+	 * may still be queued ahead of ours */
+	for (i = 0; i <= LR_WINDOW; i++) {
+		if ((rc = sess_recv(c, buf, &len, deadline)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT, "ringd at %s did not answer a shrink "
+				       "query in time", c->sock);
+		if (rc)
+			return rc;
+		if (proto_msg_peek(buf, len, &type) != 0)
+			break;
+		if (type == PROTO_M_ERROR)
+			return sess_error_msg(c, buf, len);
+		if (type == PROTO_M_DONE)
+			continue;
+		if (type != PROTO_M_SHRINK_INFO || proto_decode_shrink_info(buf, len, m) != 0)
+			break;
+		return 0;
+	}
+	return lr_sess_break(c, RING_EPROTO, "ringd at %s answered a shrink query with a "
+			     "malformed or unexpected message", c->sock);
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
@@ -767,6 +827,7 @@ ring_strerror(int err)
 	case RING_ENOTSUP:	return "not supported";
 	case RING_ECLOSED:	return "communicator closed";
 	case RING_EDEVICE:	return "a device (CUDA) call or copy failed";
+	case RING_EREVOKED:	return "the communicator was revoked";
 	}
 	return "unknown error";
 }

@@ -179,6 +179,9 @@ enum proto_frame_type {
 	PROTO_F_ABORT = 18,	/* the op failed: i32 code + reason string; forwarded round */
 	PROTO_F_JOIN = 19,	/* struct proto_join: a host's ranks of a job, sent round */
 	PROTO_F_LEAVE = 20,	/* struct proto_join (no ranks): the host's clients left */
+	PROTO_F_REVOKE = 21,	/* a rank revoked the job's formation (gen): i32 code +
+				 * reason; straight to each of its hosts, route =
+				 * (origin, that host), never passed on round */
 	/* 32..47: point-to-point; seq = message id */
 	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
 	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
@@ -311,7 +314,11 @@ enum proto_msg_type {
 	/* 32..47: communicators (split) */
 	PROTO_M_SPLIT = 32,	/* c->d: reserved for ring_split */
 	PROTO_M_SPLIT_DONE = 33,
-	PROTO_M_MAX = 33
+	PROTO_M_SHRINK = 34,	/* c->d: the header alone; which ranks survive? */
+	PROTO_M_SHRINK_INFO = 35,	/* d->c: struct proto_shrink_info */
+	/* 48..63: the job as a whole */
+	PROTO_M_REVOKE = 48,	/* c->d: the header alone; revoke the job's formation */
+	PROTO_M_MAX = 48
 };
 
 struct proto_hello {
@@ -383,6 +390,29 @@ struct proto_op {
 #define PROTO_OP_F_ALGO_MASK	(0xfu << PROTO_OP_F_ALGO_SHIFT)
 #define PROTO_OP_ALGO(flags)	(((flags) >> PROTO_OP_F_ALGO_SHIFT) & 0xfu)
 #define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK)
+
+/* The answer to SHRINK: what this daemon knows of the formation the asking
+ * process is in, and its place among the survivors (libring/shrink.c).  A
+ * host of the formation is lost when all its processes left it, or when the
+ * ring is broken and this daemon has no working link to it; the survivors
+ * are the ranks on the other hosts, renumbered densely in the old order. */
+#define PROTO_SHRINK_HOSTS	64	/* lost hosts named in the answer */
+struct proto_shrink_info {
+	int32_t status;		/* 0, or RING_E* (the job never formed) with text */
+	int32_t rank, size;	/* the asker's place among the survivors */
+	uint32_t world;		/* the old formation's world size */
+	uint32_t gen;		/* its generation */
+	uint32_t nlost;		/* ranks lost */
+	uint64_t hash;		/* of the old generation and the lost hosts: equal
+				 * answers, equal hashes */
+	uint32_t nhosts;	/* lost hosts, all of them (<= PROTO_MAX_RANKS) */
+	uint32_t hosts[PROTO_SHRINK_HOSTS];	/* the first of them, ascending */
+	char text[PROTO_TEXT_MAX + 1];	/* why, when status != 0 */
+};
+int proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_info *m);
+int proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_info *m);
+/* SHRINK and REVOKE are the header alone (checked with proto_msg_peek). */
+int proto_encode_empty(uint8_t *buf, size_t cap, uint16_t type);
 
 struct proto_done {
 	uint64_t reqid;

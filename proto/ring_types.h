@@ -37,7 +37,8 @@ enum ring_err {
 	RING_ENOTSUP = -10,	/* not supported by this build or configuration */
 	RING_ECLOSED = -11,	/* the communicator was closed */
 	RING_EDEVICE = -12,	/* a device (CUDA) call or copy failed */
-	RING_ERR_MIN = -12
+	RING_EREVOKED = -13,	/* the communicator was revoked (ring_comm_revoke) */
+	RING_ERR_MIN = -13
 };
 
 #define RING_MAX_NDIM 8		/* dimensions of a send/recv shape */

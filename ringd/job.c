@@ -167,6 +167,21 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
+/* Whether the ring was whole and broke, and every host of hosts[0..n) but
+ * this one has a working link of its own to here. */
+static bool
+hosts_linked(struct ringd *rd, const int *hosts, int n)
+{
+	int i;
+
+	if (rd->state != RING_DEGRADED)
+		return false;
+	for (i = 0; i < n; i++)
+		if (hosts[i] != rd->rank && link_toward(rd, hosts[i], false) == NULL)
+			return false;
+	return true;
+}
+
 /* Every rank has a host and none has left: agree on the member list and go. */
 static void
 job_check_ready(struct ringd *rd, struct job *j)
@@ -211,11 +226,15 @@ job_check_ready(struct ringd *rd, struct job *j)
 			gen = j->host[h].claim_gen;
 		n++;
 	}
-	if (n > 1 && rd->state != RING_READY) {
+	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j->hosts, n)) {
 		/* The claims are in, but the ring token is still on its first round
 		 * (or the ring broke): a formation agreed now could differ from
 		 * the one of a host that claims again as the ring forms, and an
-		 * operation would fail at once.  job_ring_up looks again. */
+		 * operation would fail at once.  job_ring_up looks again.  On a
+		 * ring that broke after it was whole, a job whose hosts all have
+		 * links of their own to here forms over them (their claims came
+		 * straight: send_membership), so the survivors of a lost host can
+		 * shrink their job before the ring heals. */
 		j->nhosts = n;
 		job_members_free(j);
 		return;
@@ -278,6 +297,20 @@ send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint
 	free(seen);
 }
 
+/* f to every host this one has a working link to, straight. */
+static void
+send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl)
+{
+	struct link *l;
+	int h;
+
+	for (h = 0; h < rd->world; h++)
+		if (h != rd->rank && (l = link_toward(rd, h, false)) != NULL) {
+			f->route = PROTO_ROUTE(rd->rank, h);
+			link_send(l, f, pl);
+		}
+}
+
 /* A membership frame of ours; broke: a LEAVE of all our ranks, straight to
  * each host only (job_tell_broken). */
 static void
@@ -309,6 +342,10 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
 	if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
 		send_straight(rd, j, &f, buf);
+	/* a JOIN on a broken ring may not get round: straight to every host
+	 * this one has a link to, so a job on those forms (hosts_linked) */
+	if (type == PROTO_F_JOIN && rd->state == RING_DEGRADED)
+		send_linked(rd, &f, buf);
 }
 
 static void
@@ -390,6 +427,8 @@ job_settle(struct ringd *rd, struct job *j)
 	j->ready = false;
 	j->formed = false;
 	j->broken = false;
+	j->revoked = false;
+	j->revoke_why[0] = '\0';
 	job_members_free(j);
 	for (h = 0; h < rd->world; h++)
 		j->host[h].gone = HOST_IN;
@@ -818,6 +857,171 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	job_settle(rd, j);
 }
 
+/*
+ * Revocation (ring_comm_revoke, ULFM's MPI_Comm_revoke): every operation of
+ * the formation fails at once on every rank with RING_EREVOKED, and so does
+ * every later one, until the formation dissolves (its processes close).  The
+ * host of the revoking rank fails its own and sends a REVOKE straight to each
+ * host of the formation it has a link to (and once round the ring when that
+ * is whole and some host has none), so ranks blocked on other hosts return
+ * within a round trip, not at their timeout.
+ */
+static void
+job_revoke_here(struct ringd *rd, struct job *j, const char *why)
+{
+	char fp[160];
+	struct op *op;
+
+	if (j->revoked)
+		return;
+	j->revoked = true;
+	snprintf(j->revoke_why, sizeof(j->revoke_why), "%s", why);
+	log_warn("job %s (generation %u): %s", j->name, j->fgen, why);
+	for (;;) {	/* finishing one may end it: look again from the first */
+		for (op = coll_first(j); op != NULL; op = op_next(op))
+			if (!op_finished(op))
+				break;
+		if (op == NULL)
+			break;
+		op_set_from_wire(op);	/* every host fails it by itself */
+		op_finish(rd, op, RING_EREVOKED, "%s: %s",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
+	}
+	p2p_fail_all(rd, j, RING_EREVOKED, why);
+}
+
+int
+job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	char why[PROTO_TEXT_MAX + 1];
+	struct proto_frame f = { .type = PROTO_F_REVOKE, .job = j->id, .epoch = rd->epoch,
+				 .gen = j->fgen };
+	bool round = false;
+	struct link *l;
+	int i, n;
+
+	if (!j->formed || j->world == 0 || j->hosts == NULL) {
+		snprintf(err, errlen, "job %s has no formation to revoke", j->name);
+		return RING_EINVAL;
+	}
+	if (j->revoked)
+		return 0;
+	snprintf(why, sizeof(why), "job %s was revoked by rank %d (host %d)", j->name, rank,
+		 rd->rank);
+	if ((n = proto_encode_reason(buf, sizeof(buf), RING_EREVOKED, why)) > 0 &&
+	    rd->world > 1) {
+		f.length = (uint32_t)n;
+		for (i = 0; i < j->nhosts; i++) {
+			if (j->hosts[i] == rd->rank)
+				continue;
+			if ((l = link_toward(rd, j->hosts[i], false)) == NULL) {
+				round = true;
+				continue;
+			}
+			f.route = PROTO_ROUTE(rd->rank, j->hosts[i]);
+			link_send(l, &f, buf);
+		}
+		if (round && rd->state == RING_READY && rd->next != NULL &&
+		    rd->next->state == LINK_UP) {
+			f.route = PROTO_ROUTE(rd->rank, rd->rank);
+			link_send(rd->next, &f, buf);
+		}
+	}
+	job_revoke_here(rd, j, why);
+	return 0;
+}
+
+const char *
+job_revoked(const struct job *j)
+{
+	return j != NULL && j->revoked ? j->revoke_why : NULL;
+}
+
+/* A REVOKE: straight from its host, or going round. */
+static int
+job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	int origin = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
+	bool straight = dst != origin;
+	char text[PROTO_TEXT_MAX + 1];
+	struct job *j;
+	int32_t code;
+
+	if (origin >= rd->world || dst >= rd->world ||
+	    proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    code != RING_EREVOKED || (straight && (l->peer != origin || dst != rd->rank)) ||
+	    (!straight && l->dir != LINK_PREV)) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed revoke frame");
+		return RX_ERROR;
+	}
+	if (origin == rd->rank)
+		return RX_DONE;	/* it went all the way round */
+	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	j = job_lookup(rd, f->job);
+	if (j != NULL && j->formed && j->world != 0 && f->gen == j->fgen)
+		job_revoke_here(rd, j, text);
+	return RX_DONE;
+}
+
+/* FNV-1a of v into h. */
+static uint64_t
+shrink_mix(uint64_t h, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		h ^= (v >> (8 * i)) & 0xffu;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * What ring_comm_shrink agrees on: the ranks of the formation that are not on
+ * a lost host, renumbered densely in the old order.  A host of the formation
+ * is lost when all its processes left it, or when the ring is broken and this
+ * host has no working link to it.  The hash covers the generation and the
+ * lost hosts, so processes that got the same answer name the same new job.
+ */
+void
+job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m)
+{
+	const struct job *j = s->job;
+	uint64_t h = 0xcbf29ce484222325ull;
+	int i, k, below = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (j == NULL || !j->formed || j->world == 0 || j->hosts == NULL) {
+		m->status = RING_EINVAL;
+		snprintf(m->text, sizeof(m->text), "job %s has no formation to shrink here",
+			 j != NULL ? j->name : "-");
+		return;
+	}
+	h = shrink_mix(shrink_mix(h, j->fgen), (uint32_t)j->world);
+	for (i = 0; i < j->nhosts; i++) {
+		int host = j->hosts[i];
+
+		if (host == rd->rank ||
+		    (j->host[host].gone != HOST_GONE &&
+		     (rd->state == RING_READY || link_toward(rd, host, false) != NULL)))
+			continue;
+		h = shrink_mix(h, (uint32_t)host);
+		if (m->nhosts < PROTO_SHRINK_HOSTS)
+			m->hosts[m->nhosts] = (uint32_t)host;
+		m->nhosts++;
+		m->nlost += (uint32_t)j->nhranks[i];
+		for (k = 0; k < j->nhranks[i]; k++)
+			below += j->hranks[i][k] < s->rank;
+	}
+	m->world = (uint32_t)j->world;
+	m->gen = j->fgen;
+	m->hash = h;
+	m->rank = s->rank - below;
+	m->size = j->world - (int)m->nlost;
+}
+
 int
 job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
@@ -828,12 +1032,13 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 
 	if (f->type == PROTO_F_ABORT)
 		return job_rx_abort(rd, l, f, pl);
+	if (f->type == PROTO_F_REVOKE)
+		return job_rx_revoke(rd, l, f, pl);
 
-	/* a LEAVE straight from its host (send_membership while the ring is
-	 * broken): for us alone */
+	/* a LEAVE or JOIN straight from its host (send_membership while the
+	 * ring is broken): for us alone */
 	straight = PROTO_ROUTE_DST(f->route) != origin;
-	if (straight && (f->type != PROTO_F_LEAVE || l->peer != origin ||
-			 PROTO_ROUTE_DST(f->route) != rd->rank)) {
+	if (straight && (l->peer != origin || PROTO_ROUTE_DST(f->route) != rd->rank)) {
 		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;

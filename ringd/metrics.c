@@ -34,7 +34,7 @@
 
 static const char *const err_names[] = {
 	"ok", "EINVAL", "ENOMEM", "EDAEMON", "EPEER", "ETIMEDOUT", "EMISMATCH",
-	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED", "EDEVICE",
+	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED", "EDEVICE", "EREVOKED",
 };
 #define NERR	OPS_NERR
 _Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,
