@@ -257,9 +257,10 @@ int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
  * the failure from another host first) finds no partner within a try (2 s),
  * asks again and follows what it learnt; all of it is bounded by comm's
  * timeout (RING_ETIMEDOUT, with this rank's view of the lost hosts, when the
- * survivors never agreed).  comm is revoked first (pending operations on the
- * other survivors end) and can then only be closed; closing it leaves *out
- * alone.
+ * survivors never agreed; it may be called again).  Once it is called, comm
+ * takes no new operation (RING_EREVOKED) and can only be closed; closing it
+ * leaves *out alone.  It sends no revoke: the failure already ends the job's
+ * operations on every rank, each with its own daemon's reason.
  *
  * A healthy comm (no operation failed and nothing revoked) is not shrunk:
  * RING_EINVAL, and comm stays usable (ring_split copies a communicator).

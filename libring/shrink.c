@@ -1,11 +1,11 @@
 /*
  * shrink.c - ring_comm_revoke and ring_comm_shrink (ULFM's revoke and shrink):
  * a revoke is one message to the local ringd, which fails the job's operations
- * here and tells the job's other hosts; a shrink revokes, waits for comm's own
- * requests to end, asks the local ringd who survives (the agreement rule is
- * ringd's: job.c, job_shrink_info) and attaches to the survivors' new job, as
- * ring_split attaches to a sub-job, with its place given explicitly.  Nothing
- * runs over the broken communicator.
+ * here and tells the job's other hosts; a shrink closes comm to new calls,
+ * waits for its own requests to end, asks the local ringd who survives (the
+ * agreement rule is ringd's: job.c, job_shrink_info) and attaches to the
+ * survivors' new job, as ring_split attaches to a sub-job, with its place
+ * given explicitly.  Nothing runs over the broken communicator.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,13 +211,14 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 		goto out;
 	}
 	deadline = proto_now_ms() + c->timeout_ms;
+	/* From now on comm can only be closed.  Its failure ends the job's
+	 * operations on every rank by itself (a lost host, a process that left,
+	 * a revoke), so nothing is sent: a revoke would reach the others ahead
+	 * of their own daemon's news and hide its reason from them. */
 	if (!c->revoked) {
-		/* the other survivors' pending operations on comm end now */
-		lr_comm_unlock(c);
-		rc = ring_comm_revoke(c);
-		lr_comm_lock(c);
-		if (rc)
-			goto out;
+		c->revoked = true;
+		snprintf(c->err_revoked, sizeof(c->err_revoked), "job %s was shrunk: close "
+			 "this communicator and use its successor", c->job);
 	}
 	if (c->single)
 		rc = shrink_single(c, out);
