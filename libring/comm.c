@@ -365,8 +365,10 @@ lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t de
 	 * may still be queued ahead of ours */
 	for (i = 0; i <= LR_WINDOW; i++) {
 		if ((rc = sess_recv(c, buf, &len, deadline)) == RING_ETIMEDOUT)
-			return lr_fail(c, RING_ETIMEDOUT, "ringd at %s did not answer a shrink "
-				       "query in time", c->sock);
+			return lr_fail(c, RING_ETIMEDOUT,
+				       "ringd at %s did not answer a shrink "
+				       "query in time",
+				       c->sock);
 		if (rc)
 			return rc;
 		if (proto_msg_peek(buf, len, &type) != 0)
@@ -379,8 +381,10 @@ lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t de
 			break;
 		return 0;
 	}
-	return lr_sess_break(c, RING_EPROTO, "ringd at %s answered a shrink query with a "
-			     "malformed or unexpected message", c->sock);
+	return lr_sess_break(c, RING_EPROTO,
+			     "ringd at %s answered a shrink query with a "
+			     "malformed or unexpected message",
+			     c->sock);
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
@@ -827,7 +831,8 @@ ring_strerror(int err)
 	case RING_ENOTSUP:	return "not supported";
 	case RING_ECLOSED:	return "communicator closed";
 	case RING_EDEVICE:	return "a device (CUDA) call or copy failed";
-	case RING_EREVOKED:	return "the communicator was revoked";
+	case RING_EREVOKED:
+		return "the communicator was revoked";
 	}
 	return "unknown error";
 }

@@ -230,13 +230,13 @@ struct ring_comm {
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
-	int failed;			/* the first RING_EPEER, RING_EREVOKED or
+	int failed;                     /* the first RING_EPEER, RING_EREVOKED or
 					 * RING_EABORTED of an operation: the comm
 					 * may be shrunk (0: none) */
-	bool revoked;			/* revoked (here, or ringd said so): every
+	bool revoked;                   /* revoked (here, or ringd said so): every
 					 * later call fails with RING_EREVOKED */
-	bool shrunk;			/* ring_comm_shrink made its successor */
-	char err_revoked[LR_ERR_MAX];	/* who revoked it */
+	bool shrunk;                    /* ring_comm_shrink made its successor */
+	char err_revoked[LR_ERR_MAX];   /* who revoked it */
 	uint64_t next_reqid;		/* id of the next message we send */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */

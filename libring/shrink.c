@@ -17,7 +17,7 @@
 
 /* How long one try to meet the other survivors lasts before this rank asks
  * its daemon again: the others' daemons may have known more (or less). */
-#define SHRINK_TRY_MS	2000
+#define SHRINK_TRY_MS 2000
 
 int
 ring_comm_revoke(ring_comm *c)
@@ -34,8 +34,10 @@ ring_comm_revoke(ring_comm *c)
 			c->revoked = true;
 			if (!c->failed)
 				c->failed = RING_EREVOKED;
-			snprintf(c->err_revoked, sizeof(c->err_revoked), "job %s was revoked "
-				 "by rank %d (this process)", c->job, c->rank);
+			snprintf(c->err_revoked, sizeof(c->err_revoked),
+				 "job %s was revoked "
+				 "by rank %d (this process)",
+				 c->job, c->rank);
 		}
 	}
 	lr_comm_unlock(c);
@@ -75,8 +77,7 @@ shrink_hosts(const struct proto_shrink_info *m, char *buf, size_t cap)
 
 	buf[0] = '\0';
 	for (i = 0; i < m->nhosts && i < PROTO_SHRINK_HOSTS && off < cap; i++)
-		off += (size_t)snprintf(buf + off, cap - off, "%s%u", i ? ", " : "",
-					m->hosts[i]);
+		off += (size_t)snprintf(buf + off, cap - off, "%s%u", i ? ", " : "", m->hosts[i]);
 	if (m->nhosts > PROTO_SHRINK_HOSTS && off < cap)
 		snprintf(buf + off, cap - off, " and %u more", m->nhosts - PROTO_SHRINK_HOSTS);
 	if (m->nhosts == 0)
@@ -93,7 +94,8 @@ shrink_drain(struct ring_comm *c, int64_t deadline)
 		if (TAILQ_EMPTY(&c->active))
 			return 0;
 		if (proto_ms_left(deadline) == 0)
-			return lr_fail(c, RING_ETIMEDOUT, "ring_comm_shrink: this rank's requests "
+			return lr_fail(c, RING_ETIMEDOUT,
+				       "ring_comm_shrink: this rank's requests "
 				       "on the old communicator did not end within %d ms",
 				       c->timeout_ms);
 		lr_comm_unlock(c);
@@ -155,9 +157,10 @@ shrink_join(struct ring_comm *c, ring_comm **out, int64_t deadline)
 		env.local_size = c->local_size;
 		env.timeout_ms = left < SHRINK_TRY_MS ? left : SHRINK_TRY_MS;
 		if (c->debug)
-			fprintf(stderr, "libring: shrink of job %s (lost hosts: %s): rank %d of "
-				"%d in job %s, try %d\n", c->job, hosts, m.rank, m.size, env.job,
-				tries);
+			fprintf(stderr,
+				"libring: shrink of job %s (lost hosts: %s): rank %d of "
+				"%d in job %s, try %d\n",
+				c->job, hosts, m.rank, m.size, env.job, tries);
 		rc = lr_comm_open(&env, &sub);
 		if (rc == 0) {
 			sub->timeout_ms = c->timeout_ms;
@@ -165,15 +168,17 @@ shrink_join(struct ring_comm *c, ring_comm **out, int64_t deadline)
 			return 0;
 		}
 		if (rc != RING_ETIMEDOUT)
-			return lr_fail(c, rc, "ring_comm_shrink: joining the survivors' job %s as "
-				       "rank %d of %d (lost hosts: %s): %s", env.job, m.rank,
-				       m.size, hosts, ring_last_error(NULL));
+			return lr_fail(c, rc,
+				       "ring_comm_shrink: joining the survivors' job %s as "
+				       "rank %d of %d (lost hosts: %s): %s",
+				       env.job, m.rank, m.size, hosts, ring_last_error(NULL));
 	}
-	return lr_fail(c, RING_ETIMEDOUT, "ring_comm_shrink: the survivors of job %s did not "
+	return lr_fail(c, RING_ETIMEDOUT,
+		       "ring_comm_shrink: the survivors of job %s did not "
 		       "meet within %d ms (%d tries; this rank's daemon saw lost hosts: %s, "
 		       "%d survivors; its view changed %d times): ranks whose daemons see "
-		       "other lost hosts name another job", c->job, c->timeout_ms, tries, hosts,
-		       m.size, changes);
+		       "other lost hosts name another job",
+		       c->job, c->timeout_ms, tries, hosts, m.size, changes);
 }
 
 int
@@ -190,7 +195,8 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 		return lr_fail(c, RING_EINVAL, "ring_comm_shrink: out is NULL");
 	lr_comm_lock(c);
 	if (c->shrunk) {
-		rc = lr_fail(c, RING_EINVAL, "ring_comm_shrink: this communicator was shrunk "
+		rc = lr_fail(c, RING_EINVAL,
+			     "ring_comm_shrink: this communicator was shrunk "
 			     "already: close it and use its successor");
 		goto out;
 	}
@@ -199,15 +205,18 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 		goto out;
 	}
 	if (!c->failed && !c->revoked) {
-		rc = lr_fail(c, RING_EINVAL, "ring_comm_shrink: nothing failed on this "
+		rc = lr_fail(c, RING_EINVAL,
+			     "ring_comm_shrink: nothing failed on this "
 			     "communicator of job %s (shrink follows RING_EPEER, RING_EABORTED "
 			     "or a revoke; ring_split copies a healthy one): it stays usable",
 			     c->job);
 		goto out;
 	}
 	if ((rc = lr_sess_usable(c)) != 0) {
-		rc = lr_fail(c, rc, "ring_comm_shrink: %s (the local ringd is gone: nothing "
-			     "survives here)", c->err);
+		rc = lr_fail(c, rc,
+			     "ring_comm_shrink: %s (the local ringd is gone: nothing "
+			     "survives here)",
+			     c->err);
 		goto out;
 	}
 	deadline = proto_now_ms() + c->timeout_ms;
@@ -217,14 +226,16 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 	 * of their own daemon's news and hide its reason from them. */
 	if (!c->revoked) {
 		c->revoked = true;
-		snprintf(c->err_revoked, sizeof(c->err_revoked), "job %s was shrunk: close "
-			 "this communicator and use its successor", c->job);
+		snprintf(c->err_revoked, sizeof(c->err_revoked),
+			 "job %s was shrunk: close "
+			 "this communicator and use its successor",
+			 c->job);
 	}
 	if (c->single)
 		rc = shrink_single(c, out);
 	else if ((rc = shrink_drain(c, deadline)) == 0)
 		rc = shrink_join(c, out, deadline);
-	c->shrunk = rc == 0;	/* a shrink that timed out may be tried again */
+	c->shrunk = rc == 0; /* a shrink that timed out may be tried again */
 out:
 	lr_comm_unlock(c);
 	return rc;

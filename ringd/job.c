@@ -877,13 +877,13 @@ job_revoke_here(struct ringd *rd, struct job *j, const char *why)
 	j->revoked = true;
 	snprintf(j->revoke_why, sizeof(j->revoke_why), "%s", why);
 	log_warn("job %s (generation %u): %s", j->name, j->fgen, why);
-	for (;;) {	/* finishing one may end it: look again from the first */
+	for (;;) { /* finishing one may end it: look again from the first */
 		for (op = coll_first(j); op != NULL; op = op_next(op))
 			if (!op_finished(op))
 				break;
 		if (op == NULL)
 			break;
-		op_set_from_wire(op);	/* every host fails it by itself */
+		op_set_from_wire(op); /* every host fails it by itself */
 		op_finish(rd, op, RING_EREVOKED, "%s: %s",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
 	}
@@ -895,8 +895,9 @@ job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen)
 {
 	uint8_t buf[PROTO_TEXT_MAX + 16];
 	char why[PROTO_TEXT_MAX + 1];
-	struct proto_frame f = { .type = PROTO_F_REVOKE, .job = j->id, .epoch = rd->epoch,
-				 .gen = j->fgen };
+	struct proto_frame f = {
+		.type = PROTO_F_REVOKE, .job = j->id, .epoch = rd->epoch, .gen = j->fgen
+	};
 	bool round = false;
 	struct link *l;
 	int i, n;
@@ -909,8 +910,7 @@ job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen)
 		return 0;
 	snprintf(why, sizeof(why), "job %s was revoked by rank %d (host %d)", j->name, rank,
 		 rd->rank);
-	if ((n = proto_encode_reason(buf, sizeof(buf), RING_EREVOKED, why)) > 0 &&
-	    rd->world > 1) {
+	if ((n = proto_encode_reason(buf, sizeof(buf), RING_EREVOKED, why)) > 0 && rd->world > 1) {
 		f.length = (uint32_t)n;
 		for (i = 0; i < j->nhosts; i++) {
 			if (j->hosts[i] == rd->rank)
@@ -956,7 +956,7 @@ job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 		return RX_ERROR;
 	}
 	if (origin == rd->rank)
-		return RX_DONE;	/* it went all the way round */
+		return RX_DONE; /* it went all the way round */
 	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	j = job_lookup(rd, f->job);

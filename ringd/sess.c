@@ -397,7 +397,7 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 	log_debug("client pid %d: %s count %llu dtype %s", (int)s->c.pid, proto_coll_name(m.coll),
 		  (unsigned long long)m.count, proto_dtype_name(m.dtype));
 	if (job_revoked(s->c.job) != NULL) {
-		rc = RING_EREVOKED;	/* ring_comm_revoke: everything fails at once */
+		rc = RING_EREVOKED; /* ring_comm_revoke: everything fails at once */
 		snprintf(err, sizeof(err), "%s", job_revoked(s->c.job));
 	} else if (s->inflight >= SESS_INFLIGHT_MAX) {
 		rc = RING_EINVAL;

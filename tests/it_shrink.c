@@ -26,61 +26,65 @@
 #include "libring/ring.h"
 #include "tests/harness.h"
 
-#define FAULT_ARGS	"--peer-timeout-ms 1000 --heartbeat-ms 200 --segment 64K"
-#define COUNT		4099	/* floats per all-reduce: a prime, several segments */
-#define AFTER		100	/* checked all-reduces on the survivors */
-#define NPROC		8
-#define MSG_CAP		1024
-#define REVOKE_BOUND_S	1.0	/* a revoke ends the others' blocked calls within */
+#define FAULT_ARGS "--peer-timeout-ms 1000 --heartbeat-ms 200 --segment 64K"
+#define COUNT 4099 /* floats per all-reduce: a prime, several segments */
+#define AFTER 100  /* checked all-reduces on the survivors */
+#define NPROC 8
+#define MSG_CAP 1024
+#define REVOKE_BOUND_S 1.0 /* a revoke ends the others' blocked calls within */
 
 static struct ring_cluster cluster;
 
-__attribute__((constructor)) static void one_at_a_time(void)
+__attribute__((constructor)) static void
+one_at_a_time(void)
 {
 	setenv("CRITERION_JOBS", "1", 0);
 }
 
-static void setup(void)
+static void
+setup(void)
 {
 	setenv("RING_TIMEOUT_MS", "30000", 1);
 }
 
-static void teardown(void)
+static void
+teardown(void)
 {
 	cluster_stop(&cluster);
 }
 
 struct rank_log {
-	int host;		/* set by the test: the daemon it attaches to */
-	int iters;		/* all-reduces before the fault */
-	int rc;			/* the failure it saw */
-	double t_err;		/* when */
+	int host;     /* set by the test: the daemon it attaches to */
+	int iters;    /* all-reduces before the fault */
+	int rc;       /* the failure it saw */
+	double t_err; /* when */
 	char msg[MSG_CAP];
-	int new_rank, new_size;	/* after the shrink */
-	double shrink_s;	/* how long ring_comm_shrink took */
-	int after;		/* checked all-reduces on the new communicator */
-	int done;		/* finished its part */
+	int new_rank, new_size; /* after the shrink */
+	double shrink_s;        /* how long ring_comm_shrink took */
+	int after;              /* checked all-reduces on the new communicator */
+	int done;               /* finished its part */
 	char fail[MSG_CAP];
 };
 
 struct shrink_run {
 	volatile int stop;
-	int victim;		/* the host whose daemon dies (-1: none) */
+	int victim; /* the host whose daemon dies (-1: none) */
 	int nprocs;
-	volatile double t_revoke;	/* when rank 0 revoked */
+	volatile double t_revoke; /* when rank 0 revoked */
 	struct rank_log r[NPROC];
 };
 
-#define RANK_FAIL(lg, ...) do { \
-		snprintf((lg)->fail, MSG_CAP, __VA_ARGS__); \
+#define RANK_FAIL(lg, ...)                                             \
+	do {                                                           \
+		snprintf((lg)->fail, MSG_CAP, __VA_ARGS__);            \
 		fprintf(stderr, "rank %d: %s\n", it_rank, (lg)->fail); \
-		return 1; \
+		return 1;                                              \
 	} while (0)
 
 /* One all-reduce of seed's pattern, checked bit for bit: 0, a RING_E* code,
  * or 1 for a wrong result (in lg->fail). */
-static int checked_allreduce(ring_comm *comm, float *buf, float *want, uint64_t seed,
-			     struct rank_log *lg)
+static int
+checked_allreduce(ring_comm *comm, float *buf, float *want, uint64_t seed, struct rank_log *lg)
 {
 	int n = ring_size(comm), r = ring_rank(comm), rc;
 	size_t bad = 0, wrong;
@@ -94,15 +98,18 @@ static int checked_allreduce(ring_comm *comm, float *buf, float *want, uint64_t 
 		char d[160];
 
 		pattern_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
-		snprintf(lg->fail, MSG_CAP, "seed %llu on %d ranks: %zu of %d elements wrong, "
-			 "first %s", (unsigned long long)seed, n, wrong, COUNT, d);
+		snprintf(lg->fail, MSG_CAP,
+			 "seed %llu on %d ranks: %zu of %d elements wrong, "
+			 "first %s",
+			 (unsigned long long)seed, n, wrong, COUNT, d);
 		return 1;
 	}
 	return 0;
 }
 
 /* AFTER checked all-reduces on comm, then every rank must hold the same bits. */
-static int run_after(ring_comm *comm, struct rank_log *lg)
+static int
+run_after(ring_comm *comm, struct rank_log *lg)
 {
 	float *buf = ring_alloc(comm, COUNT * sizeof(float));
 	float *want = malloc(COUNT * sizeof(float));
@@ -128,7 +135,8 @@ static int run_after(ring_comm *comm, struct rank_log *lg)
 /* A rank of the lost-host test: all-reduces until one fails; a rank on the
  * victim's host stops there (its daemon is gone), the others shrink and go
  * on.  idx: the process index, its old rank. */
-static int rank_survive(ring_comm *unused, int idx, int nprocs, void *arg)
+static int
+rank_survive(ring_comm *unused, int idx, int nprocs, void *arg)
 {
 	struct shrink_run *sr = arg;
 	struct rank_log *lg = &sr->r[idx];
@@ -176,8 +184,10 @@ static int rank_survive(ring_comm *unused, int idx, int nprocs, void *arg)
 	/* the old one can only be closed now */
 	rc = ring_allreduce(comm, buf, buf, COUNT, RING_FLOAT32, RING_SUM);
 	if (rc != RING_EREVOKED)
-		RANK_FAIL(lg, "an all-reduce on the shrunk-from communicator returned %s, "
-			  "expected RING_EREVOKED", ring_strerror(rc));
+		RANK_FAIL(lg,
+			  "an all-reduce on the shrunk-from communicator returned %s, "
+			  "expected RING_EREVOKED",
+			  ring_strerror(rc));
 	{
 		ring_comm *again = NULL;
 
@@ -198,7 +208,8 @@ static int rank_survive(ring_comm *unused, int idx, int nprocs, void *arg)
 }
 
 /* The test's side of the lost-host runs: spawn, fault, judge. */
-static void lost_host(int local)
+static void
+lost_host(int local)
 {
 	const int hosts = 3, victim = 2, nprocs = hosts * local;
 	struct shrink_run *sr = harness_shared(sizeof(*sr));
@@ -233,11 +244,12 @@ static void lost_host(int local)
 		struct rank_log *lg = &sr->r[i];
 		bool mine = lg->host == victim;
 
-		fprintf(stderr, "%d per host: process %d (host %d): %d all-reduces, then %s "
+		fprintf(stderr,
+			"%d per host: process %d (host %d): %d all-reduces, then %s "
 			"after %.3f s: %s; shrunk in %.3f s to rank %d of %d, %d checked "
-			"all-reduces after\n", local, i, lg->host, lg->iters,
-			ring_strerror(lg->rc), lg->t_err - t_fault, lg->msg, lg->shrink_s,
-			lg->new_rank, lg->new_size, lg->after);
+			"all-reduces after\n",
+			local, i, lg->host, lg->iters, ring_strerror(lg->rc), lg->t_err - t_fault,
+			lg->msg, lg->shrink_s, lg->new_rank, lg->new_size, lg->after);
 		cr_assert(!lg->fail[0], "process %d: %s", i, lg->fail);
 		if (mine)
 			continue;
@@ -271,7 +283,8 @@ Test(shrink, lost_host_two_per_host, .init = setup, .fini = teardown, .timeout =
  * every rank; the job then shrinks to all of its ranks (no host was lost) and
  * all-reduces right.
  */
-static int rank_revoke(ring_comm *comm, int rank, int size, void *arg)
+static int
+rank_revoke(ring_comm *comm, int rank, int size, void *arg)
 {
 	struct shrink_run *sr = arg;
 	struct rank_log *lg = &sr->r[rank];
@@ -289,7 +302,7 @@ static int rank_revoke(ring_comm *comm, int rank, int size, void *arg)
 	if ((rc = ring_barrier(comm)) != 0)
 		RANK_FAIL(lg, "barrier: %s: %s", ring_strerror(rc), ring_last_error(comm));
 	if (rank == 0) {
-		usleep(500 * 1000);	/* the others are blocked by now */
+		usleep(500 * 1000); /* the others are blocked by now */
 		sr->t_revoke = harness_now();
 		if ((rc = ring_comm_revoke(comm)) != 0)
 			RANK_FAIL(lg, "ring_comm_revoke: %s: %s", ring_strerror(rc),
@@ -305,9 +318,10 @@ static int rank_revoke(ring_comm *comm, int rank, int size, void *arg)
 	t0 = harness_now();
 	rc = ring_allreduce(comm, buf, buf, COUNT, RING_FLOAT32, RING_SUM);
 	if (rc != RING_EREVOKED || harness_now() - t0 > REVOKE_BOUND_S)
-		RANK_FAIL(lg, "the call after the revoke returned %s after %.3f s, expected "
-			  "RING_EREVOKED at once: %s", ring_strerror(rc), harness_now() - t0,
-			  ring_last_error(comm));
+		RANK_FAIL(lg,
+			  "the call after the revoke returned %s after %.3f s, expected "
+			  "RING_EREVOKED at once: %s",
+			  ring_strerror(rc), harness_now() - t0, ring_last_error(comm));
 	if ((rc = ring_comm_shrink(comm, &next)) != 0)
 		RANK_FAIL(lg, "ring_comm_shrink after the revoke: %s: %s", ring_strerror(rc),
 			  ring_last_error(comm));
@@ -321,7 +335,8 @@ static int rank_revoke(ring_comm *comm, int rank, int size, void *arg)
 	return rc;
 }
 
-static void revoke_run(int hosts, int local)
+static void
+revoke_run(int hosts, int local)
 {
 	struct shrink_run *sr = harness_shared(sizeof(*sr));
 	int nprocs = hosts * local;
@@ -338,19 +353,23 @@ static void revoke_run(int hosts, int local)
 
 		cr_assert(!lg->fail[0], "rank %d: %s", i, lg->fail);
 		if (i > 0) {
-			fprintf(stderr, "%d hosts x %d: rank %d: blocked all-reduce ended %.3f s "
-				"after the revoke: %s: %s\n", hosts, local, i, dt,
-				ring_strerror(lg->rc), lg->msg);
+			fprintf(stderr,
+				"%d hosts x %d: rank %d: blocked all-reduce ended %.3f s "
+				"after the revoke: %s: %s\n",
+				hosts, local, i, dt, ring_strerror(lg->rc), lg->msg);
 			cr_assert_eq(lg->rc, RING_EREVOKED, "rank %d got %s: %s", i,
 				     ring_strerror(lg->rc), lg->msg);
-			cr_assert(dt >= 0 && dt <= REVOKE_BOUND_S, "rank %d: its all-reduce "
-				  "ended %.3f s after the revoke (bound %.1f s)", i, dt,
-				  REVOKE_BOUND_S);
-			cr_assert(strstr(lg->msg, "revoked by rank 0"), "rank %d: the message "
-				  "does not say who revoked: %s", i, lg->msg);
+			cr_assert(dt >= 0 && dt <= REVOKE_BOUND_S,
+				  "rank %d: its all-reduce "
+				  "ended %.3f s after the revoke (bound %.1f s)",
+				  i, dt, REVOKE_BOUND_S);
+			cr_assert(strstr(lg->msg, "revoked by rank 0"),
+				  "rank %d: the message "
+				  "does not say who revoked: %s",
+				  i, lg->msg);
 		}
-		cr_assert_eq(lg->new_size, nprocs, "rank %d: %d after the shrink, expected %d",
-			     i, lg->new_size, nprocs);
+		cr_assert_eq(lg->new_size, nprocs, "rank %d: %d after the shrink, expected %d", i,
+			     lg->new_size, nprocs);
 		cr_assert_eq(lg->new_rank, i, "rank %d became %d", i, lg->new_rank);
 		cr_assert_eq(lg->after, AFTER, "rank %d: %d all-reduces after", i, lg->after);
 	}
@@ -367,9 +386,10 @@ Test(shrink, revoke_two_per_host, .init = setup, .fini = teardown, .timeout = 12
 }
 
 /* The bad calls, on a healthy communicator that must stay usable. */
-static int rank_bad(ring_comm *comm, int rank, int size, void *arg)
+static int
+rank_bad(ring_comm *comm, int rank, int size, void *arg)
 {
-	ring_comm *out = (ring_comm *)&out;	/* not NULL: the call must clear it */
+	ring_comm *out = (ring_comm *)&out; /* not NULL: the call must clear it */
 	float v = 1.0f;
 	int rc;
 
