@@ -303,7 +303,7 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 		return rc;
 	rc = sess_recv(c, buf, &len, 0);
 	if (rc == RING_ETIMEDOUT)
-		return 0;	/* nothing queued */
+		return 0; /* nothing queued */
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)
@@ -465,6 +465,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	struct proto_hello h;
 	struct proto_welcome w;
 	uint16_t type;
+	int64_t end;
 	size_t len;
 	int n, rc;
 
@@ -477,6 +478,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	h.timeout_ms = (uint32_t)env->timeout_ms;
 	h.pid = (uint32_t)getpid();
 	h.arena_bytes = c->arena.bytes;
+	h.flags = env->survivors ? PROTO_HELLO_SURVIVORS : 0;
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
@@ -485,8 +487,27 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 		return rc;
 	/* The daemon answers only once the job has formed: every rank attached on
 	 * every host.  Ranks start seconds apart under any launcher, so this wait
-	 * gets the operation bound, not the connect bound. */
-	rc = sess_recv(c, buf, &len, proto_now_ms() + env->timeout_ms);
+	 * gets the operation bound, not the connect bound.  With a watch, it is
+	 * asked after each slice whether to go on (ring_comm_shrink). */
+	end = proto_now_ms() + env->timeout_ms;
+	for (;;) {
+		int64_t until = end;
+
+		if (env->watch != NULL && env->watch_ms > 0 && proto_now_ms() + env->watch_ms < end)
+			until = proto_now_ms() + env->watch_ms;
+		rc = sess_recv(c, buf, &len, until);
+		if (rc != RING_ETIMEDOUT || until == end)
+			break;
+		if (env->watch(env->watch_arg) == 0)
+			continue;
+		/* The daemon welcomed us before what changed its answer (the
+		 * others, welcomed too, closed their old communicators): the
+		 * WELCOME is queued already, and wins. */
+		if ((rc = sess_recv(c, buf, &len, 0)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT, "given up on job \"%s\" (%s)", env->job,
+				       "the survivors changed");
+		break;
+	}
 	if (rc == RING_ETIMEDOUT) {
 		char place[96];
 
@@ -506,13 +527,17 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)
-		return lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
-			       "message (%zu bytes)", c->sock, len);
+		return lr_fail(c, RING_EPROTO,
+			       "ringd at %s answered HELLO with a malformed "
+			       "message (%zu bytes)",
+			       c->sock, len);
 	if (type == PROTO_M_ERROR)
 		return sess_error_msg(c, buf, len);
 	if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, &w) != 0)
-		return lr_fail(c, RING_EPROTO, "ringd at %s answered HELLO with a malformed "
-			       "or unexpected message (type %u)", c->sock, type);
+		return lr_fail(c, RING_EPROTO,
+			       "ringd at %s answered HELLO with a malformed "
+			       "or unexpected message (type %u)",
+			       c->sock, type);
 	rc = sess_check_welcome(c, env, &w);
 	if (rc)
 		return rc;
@@ -644,10 +669,11 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	if (rc)
 		goto fail;
 	if (c->debug)
-		fprintf(stderr, "libring: joined job %s (id %u) at %s: rank %d of %d, local "
-			"%d of %d, host %d of %d, piece %llu bytes\n", c->job, c->job_id,
-			c->sock, c->rank, c->size, c->local_rank, c->local_size, c->host_rank,
-			c->nhosts, (unsigned long long)c->piece_bytes);
+		fprintf(stderr,
+			"libring: joined job %s (id %u) at %s: rank %d of %d, local "
+			"%d of %d, host %d of %d, piece %llu bytes\n",
+			c->job, c->job_id, c->sock, c->rank, c->size, c->local_rank, c->local_size,
+			c->host_rank, c->nhosts, (unsigned long long)c->piece_bytes);
 	*out = c;
 	return 0;
 fail:

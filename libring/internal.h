@@ -34,7 +34,8 @@
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
-#define LR_WINDOW		64	/* OP messages outstanding in ringd per session
+#define LR_WINDOW \
+	64 /* OP messages outstanding in ringd per session
 					 * (ringd's queue of a session's operations) */
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
@@ -174,6 +175,12 @@ struct lr_env {
 	bool single;			/* RING_SINGLE=1 and no socket configured */
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
+	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
+	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
+	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
+	int (*watch)(void *arg);
+	void *watch_arg;
+	int watch_ms;
 };
 
 /* Fills env from opts (may be NULL; zero/NULL fields fall through), then the
@@ -237,7 +244,7 @@ struct ring_comm {
 					 * later call fails with RING_EREVOKED */
 	bool shrunk;                    /* ring_comm_shrink made its successor */
 	char err_revoked[LR_ERR_MAX];   /* who revoked it */
-	uint64_t next_reqid;		/* id of the next message we send */
+	uint64_t next_reqid;            /* id of the next message we send */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 

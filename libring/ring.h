@@ -248,14 +248,15 @@ int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
  * densely in comm's order (ring_rank of *out is the number of survivors
  * before this rank), each keeping its local rank.  The agreement rule: the
  * survivors are comm's ranks that are not on a host the local ringd knows the
- * job lost: a host whose processes of the job all left it, or, while the ring
- * is broken, a host ringd has no working link to.  No collective runs over
- * comm: each rank asks its own daemon, and the new job's name,
- * "<comm's job>:x<hash>", covers the old formation and the lost hosts, so
- * only ranks that agree meet in it; it forms over the survivors' own links
+ * job lost: while the ring is broken, a host ringd has no working link to;
+ * while it is whole, a host whose processes of the job all left it.  No
+ * collective runs over comm: each rank asks its own daemon, and the new job's
+ * name, "<comm's job>:x<hash>", covers the old formation and the lost hosts,
+ * so only ranks that agree meet in it; it forms over the survivors' own links
  * even while the ring is degraded.  A rank whose daemon knew less (it heard of
- * the failure from another host first) finds no partner within a try (2 s),
- * asks again and follows what it learnt; all of it is bounded by comm's
+ * the failure from another host first) asks again every 0.5 s while it waits
+ * for the others and, when the answer changes, follows it to the job it
+ * names; all of it is bounded by comm's
  * timeout (RING_ETIMEDOUT, with this rank's view of the lost hosts, when the
  * survivors never agreed; it may be called again).  Once it is called, comm
  * takes no new operation (RING_EREVOKED) and can only be closed; closing it

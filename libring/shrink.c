@@ -15,9 +15,10 @@
 #include "internal.h"
 #include "../proto/clock.h"
 
-/* How long one try to meet the other survivors lasts before this rank asks
- * its daemon again: the others' daemons may have known more (or less). */
-#define SHRINK_TRY_MS 2000
+/* How often a rank waiting for the other survivors asks its daemon again
+ * whether the lost hosts are still the ones it knows: the others' daemons may
+ * have known more (or less), and a changed answer names another job. */
+#define SHRINK_WATCH_MS 500
 
 int
 ring_comm_revoke(ring_comm *c)
@@ -121,64 +122,89 @@ shrink_single(struct ring_comm *c, ring_comm **out)
 	return 0;
 }
 
-/* Tries to meet the survivors until the deadline; the answer is asked for
- * again after each try that found no partner. */
+/* What the wait for the survivors' WELCOME watches: the answer it started
+ * with, and the newest. */
+struct shrink_watch {
+	struct ring_comm *c;           /* the old communicator (locked) */
+	struct proto_shrink_info now;  /* the answer the try is for */
+	struct proto_shrink_info next; /* a changed answer */
+	int64_t deadline;
+	int rc; /* a failed query */
+};
+
+static int
+shrink_watch_cb(void *arg)
+{
+	struct shrink_watch *w = arg;
+
+	if ((w->rc = lr_sess_shrink_info(w->c, &w->next, w->deadline)) != 0)
+		return 1;
+	return w->next.status != 0 || w->next.hash != w->now.hash;
+}
+
+/* Tries to meet the survivors until the deadline: one try while this rank's
+ * daemon gives the same answer (a try that ended would take its claim back,
+ * and could end the formation another host just completed with it), a new
+ * one, under the new name, when the answer changes. */
 static int
 shrink_join(struct ring_comm *c, ring_comm **out, int64_t deadline)
 {
-	struct proto_shrink_info m;
+	struct shrink_watch w = { .c = c, .deadline = deadline };
 	struct lr_env env;
 	char hosts[256];
-	int rc, tries = 0, changes = 0;
-	uint64_t last = 0;
+	int rc, tries = 0;
 
+	if ((rc = lr_sess_shrink_info(c, &w.now, deadline)) != 0)
+		return lr_fail(c, rc, "ring_comm_shrink: %s", c->err);
 	for (;;) {
 		ring_comm *sub = NULL;
 		int left;
 
-		if ((rc = lr_sess_shrink_info(c, &m, deadline)) != 0)
-			return lr_fail(c, rc, "ring_comm_shrink: %s", c->err);
-		if (m.status != 0)
-			return lr_fail(c, m.status, "ring_comm_shrink: %s", m.text);
-		shrink_hosts(&m, hosts, sizeof(hosts));
-		if (tries > 0 && m.hash != last)
-			changes++;
-		last = m.hash;
+		if (w.now.status != 0)
+			return lr_fail(c, w.now.status, "ring_comm_shrink: %s", w.now.text);
+		shrink_hosts(&w.now, hosts, sizeof(hosts));
 		tries++;
 		left = proto_ms_left(deadline);
 		if (left <= 0)
 			break;
 		lr_split_env(c, &env, "ring_comm_shrink");
 		env.socket_set = true;
-		shrink_job_name(env.job, c->job, m.hash);
-		env.rank = m.rank;
-		env.size = m.size;
+		shrink_job_name(env.job, c->job, w.now.hash);
+		env.rank = w.now.rank;
+		env.size = w.now.size;
 		env.local_rank = c->local_rank;
 		env.local_size = c->local_size;
-		env.timeout_ms = left < SHRINK_TRY_MS ? left : SHRINK_TRY_MS;
+		env.timeout_ms = left;
+		env.survivors = true;
+		env.watch = shrink_watch_cb;
+		env.watch_arg = &w;
+		env.watch_ms = SHRINK_WATCH_MS;
 		if (c->debug)
 			fprintf(stderr,
 				"libring: shrink of job %s (lost hosts: %s): rank %d of "
 				"%d in job %s, try %d\n",
-				c->job, hosts, m.rank, m.size, env.job, tries);
+				c->job, hosts, w.now.rank, w.now.size, env.job, tries);
 		rc = lr_comm_open(&env, &sub);
 		if (rc == 0) {
 			sub->timeout_ms = c->timeout_ms;
 			*out = sub;
 			return 0;
 		}
-		if (rc != RING_ETIMEDOUT)
+		if (w.rc != 0)
+			return lr_fail(c, w.rc, "ring_comm_shrink: %s", c->err);
+		if (rc != RING_ETIMEDOUT || proto_ms_left(deadline) <= 0)
 			return lr_fail(c, rc,
 				       "ring_comm_shrink: joining the survivors' job %s as "
-				       "rank %d of %d (lost hosts: %s): %s",
-				       env.job, m.rank, m.size, hosts, ring_last_error(NULL));
+				       "rank %d of %d (lost hosts: %s; %d tries): %s",
+				       env.job, w.now.rank, w.now.size, hosts, tries,
+				       ring_last_error(NULL));
+		w.now = w.next; /* the answer changed: its job */
 	}
 	return lr_fail(c, RING_ETIMEDOUT,
 		       "ring_comm_shrink: the survivors of job %s did not "
 		       "meet within %d ms (%d tries; this rank's daemon saw lost hosts: %s, "
-		       "%d survivors; its view changed %d times): ranks whose daemons see "
-		       "other lost hosts name another job",
-		       c->job, c->timeout_ms, tries, hosts, m.size, changes);
+		       "%d survivors)",
+		       c->job, c->timeout_ms, tries, hosts, w.now.size);
 }
 
 int

@@ -138,6 +138,8 @@ hello_ok(const struct proto_hello *m)
 		return false;
 	if (m->rank != -1 && m->size != -1 && m->rank >= m->size)
 		return false;
+	if ((m->flags & ~PROTO_HELLO_ALL) != 0)
+		return false;
 	return size_ok(m->local_size) && rank_ok(m->local_rank, m->local_size);
 }
 
@@ -157,6 +159,7 @@ proto_encode_hello(uint8_t *buf, size_t cap, const struct proto_hello *m)
 	pw_u32(&w, m->timeout_ms);
 	pw_u32(&w, m->pid);
 	pw_u64(&w, m->arena_bytes);
+	pw_u32(&w, m->flags);
 	return msg_finish(&w);
 }
 
@@ -177,6 +180,7 @@ proto_decode_hello(const uint8_t *buf, size_t len, struct proto_hello *m)
 	t.timeout_ms = pr_u32(&r);
 	t.pid = pr_u32(&r);
 	t.arena_bytes = pr_u64(&r);
+	t.flags = pr_u32(&r);
 	if (pr_done(&r) != 0 || !hello_ok(&t))
 		return RING_EPROTO;
 	*m = t;

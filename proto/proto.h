@@ -21,8 +21,9 @@
 /* 2: OP carries flags; 3: job frames carry the formation generation, LEAVE
  * the ranks that stay; 4: OP and the fingerprint carry the API collective; 5:
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
- * fingerprint carry the algorithm asked for (RING_ALGO) */
-#define PROTO_VERSION		6
+ * fingerprint carry the algorithm asked for (RING_ALGO); 7: REVOKE frames,
+ * REVOKE and SHRINK messages, HELLO carries flags */
+#define PROTO_VERSION		7
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -250,7 +251,7 @@ struct proto_peer_hello {
 #define PROTO_HELLO_F_DIRECT	0x2u
 /* the sender's small all-reduces take log2 n steps (latency_doubling): every
  * host of a ring must agree, or their plans would not meet */
-#define PROTO_HELLO_F_DOUBLING	0x4u
+#define PROTO_HELLO_F_DOUBLING 0x4u
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 
@@ -269,7 +270,7 @@ struct proto_join {
 	uint32_t host;		/* the host whose ranks these are */
 	uint32_t gen;		/* the host's attach generation of the job */
 	uint32_t nranks;	/* 0..PROTO_JOIN_MAX */
-	uint32_t ranks[PROTO_JOIN_MAX];	/* global ranks, by local rank */
+	uint32_t ranks[PROTO_JOIN_MAX]; /* global ranks, by local rank */
 };
 int proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m);
 int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);
@@ -330,7 +331,13 @@ struct proto_hello {
 	uint32_t timeout_ms;	/* default per-operation bound */
 	uint32_t pid;		/* for ringctl and logs */
 	uint64_t arena_bytes;	/* size of the memfd passed along */
+	uint32_t flags;         /* PROTO_HELLO_* */
 };
+/* A survivors' job of ring_comm_shrink: it may form on a ring that broke,
+ * over its hosts' own links, its claims going straight to every host this
+ * one has a link to (job.c); other jobs wait for the ring to be whole. */
+#define PROTO_HELLO_SURVIVORS 0x1u
+#define PROTO_HELLO_ALL PROTO_HELLO_SURVIVORS
 
 struct proto_welcome {
 	int32_t rank, size;	/* global rank and world size of the job */
@@ -345,7 +352,7 @@ struct proto_welcome {
 /* Some host of the job holds several of its ranks: reduce-scatter must be run in
  * place (recv = send + rank * stride), through a temporary when the caller's is
  * not (libring does this). */
-#define PROTO_WELCOME_RS_INPLACE	0x1u
+#define PROTO_WELCOME_RS_INPLACE 0x1u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */
@@ -393,8 +400,9 @@ struct proto_op {
 
 /* The answer to SHRINK: what this daemon knows of the formation the asking
  * process is in, and its place among the survivors (libring/shrink.c).  A
- * host of the formation is lost when all its processes left it, or when the
- * ring is broken and this daemon has no working link to it; the survivors
+ * host of the formation is lost when the ring is whole and all its processes
+ * left it, or when the ring is broken and this daemon has no working link to
+ * it; the survivors
  * are the ranks on the other hosts, renumbered densely in the old order. */
 #define PROTO_SHRINK_HOSTS 64 /* lost hosts named in the answer */
 struct proto_shrink_info {
@@ -457,7 +465,7 @@ struct proto_arena_ctl {
 	uint64_t magic;		/* PROTO_ARENA_MAGIC, written by the client */
 	uint64_t reqid;		/* the op the counters below describe (daemon) */
 	uint64_t done_bytes;	/* bytes of its result that are final (daemon, release) */
-	uint64_t total_bytes;	/* bytes of its result in all (daemon) */
+	uint64_t total_bytes;   /* bytes of its result in all (daemon) */
 };
 
 #endif /* PROTO_PROTO_H */

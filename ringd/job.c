@@ -167,14 +167,15 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
-/* Whether the ring was whole and broke, and every host of hosts[0..n) but
- * this one has a working link of its own to here. */
+/* Whether j is a survivors' job (ring_comm_shrink), the ring was whole and
+ * broke, and every host of hosts[0..n) but this one has a working link of
+ * its own to here. */
 static bool
-hosts_linked(struct ringd *rd, const int *hosts, int n)
+hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n)
 {
 	int i;
 
-	if (rd->state != RING_DEGRADED)
+	if (rd->state != RING_DEGRADED || !j->survivors)
 		return false;
 	for (i = 0; i < n; i++)
 		if (hosts[i] != rd->rank && link_toward(rd, hosts[i], false) == NULL)
@@ -226,7 +227,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 			gen = j->host[h].claim_gen;
 		n++;
 	}
-	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j->hosts, n)) {
+	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j, j->hosts, n)) {
 		/* The claims are in, but the ring token is still on its first round
 		 * (or the ring broke): a formation agreed now could differ from
 		 * the one of a host that claims again as the ring forms, and an
@@ -340,12 +341,14 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
 		link_send(rd->next, &f, buf);
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
-	if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
-		send_straight(rd, j, &f, buf);
-	/* a JOIN on a broken ring may not get round: straight to every host
-	 * this one has a link to, so a job on those forms (hosts_linked) */
-	if (type == PROTO_F_JOIN && rd->state == RING_DEGRADED)
+	/* On a ring that broke, a survivors' JOIN or LEAVE may not get round:
+	 * it goes straight to every host this one has a link to, so their job
+	 * forms (hosts_linked) and a claim they heard of is taken back where
+	 * they heard it (the hosts it reaches round apply it once). */
+	if (rd->state == RING_DEGRADED && j->survivors)
 		send_linked(rd, &f, buf);
+	else if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
+		send_straight(rd, j, &f, buf);
 }
 
 static void
@@ -596,6 +599,16 @@ job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsi
 		j->local_size = lsize;
 		j->local_world = world;
 	}
+	if (j->nloc == 0) {
+		j->survivors = s->survivors;
+	} else if (j->survivors != s->survivors) {
+		snprintf(err, errlen,
+			 "job %s: this process %s a survivors' job of "
+			 "ring_comm_shrink, the ones attached here before it %s",
+			 name, s->survivors ? "joins" : "does not join",
+			 j->survivors ? "do" : "do not");
+		return RING_EINVAL;
+	}
 	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
 	j->nloc++;
 	s->job = j;
@@ -646,6 +659,17 @@ job_stop(struct job *j)
 	j->ready = false;
 }
 
+/* A claim that came straight (a survivors' job forming on a broken ring)
+ * outlives a break while its host is still linked to here: it went to
+ * every host it had a link to, and will not come again round a ring that
+ * stays broken. */
+static bool
+claim_kept(struct ringd *rd, const struct job *j, int h)
+{
+	return !j->formed && j->host[h].straight_gen != 0 &&
+	       j->host[h].straight_gen == j->host[h].claim_gen && link_toward(rd, h, false) != NULL;
+}
+
 void
 job_break(struct ringd *rd, struct job *j)
 {
@@ -656,7 +680,8 @@ job_break(struct ringd *rd, struct job *j)
 	if (j->world == 0 || j->host_of == NULL)
 		return;
 	for (r = 0; r < j->world; r++)
-		if (j->host_of[r] != -1 && j->host_of[r] != rd->rank) {
+		if (j->host_of[r] != -1 && j->host_of[r] != rd->rank &&
+		    !claim_kept(rd, j, j->host_of[r])) {
 			j->host_of[r] = -1;
 			j->nplaced--;
 		}
@@ -672,6 +697,13 @@ job_break(struct ringd *rd, struct job *j)
 	else if (j->joined)
 		j->reclaim = true;	/* the others forgot our claim: a new one */
 	flow_break(j);
+	if (j->survivors && j->joined && !j->formed) {
+		/* a survivors' claim goes again straight now, to the hosts that
+		 * kept theirs, and the job may form over their links */
+		send_membership(rd, j, PROTO_F_JOIN, 0);
+		job_check_ready(rd, j);
+		return;
+	}
 	job_settle(rd, j);	/* nothing of ours in it: it is over here */
 }
 
@@ -981,8 +1013,8 @@ shrink_mix(uint64_t h, uint32_t v)
 /*
  * What ring_comm_shrink agrees on: the ranks of the formation that are not on
  * a lost host, renumbered densely in the old order.  A host of the formation
- * is lost when all its processes left it, or when the ring is broken and this
- * host has no working link to it.  The hash covers the generation and the
+ * is lost when the ring is whole and all its processes left it, or when the
+ * ring is broken and this host has no working link to it.  The hash covers the generation and the
  * lost hosts, so processes that got the same answer name the same new job.
  */
 void
@@ -1003,9 +1035,11 @@ job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_in
 	for (i = 0; i < j->nhosts; i++) {
 		int host = j->hosts[i];
 
+		/* while the ring is broken, a host's LEAVE may only say that it
+		 * saw the break (job_tell_broken): its link tells */
 		if (host == rd->rank ||
-		    (j->host[host].gone != HOST_GONE &&
-		     (rd->state == RING_READY || link_toward(rd, host, false) != NULL)))
+		    (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
+					       link_toward(rd, host, false) != NULL))
 			continue;
 		h = shrink_mix(h, (uint32_t)host);
 		if (m->nhosts < PROTO_SHRINK_HOSTS)
@@ -1058,10 +1092,21 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		return RX_DONE;	/* past max_jobs: we can only pass it on */
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
-	if (f->type == PROTO_F_LEAVE)
+	if (f->type == PROTO_F_LEAVE) {
 		job_apply_leave(rd, j, origin, &m, f->gen);
-	else
+	} else {
+		bool again =
+		    j->world != 0 && f->gen == j->host[origin].claim_gen && host_placed(j, origin);
+
+		if (straight)
+			j->host[origin].straight_gen = f->gen;
 		job_apply_join(rd, j, origin, &m, f->gen);
+		/* A survivors' claim that is new here is answered with ours,
+		 * straight: the other host may have heard ours before its own
+		 * break made it forget it, or before it knew the job. */
+		if (straight && !again && j->survivors && j->joined)
+			send_membership(rd, j, PROTO_F_JOIN, 0);
+	}
 	return RX_DONE;
 }
 

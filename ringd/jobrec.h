@@ -44,6 +44,9 @@ struct job {
 					 * have run operations in it) */
 	bool broken;			/* the ring broke under it: it takes no new
 					 * member, and dissolves as its processes leave */
+	bool survivors;                 /* its processes here come from ring_comm_shrink
+					 * (PROTO_HELLO_SURVIVORS): it may form on a
+					 * broken ring (hosts_linked) */
 	bool revoked;                   /* a rank revoked the formation (fgen): every
 					 * operation of it fails, until it dissolves */
 	char revoke_why[PROTO_TEXT_MAX + 1]; /* who revoked it */

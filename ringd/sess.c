@@ -61,7 +61,7 @@ struct sess {
 	bool dead;			/* closed; freed from the loop */
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
-	char close_why[64];		/* why, for the log line of the close */
+	char close_why[64];             /* why, for the log line of the close */
 	TAILQ_ENTRY(sess) entry;
 };
 
@@ -500,6 +500,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	}
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
+	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
 		return rc;

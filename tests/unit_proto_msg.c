@@ -40,7 +40,7 @@ hello_eq(const void *got, const void *want)
 	return strcmp(a->job, b->job) == 0 && a->rank == b->rank && a->size == b->size &&
 	       a->local_rank == b->local_rank && a->local_size == b->local_size &&
 	       a->timeout_ms == b->timeout_ms && a->pid == b->pid &&
-	       a->arena_bytes == b->arena_bytes;
+	       a->arena_bytes == b->arena_bytes && a->flags == b->flags;
 }
 
 static bool
@@ -97,7 +97,8 @@ make_bye(void *m, int i)
 }
 
 /* 0: a launcher's rank of 16; 1: no launcher rank or size, the longest job
- * name, a lone process; 2: a rank without a size; 3: a size without a rank. */
+ * name, a lone process; 2: a rank without a size; 3: a size without a rank,
+ * from ring_comm_shrink (the survivors' flag). */
 static int
 make_hello(void *p, int i)
 {
@@ -111,9 +112,10 @@ make_hello(void *p, int i)
 	m->timeout_ms = 60000;
 	m->pid = 12345;
 	m->arena_bytes = 1ull << 30;
+	m->flags = i == 3 ? PROTO_HELLO_SURVIVORS : 0;
 	if (i == 1)
 		memset(m->job, 'j', PROTO_JOB_MAX);
-	return (int)(PROTO_MSG_HDR + 2 + strlen(m->job) + 32);
+	return (int)(PROTO_MSG_HDR + 2 + strlen(m->job) + 36);
 }
 
 /* 0: rank 9 of 16 on host 2 of 4; 1: the longest version. */
@@ -242,6 +244,7 @@ static const struct bad_value hello_values[] = {
 	  RING_EINVAL },
 	{ "local rank == local size", { EDIT_SET(HE, local_rank, 4) }, RING_EINVAL },
 	{ "local rank -1", { EDIT_SET(HE, local_rank, -1) }, RING_EINVAL },
+	{ "unknown flag", { EDIT_SET(HE, flags, 0x2) }, RING_EINVAL },
 };
 #undef HE
 /* The body: the job's length, "train-42.run_1:a" (16 bytes), then rank, size,
@@ -255,6 +258,8 @@ static const struct bad_bytes hello_bytes[] = {
 	{ "local size 4 again", HELLO_RANK + 12, 4, 4, 0 },
 	{ "not a job name character", HELLO_JOB + 5, 1, ' ', RING_EPROTO },
 	{ "NUL in the name", HELLO_JOB + 5, 1, '\0', RING_EPROTO },
+	{ "unknown flag", HELLO_RANK + 32, 4, 0x80, RING_EPROTO },
+	{ "the survivors' flag", HELLO_RANK + 32, 4, PROTO_HELLO_SURVIVORS, 0 },
 };
 
 #define WE struct proto_welcome
