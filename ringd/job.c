@@ -360,6 +360,10 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 void
 job_tell_broken(struct ringd *rd, struct job *j, uint64_t last)
 {
+	/* a survivors' claim that has not formed stands through a break
+	 * (claim_kept): it is not taken back */
+	if (j->survivors && !j->formed)
+		return;
 	if (j->world != 0 && j->host_of != NULL && !j->broken && host_placed(j, rd->rank))
 		membership_frame(rd, j, PROTO_F_LEAVE, last, true);
 }
