@@ -478,3 +478,65 @@ Test(msg, job_id)
 	cr_assert_eq(proto_job_id("qzs0UD"), 1);
 	cr_assert_eq(proto_job_id("3pjNqM"), 1);
 }
+
+/* SHRINK_INFO (ring_comm_shrink's answer): a round trip with lost hosts past
+ * the PROTO_SHRINK_HOSTS it names, a failure's text, and what each side
+ * refuses (a place that does not fit the survivors, hosts out of order, a
+ * truncated body).  REVOKE and SHRINK are the header alone. */
+Test(msg, shrink_info)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_shrink_info m, g;
+	uint16_t type;
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.rank = 3;
+	m.world = 200;
+	m.nlost = 70;
+	m.size = 130;
+	m.gen = 9;
+	m.hash = 0x0123456789abcdefull;
+	m.nhosts = PROTO_SHRINK_HOSTS + 6;
+	for (uint32_t i = 0; i < PROTO_SHRINK_HOSTS; i++)
+		m.hosts[i] = 2 * i + 1;
+	n = proto_encode_shrink_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
+	cr_assert_eq(type, PROTO_M_SHRINK_INFO);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.rank == 3 && g.size == 130 && g.world == 200 && g.nlost == 70 && g.gen == 9 &&
+		  g.hash == m.hash && g.nhosts == m.nhosts && g.hosts[5] == 11 &&
+		  g.hosts[PROTO_SHRINK_HOSTS - 1] == 2 * PROTO_SHRINK_HOSTS - 1);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n - 1, &g), RING_EPROTO);
+
+	memset(&m, 0, sizeof(m));
+	m.status = RING_EINVAL;
+	snprintf(m.text, sizeof(m.text), "job j has no formation to shrink here");
+	n = proto_encode_shrink_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.status == RING_EINVAL && strcmp(g.text, m.text) == 0);
+
+	memset(&m, 0, sizeof(m));
+	m.world = 4;
+	m.nlost = 2;
+	m.size = 3; /* not world - nlost */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.size = 2;
+	m.rank = 2; /* not a survivor's place */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.rank = 1;
+	m.nhosts = 2;
+	m.hosts[0] = 3;
+	m.hosts[1] = 1; /* not ascending */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.world = m.nlost = 2; /* nobody survives */
+	m.nhosts = 0;
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+
+	n = proto_encode_empty(buf, sizeof(buf), PROTO_M_REVOKE);
+	cr_assert_eq(n, PROTO_MSG_HDR);
+	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
+	cr_assert_eq(type, PROTO_M_REVOKE);
+}
