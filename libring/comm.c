@@ -303,7 +303,7 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 		return rc;
 	rc = sess_recv(c, buf, &len, 0);
 	if (rc == RING_ETIMEDOUT)
-		return 0; /* nothing queued */
+		return 0;	/* nothing queued */
 	if (rc)
 		return rc;
 	if (proto_msg_peek(buf, len, &type) != 0)

@@ -34,8 +34,7 @@
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
-#define LR_WINDOW \
-	64 /* OP messages outstanding in ringd per session
+#define LR_WINDOW		64	/* OP messages outstanding in ringd per session
 					 * (ringd's queue of a session's operations) */
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
@@ -175,7 +174,7 @@ struct lr_env {
 	bool single;			/* RING_SINGLE=1 and no socket configured */
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
-	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
+	bool survivors;			/* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
 	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
 	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
 	int (*watch)(void *arg);
@@ -237,14 +236,14 @@ struct ring_comm {
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
-	int failed;                     /* the first RING_EPEER, RING_EREVOKED or
+	int failed;			/* the first RING_EPEER, RING_EREVOKED or
 					 * RING_EABORTED of an operation: the comm
 					 * may be shrunk (0: none) */
-	bool revoked;                   /* revoked (here, or ringd said so): every
+	bool revoked;			/* revoked (here, or ringd said so): every
 					 * later call fails with RING_EREVOKED */
-	bool shrunk;                    /* ring_comm_shrink made its successor */
-	char err_revoked[LR_ERR_MAX];   /* who revoked it */
-	uint64_t next_reqid;            /* id of the next message we send */
+	bool shrunk;			/* ring_comm_shrink made its successor */
+	char err_revoked[LR_ERR_MAX];	/* who revoked it */
+	uint64_t next_reqid;		/* id of the next message we send */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 

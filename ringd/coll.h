@@ -114,7 +114,7 @@ struct client {
 	int local_rank, local_size;	/* its place among the job's processes here */
 	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
 	int pid;			/* SO_PEERCRED, for messages and ringctl */
-	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
+	bool survivors;			/* HELLO's PROTO_HELLO_SURVIVORS */
 };
 
 struct op;
@@ -293,13 +293,13 @@ struct job_host {
 					 * the current one dissolves here */
 	uint8_t gone;			/* HOST_*: what it did with its ranks */
 	uint64_t gone_seq;		/* ... after calling this sequence number */
-	int pos;                        /* its place among the members (-1: none) */
+	int pos;			/* its place among the members (-1: none) */
 	bool left;			/* a LEAVE of all its ranks of claim left_gen
 					 * came: that claim's JOIN, if it comes after
 					 * (round the ring, overtaken by the LEAVE
 					 * sent straight), is stale */
 	uint32_t left_gen;
-	uint32_t straight_gen; /* the claim of that generation came straight
+	uint32_t straight_gen;		/* the claim of that generation came straight
 					 * (a survivors' job on a broken ring): a
 					 * break keeps it while the host is linked */
 };

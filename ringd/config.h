@@ -47,7 +47,7 @@ struct config {
 	bool tls_ktls;			/* tls_ktls = yes|no: ask for kernel TLS (yes) */
 	char secret_file[CONFIG_PATH_MAX];	/* secret_file = PATH: cluster secret */
 	bool insecure;			/* insecure = yes: allow unauthenticated non-loopback */
-	bool latency_doubling;          /* latency_doubling = yes: small all-reduces in
+	bool latency_doubling;		/* latency_doubling = yes: small all-reduces in
 					 * log2 n steps (the same on every host) */
 	char allow_users[CONFIG_LIST_MAX][32];	/* allow_users = a, b (names or uids) */
 	int n_allow_users;

@@ -61,7 +61,7 @@ struct sess {
 	bool dead;			/* closed; freed from the loop */
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
-	char close_why[64];             /* why, for the log line of the close */
+	char close_why[64];		/* why, for the log line of the close */
 	TAILQ_ENTRY(sess) entry;
 };
 

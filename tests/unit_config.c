@@ -200,7 +200,7 @@ Test(config, every_key)
 	set_ok(&c, "tls_ca", "/etc/ringd/ca.crt");
 	set_ok(&c, "secret_file", "/etc/ringd/secret");
 	set_ok(&c, "insecure", "on");
-	cr_assert(!c.latency_doubling); /* the ring's path unless asked */
+	cr_assert(!c.latency_doubling);	/* the ring's path unless asked */
 	set_ok(&c, "latency_doubling", "yes");
 	set_ok(&c, "allow_users", "alice, bob,1000");
 	set_ok(&c, "allow_groups", "train");

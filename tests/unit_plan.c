@@ -401,13 +401,13 @@ Test(plan, allgather)
 				for (int p = 0; p < m; p++) {
 					int64_t *r = calloc(n * world + 1, 8);
 
-					for (int k = 0; k < per; k++) /* our own blocks */
+					for (int k = 0; k < per; k++)	/* our own blocks */
 						for (uint64_t i = 0; i < n; i++)
 							r[(uint64_t)(p * per + k) * n + i] =
-							    elem(p * per + k, i);
+								elem(p * per + k, i);
 					H[p].recv = (uint8_t *)r;
-					cr_assert_eq(
-					    plan_allgather(&H[p].op, &H[p].j, H[p].recv, n, n), 0);
+					cr_assert_eq(plan_allgather(&H[p].op, &H[p].j, H[p].recv, n,
+								    n), 0);
 				}
 				simulate(H, m);
 				for (int p = 0; p < m; p++)
@@ -415,16 +415,13 @@ Test(plan, allgather)
 						for (uint64_t i = 0; i < n; i++) {
 							int64_t got;
 
-							memcpy(&got, H[p].recv + (r * n + i) * 8,
-							       8);
-							cr_assert_eq(
-							    got, elem((int)r, i),
-							    "all-gather "
-							    "m=%d x %d count=%llu: host %d "
-							    "block %llu element %llu",
-							    m, per, (unsigned long long)n, p,
-							    (unsigned long long)r,
-							    (unsigned long long)i);
+							memcpy(&got, H[p].recv + (r * n + i) * 8, 8);
+							cr_assert_eq(got, elem((int)r, i), "all-gather "
+								     "m=%d x %d count=%llu: host %d "
+								     "block %llu element %llu", m, per,
+								     (unsigned long long)n, p,
+								     (unsigned long long)r,
+								     (unsigned long long)i);
 						}
 				hosts_free(H, m);
 			}
