@@ -95,10 +95,11 @@ sess_closed(struct ring_comm *c, int err)
 	return lr_sess_break(c, RING_EDAEMON, "ringd at %s closed the connection", c->sock);
 }
 
-/* Closes any descriptor the peer attached; ringd never sends one, and we must
- * not leak what a confused peer pushes at us. */
+/* Closes any descriptor the peer attached, except the first when keep is not
+ * NULL (WELCOME's doorbell goes there; -1 when none came): ringd sends no
+ * other, and we must not leak what a confused peer pushes at us. */
 static void
-sess_drop_fds(struct msghdr *mh)
+sess_drop_fds(struct msghdr *mh, int *keep)
 {
 	struct cmsghdr *cm;
 	size_t i, n;
@@ -110,7 +111,10 @@ sess_drop_fds(struct msghdr *mh)
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			close(fd);
+			if (keep && *keep < 0)
+				*keep = fd;
+			else
+				close(fd);
 		}
 	}
 }
@@ -119,9 +123,10 @@ sess_drop_fds(struct msghdr *mh)
  * RING_ETIMEDOUT (session intact; the caller decides), or a code with the session
  * broken.  With deadline 0 it only takes what is already queued (RING_ETIMEDOUT
  * when nothing is).  The caller must not give 0 as a real deadline; no clock
- * reads 0. */
+ * reads 0.  fd, when not NULL (and -1), gets the first descriptor that came
+ * with the packet; the caller closes it. */
 static int
-sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
+sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline, int *fd)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 8)];
@@ -165,7 +170,7 @@ sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline)
 			continue;
 		if (n < 0)
 			return sess_closed(c, errno);
-		sess_drop_fds(&mh);
+		sess_drop_fds(&mh, fd);
 		if (n == 0)
 			return sess_closed(c, 0);
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
@@ -189,7 +194,7 @@ sess_pending_error(struct ring_comm *c, int err)
 	int i;
 
 	/* Answers to earlier requests may be queued before it. */
-	for (i = 0; i <= LR_WINDOW && sess_recv(c, buf, &len, 0) == 0; i++) {
+	for (i = 0; i <= LR_WINDOW && sess_recv(c, buf, &len, 0, NULL) == 0; i++) {
 		if (proto_msg_peek(buf, len, &type) == 0 && type == PROTO_M_ERROR &&
 		    proto_decode_error(buf, len, &e) == 0 && e.code < 0 &&
 		    e.code >= RING_ERR_MIN)
@@ -267,6 +272,62 @@ sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
 	return lr_sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
 }
 
+/* The local hop: the OP into the submission ring, then the doorbell.  The ring
+ * holds what the window does (LR_WINDOW), and ringd takes an entry before it
+ * answers it, so a full ring means a daemon that lost count. */
+static int
+sess_shm_post(struct ring_comm *c, const uint8_t *msg, size_t len)
+{
+	uint64_t one = 1;
+
+	if (proto_shmq_put(&c->sq, msg, len) != 0)
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s left the submission ring full "
+				     "(%u of %u entries not taken)",
+				     c->sock, proto_shmq_used(&c->sq), c->sq.n);
+	if (write(c->bell, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+		/* ringd went away: the socket says so */
+	}
+	return 0;
+}
+
+/* The next answer of the local hop: a DONE from the completion ring, else,
+ * when ringd said it sent something on the socket (or poll saw it readable),
+ * whatever the socket has.  1 with *len bytes in buf, 0 when nothing came,
+ * or a code with the session broken. */
+static int
+sess_shm_next(struct ring_comm *c, uint8_t *buf, size_t *len)
+{
+	uint32_t seq;
+	int n, rc;
+
+	n = proto_shmq_get(&c->cq, buf, PROTO_MSG_MAX);
+	if (n < 0)
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s wrote a malformed completion "
+				     "ring (%s)",
+				     c->sock,
+				     n == -1 ? "an index past its entries" :
+					       "an entry's length is not a message's");
+	if (n > 0) {
+		*len = (size_t)n;
+		return 1;
+	}
+	seq = __atomic_load_n(&c->shm->sock_seq, __ATOMIC_ACQUIRE);
+	if (seq != c->sock_seen) {
+		c->sock_seen = seq;
+		c->sock_look = true;
+	}
+	if (!c->sock_look)
+		return 0;
+	rc = sess_recv(c, buf, len, 0, NULL);
+	if (rc == RING_ETIMEDOUT) {
+		c->sock_look = false;
+		return 0;
+	}
+	return rc ? rc : 1;
+}
+
 int
 lr_sess_post(struct ring_comm *c, struct proto_op *op)
 {
@@ -284,6 +345,8 @@ lr_sess_post(struct ring_comm *c, struct proto_op *op)
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode a %s request (count %llu)",
 			       proto_coll_name(op->coll), (unsigned long long)op->count);
+	if (c->shm)
+		return sess_shm_post(c, buf, (size_t)n);
 	/* ringd enforces timeout_ms itself and answers RING_ETIMEDOUT; the grace
 	 * only covers a daemon that cannot take a request at all. */
 	return sess_send(c, buf, (size_t)n, -1,
@@ -301,11 +364,17 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 	rc = lr_sess_usable(c);
 	if (rc)
 		return rc;
-	rc = sess_recv(c, buf, &len, 0);
-	if (rc == RING_ETIMEDOUT)
-		return 0;	/* nothing queued */
-	if (rc)
-		return rc;
+	if (c->shm) {
+		rc = sess_shm_next(c, buf, &len);
+		if (rc <= 0)
+			return rc;
+	} else {
+		rc = sess_recv(c, buf, &len, 0, NULL);
+		if (rc == RING_ETIMEDOUT)
+			return 0; /* nothing queued */
+		if (rc)
+			return rc;
+	}
 	if (proto_msg_peek(buf, len, &type) != 0)
 		return lr_sess_break(c, RING_EPROTO, "ringd at %s sent a malformed message "
 				     "(%zu bytes)", c->sock, len);
@@ -364,7 +433,7 @@ lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t de
 	/* nothing is outstanding, but an answer of a request already let go of
 	 * may still be queued ahead of ours */
 	for (i = 0; i <= LR_WINDOW; i++) {
-		if ((rc = sess_recv(c, buf, &len, deadline)) == RING_ETIMEDOUT)
+		if ((rc = sess_recv(c, buf, &len, deadline, NULL)) == RING_ETIMEDOUT)
 			return lr_fail(c, RING_ETIMEDOUT,
 				       "ringd at %s did not answer a shrink "
 				       "query in time",
@@ -456,6 +525,52 @@ sess_check_welcome(struct ring_comm *c, const struct lr_env *env,
 	return 0;
 }
 
+/* The local hop's ask, in the control page before HELLO: the rings in an
+ * arena block of their own.  Without room for them the session keeps to the
+ * socket. */
+static void *
+sess_shm_ask(struct ring_comm *c)
+{
+	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)c->arena.base;
+	struct proto_shm *h;
+	void *p;
+
+	if (c->no_shm || !(p = lr_arena_alloc(&c->arena, PROTO_SHM_BYTES)))
+		return NULL;
+	memset(p, 0, PROTO_SHM_BYTES);
+	h = p;
+	h->magic = PROTO_SHM_MAGIC;
+	ctl->shm_off = (uint64_t)((uint8_t *)p - c->arena.base);
+	__atomic_store_n(&ctl->shm_magic, PROTO_SHM_MAGIC, __ATOMIC_RELEASE);
+	return p;
+}
+
+/* WELCOME's answer to the ask: the rings and the doorbell bell, or the block
+ * back to the arena when the daemon keeps to the socket (an older one never
+ * looked).  0, or RING_EPROTO when it answered what was not asked. */
+static int
+sess_shm_answer(struct ring_comm *c, void *p, const struct proto_welcome *w, int bell)
+{
+	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)c->arena.base;
+
+	if ((w->flags & PROTO_WELCOME_SHM) && p && bell >= 0) {
+		c->shm = p;
+		c->bell = bell;
+		proto_shm_views(p, &c->sq, &c->cq);
+		return 0;
+	}
+	if (bell >= 0)
+		close(bell);
+	if (w->flags & PROTO_WELCOME_SHM)
+		return lr_fail(c, RING_EPROTO, "ringd at %s offered the submission rings %s",
+			       c->sock, p ? "without their doorbell" : "unasked");
+	if (p) {
+		ctl->shm_magic = 0;
+		lr_arena_free(&c->arena, p);
+	}
+	return 0;
+}
+
 /* HELLO with the arena attached (sent within the connect deadline); then WELCOME
  * or ERROR within the operation timeout. */
 static int
@@ -467,7 +582,8 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	uint16_t type;
 	int64_t end;
 	size_t len;
-	int n, rc;
+	void *rings;
+	int n, rc, bell = -1;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(h.job, env->job, sizeof(h.job));
@@ -482,6 +598,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
+	rings = sess_shm_ask(c);
 	rc = sess_send(c, buf, (size_t)n, c->arena.fd, deadline);
 	if (rc)
 		return rc;
@@ -495,7 +612,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 
 		if (env->watch != NULL && env->watch_ms > 0 && proto_now_ms() + env->watch_ms < end)
 			until = proto_now_ms() + env->watch_ms;
-		rc = sess_recv(c, buf, &len, until);
+		rc = sess_recv(c, buf, &len, until, &bell);
 		if (rc != RING_ETIMEDOUT || until == end)
 			break;
 		if (env->watch(env->watch_arg) == 0)
@@ -503,7 +620,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 		/* The daemon welcomed us before what changed its answer (the
 		 * others, welcomed too, closed their old communicators): the
 		 * WELCOME is queued already, and wins. */
-		if ((rc = sess_recv(c, buf, &len, 0)) == RING_ETIMEDOUT)
+		if ((rc = sess_recv(c, buf, &len, 0, &bell)) == RING_ETIMEDOUT)
 			return lr_fail(c, RING_ETIMEDOUT, "given up on job \"%s\" (%s)", env->job,
 				       "the survivors changed");
 		break;
@@ -524,21 +641,31 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 			       "size and local size (`ringctl jobs` shows who is attached)",
 			       c->sock, place, env->job, env->timeout_ms);
 	}
-	if (rc)
+	if (rc) {
+		if (bell >= 0)
+			close(bell);
 		return rc;
+	}
 	if (proto_msg_peek(buf, len, &type) != 0)
-		return lr_fail(c, RING_EPROTO,
-			       "ringd at %s answered HELLO with a malformed "
-			       "message (%zu bytes)",
-			       c->sock, len);
-	if (type == PROTO_M_ERROR)
-		return sess_error_msg(c, buf, len);
-	if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, &w) != 0)
-		return lr_fail(c, RING_EPROTO,
-			       "ringd at %s answered HELLO with a malformed "
-			       "or unexpected message (type %u)",
-			       c->sock, type);
-	rc = sess_check_welcome(c, env, &w);
+		rc = lr_fail(c, RING_EPROTO,
+			     "ringd at %s answered HELLO with a malformed "
+			     "message (%zu bytes)",
+			     c->sock, len);
+	else if (type == PROTO_M_ERROR)
+		rc = sess_error_msg(c, buf, len);
+	else if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, &w) != 0)
+		rc = lr_fail(c, RING_EPROTO,
+			     "ringd at %s answered HELLO with a malformed "
+			     "or unexpected message (type %u)",
+			     c->sock, type);
+	else
+		rc = sess_check_welcome(c, env, &w);
+	if (rc) {
+		if (bell >= 0)
+			close(bell);
+		return rc;
+	}
+	rc = sess_shm_answer(c, rings, &w, bell); /* bell is its from here */
 	if (rc)
 		return rc;
 	c->rank = w.rank;
@@ -563,6 +690,8 @@ comm_free(struct ring_comm *c)
 		close(c->fd);
 	if (c->wakefd >= 0)
 		close(c->wakefd);
+	if (c->bell >= 0)
+		close(c->bell);
 	lr_stage_release(c);
 	lr_arena_destroy(&c->arena);
 	pthread_cond_destroy(&c->cv);
@@ -578,6 +707,7 @@ comm_sync_init(struct ring_comm *c)
 	pthread_condattr_t ca;
 
 	c->wakefd = -1;
+	c->bell = -1;
 	if (pthread_mutex_init(&c->mu, NULL) != 0)
 		return RING_ENOMEM;
 	if (pthread_condattr_init(&ca) != 0 ||
@@ -632,6 +762,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->debug = env->debug;
 	c->timeout_ms = env->timeout_ms;
 	c->poll_us = env->poll_us;
+	c->no_shm = env->no_shm;
 	c->algo = env->algo;
 	c->next_reqid = 1;
 	memcpy(c->sock, env->socket, sizeof(c->sock));
@@ -671,9 +802,10 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	if (c->debug)
 		fprintf(stderr,
 			"libring: joined job %s (id %u) at %s: rank %d of %d, local "
-			"%d of %d, host %d of %d, piece %llu bytes\n",
+			"%d of %d, host %d of %d, piece %llu bytes, operations over %s\n",
 			c->job, c->job_id, c->sock, c->rank, c->size, c->local_rank, c->local_size,
-			c->host_rank, c->nhosts, (unsigned long long)c->piece_bytes);
+			c->host_rank, c->nhosts, (unsigned long long)c->piece_bytes,
+			c->shm ? "the arena's rings" : "the socket");
 	*out = c;
 	return 0;
 fail:

@@ -36,6 +36,9 @@
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
 #define LR_WINDOW		64	/* OP messages outstanding in ringd per session
 					 * (ringd's queue of a session's operations) */
+/* A sleep on the completion ring's futex looks at the socket this often: a
+ * daemon that died wakes no futex. */
+#define LR_SHM_SLICE_MS 20
 
 /* ---- arena.c: the shared memfd and its allocator ---- */
 
@@ -174,7 +177,8 @@ struct lr_env {
 	bool single;			/* RING_SINGLE=1 and no socket configured */
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
-	bool survivors;			/* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
+	bool no_shm;                    /* RING_SHM=0: keep operations on the socket */
+	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
 	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
 	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
 	int (*watch)(void *arg);
@@ -236,14 +240,24 @@ struct ring_comm {
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
-	int failed;			/* the first RING_EPEER, RING_EREVOKED or
+	int failed;                     /* the first RING_EPEER, RING_EREVOKED or
 					 * RING_EABORTED of an operation: the comm
 					 * may be shrunk (0: none) */
-	bool revoked;			/* revoked (here, or ringd said so): every
+	bool revoked;                   /* revoked (here, or ringd said so): every
 					 * later call fails with RING_EREVOKED */
-	bool shrunk;			/* ring_comm_shrink made its successor */
-	char err_revoked[LR_ERR_MAX];	/* who revoked it */
+	bool shrunk;                    /* ring_comm_shrink made its successor */
+	char err_revoked[LR_ERR_MAX];   /* who revoked it */
 	uint64_t next_reqid;		/* id of the next message we send */
+	bool no_shm;                    /* RING_SHM=0 (sub-communicators inherit it) */
+	/* The local hop (proto.h): set when WELCOME said PROTO_WELCOME_SHM.
+	 * Operations go into sq and ring bell; answers come out of cq, and the
+	 * socket is read only when ringd says it sent something (sock_seq) or
+	 * poll saw it (an ERROR, a hang-up). */
+	struct proto_shm *shm; /* the rings' header in the arena; NULL: socket */
+	struct proto_shmq sq, cq;
+	int bell;                       /* ringd's eventfd; -1 when none */
+	uint32_t sock_seen;             /* shm->sock_seq when the socket was last read */
+	bool sock_look;                 /* read the socket until it is empty */
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 

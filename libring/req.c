@@ -49,7 +49,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -488,13 +491,26 @@ req_check_bounds(struct ring_comm *c)
 	return req_fail_outstanding(c);
 }
 
+/* The futex of the completion ring (the local hop). */
+static void
+req_futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 static void
 req_wake(struct ring_comm *c)
 {
 	uint64_t one = 1;
 
 	pthread_cond_broadcast(&c->cv);
-	if (c->polling && write(c->wakefd, &one, sizeof(one)) < 0) {
+	if (!c->polling)
+		return;
+	if (c->shm) {
+		/* The poller sleeps on the ring's futex, not in poll. */
+		__atomic_add_fetch(&c->shm->wake, 1, __ATOMIC_SEQ_CST);
+		req_futex_wake(&c->shm->wake);
+	} else if (write(c->wakefd, &one, sizeof(one)) < 0) {
 		/* the counter is full: the poller wakes anyway */
 	}
 }
@@ -556,6 +572,67 @@ req_spin(const struct ring_comm *c, struct pollfd pfd[2])
 	return false;
 }
 
+/* Whether anything came for the local hop's sleeper since it looked: a
+ * completion past cq (the head it had), a message on the socket past seen, or
+ * a wake (ringd's or another thread's) past wake. */
+static bool
+req_shm_moved(const struct proto_shm *h, uint32_t cq, uint32_t seen, uint32_t wake)
+{
+	return __atomic_load_n(&h->cq_tail, __ATOMIC_SEQ_CST) != cq ||
+	       __atomic_load_n(&h->sock_seq, __ATOMIC_SEQ_CST) != seen ||
+	       __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST) != wake;
+}
+
+/*
+ * The local hop's sleep, without c->mu: a spin of RING_POLL_US on the shared
+ * words, yielding the processor between looks, then sleeps on the futex in
+ * slices of LR_SHM_SLICE_MS until deadline.  `sleeping` is set before the
+ * word is read for the futex, and ringd bumps the word before it reads
+ * `sleeping`, so a completion either is seen here or wakes the futex.  Between
+ * slices the socket is polled: a daemon that died wakes no futex, but its
+ * socket hangs up.  True when the socket has something (an ERROR, the
+ * hang-up).
+ */
+static bool
+req_shm_sleep(const struct ring_comm *c, struct proto_shm *h, uint32_t cq, uint32_t seen,
+	      int64_t deadline)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	uint32_t wake = __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST);
+	struct timespec ts;
+	int64_t until;
+	int ms;
+
+	if (req_shm_moved(h, cq, seen, wake))
+		return false;
+	if (c->poll_us > 0) {
+		until = proto_now_us() + c->poll_us;
+		do {
+			sched_yield();
+			if (req_shm_moved(h, cq, seen, wake))
+				return false;
+		} while (proto_now_us() < until);
+	}
+	__atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		wake = __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST);
+		if (req_shm_moved(h, cq, seen, wake))
+			break;
+		ms = proto_ms_left(deadline);
+		if (ms > LR_SHM_SLICE_MS)
+			ms = LR_SHM_SLICE_MS;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)ms * 1000000L;
+		syscall(SYS_futex, &h->wake, FUTEX_WAIT, wake, &ts, NULL, 0);
+		if (req_shm_moved(h, cq, seen, wake))
+			break;
+		if (poll(&pfd, 1, 0) > 0 || proto_ms_left(deadline) == 0)
+			break;
+	}
+	__atomic_store_n(&h->sleeping, 0, __ATOMIC_SEQ_CST);
+	return pfd.revents != 0;
+}
+
 /*
  * Sleeps until something may have changed for r: an answer on the session,
  * another thread's progress, or the earliest bound of an outstanding piece
@@ -577,6 +654,21 @@ req_sleep(struct ring_comm *c, const struct ring_request *r)
 		return;
 	}
 	c->polling = true;
+	if (c->shm) {
+		uint32_t cq = c->cq.mine, seen = c->sock_seen;
+		bool sock;
+
+		lr_comm_unlock(c);
+		sock = req_shm_sleep(c, c->shm, cq, seen, deadline);
+		lr_comm_lock(c);
+		c->polling = false;
+		/* Look even with nothing outstanding: an ERROR may be waiting. */
+		c->rx_ready = true;
+		if (sock)
+			c->sock_look = true;
+		pthread_cond_broadcast(&c->cv);
+		return;
+	}
 	pfd[0] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = c->wakefd, .events = POLLIN };
 	lr_comm_unlock(c);

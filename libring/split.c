@@ -100,6 +100,7 @@ lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source)
 	env->arena_bytes = c->arena.bytes;
 	env->source = source;
 	env->debug = c->debug;
+	env->no_shm = c->no_shm;
 }
 
 /* Sub-communicator of a size-1 group (RING_SINGLE): itself again. */

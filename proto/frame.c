@@ -565,6 +565,8 @@ proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m)
 	pw_u32(&w, m->gen);
 	pw_u32(&w, m->nranks);
 	pw_u32s(&w, m->ranks, m->nranks);
+	pw_u32(&w, m->hop_us);
+	pw_u32(&w, m->link_mbps);
 	return pw_done(&w);
 }
 
@@ -581,6 +583,8 @@ proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m)
 	m->gen = pr_u32(&r);
 	m->nranks = pr_u32(&r);
 	pr_u32s(&r, m->ranks, m->nranks, PROTO_JOIN_MAX);
+	m->hop_us = pr_u32(&r);
+	m->link_mbps = pr_u32(&r);
 	if (pr_done(&r) != 0 || !join_ok(m))
 		return RING_EPROTO;
 	return 0;

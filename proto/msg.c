@@ -199,7 +199,8 @@ welcome_ok(const struct proto_welcome *m)
 	if (!size_ok(m->nhosts) || !rank_ok(m->host_rank, m->nhosts))
 		return false;
 	/* libring divides operations by piece_bytes; job 0 is reserved for links. */
-	if (m->job_id == 0 || m->piece_bytes == 0 || (m->flags & ~PROTO_WELCOME_RS_INPLACE))
+	if (m->job_id == 0 || m->piece_bytes == 0 ||
+	    (m->flags & ~(PROTO_WELCOME_RS_INPLACE | PROTO_WELCOME_SHM)))
 		return false;
 	return proto_str_printable(m->version, sizeof(m->version));
 }

@@ -21,9 +21,10 @@
 /* 2: OP carries flags; 3: job frames carry the formation generation, LEAVE
  * the ranks that stay; 4: OP and the fingerprint carry the API collective; 5:
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
- * fingerprint carry the algorithm asked for (RING_ALGO); 7: REVOKE frames,
- * REVOKE and SHRINK messages, HELLO carries flags */
-#define PROTO_VERSION		7
+ * fingerprint carry the algorithm asked for (RING_ALGO); 7: JOIN carries the
+ * cost model's inputs; 8: REVOKE frames, REVOKE and SHRINK messages, HELLO
+ * carries flags */
+#define PROTO_VERSION 8
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -163,36 +164,36 @@ char *proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap);
 
 enum proto_frame_type {
 	/* 1..7: link handshake */
-	PROTO_F_HELLO = 1,	/* connector -> acceptor: struct proto_peer_hello */
-	PROTO_F_HELLO_ACK = 2,	/* acceptor -> connector: struct proto_peer_hello */
-	PROTO_F_REJECT = 3,	/* either way: a reason string, then close */
-	PROTO_F_HELLO_AUTH = 4,	/* connector -> acceptor, with a cluster secret only:
+	PROTO_F_HELLO = 1,      /* connector -> acceptor: struct proto_peer_hello */
+	PROTO_F_HELLO_ACK = 2,  /* acceptor -> connector: struct proto_peer_hello */
+	PROTO_F_REJECT = 3,     /* either way: a reason string, then close */
+	PROTO_F_HELLO_AUTH = 4, /* connector -> acceptor, with a cluster secret only:
 				 * struct proto_peer_hello whose mac is the connector's
 				 * proof over both nonces (after HELLO_ACK's) */
 	/* 8..15: link upkeep */
-	PROTO_F_HEARTBEAT = 8,	/* no payload; offset = sender's monotonic ms (echo for rtt) */
-	PROTO_F_CREDIT = 9,	/* job's flow control: offset = cumulative bytes granted */
-	PROTO_F_RING = 10,	/* goes round: aux 0 = is the ring whole? (offset = highest
+	PROTO_F_HEARTBEAT = 8, /* no payload; offset = sender's monotonic ms (echo for rtt) */
+	PROTO_F_CREDIT = 9,    /* job's flow control: offset = cumulative bytes granted */
+	PROTO_F_RING = 10,     /* goes round: aux 0 = is the ring whole? (offset = highest
 				 * epoch seen), aux 1 = it is, epoch = offset */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
-	PROTO_F_OPHDR = 16,	/* first frame of an operation: struct proto_fp */
-	PROTO_F_DATA = 17,	/* aux = step, offset = byte offset within the step */
-	PROTO_F_ABORT = 18,	/* the op failed: i32 code + reason string; forwarded round */
-	PROTO_F_JOIN = 19,	/* struct proto_join: a host's ranks of a job, sent round */
-	PROTO_F_LEAVE = 20,	/* struct proto_join (no ranks): the host's clients left */
-	PROTO_F_REVOKE = 21,	/* a rank revoked the job's formation (gen): i32 code +
+	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
+	PROTO_F_DATA = 17,   /* aux = step, offset = byte offset within the step */
+	PROTO_F_ABORT = 18,  /* the op failed: i32 code + reason string; forwarded round */
+	PROTO_F_JOIN = 19,   /* struct proto_join: a host's ranks of a job, sent round */
+	PROTO_F_LEAVE = 20,  /* struct proto_join (no ranks): the host's clients left */
+	PROTO_F_REVOKE = 21, /* a rank revoked the job's formation (gen): i32 code +
 				 * reason; straight to each of its hosts, route =
 				 * (origin, that host), never passed on round */
 	/* 32..47: point-to-point; seq = message id */
-	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
-	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
-	PROTO_F_P2P_DATA = 34,	/* payload bytes at offset */
+	PROTO_F_P2P_RTS = 32,  /* struct proto_rts: a send is waiting */
+	PROTO_F_P2P_CTS = 33,  /* struct proto_cts: the recv is posted (or refused) */
+	PROTO_F_P2P_DATA = 34, /* payload bytes at offset */
 	/* 48..63: diagnostics (ringctl ping); no payload.  seq = the prober's probe
 	 * id, offset = its monotonic us when sent (echoed, for the logs). */
-	PROTO_F_PING = 48,	/* aux 0: answer with PONG on the same link (route 0);
+	PROTO_F_PING = 48, /* aux 0: answer with PONG on the same link (route 0);
 				 * aux 1: goes round the ring, route = (origin, origin),
 				 * only next-ward; the origin's round trip */
-	PROTO_F_PONG = 49,	/* a link PING's answer: its seq and offset, aux 0 */
+	PROTO_F_PONG = 49, /* a link PING's answer: its seq and offset, aux 0 */
 	PROTO_F_MAX = 49
 };
 
@@ -249,9 +250,11 @@ struct proto_peer_hello {
 /* HELLO: a direct link to the acceptor, not the ring's (without it the sender
  * is the acceptor's previous host; older daemons never set it) */
 #define PROTO_HELLO_F_DIRECT	0x2u
-/* the sender's small all-reduces take log2 n steps (latency_doubling): every
- * host of a ring must agree, or their plans would not meet */
+/* the sender's latency_doubling: yes (DOUBLING), no (RINGONLY), or auto (the
+ * cost model: neither).  Every host of a ring must agree, or their plans would
+ * not meet */
 #define PROTO_HELLO_F_DOUBLING	0x4u
+#define PROTO_HELLO_F_RINGONLY	0x8u
 int proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello *h);
 int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello *h);
 
@@ -271,6 +274,10 @@ struct proto_join {
 	uint32_t gen;		/* the host's attach generation of the job */
 	uint32_t nranks;	/* 0..PROTO_JOIN_MAX */
 	uint32_t ranks[PROTO_JOIN_MAX];	/* global ranks, by local rank */
+	/* the host's inputs to the job's cost model (plan_cost), fixed with its
+	 * claim: a hop's latency and its links' speed */
+	uint32_t hop_us;
+	uint32_t link_mbps;
 };
 int proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m);
 int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);
@@ -305,20 +312,20 @@ int proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m);
 
 enum proto_msg_type {
 	/* 1..15: session */
-	PROTO_M_HELLO = 1,	/* c->d, with the arena memfd in SCM_RIGHTS */
-	PROTO_M_WELCOME = 2,	/* d->c */
-	PROTO_M_ERROR = 3,	/* d->c: the session is refused/ended; reason */
-	PROTO_M_BYE = 4,	/* c->d: orderly close */
+	PROTO_M_HELLO = 1,   /* c->d, with the arena memfd in SCM_RIGHTS */
+	PROTO_M_WELCOME = 2, /* d->c */
+	PROTO_M_ERROR = 3,   /* d->c: the session is refused/ended; reason */
+	PROTO_M_BYE = 4,     /* c->d: orderly close */
 	/* 16..31: operations */
-	PROTO_M_OP = 16,	/* c->d: run one operation */
-	PROTO_M_DONE = 17,	/* d->c: it finished (status, reason) */
+	PROTO_M_OP = 16,   /* c->d: run one operation */
+	PROTO_M_DONE = 17, /* d->c: it finished (status, reason) */
 	/* 32..47: communicators (split) */
-	PROTO_M_SPLIT = 32,	/* c->d: reserved for ring_split */
+	PROTO_M_SPLIT = 32, /* c->d: reserved for ring_split */
 	PROTO_M_SPLIT_DONE = 33,
-	PROTO_M_SHRINK = 34,	/* c->d: the header alone; which ranks survive? */
-	PROTO_M_SHRINK_INFO = 35,	/* d->c: struct proto_shrink_info */
+	PROTO_M_SHRINK = 34,      /* c->d: the header alone; which ranks survive? */
+	PROTO_M_SHRINK_INFO = 35, /* d->c: struct proto_shrink_info */
 	/* 48..63: the job as a whole */
-	PROTO_M_REVOKE = 48,	/* c->d: the header alone; revoke the job's formation */
+	PROTO_M_REVOKE = 48, /* c->d: the header alone; revoke the job's formation */
 	PROTO_M_MAX = 48
 };
 
@@ -331,13 +338,13 @@ struct proto_hello {
 	uint32_t timeout_ms;	/* default per-operation bound */
 	uint32_t pid;		/* for ringctl and logs */
 	uint64_t arena_bytes;	/* size of the memfd passed along */
-	uint32_t flags;		/* PROTO_HELLO_* */
+	uint32_t flags;         /* PROTO_HELLO_* */
 };
 /* A survivors' job of ring_comm_shrink: it may form on a ring that broke,
  * over its hosts' own links, its claims going straight to every host this
  * one has a link to (job.c); other jobs wait for the ring to be whole. */
-#define PROTO_HELLO_SURVIVORS	0x1u
-#define PROTO_HELLO_ALL		PROTO_HELLO_SURVIVORS
+#define PROTO_HELLO_SURVIVORS 0x1u
+#define PROTO_HELLO_ALL PROTO_HELLO_SURVIVORS
 
 struct proto_welcome {
 	int32_t rank, size;	/* global rank and world size of the job */
@@ -353,6 +360,10 @@ struct proto_welcome {
  * place (recv = send + rank * stride), through a temporary when the caller's is
  * not (libring does this). */
 #define PROTO_WELCOME_RS_INPLACE	0x1u
+/* The daemon serves this session's operations over the arena's rings (the
+ * client asked in the control page); WELCOME's SCM_RIGHTS carry the doorbell,
+ * an eventfd the client writes after putting operations. */
+#define PROTO_WELCOME_SHM 0x2u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */
@@ -404,18 +415,18 @@ struct proto_op {
  * left it, or when the ring is broken and this daemon has no working link to
  * it; the survivors are the ranks on the other hosts, renumbered densely in
  * the old order. */
-#define PROTO_SHRINK_HOSTS	64	/* lost hosts named in the answer */
+#define PROTO_SHRINK_HOSTS 64 /* lost hosts named in the answer */
 struct proto_shrink_info {
-	int32_t status;		/* 0, or RING_E* (the job never formed) with text */
-	int32_t rank, size;	/* the asker's place among the survivors */
-	uint32_t world;		/* the old formation's world size */
-	uint32_t gen;		/* its generation */
-	uint32_t nlost;		/* ranks lost */
-	uint64_t hash;		/* of the old generation and the lost hosts: equal
+	int32_t status;                     /* 0, or RING_E* (the job never formed) with text */
+	int32_t rank, size;                 /* the asker's place among the survivors */
+	uint32_t world;                     /* the old formation's world size */
+	uint32_t gen;                       /* its generation */
+	uint32_t nlost;                     /* ranks lost */
+	uint64_t hash;                      /* of the old generation and the lost hosts: equal
 				 * answers, equal hashes */
-	uint32_t nhosts;	/* lost hosts, all of them (<= PROTO_MAX_RANKS) */
-	uint32_t hosts[PROTO_SHRINK_HOSTS];	/* the first of them, ascending */
-	char text[PROTO_TEXT_MAX + 1];	/* why, when status != 0 */
+	uint32_t nhosts;                    /* lost hosts, all of them (<= PROTO_MAX_RANKS) */
+	uint32_t hosts[PROTO_SHRINK_HOSTS]; /* the first of them, ascending */
+	char text[PROTO_TEXT_MAX + 1];      /* why, when status != 0 */
 };
 int proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_info *m);
 int proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_info *m);
@@ -466,6 +477,82 @@ struct proto_arena_ctl {
 	uint64_t reqid;		/* the op the counters below describe (daemon) */
 	uint64_t done_bytes;	/* bytes of its result that are final (daemon, release) */
 	uint64_t total_bytes;	/* bytes of its result in all (daemon) */
+	/* The local hop's ask (client, before HELLO): PROTO_SHM_MAGIC when the
+	 * client wants its operations over the rings at shm_off (struct
+	 * proto_shm).  A daemon that knows them answers with PROTO_WELCOME_SHM
+	 * and the doorbell; one that does not never looks here, and the client
+	 * keeps to the socket.  HELLO itself stays as it was: its decoder takes
+	 * exact lengths, so a longer HELLO would be refused by an older daemon. */
+	uint64_t shm_magic;
+	/* Where the rings lie in the arena: PROTO_ARENA_CTL or beyond, 64-byte
+	 * aligned, PROTO_SHM_BYTES long. */
+	uint64_t shm_off;
 };
+
+/* =================================================================== */
+/* The local hop: submission and completion rings in the arena          */
+/* =================================================================== */
+/*
+ * Once WELCOME said PROTO_WELCOME_SHM (its SCM_RIGHTS carry an eventfd, the
+ * doorbell), the client puts its OP messages into the submission ring and
+ * writes the doorbell; the daemon drains the ring when it rings and puts each
+ * DONE that fits into the completion ring, where the client finds it without
+ * a system call.  Everything else (an ERROR, a DONE with a reason that does
+ * not fit, BYE) still crosses the socket, and every message in a ring is the
+ * same encoded message as on the socket, decoded by the same decoders.
+ *
+ * Each ring has one producer and one consumer.  Each side keeps its own index
+ * and only publishes it (release); the other's index is read once per look
+ * (acquire) and checked: a consumer that finds more than the ring's entries
+ * between its index and the producer's, or an entry whose length is not a
+ * message's, has met garbage.  The daemon reads an entry by copying it out
+ * first and decoding the copy, so a client that rewrites it meanwhile changes
+ * nothing but its own request.
+ *
+ * The client sleeps on `wake` (a futex word) after setting `sleeping`; the
+ * daemon bumps `wake` after every completion it publishes and every message
+ * it sends on the socket (then counting it in `sock_seq`), and FUTEX_WAKEs it
+ * when `sleeping` is set.
+ */
+#define PROTO_SHM_MAGIC 0x31504f48474e4952ull /* "RINGHOP1" */
+#define PROTO_SHM_SQ_N 64u                    /* submission entries: libring's window */
+#define PROTO_SHM_CQ_N 128u                   /* completion entries */
+#define PROTO_SHM_SQ_ENTRY 256u               /* bytes: u32 length, an OP message */
+#define PROTO_SHM_CQ_ENTRY 64u                /* bytes: u32 length, a DONE without text */
+#define PROTO_SHM_HDR 512u
+#define PROTO_SHM_BYTES \
+	(PROTO_SHM_HDR + PROTO_SHM_SQ_N * PROTO_SHM_SQ_ENTRY + PROTO_SHM_CQ_N * PROTO_SHM_CQ_ENTRY)
+struct proto_shm {
+	uint64_t magic;                                /* PROTO_SHM_MAGIC (client) */
+	uint32_t sq_tail __attribute__((aligned(64))); /* OPs put (client) */
+	uint32_t sq_head __attribute__((aligned(64))); /* OPs taken (daemon) */
+	uint32_t cq_tail __attribute__((aligned(64))); /* DONEs put (daemon) */
+	uint32_t wake;                                 /* futex word (daemon; client threads) */
+	uint32_t sock_seq;                             /* messages sent on the socket (daemon) */
+	uint32_t served;                               /* 1: the daemon serves the rings */
+	uint32_t cq_head __attribute__((aligned(64))); /* DONEs taken (client) */
+	uint32_t sleeping;                             /* a client thread sleeps on wake */
+};
+
+/* One side's view of one ring: the shared indices, the entries, and this
+ * side's own index (never read back from shared memory). */
+struct proto_shmq {
+	uint32_t *prod, *cons; /* the producer's and the consumer's index */
+	uint8_t *slots;
+	uint32_t n, entry; /* entries, bytes each */
+	uint32_t mine;     /* this side's index: the tail put, the head taken */
+};
+
+/* The views of the two rings of the region at base (PROTO_SHM_BYTES). */
+void proto_shm_views(void *base, struct proto_shmq *sq, struct proto_shmq *cq);
+/* Puts one message (len <= entry - 4): 0, or -1 when the ring is full or the
+ * consumer's index is not one the consumer could have published. */
+int proto_shmq_put(struct proto_shmq *q, const void *msg, size_t len);
+/* Takes one message into out (cap >= entry): its length, 0 when the ring is
+ * empty, -1 when the producer's index is garbage, -2 when the entry's length
+ * is (nothing is taken then). */
+int proto_shmq_get(struct proto_shmq *q, void *out, size_t cap);
+/* Entries put and not yet taken, as this side sees them (the producer). */
+uint32_t proto_shmq_used(const struct proto_shmq *q);
 
 #endif /* PROTO_PROTO_H */

@@ -14,14 +14,24 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
-/* Whether the op takes the log2 n plans where it has them: RING_ALGO asks
- * (every rank the same: it is in the fingerprint), else latency_doubling
- * (the same on every host: the handshake). */
+/* Whether the op takes the log2 n plan `log` where it has one, over the ring's
+ * `ring` for `bytes`: RING_ALGO asks (every rank the same: it is in the
+ * fingerprint), else latency_doubling (the same on every host: the
+ * handshake), whose auto asks the cost model with the job's inputs (the same
+ * on every host: its members' claims). */
 static bool
-wants_doubling(const struct op *op)
+takes_log(const struct op *op, enum plan_shape log, enum plan_shape ring, uint64_t bytes)
 {
-	return op_fp(op)->algo == PROTO_ALGO_RD ||
-	       (op_fp(op)->algo == PROTO_ALGO_AUTO && op_rd(op)->cfg.latency_doubling);
+	const struct job *j = op_job(op);
+	struct plan_cost c;
+
+	if (op_fp(op)->algo != PROTO_ALGO_AUTO)
+		return op_fp(op)->algo == PROTO_ALGO_RD;
+	if (op_rd(op)->cfg.latency_doubling != CONFIG_LOG_AUTO)
+		return op_rd(op)->cfg.latency_doubling == CONFIG_LOG_YES;
+	job_plan_cost(j, &c);
+	return plan_model_us(&c, log, job_nhosts(j), bytes) <
+	       plan_model_us(&c, ring, job_nhosts(j), bytes);
 }
 
 /* The plan of a collective of the job's hosts, by its kind.  -1: out of memory. */
@@ -33,13 +43,13 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 	const struct contrib *L = op_contrib(op, op_leader(op));
 	struct plan *pl = &ring->plan;
 	struct plan_hosts h;
-	bool doubling;
+	uint64_t bytes = count * op_esz(op);
 
 	job_plan_hosts(j, &h);
 	pl->esz = op_esz(op);
 	pl->avg = op_redop(op) == RING_AVG;
-	doubling = wants_doubling(op);
-	if (ring->tiny && job_nhosts(j) > 2 && doubling)
+	if (ring->tiny && job_nhosts(j) > 2 &&
+	    takes_log(op, PLAN_DOUBLING_GATHER, PLAN_RING_GATHER, bytes))
 		return plan_tiny_log(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	if (ring->tiny)
 		return plan_tiny(pl, job_pos(j), job_nhosts(j), send, recv, count);
@@ -49,12 +59,17 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 			return plan_rhd(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 		return plan_allreduce(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 	case PROTO_COLL_ALLGATHER:
+		if (plan_gather_rd_ok(op_esz(op), job_nhosts(j), L->count, job_world(j)) &&
+		    takes_log(op, PLAN_GATHER_RD, PLAN_GATHER_RING,
+			      L->count * op_esz(op) * (uint64_t)job_world(j)))
+			return plan_allgather_rd(pl, &h, recv, L->count, L->stride);
 		return plan_allgather(pl, &h, recv, L->count, L->stride);
 	case PROTO_COLL_REDUCE_SCATTER:
 		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,
 					   inplace || op_ncontrib(op) > 1);
 	case PROTO_COLL_BROADCAST:
-		if (doubling && plan_tree_ok(op_esz(op), job_nhosts(j), L->count))
+		if (plan_tree_ok(op_esz(op), job_nhosts(j), L->count) &&
+		    takes_log(op, PLAN_TREE, PLAN_CHAIN, bytes))
 			return plan_bcast_tree(pl, &h, recv, L->count,
 					       job_host_of(j, op_fp(op)->root));
 		return plan_broadcast(pl, &h, recv, L->count, job_host_of(j, op_fp(op)->root));
@@ -117,8 +132,9 @@ op_start(struct ringd *rd, struct op *op)
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
 	ring->tiny = plan_tiny_ok(coll, op_esz(op), job_nhosts(j), count);
-	ring->rhd = coll == PROTO_COLL_ALLREDUCE && !ring->tiny && wants_doubling(op) &&
-		    plan_rhd_ok(op_esz(op), job_nhosts(j), count);
+	ring->rhd = coll == PROTO_COLL_ALLREDUCE && !ring->tiny &&
+		    plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
+		    takes_log(op, PLAN_RHD, PLAN_RING, count * op_esz(op));
 	local_gather(op, &send, &recv, &inplace);
 	if (coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op_ncontrib(op) == 1)
 		for (i = 0; i < job_nhosts(j); i++)

@@ -78,6 +78,7 @@ struct plan {
 	 * (the plan's own memory), reduced in host order into fold_dst; host
 	 * v's at slot (fold_first + fold_step * v) mod fold_n */
 	uint8_t *vecs;
+	int *idx;			/* the plan's lists of blocks (region.blk) */
 	int fold_n, fold_first, fold_step;
 	uint64_t fold_count;
 	uint8_t *fold_dst;
@@ -114,7 +115,7 @@ struct client {
 	int local_rank, local_size;	/* its place among the job's processes here */
 	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
 	int pid;			/* SO_PEERCRED, for messages and ringctl */
-	bool survivors;			/* HELLO's PROTO_HELLO_SURVIVORS */
+	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
 };
 
 struct op;
@@ -294,12 +295,13 @@ struct job_host {
 	uint8_t gone;			/* HOST_*: what it did with its ranks */
 	uint64_t gone_seq;		/* ... after calling this sequence number */
 	int pos;			/* its place among the members (-1: none) */
+	uint32_t hop_us, link_mbps;	/* its claim's inputs to the cost model */
 	bool left;			/* a LEAVE of all its ranks of claim left_gen
 					 * came: that claim's JOIN, if it comes after
 					 * (round the ring, overtaken by the LEAVE
 					 * sent straight), is stale */
 	uint32_t left_gen;
-	uint32_t straight_gen;		/* the claim of that generation came straight
+	uint32_t straight_gen; /* the claim of that generation came straight
 					 * (a survivors' job on a broken ring): a
 					 * break keeps it while the host is linked */
 };
@@ -351,6 +353,10 @@ int job_host_pos(const struct job *j, int h);	/* host h's place (-1: not a membe
 int job_next_host(const struct job *j);
 int job_prev_host(const struct job *j);
 void job_plan_hosts(const struct job *j, struct plan_hosts *h);
+struct plan_cost;
+/* The cost model's inputs for the job: the slowest hop and link its member
+ * hosts claimed with (the same on every host once it is ready). */
+void job_plan_cost(const struct job *j, struct plan_cost *c);
 /* What the job knows of host h of the ring. */
 const struct job_host *job_host(const struct job *j, int h);
 /* Its processes here: expected, attached; each by local rank. */
@@ -420,10 +426,11 @@ bool plan_tiny_ok(int coll, size_t esz, int m, uint64_t count);
 int plan_tiny(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t count);
 /* The same in ceil(log2 m) steps, each host sending to p + 2^k. */
 int plan_tiny_log(struct plan *pl, int p, int m, const uint8_t *send, uint8_t *recv, uint64_t n);
-/* A medium all-reduce (above the latency path, at most RHD_MAX bytes) on a
- * power of two of 4 hosts or more: recursive halving (reduce-scatter), then
- * recursive doubling (all-gather), 2 log2 m steps instead of the ring's
- * 2(m-1), each to the host 2^k away, the same bytes per host. */
+/* A medium all-reduce (above the latency path, at most RHD_MAX bytes) on 4
+ * hosts or more: recursive halving (reduce-scatter), then recursive doubling
+ * (all-gather) over the largest power of two of them, 2 log2 m steps instead
+ * of the ring's 2(m-1), each to the host 2^k away, the same bytes per host;
+ * the hosts beyond it fold in and out, two steps of the whole vector. */
 bool plan_rhd_ok(size_t esz, int m, uint64_t count);
 int plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
 /* A small broadcast (at most TREE_BCAST_MAX bytes) in ceil(log2 m) hops
@@ -432,8 +439,37 @@ int plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64
 bool plan_tree_ok(size_t esz, int m, uint64_t count);
 int plan_bcast_tree(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, uint64_t count,
 		    int root_host);
+/*
+ * The cost model that picks a plan where more than one applies (latency_doubling
+ * = auto): each plan's time as hops x a hop's latency plus the bytes on its
+ * critical path x a byte's time.  Its inputs are the job's (job_plan_cost), the
+ * same on every host, so every host picks the same plan.
+ */
+struct plan_cost {
+	double hop_us;			/* one hop's latency */
+	double byte_us;			/* one byte's time on a link */
+};
+enum plan_shape {
+	PLAN_RING_GATHER,		/* plan_tiny */
+	PLAN_DOUBLING_GATHER,		/* plan_tiny_log */
+	PLAN_RING,			/* plan_allreduce */
+	PLAN_RHD,			/* plan_rhd */
+	PLAN_GATHER_RING,		/* plan_allgather (bytes: the result) */
+	PLAN_GATHER_RD,			/* plan_allgather_rd */
+	PLAN_CHAIN,			/* plan_broadcast */
+	PLAN_TREE,			/* plan_bcast_tree */
+};
+double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t bytes);
+/* A small all-gather (its result at most GATHER_RD_MAX bytes) on 3 hosts or
+ * more in log2 steps: recursive doubling over the largest power of two of
+ * them, the others folded in and out as halving-doubling's. */
+bool plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world);
+int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
+		      uint64_t stride);
 /* The pipelining unit of a plan, at most segment_bytes. */
 uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
+/* ... of a step of step_bytes. */
+uint32_t plan_segment_of(uint64_t step_bytes, uint32_t segment_bytes);
 void plan_free(struct plan *pl);
 
 /* flow.c: a job's streams, one with each host (credit, stash), its part

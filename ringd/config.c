@@ -85,7 +85,9 @@ const struct key_def config_keys[] = {
 	  LIVE("new direct links") },
 	{ "direct_idle_ms",	K_U32,		F(direct_idle_ms),	10, 86400000,
 	  LIVE("direct links, at their next tick") },
-	{ "latency_doubling",	K_BOOL,		F(latency_doubling),	0, 0,		RESTART },
+	{ "latency_doubling",	K_LOGPLAN,	F(latency_doubling),	0, 0,		RESTART },
+	{ "hop_latency_us",	K_U32,		F(hop_latency_us),	0, 10000000,	RESTART },
+	{ "link_gbps",		K_U32,		F(link_gbps),		1, 100000,	RESTART },
 	{ "sndbuf",		K_SIZE32,	F(sndbuf),		0, GiB,		RESTART },
 	{ "rcvbuf",		K_SIZE32,	F(rcvbuf),		0, GiB,		RESTART },
 	{ "max_clients",	K_INT,		F(max_clients),		1, 65536,
@@ -140,6 +142,8 @@ config_defaults(struct config *c)
 	c->piece_bytes = 64 * MiB;
 	c->window_bytes = 8 * MiB;
 	c->heartbeat_ms = 1000;
+	c->latency_doubling = CONFIG_LOG_AUTO;
+	c->link_gbps = 10;
 	c->peer_timeout_ms = 10000;
 	c->op_timeout_ms = 60000;
 	c->connect_timeout_ms = 5000;
@@ -546,6 +550,21 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 	case K_NAME:
 	case K_HOSTPORT:
 		return set_string(k, field, value, err, errlen);
+	case K_LOGPLAN: {
+		bool yes;
+
+		if (strcasecmp(value, "auto") == 0) {
+			*(int *)field = CONFIG_LOG_AUTO;
+			return 0;
+		}
+		if (parse_bool(value, &yes) < 0) {
+			config_err(err, errlen, "%s: expected auto, yes or no, got '%.64s'",
+				   k->name, value);
+			return -1;
+		}
+		*(int *)field = yes ? CONFIG_LOG_YES : CONFIG_LOG_NO;
+		return 0;
+	}
 	case K_BOOL:
 		if (parse_bool(value, (bool *)field) < 0) {
 			config_err(err, errlen, "%s: expected yes or no, got '%.64s'",
@@ -803,6 +822,13 @@ config_load(struct config *c, const char *path, char *err, size_t errlen)
 	rc = config_parse_text(c, buf, len, path, err, errlen);
 	free(buf);
 	return rc;
+}
+
+/* latency_doubling's value as ringd.conf writes it. */
+const char *
+config_log_name(int v)
+{
+	return v == CONFIG_LOG_AUTO ? "auto" : v == CONFIG_LOG_YES ? "yes" : "no";
 }
 
 /* "err", "warn", "notice", "info", "debug" for 3..7. */

@@ -15,6 +15,10 @@
 #define CONFIG_PATH_MAX 256
 #define CONFIG_LIST_MAX 16
 
+/* latency_doubling's values. */
+enum { CONFIG_LOG_NO = 0, CONFIG_LOG_YES = 1, CONFIG_LOG_AUTO = 2 };
+const char *config_log_name(int v);	/* "auto", "yes", "no" */
+
 struct config {
 	char hosts[CONFIG_PATH_MAX];	/* hosts = FILE: the hostfile (required) */
 	int rank;			/* rank = N; -1: find ourselves among our addresses */
@@ -47,8 +51,12 @@ struct config {
 	bool tls_ktls;			/* tls_ktls = yes|no: ask for kernel TLS (yes) */
 	char secret_file[CONFIG_PATH_MAX];	/* secret_file = PATH: cluster secret */
 	bool insecure;			/* insecure = yes: allow unauthenticated non-loopback */
-	bool latency_doubling;		/* latency_doubling = yes: small all-reduces in
-					 * log2 n steps (the same on every host) */
+	int latency_doubling;		/* latency_doubling = auto|yes|no (CONFIG_LOG_*):
+					 * the log2 n plans by the cost model, wherever
+					 * they exist, or never (the same on every host) */
+	uint32_t hop_latency_us;	/* hop_latency_us = N: a hop's cost for the
+					 * model (0: half the ring links' round trip) */
+	uint32_t link_gbps;		/* link_gbps = N: the links' speed, for it */
 	char allow_users[CONFIG_LIST_MAX][32];	/* allow_users = a, b (names or uids) */
 	int n_allow_users;
 	char allow_groups[CONFIG_LIST_MAX][32];	/* allow_groups = a, b */

@@ -26,6 +26,7 @@ enum key_type {
 	K_SIZE32,	/* uint32_t size in [min, max] */
 	K_SIZE64,	/* uint64_t size in [min, max] */
 	K_RANK,		/* int, "auto" = -1 */
+	K_LOGPLAN,	/* int CONFIG_LOG_*: auto, or a bool */
 	K_LOGLEVEL,	/* int, name or 3..7 */
 	K_VERBOSE,	/* int log level, info + N */
 	K_LIST,		/* char[CONFIG_LIST_MAX][32] at off, int count at off2 */

@@ -48,8 +48,10 @@ hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *ma
 	h->from_rank = (uint32_t)rd->rank;
 	h->to_rank = (uint32_t)to;
 	h->flags = auth_have_secret() ? PROTO_HELLO_F_SECRET : 0;
-	if (rd->cfg.latency_doubling)
+	if (rd->cfg.latency_doubling == CONFIG_LOG_YES)
 		h->flags |= PROTO_HELLO_F_DOUBLING;
+	else if (rd->cfg.latency_doubling == CONFIG_LOG_NO)
+		h->flags |= PROTO_HELLO_F_RINGONLY;
 	if (l->dir == LINK_DIRECT || l->hs.direct)
 		h->flags |= PROTO_HELLO_F_DIRECT;
 	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
@@ -119,6 +121,15 @@ hs_refuse(struct link *l, const char *why)
 	return RX_ERROR;
 }
 
+/* A HELLO's latency_doubling (CONFIG_LOG_*). */
+static int
+hello_log_plans(uint32_t flags)
+{
+	if (flags & PROTO_HELLO_F_DOUBLING)
+		return CONFIG_LOG_YES;
+	return flags & PROTO_HELLO_F_RINGONLY ? CONFIG_LOG_NO : CONFIG_LOG_AUTO;
+}
+
 /* Checks a peer's HELLO/HELLO_ACK; fills why on refusal. */
 static int
 hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
@@ -139,12 +150,12 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 	else if (!(h->flags & PROTO_HELLO_F_SECRET) && auth_have_secret())
 		snprintf(why, len, "host %u has no cluster secret (secret_file) and this ring "
 			 "requires one", h->from_rank);
-	else if (!(h->flags & PROTO_HELLO_F_DOUBLING) != !rd->cfg.latency_doubling)
+	else if (hello_log_plans(h->flags) != rd->cfg.latency_doubling)
 		snprintf(why, len,
 			 "latency_doubling differs: %s on host %u, %s here (it must "
 			 "be the same on every host)",
-			 h->flags & PROTO_HELLO_F_DOUBLING ? "yes" : "no", h->from_rank,
-			 rd->cfg.latency_doubling ? "yes" : "no");
+			 config_log_name(hello_log_plans(h->flags)), h->from_rank,
+			 config_log_name(rd->cfg.latency_doubling));
 	else
 		return 0;
 	return -1;

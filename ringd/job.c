@@ -246,10 +246,15 @@ job_check_ready(struct ringd *rd, struct job *j)
 	/* the job's own ring: a direct link to each of its neighbours there that
 	 * is none on the ring of all hosts, opened now (by the lower rank of the
 	 * two) so that its collectives need not go round through hosts with no
-	 * rank in it for long */
+	 * rank in it for long; and where the log2 n plans may run, to the hosts
+	 * 2^k places on and back (the doubling gather's and the tree's peers) */
 	if (n > 1) {
 		(void)link_toward(rd, j->next_host, true);
 		(void)link_toward(rd, j->prev_host, true);
+	}
+	for (i = 2; i < n && rd->cfg.latency_doubling != CONFIG_LOG_NO; i <<= 1) {
+		(void)link_toward(rd, j->hosts[(j->pos + i) % n], true);
+		(void)link_toward(rd, j->hosts[(j->pos + n - i) % n], true);
 	}
 	j->ready = true;
 	j->formed = true;
@@ -312,6 +317,35 @@ send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl)
 		}
 }
 
+/*
+ * This host's inputs to the job's cost model, fixed with its claim (a JOIN
+ * sent again carries the same, so every host records the same): hop_latency_us,
+ * else half the slower ring link's smoothed heartbeat round trip, else HOP_US (a
+ * hop between daemons on one machine, measured); link_gbps.
+ */
+#define HOP_US 45
+
+static uint64_t
+link_rtt(const struct link *l)
+{
+	return l != NULL && l->state == LINK_UP ? l->srtt_us : 0;
+}
+
+static void
+claim_inputs(struct ringd *rd, struct job *j)
+{
+	struct job_host *me = &j->host[rd->rank];
+	uint64_t rtt = link_rtt(rd->next);
+
+	if (link_rtt(rd->prev) > rtt)
+		rtt = link_rtt(rd->prev);
+	if (rd->cfg.hop_latency_us > 0)
+		me->hop_us = rd->cfg.hop_latency_us;
+	else
+		me->hop_us = rtt > 0 ? (uint32_t)(rtt / 2 < 10000000 ? rtt / 2 : 10000000) : HOP_US;
+	me->link_mbps = rd->cfg.link_gbps * 1000;
+}
+
 /* A membership frame of ours; broke: a LEAVE of all our ranks, straight to
  * each host only (job_tell_broken). */
 static void
@@ -331,6 +365,8 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	m.world = (uint32_t)j->world;
 	m.host = (uint32_t)rd->rank;
 	m.gen = type == PROTO_F_LEAVE ? (uint32_t)last : j->host[rd->rank].claim_gen;
+	m.hop_us = j->host[rd->rank].hop_us;
+	m.link_mbps = j->host[rd->rank].link_mbps;
 	for (i = 0; i < j->local_size && !broke; i++)
 		if (j->loc[i].sess != NULL && j->loc[i].member)
 			m.ranks[m.nranks++] = (uint32_t)j->loc[i].rank;
@@ -401,8 +437,8 @@ job_free_held(const struct ringd *rd, struct job *j)
 
 static void job_claim(struct ringd *rd, struct job *j);
 static void job_withdraw(struct ringd *rd, struct job *j);
-static void job_apply_join(struct ringd *rd, struct job *j, int origin,
-			   const struct proto_join *m, uint32_t gen);
+static void job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
+			   uint32_t gen);
 
 /* The current formation is over here when every host that placed ranks in it
  * has left and none of its operations is still running here (a finished one
@@ -500,6 +536,7 @@ job_claim(struct ringd *rd, struct job *j)
 	}
 	j->nmember = j->nloc;
 	j->host[rd->rank].claim_gen = job_next_gen(j);
+	claim_inputs(rd, j);
 	j->reclaim = false;
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
@@ -724,8 +761,10 @@ job_ring_up(struct ringd *rd)
 		if (j->joined && !j->formed && j->host[rd->rank].gone == HOST_IN) {
 			/* the same claim again where it may have been lost on a link
 			 * not yet up; a new one where the ring broke since */
-			if (j->reclaim)
+			if (j->reclaim) {
 				j->host[rd->rank].claim_gen = job_next_gen(j);
+				claim_inputs(rd, j);
+			}
 			j->reclaim = false;
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 			job_check_ready(rd, j);
@@ -778,7 +817,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 	if (j->world != 0 && gen == j->host[origin].claim_gen && host_placed(j, origin))
 		return;			/* the claim again (job_ring_up sends it once more): applied */
 	if (j->host[origin].left && j->host[origin].left_gen == gen)
-		return;			/* withdrawn already (its LEAVE came straight) */
+		return; /* withdrawn already (its LEAVE came straight) */
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
 		struct held_join *hj = j->host[origin].held;
@@ -808,6 +847,8 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		return;
 	}
 	j->host[origin].claim_gen = gen;
+	j->host[origin].hop_us = m->hop_us;
+	j->host[origin].link_mbps = m->link_mbps;
 	if (proto_gen_after(gen, j->gen_max))
 		j->gen_max = gen;
 	for (r = 0; r < (int)m->nranks; r++) {

@@ -307,6 +307,24 @@ job_plan_hosts(const struct job *j, struct plan_hosts *h)
 				  .nhranks = j->nhranks };
 }
 
+void
+job_plan_cost(const struct job *j, struct plan_cost *c)
+{
+	uint32_t hop = 0, mbps = 0;
+	int i;
+
+	for (i = 0; i < j->nhosts; i++) {
+		const struct job_host *h = &j->host[j->hosts[i]];
+
+		if (h->hop_us > hop)
+			hop = h->hop_us;
+		if (h->link_mbps > 0 && (mbps == 0 || h->link_mbps < mbps))
+			mbps = h->link_mbps;
+	}
+	c->hop_us = hop;
+	c->byte_us = 8.0 / (mbps > 0 ? mbps : 10000);	/* Mbit/s: bits per us */
+}
+
 const struct job_host *
 job_host(const struct job *j, int h)
 {

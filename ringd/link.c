@@ -353,6 +353,13 @@ link_set_lowat(struct link *l, size_t need)
 }
 
 void
+link_rtt_sample(struct link *l, uint64_t rtt_us)
+{
+	l->rtt_us = rtt_us;
+	l->srtt_us = l->srtt_us == 0 ? rtt_us : (7 * l->srtt_us + rtt_us) / 8;
+}
+
+void
 link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 {
 	struct proto_frame f = { .type = PROTO_F_HEARTBEAT, .aux = aux, .offset = stamp,

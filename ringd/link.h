@@ -59,6 +59,8 @@ const char *link_io_why(struct link *l, ssize_t n);
 void link_set_lowat(struct link *l, size_t bytes);
 /* Writes a little queued output now, ahead of a client's answer (link.c). */
 void link_write_ahead(struct link *l);
+/* A heartbeat's round trip: the last, and the smoothed one. */
+void link_rtt_sample(struct link *l, uint64_t rtt_us);
 /* Sends (aux 0) or answers (aux 1) a heartbeat. */
 void link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp);
 

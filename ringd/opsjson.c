@@ -64,6 +64,7 @@ job_ops_json(struct ringd *rd, struct job *j)
 	json_t *ranks = json_array(), *recent = json_array(), *inflight = json_null();
 	struct op *op = coll_active(j);
 	const struct rec *rec[REC_MAX];
+	struct plan_cost cost;
 	char fp[160], w[160];
 	int i, k, n;
 
@@ -104,11 +105,12 @@ job_ops_json(struct ringd *rd, struct job *j)
 			      "error", r->text));
 	}
 	(void)rd;
-	return json_pack("{s:s, s:I, s:i, s:b, s:I, s:I, s:o, s:o, s:o}", "name", job_name(j), "id",
-			 (json_int_t)job_id(j), "world", job_world(j), "ready", job_ready(j),
-			 "next_seq", (json_int_t)coll_next_seq(j), "last_done_seq",
+	job_plan_cost(j, &cost);	/* the model's inputs (latency_doubling = auto) */
+	return json_pack("{s:s, s:I, s:i, s:b, s:I, s:I, s:o, s:o, s:o, s:f, s:f}", "name",
+			 job_name(j), "id", (json_int_t)job_id(j), "world", job_world(j), "ready",
+			 job_ready(j), "next_seq", (json_int_t)coll_next_seq(j), "last_done_seq",
 			 (json_int_t)coll_last_done(j), "ranks", ranks, "inflight", inflight,
-			 "recent", recent);
+			 "recent", recent, "hop_us", cost.hop_us, "link_gbps", 8e-3 / cost.byte_us);
 }
 
 char *

@@ -115,6 +115,7 @@ plan_free(struct plan *pl)
 	free(pl->vecs);
 	free(pl->hdr_to);
 	free(pl->hdr_got);
+	free(pl->idx);
 	*pl = (struct plan){ .esz = pl->esz, .avg = pl->avg }; /* the inputs stay */
 }
 
@@ -356,26 +357,33 @@ plan_broadcast(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint64
 }
 
 /*
- * Recursive halving and doubling (Rabenseifner's all-reduce) on m = 2^L
- * hosts: the buffer in m blocks (chunk_of).  Halving step k (d = m >> (k+1),
- * the partner p ^ d) halves the blocks this host still reduces: it sends the
- * half its partner keeps (the upper one when p & d is clear) and reduces the
- * other half with the partner's, into recv; after L steps it owns one block,
- * final (scaled there for RING_AVG).  Doubling step L + j (d = 1 << j) undoes
- * halving step L-1-j: each sends the final blocks it holds and takes its
- * partner's.  A step's id is k on both ends.  Each step waits for the one
- * before it whole (no pipelining: medium sizes only), and the halving sends
- * copy their bytes out, as a later step overwrites them.  Every block is
- * reduced on one host and copied to the others, so all get the same bits;
- * the order of the sums is not the ring's, so float sums differ from the
- * ring's in the last bits (integers, max and min do not).
+ * Recursive halving and doubling (Rabenseifner's all-reduce) over v = 2^L
+ * virtual hosts: the buffer in v blocks (chunk_of).  Halving step k (d =
+ * v >> (k+1), the partner p ^ d) halves the blocks this host still reduces:
+ * it sends the half its partner keeps (the upper one when p & d is clear) and
+ * reduces the other half with the partner's, into recv; after L steps it owns
+ * one block, final (scaled there for RING_AVG).  Doubling step L + j (d = 1 <<
+ * j) undoes halving step L-1-j: each sends the final blocks it holds and takes
+ * its partner's.  Each step waits for the one before it whole (no pipelining:
+ * medium sizes only), and the halving sends copy their bytes out, as a later
+ * step overwrites them.
+ *
+ * m hosts that are not a power of two fold the r = m - v extra ones first, as
+ * MPICH does: among the first 2r hosts each even one sends its whole vector to
+ * the odd one after it (step 0), which reduces it and takes part as virtual
+ * host p/2 (the others as p - r); at the end the odd one sends the result back
+ * (step 2L + 1).  The steps between are 1..2L on every host.
+ *
+ * Every block is reduced on one host and copied to the others, so all get the
+ * same bits; the order of the sums is not the ring's, so float sums differ
+ * from the ring's in the last bits (integers, max and min do not).
  */
 #define RHD_MAX (1u << 20)
 
 bool
 plan_rhd_ok(size_t esz, int m, uint64_t count)
 {
-	return m >= 4 && (m & (m - 1)) == 0 && count * esz <= RHD_MAX;
+	return m >= 4 && count * esz <= RHD_MAX;
 }
 
 /* The bytes of blocks [lo, hi) of count elements in m blocks, at base. */
@@ -389,29 +397,72 @@ blocks(uint8_t *base, uint64_t count, int m, int lo, int hi, size_t esz)
 	return plan_span(base + st * esz, (st2 + len2 - st) * esz);
 }
 
+/* The host of virtual host w when the first r odd hosts stand for a pair. */
+static int
+rhd_host(int w, int r)
+{
+	return w < r ? 2 * w + 1 : w + r;
+}
+
+/* The host folded into the one after it: its vector there, the result back. */
+static int
+rhd_folded(struct plan *pl, int p, int L, uint8_t *send, uint8_t *recv, uint64_t count)
+{
+	uint64_t bytes = count * pl->esz;
+
+	if (plan_alloc_peers(pl, 1, 1, 1, 1) != 0)
+		return -1;
+	pl->hdr_to[0] = pl->hdr_from[0] = p + 1;
+	tx_set(&pl->tx[0], 0, plan_span(send, bytes), -1);
+	pl->tx[0].to = p + 1;
+	pl->tx[0].copy = true;	/* recv may be send: the result lands there */
+	rx_set(&pl->rx[0], (uint32_t)(2 * L + 1), plan_span(recv, bytes), no_region);
+	pl->rx[0].from = p + 1;
+	pl->final_from = 0;
+	return 0;
+}
+
 int
 plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count)
 {
 	size_t esz = pl->esz;
-	int L = 0, k, lo = 0, hi = m;
+	uint64_t bytes = count * esz;
+	int L = 0, v, r, w, k, lo, hi, f, np;
+	bool pair;
 
 	pl->name = "halving-doubling";
-	while ((1 << L) < m)
+	while ((2 << L) <= m)
 		L++;
-	if (plan_alloc_peers(pl, 2 * L, 2 * L, L, L) != 0)
+	v = 1 << L;
+	r = m - v;
+	if (p < 2 * r && p % 2 == 0)
+		return rhd_folded(pl, p, L, send, recv, count);
+	pair = p < 2 * r;
+	w = pair ? p / 2 : p - r;
+	f = pair ? 1 : 0;	/* the fold: one more step each way */
+	np = 2 * L + f;
+	if (plan_alloc_peers(pl, np, np, L + f, L + f) != 0)
 		return -1;
-	pl->final_from = L - 1;
+	pl->final_from = f + L - 1;
+	if (pair) {
+		pl->hdr_to[L] = pl->hdr_from[L] = p - 1;
+		rx_set(&pl->rx[0], 0, plan_span(recv, bytes), plan_span(send, bytes));
+		pl->rx[0].from = p - 1;
+		send = recv;	/* the exchange starts from the pair's sum */
+	}
+	lo = 0;
+	hi = v;
 	for (k = 0; k < L; k++) {
-		int d = m >> (k + 1), mid = lo + (hi - lo) / 2, partner = p ^ d;
-		bool upper = (p & d) != 0;
+		int d = v >> (k + 1), mid = lo + (hi - lo) / 2, partner = rhd_host(w ^ d, r);
+		bool upper = (w & d) != 0;
 		struct tx_step *t = &pl->tx[k];
-		struct rx_step *x = &pl->rx[k];
+		struct rx_step *x = &pl->rx[f + k];
 		uint8_t *src = k == 0 ? send : recv;
-		struct region give = upper ? blocks(src, count, m, lo, mid, esz) :
-					     blocks(src, count, m, mid, hi, esz);
+		struct region give = upper ? blocks(src, count, v, lo, mid, esz) :
+					     blocks(src, count, v, mid, hi, esz);
 
 		pl->hdr_to[k] = pl->hdr_from[k] = partner;
-		tx_set(t, (uint32_t)k, give, k - 1);
+		tx_set(t, (uint32_t)(k + 1), give, f + k - 1);
 		t->to = partner;
 		t->dep_whole = true;
 		t->copy = true;
@@ -419,28 +470,144 @@ plan_rhd(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t c
 			lo = mid;
 		else
 			hi = mid;
-		rx_set(x, (uint32_t)k, blocks(recv, count, m, lo, hi, esz),
-		       blocks(src, count, m, lo, hi, esz));
+		rx_set(x, (uint32_t)(k + 1), blocks(recv, count, v, lo, hi, esz),
+		       blocks(src, count, v, lo, hi, esz));
 		x->from = partner;
 		x->scale = k == L - 1 && pl->avg;
 	}
 	for (k = L; k < 2 * L; k++) {
-		int d = 1 << (k - L), n = hi - lo, partner = p ^ d;
-		bool upper = (p & d) != 0;
+		int d = 1 << (k - L), n = hi - lo, partner = rhd_host(w ^ d, r);
+		bool upper = (w & d) != 0;
 		struct tx_step *t = &pl->tx[k];
-		struct rx_step *x = &pl->rx[k];
+		struct rx_step *x = &pl->rx[f + k];
 
-		tx_set(t, (uint32_t)k, blocks(recv, count, m, lo, hi, esz), k - 1);
+		tx_set(t, (uint32_t)(k + 1), blocks(recv, count, v, lo, hi, esz), f + k - 1);
 		t->to = partner;
 		t->dep_whole = true;
 		if (upper) {
-			rx_set(x, (uint32_t)k, blocks(recv, count, m, lo - n, lo, esz), no_region);
+			rx_set(x, (uint32_t)(k + 1), blocks(recv, count, v, lo - n, lo, esz),
+			       no_region);
 			lo -= n;
 		} else {
-			rx_set(x, (uint32_t)k, blocks(recv, count, m, hi, hi + n, esz), no_region);
+			rx_set(x, (uint32_t)(k + 1), blocks(recv, count, v, hi, hi + n, esz),
+			       no_region);
 			hi += n;
 		}
 		x->from = partner;
+	}
+	if (pair) {
+		struct tx_step *t = &pl->tx[2 * L];
+
+		tx_set(t, (uint32_t)(2 * L + 1), plan_span(recv, bytes), 2 * L);
+		t->to = p - 1;
+		t->dep_whole = true;
+	}
+	return 0;
+}
+
+/*
+ * Recursive doubling all-gather over the same v = 2^L virtual hosts as
+ * halving-doubling, the extra hosts folded the same way (step 0: an even one
+ * of the first 2r sends its blocks to the odd one after it; step L + 1: that
+ * one sends it everyone else's).  Before step k (d = 2^k) virtual host w
+ * holds the blocks of virtual hosts [w & ~(d-1), + d), sends them to w ^ d
+ * and takes that one's as many into place: L steps instead of the ring's
+ * m - 1, each waiting for the one before whole, so for small results only.
+ * A range of virtual hosts is a range of positions (rd_pos), whose ranks'
+ * blocks the step lists in position order on both ends (pl->idx holds the
+ * lists).  Copies only: every host gets the same bits as the ring's.
+ */
+#define GATHER_RD_MAX (1u << 20)
+
+bool
+plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world)
+{
+	return m >= 3 && count * esz * (uint64_t)world <= GATHER_RD_MAX;
+}
+
+/* The position where virtual host w's hosts begin (w = v: m). */
+static int
+rd_pos(int w, int r)
+{
+	return w < r ? 2 * w : w + r;
+}
+
+/* The ranks of positions [a, b) but `skip`, in position order, into idx: how
+ * many. */
+static int
+ranks_of(const struct plan_hosts *j, int a, int b, int skip, int *idx)
+{
+	int q, i, n = 0;
+
+	for (q = a; q < b; q++)
+		for (i = 0; i < j->nhranks[q] && q != skip; i++)
+			idx[n++] = j->hranks[q][i];
+	return n;
+}
+
+int
+plan_allgather_rd(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, uint64_t count,
+		  uint64_t stride)
+{
+	uint64_t blen = count * pl->esz, sb = stride * pl->esz;
+	int p = j->pos, m = j->nhosts, L = 0, v, r, w, k, f, q, n, world = 0, *idx;
+	bool pair;
+
+	pl->name = "doubling all-gather";
+	while ((2 << L) <= m)
+		L++;
+	v = 1 << L;
+	r = m - v;
+	for (q = 0; q < m; q++)
+		world += j->nhranks[q];
+	if ((pl->idx = malloc(sizeof(int) * (size_t)world * (size_t)(2 * L + 1))) == NULL)
+		return -1;
+	idx = pl->idx;
+	if (p < 2 * r && p % 2 == 0) {
+		if (plan_alloc_peers(pl, 1, 1, 1, 1) != 0)
+			return -1;
+		pl->hdr_to[0] = pl->hdr_from[0] = p + 1;
+		tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
+		pl->tx[0].to = p + 1;
+		n = ranks_of(j, 0, m, p, idx);
+		rx_set(&pl->rx[0], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n),
+		       no_region);
+		pl->rx[0].from = p + 1;
+		return 0;
+	}
+	pair = p < 2 * r;
+	w = pair ? p / 2 : p - r;
+	f = pair ? 1 : 0;
+	if (plan_alloc_peers(pl, L + f, L + f, L + f, L + f) != 0)
+		return -1;
+	if (pair) {
+		pl->hdr_to[L] = pl->hdr_from[L] = p - 1;
+		rx_set(&pl->rx[0], 0,
+		       plan_bundle(recv, blen, sb, j->hranks[p - 1], j->nhranks[p - 1]), no_region);
+		pl->rx[0].from = p - 1;
+	}
+	for (k = 0; k < L; k++) {
+		int d = 1 << k, mine = w & ~(d - 1), theirs = (w ^ d) & ~(d - 1);
+		int partner = rhd_host(w ^ d, r);
+		struct tx_step *t = &pl->tx[k];
+		struct rx_step *x = &pl->rx[f + k];
+
+		n = ranks_of(j, rd_pos(mine, r), rd_pos(mine + d, r), -1, idx);
+		tx_set(t, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), f + k - 1);
+		idx += n;
+		t->to = partner;
+		t->dep_whole = true;
+		n = ranks_of(j, rd_pos(theirs, r), rd_pos(theirs + d, r), -1, idx);
+		rx_set(x, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), no_region);
+		idx += n;
+		x->from = partner;
+		pl->hdr_to[k] = pl->hdr_from[k] = partner;
+	}
+	if (pair) {
+		n = ranks_of(j, 0, m, p - 1, idx);
+		tx_set(&pl->tx[L], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n), L);
+		pl->tx[L].to = p - 1;
+		pl->tx[L].dep_whole = true;
 	}
 	return 0;
 }
@@ -502,18 +669,102 @@ plan_bcast_tree(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint6
 #define SEG_MIN		(32u << 10)
 
 uint32_t
-plan_segment(const struct plan *pl, uint32_t segment_bytes)
+plan_segment_of(uint64_t step, uint32_t segment_bytes)
 {
-	uint64_t step = 0, seg;
-	int i;
+	uint64_t seg = step / PIPE_DEPTH;
 
-	for (i = 0; i < pl->ntx; i++)
-		if (pl->tx[i].src.len > step)
-			step = pl->tx[i].src.len;
-	seg = step / PIPE_DEPTH;
 	if (seg > segment_bytes)
 		seg = segment_bytes;
 	if (seg < SEG_MIN)
 		seg = SEG_MIN;
 	return (uint32_t)(seg & ~(uint64_t)63);
+}
+
+uint32_t
+plan_segment(const struct plan *pl, uint32_t segment_bytes)
+{
+	uint64_t step = 0;
+	int i;
+
+	for (i = 0; i < pl->ntx; i++)
+		if (pl->tx[i].src.len > step)
+			step = pl->tx[i].src.len;
+	return plan_segment_of(step, segment_bytes);
+}
+
+/*
+ * The model's time of each plan on m hosts for a vector of `bytes` (the
+ * broadcast's message), at c's hop latency a and byte time b.  The log plans
+ * wait for each step whole, so their steps add up: with L their steps, v the
+ * largest power of two of m hosts and f = 1 when m is not one (the fold),
+ *   ring gather       (m-1) (a + bytes b)           every vector once round
+ *   doubling gather   L a + (m-1) bytes b           the same bytes, L steps
+ *   halving-doubling  2 (log2 v + f) a + (2 (v-1)/v + 2 f) bytes b
+ *   binomial tree     floor(log2 m) a + L bytes b   its depth; the root
+ *                                                   sends L times
+ *   doubling a-g      (log2 v + f + h) a + ((v-1)(1+h) + f (m-1))/m bytes b
+ *                     (bytes: the result; the fold's first step overlaps the
+ *                     others', its last carries all but one host's blocks;
+ *                     h = 1 when more than half the v are pairs, whose
+ *                     ranges hold two hosts' blocks, on the critical path)
+ * The ring and the chain pipeline: a host passes each segment on as it comes
+ * (segments as plan_segment makes them, at ringd's default bound), so their
+ * n steps of a chunk c cost the longer of the latency's path, n (a + g b) +
+ * (c - g) b with g the segment, and the link's, busy n c b + a (the ring's
+ * chunk: bytes / m, n = 2 (m-1), the ring all-gather's n = m-1; the chain's:
+ * bytes, n = m-1, one busy c b).
+ * tests/unit_plansim checks its choices against the plans run.
+ */
+static double
+pipelined(double a, double bb, uint64_t chunk, int n, bool busy)
+{
+	uint64_t g = plan_segment_of(chunk, 1u << 20);
+	double lat, link;
+
+	if (g > chunk)
+		g = chunk;
+	lat = n * (a + (double)g * bb) + (double)(chunk - g) * bb;
+	link = (busy ? n : 1) * (double)chunk * bb + a;
+	return lat > link ? lat : link;
+}
+
+double
+plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t bytes)
+{
+	double a = c->hop_us, b = c->byte_us * (double)bytes, n = m;
+	int L = 0, lv = 0, f;
+
+	while ((1 << L) < m)
+		L++;
+	while ((2 << lv) <= m)
+		lv++;
+	f = (1 << lv) != m;
+	switch (s) {
+	case PLAN_RING_GATHER:
+		return (n - 1) * (a + b);
+	case PLAN_DOUBLING_GATHER:
+		return L * a + (n - 1) * b;
+	case PLAN_RING:
+		return pipelined(a, c->byte_us, bytes / (uint64_t)m, 2 * (m - 1), true);
+	case PLAN_RHD: {
+		double v = 1 << lv;
+
+		return 2 * (lv + f) * a + (2 * (v - 1) / v + 2 * f) * b;
+	}
+	case PLAN_GATHER_RING:
+		return pipelined(a, c->byte_us, bytes / (uint64_t)m, m - 1, true);
+	case PLAN_GATHER_RD: {
+		double v = 1 << lv;
+
+		/* more pairs than half: two pairs meet at the last step */
+		int late = 2 * (m - (1 << lv)) > (1 << lv);
+
+		return (lv + f + late) * a + ((v - 1) * (1 + late) + f * (n - 1)) / n * b;
+	}
+	case PLAN_CHAIN:
+		return pipelined(a, c->byte_us, bytes, m - 1, false);
+	case PLAN_TREE:
+		return lv * a + L * b;
+	}
+	return 0;
 }

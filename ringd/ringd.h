@@ -60,7 +60,8 @@ struct link {
 	bool discard;			/* the direct target went away: drop the rest */
 	uint32_t backoff_ms;		/* next reconnect delay */
 	uint64_t last_rx_ms;		/* monotonic time of the last bytes received */
-	uint64_t rtt_us;		/* from heartbeat echoes */
+	uint64_t rtt_us;		/* from heartbeat echoes: the last */
+	uint64_t srtt_us;		/* ... smoothed (7/8 old, 1/8 new, as TCP's) */
 	uint64_t bytes_tx, bytes_rx;	/* payload+header bytes */
 	uint64_t frames_tx, frames_rx;
 	uint64_t errors;		/* handshakes refused, protocol errors, drops */

@@ -43,7 +43,7 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		if (f->aux == 0)
 			link_heartbeat(l, 1, f->offset);
 		else
-			l->rtt_us = now_us() - f->offset;
+			link_rtt_sample(l, now_us() - f->offset);
 		return RX_DONE;
 	case PROTO_F_PING:
 	case PROTO_F_PONG:

@@ -18,6 +18,16 @@
  * sealed against shrinking: a file the client could truncate under the
  * daemon's mapping would make the daemon fault on access.
  *
+ * The local hop: a client that asks in its arena's control page (proto.h) and
+ * has room for the rings gets, with WELCOME, an eventfd: its doorbell,
+ * registered in the loop.  When it rings, the submission ring is drained
+ * (at most its size a turn of the loop) and each entry copied out and run
+ * exactly as an OP from the socket; a DONE that fits goes into the completion
+ * ring, the rest (an error's reason, ERROR) over the socket, after which the
+ * client's futex is bumped and woken.  The client owns that memory: every
+ * index and length read there is checked, and garbage drops that session
+ * with the reason, like any malformed message.
+ *
  * What a connection may hold: one of max_clients slots, of which one user
  * (uid) may hold max_clients_per_user, so a user's idle connections leave the
  * others room; and a connection that has not said HELLO within
@@ -26,13 +36,17 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/futex.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <libgen.h>
 #include <event2/event.h>
@@ -62,6 +76,11 @@ struct sess {
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
+	/* The local hop (NULL shm: operations over the socket only). */
+	struct proto_shm *shm;    /* the rings' header, in the client's arena */
+	struct proto_shmq sq, cq; /* our own indices in mine */
+	int bell;                 /* the doorbell eventfd; -1 when none */
+	struct event *bell_ev;
 	TAILQ_ENTRY(sess) entry;
 };
 
@@ -133,6 +152,15 @@ sess_of(struct client *c)
 	return (struct sess *)c;
 }
 
+/* Bumps the client's futex word, and wakes it when a thread sleeps there. */
+static void
+sess_shm_kick(struct sess *s)
+{
+	__atomic_add_fetch(&s->shm->wake, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->shm->sleeping, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &s->shm->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 static int
 sess_send(struct sess *s, const uint8_t *buf, int len)
 {
@@ -142,6 +170,51 @@ sess_send(struct sess *s, const uint8_t *buf, int len)
 		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
 		return -1;
 	}
+	if (s->shm) {
+		/* A client asleep on the futex reads the socket when this moves. */
+		__atomic_add_fetch(&s->shm->sock_seq, 1, __ATOMIC_SEQ_CST);
+		sess_shm_kick(s);
+	}
+	return 0;
+}
+
+/* One packet with fd (when >= 0) attached: WELCOME and its doorbell. */
+static int
+sess_send_fd(struct sess *s, const uint8_t *buf, int len, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { (void *)(uintptr_t)buf, (size_t)(len > 0 ? len : 0) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	if (fd < 0 || len <= 0)
+		return sess_send(s, buf, len);
+	memset(&cm, 0, sizeof(cm));
+	mh.msg_control = cm.b;
+	mh.msg_controllen = sizeof(cm.b);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
+		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* A DONE into the completion ring: 0, or -1 when it goes over the socket (it
+ * does not fit, or the ring is full by the indices the client wrote). */
+static int
+sess_shm_done(struct sess *s, const uint8_t *buf, int len)
+{
+	if (len <= 0 || proto_shmq_put(&s->cq, buf, (size_t)len) != 0)
+		return -1;
+	sess_shm_kick(s);
 	return 0;
 }
 
@@ -170,6 +243,7 @@ sess_op_done(struct client *c, uint64_t reqid, int status, const char *text)
 	struct sess *s = sess_of(c);
 	struct proto_done d = { .reqid = reqid, .status = status };
 	uint8_t buf[PROTO_MSG_MAX];
+	int n;
 
 	snprintf(d.text, sizeof(d.text), "%s", text ? text : "");
 	s->inflight--;
@@ -177,7 +251,10 @@ sess_op_done(struct client *c, uint64_t reqid, int status, const char *text)
 	if (s->dead || s->closing)
 		return;
 	link_write_ahead(s->rd->next);
-	if (sess_send(s, buf, proto_encode_done(buf, sizeof(buf), &d)) != 0)
+	n = proto_encode_done(buf, sizeof(buf), &d);
+	if (s->shm && sess_shm_done(s, buf, n) == 0)
+		return;
+	if (sess_send(s, buf, n) != 0)
 		sess_close_later(s, "cannot reply");
 }
 
@@ -240,6 +317,12 @@ sess_close(struct sess *s, const char *why)
 		event_free(s->hello_ev);
 	event_free(s->close_ev);
 	close(s->fd);
+	if (s->shm) {
+		/* A client asleep on the futex looks at the socket and finds it closed. */
+		event_free(s->bell_ev);
+		close(s->bell);
+		sess_shm_kick(s);
+	}
 	TAILQ_REMOVE(&rd->sessions, s, entry);
 	rd->nsessions--;
 	/* never freed inside its own callback */
@@ -377,8 +460,9 @@ bad:
 	return RING_EINVAL;
 }
 
+/* An OP, from the socket or (ring: its entry's number) the submission ring. */
 static void
-sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
+sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 {
 	struct proto_op m;
 	struct proto_done d;
@@ -391,7 +475,15 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len)
 		return;
 	}
 	if (proto_decode_op(buf, len, &m) != 0) {
-		sess_drop(s, "malformed operation request");
+		if (ring >= 0) {
+			snprintf(err, sizeof(err),
+				 "malformed operation request in entry %lld "
+				 "of the submission ring",
+				 (long long)ring);
+			sess_drop(s, err);
+		} else {
+			sess_drop(s, "malformed operation request");
+		}
 		return;
 	}
 	log_debug("client pid %d: %s count %llu dtype %s", (int)s->c.pid, proto_coll_name(m.coll),
@@ -441,6 +533,81 @@ sess_on_job_msg(struct sess *s, uint16_t type)
 	job_shrink_info(s->rd, &s->c, &info);
 	if (sess_send(s, out, proto_encode_shrink_info(out, sizeof(out), &info)) != 0)
 		sess_close(s, "cannot reply");
+}
+
+/* The doorbell rang: every OP the submission ring holds, in order, at most a
+ * ring's worth a turn of the loop (the rest on the next).  Garbage (an index
+ * past the entries, an entry's length that is not a message's, a message that
+ * is not an OP) drops the session with the reason. */
+static void
+sess_bell_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sess *s = arg;
+	uint8_t buf[PROTO_SHM_SQ_ENTRY];
+	char why[128];
+	uint64_t v;
+	uint32_t k, at;
+	uint16_t type;
+	int n;
+
+	(void)what;
+	s->rd->wakes++;
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug("client pid %d: doorbell: %s", (int)s->c.pid, strerror(errno));
+	for (k = 0; k < PROTO_SHM_SQ_N && !s->dead && !s->closing; k++) {
+		at = s->sq.mine;
+		n = proto_shmq_get(&s->sq, buf, sizeof(buf));
+		if (n == 0)
+			return;
+		if (n < 0 || proto_msg_peek(buf, (size_t)n, &type) != 0 || type != PROTO_M_OP) {
+			snprintf(why, sizeof(why),
+				 "garbage in the submission ring at entry %u (%s)", at,
+				 n == -1 ? "its index is past the ring's entries" :
+				 n == -2 ? "its length is not a message's" :
+					   "not an operation request");
+			sess_drop(s, why);
+			return;
+		}
+		sess_on_op(s, buf, (size_t)n, at);
+	}
+	if (!s->dead && !s->closing)
+		event_active(s->bell_ev, EV_READ, 0); /* more than a ring's worth */
+}
+
+/* The local hop, when the client asked in its control page and the rings lie
+ * in its arena: the doorbell is made here and handed over with WELCOME.
+ * Without it (an older client never asks) the session keeps to the socket. */
+static void
+sess_shm_setup(struct sess *s)
+{
+	const struct arena *a = s->c.arena;
+	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)a->base;
+	uint64_t off;
+	int bell;
+
+	if (__atomic_load_n(&ctl->shm_magic, __ATOMIC_ACQUIRE) != PROTO_SHM_MAGIC)
+		return;
+	off = __atomic_load_n(&ctl->shm_off, __ATOMIC_RELAXED);
+	if (off < PROTO_ARENA_CTL || off % 64 != 0 || off > a->len ||
+	    a->len - off < PROTO_SHM_BYTES) {
+		log_info("client pid %d: its submission rings at offset %llu do not lie in "
+			 "its %zu-byte arena; operations over the socket",
+			 (int)s->c.pid, (unsigned long long)off, a->len);
+		return;
+	}
+	if ((bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		return;
+	s->bell_ev = event_new(s->rd->base, bell, EV_READ | EV_PERSIST, sess_bell_cb, s);
+	if (s->bell_ev == NULL || event_add(s->bell_ev, NULL) != 0) {
+		if (s->bell_ev != NULL)
+			event_free(s->bell_ev);
+		s->bell_ev = NULL;
+		close(bell);
+		return;
+	}
+	s->bell = bell;
+	s->shm = (struct proto_shm *)(void *)(a->base + off);
+	proto_shm_views(s->shm, &s->sq, &s->cq);
 }
 
 static int
@@ -501,6 +668,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
 	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
+	sess_shm_setup(s);
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
 		return rc;
@@ -538,7 +706,11 @@ sess_welcome(struct client *c)
 			w.flags |= PROTO_WELCOME_RS_INPLACE;
 	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
 	s->welcomed = true;
-	if (sess_send(s, out, proto_encode_welcome(out, sizeof(out), &w)) != 0)
+	if (s->shm) {
+		w.flags |= PROTO_WELCOME_SHM;
+		__atomic_store_n(&s->shm->served, 1, __ATOMIC_RELEASE);
+	}
+	if (sess_send_fd(s, out, proto_encode_welcome(out, sizeof(out), &w), s->bell) != 0)
 		sess_close_later(s, "cannot send WELCOME");
 }
 
@@ -622,7 +794,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	switch (type) {
 	case PROTO_M_OP:
-		sess_on_op(s, buf, (size_t)n);
+		sess_on_op(s, buf, (size_t)n, -1);
 		break;
 	case PROTO_M_BYE:
 		sess_close(s, "said goodbye");
@@ -716,6 +888,7 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 	s->rd = rd;
 	s->fd = fd;
+	s->bell = -1;
 	s->c.ev = &sess_client_events;
 	s->c.rank = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {

@@ -211,6 +211,9 @@ config_key_text(const struct config *c, const char *name, char *buf, size_t len)
 	case K_INT:
 		snprintf(buf, len, "%d", *v);
 		break;
+	case K_LOGPLAN:
+		snprintf(buf, len, "%s", config_log_name(*v));
+		break;
 	case K_RANK:
 		if (*v < 0)
 			snprintf(buf, len, "auto");

@@ -789,6 +789,12 @@ algo_probe(ring_comm *comm, int rank, int size, void *arg)
 	buf[0] = rank == 0 ? 42.0f : 0.0f;
 	IT_CALL(ring_broadcast(comm, buf, 8, RING_FLOAT32, 0));
 	IT_CHECK(buf[0] == 42.0f, "broadcast: %g", (double)buf[0]);
+	for (int i = 0; i < 8; i++)
+		buf[rank * 8 + i] = (float)(rank * 100 + i);
+	IT_CALL(ring_allgather(comm, buf + rank * 8, buf, 8, RING_FLOAT32));
+	for (int i = 0; i < 8 * size; i++)
+		IT_CHECK(buf[i] == (float)(i / 8 * 100 + i % 8), "all-gather: element %d is %g", i,
+			 (double)buf[i]);
 	IT_CALL(ring_barrier(comm));
 	ring_free(comm, buf);
 	return 0;
@@ -833,9 +839,12 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 				     local);
 			if (n >= 3)
 				cr_assert(recorded_plan(0, "doubling gather") &&
-					      recorded_plan(0, "binomial tree"),
-					  "RING_ALGO=rd, %d hosts: no doubling gather or tree", n);
-			if (n == 4 || n == 8)
+					      recorded_plan(0, "binomial tree") &&
+					      recorded_plan(0, "doubling all-gather"),
+					  "RING_ALGO=rd, %d hosts: no doubling gather, tree or "
+					  "all-gather",
+					  n);
+			if (n >= 4)
 				cr_assert(recorded_plan(0, "halving-doubling"),
 					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);
 			cluster_stop(&cluster);
@@ -857,8 +866,8 @@ Test(direct, algo_override, .fini = teardown, .timeout = 240)
 	unsetenv("RING_ALGO");
 	cr_assert(recorded_plan(0, "doubling gather") && recorded_plan(0, "binomial tree"),
 		  "RING_ALGO=rd: no doubling gather or binomial tree");
-	/* 5 hosts: no power of two, so the ring for the 30000 floats */
-	cr_assert(!recorded_plan(0, "halving-doubling"), "halving-doubling on 5 hosts");
+	/* 5 hosts: 4 and one folded in, for the 30000 floats */
+	cr_assert(recorded_plan(0, "halving-doubling"), "no halving-doubling on 5 hosts");
 	cluster_stop(&cluster);
 
 	start(5, "--latency-doubling yes");
@@ -873,6 +882,97 @@ Test(direct, algo_override, .fini = teardown, .timeout = 240)
 							"ran");
 	cr_assert(!recorded_other_than(0, "ring gather", "ring", "chain"),
 		  "RING_ALGO=ring: another plan than the ring's and the chain");
+}
+
+/* The plan op seq of job `name` ran with in ringctl ops document doc, or
+ * NULL when its flight recorder no longer has it. */
+static const char *
+plan_of(json_t *doc, const char *name, json_int_t seq)
+{
+	json_t *job, *r;
+	size_t i, k;
+
+	json_array_foreach(json_object_get(doc, "jobs"), i, job)
+		if (strcmp(jstr(job, "name"), name) == 0)
+			json_array_foreach(json_object_get(job, "recent"), k, r)
+				if (jint(r, "seq") == seq)
+					return jstr(r, "plan");
+	return NULL;
+}
+
+/* Whether every host of n ran the same plan for each op of host 0's flight
+ * recorder that it recorded too (by job and sequence number); *common: how
+ * many such ops there were. */
+static bool
+plans_agree(int n, int *common)
+{
+	int rc;
+	json_t *ref = ctl_json(0, &rc, "ops", NULL, NULL, NULL, NULL), *job, *r;
+	size_t i, k;
+	bool same = true;
+
+	*common = 0;
+	for (int d = 1; d < n; d++) {
+		json_t *doc = ctl_json(d, &rc, "ops", NULL, NULL, NULL, NULL);
+
+		json_array_foreach(json_object_get(ref, "jobs"), i, job)
+			json_array_foreach(json_object_get(job, "recent"), k, r) {
+				const char *theirs =
+				    plan_of(doc, jstr(job, "name"), jint(r, "seq"));
+
+				if (theirs == NULL)
+					continue;
+				(*common)++;
+				if (strcmp(jstr(r, "plan"), theirs) != 0) {
+					fprintf(stderr, "op %lld: host 0 ran %s, host %d %s\n",
+						(long long)jint(r, "seq"), jstr(r, "plan"), d,
+						theirs);
+					same = false;
+				}
+			}
+		json_decref(doc);
+	}
+	json_decref(ref);
+	return same;
+}
+
+/* latency_doubling = auto (the default): the cost model picks each op's plan
+ * from the job's inputs, the slowest hop its hosts claimed with.  On 5 hosts
+ * with hops of 40 us it keeps the ring for the 30000 elements (the fold's two
+ * whole-vector steps cost more than the hops saved) and takes the doubling
+ * gather (3 steps, not 4) for the small ones; when one host says its hops
+ * take 5 ms, every host takes halving-doubling for them.  Every result bit for
+ * bit, one and two processes per host, and every host ran the same plan for
+ * every op. */
+Test(direct, cost_model, .fini = teardown, .timeout = 300)
+{
+	for (int slow = 0; slow < 2; slow++) {
+		int common = 0, rc;
+
+		if (slow)
+			setenv("RING_LOCAL_ARGS_2", "--hop-latency-us 5000", 1);
+		start(5, "--hop-latency-us 40");
+		unsetenv("RING_LOCAL_ARGS_2");
+		rc = cluster_run_local(&cluster, 5, 1, algo_collectives, NULL);
+		rc = rc ? rc : cluster_run_local(&cluster, 10, 2, algo_collectives, NULL);
+		/* the recorder's last: 30000 and 8 elements, 8 from a root, 8 each, a barrier */
+		rc = rc ? rc : cluster_run_local(&cluster, 10, 2, algo_probe, NULL);
+		cr_assert_eq(rc, 0, "%s: a rank failed (see above)",
+			     slow ? "a slow host" : "40 us");
+		cr_assert(recorded_plan(0, "doubling gather") &&
+			      recorded_plan(0, "binomial tree") &&
+			      recorded_plan(0, "doubling all-gather"),
+			  "auto: no doubling gather, binomial tree or all-gather");
+		if (slow)
+			cr_assert(recorded_plan(0, "halving-doubling"),
+				  "a host of 5 ms hops: no halving-doubling");
+		else
+			cr_assert(!recorded_plan(0, "halving-doubling") && recorded_plan(0, "ring"),
+				  "40 us hops: halving-doubling on 5 hosts, or no ring");
+		cr_assert(plans_agree(5, &common), "the hosts ran different plans (see above)");
+		cr_assert_geq(common, 4 * 4, "only %d ops in every host's recorder", common);
+		cluster_stop(&cluster);
+	}
 }
 
 /* Rank 0 asks for "rd", the others for "ring": not plans that never meet but

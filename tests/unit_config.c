@@ -200,8 +200,16 @@ Test(config, every_key)
 	set_ok(&c, "tls_ca", "/etc/ringd/ca.crt");
 	set_ok(&c, "secret_file", "/etc/ringd/secret");
 	set_ok(&c, "insecure", "on");
-	cr_assert(!c.latency_doubling);	/* the ring's path unless asked */
+	cr_assert_eq(c.latency_doubling, CONFIG_LOG_AUTO);	/* the cost model's */
+	cr_assert_eq(c.link_gbps, 10);
+	cr_assert_eq(c.hop_latency_us, 0);	/* measured */
+	set_ok(&c, "latency_doubling", "no");
+	cr_assert_eq(c.latency_doubling, CONFIG_LOG_NO);
+	set_ok(&c, "latency_doubling", "auto");
+	cr_assert_eq(c.latency_doubling, CONFIG_LOG_AUTO);
 	set_ok(&c, "latency_doubling", "yes");
+	set_ok(&c, "hop_latency_us", "250");
+	set_ok(&c, "link_gbps", "100");
 	set_ok(&c, "allow_users", "alice, bob,1000");
 	set_ok(&c, "allow_groups", "train");
 	set_ok(&c, "metrics_listen", "[::1]:9100");
@@ -234,7 +242,9 @@ Test(config, every_key)
 	cr_assert_str_eq(c.tls_ca, "/etc/ringd/ca.crt");
 	cr_assert_str_eq(c.secret_file, "/etc/ringd/secret");
 	cr_assert(c.insecure);
-	cr_assert(c.latency_doubling);
+	cr_assert_eq(c.latency_doubling, CONFIG_LOG_YES);
+	cr_assert_eq(c.hop_latency_us, 250);
+	cr_assert_eq(c.link_gbps, 100);
 	cr_assert_eq(c.n_allow_users, 3);
 	cr_assert_str_eq(c.allow_users[0], "alice");
 	cr_assert_str_eq(c.allow_users[1], "bob");
@@ -283,6 +293,9 @@ Test(config, booleans)
 	}
 	set_fails("insecure", "maybe", "insecure: expected yes or no, got 'maybe'");
 	set_fails("insecure", "", "insecure: expected yes or no, got ''");
+	set_fails("latency_doubling", "maybe",
+		  "latency_doubling: expected auto, yes or no, got 'maybe'");
+	set_fails("link_gbps", "0", NULL);
 	set_fails("insecure", "2", NULL);
 	set_fails("foreground", "y", NULL);
 }
@@ -723,7 +736,7 @@ Test(config, reload_classes)
 		config_set(&c, name, "\x01", err, sizeof(err));
 		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
 	}
-	cr_assert_eq(i, 36, "%d keys in the table", i);
+	cr_assert_eq(i, 38, "%d keys in the table", i);
 	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
 	cr_assert_null(config_key_at(-1, &live));
 }

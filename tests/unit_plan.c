@@ -263,13 +263,13 @@ Test(plan, allreduce)
 		}
 }
 
-/* Recursive halving and doubling on 4 and 8 hosts: every host ends with
- * the sum, in place or not. */
+/* Recursive halving and doubling on 4-9 hosts (5-7 and 9 fold the extra
+ * ones in): every host ends with the sum, in place or not. */
 Test(plan, rhd)
 {
 	struct host H[MAXH];
 
-	for (int m = 4; m <= MAXH; m *= 2)
+	for (int m = 4; m <= MAXH; m++)
 		for (size_t c = 0; c < NCOUNTS; c++)
 			for (int inplace = 0; inplace < 2; inplace++) {
 				uint64_t n = counts[c];
@@ -388,43 +388,56 @@ Test(plan, tiny_bounds)
 	}
 }
 
+/* The ring's all-gather, and recursive doubling's (rd: 5-7 and 9 hosts fold
+ * the extra ones in), one and two ranks per host. */
 Test(plan, allgather)
 {
 	struct host H[MAXH];
 
-	for (int per = 1; per <= 2; per++)
-		for (int m = 2; m <= MAXH; m++)
-			for (size_t c = 0; c < NCOUNTS; c++) {
-				uint64_t n = counts[c], world = (uint64_t)(m * per);
+	for (int rd = 0; rd < 2; rd++)
+		for (int per = 1; per <= 2; per++)
+			for (int m = rd ? 3 : 2; m <= MAXH; m++)
+				for (size_t c = 0; c < NCOUNTS; c++) {
+					uint64_t n = counts[c], world = (uint64_t)(m * per);
 
-				hosts_init(H, m, per);
-				for (int p = 0; p < m; p++) {
-					int64_t *r = calloc(n * world + 1, 8);
+					hosts_init(H, m, per);
+					for (int p = 0; p < m; p++) {
+						int64_t *r = calloc(n * world + 1, 8);
 
-					for (int k = 0; k < per; k++)	/* our own blocks */
-						for (uint64_t i = 0; i < n; i++)
-							r[(uint64_t)(p * per + k) * n + i] =
-								elem(p * per + k, i);
-					H[p].recv = (uint8_t *)r;
-					cr_assert_eq(plan_allgather(&H[p].op, &H[p].j, H[p].recv, n,
-								    n), 0);
+						for (int k = 0; k < per; k++) /* our own blocks */
+							for (uint64_t i = 0; i < n; i++)
+								r[(uint64_t)(p * per + k) * n + i] =
+								    elem(p * per + k, i);
+						H[p].recv = (uint8_t *)r;
+						cr_assert_eq(
+						    rd ? plan_allgather_rd(&H[p].op, &H[p].j,
+									   H[p].recv, n, n) :
+							 plan_allgather(&H[p].op, &H[p].j,
+									H[p].recv, n, n),
+						    0);
+					}
+					simulate(H, m);
+					for (int p = 0; p < m; p++)
+						for (uint64_t r = 0; r < world; r++)
+							for (uint64_t i = 0; i < n; i++) {
+								int64_t got;
+
+								memcpy(&got,
+								       H[p].recv + (r * n + i) * 8,
+								       8);
+								cr_assert_eq(
+								    got, elem((int)r, i),
+								    "all-gather "
+								    "rd=%d m=%d x %d count=%llu: "
+								    "host %d "
+								    "block %llu element %llu",
+								    rd, m, per,
+								    (unsigned long long)n, p,
+								    (unsigned long long)r,
+								    (unsigned long long)i);
+							}
+					hosts_free(H, m);
 				}
-				simulate(H, m);
-				for (int p = 0; p < m; p++)
-					for (uint64_t r = 0; r < world; r++)
-						for (uint64_t i = 0; i < n; i++) {
-							int64_t got;
-
-							memcpy(&got, H[p].recv + (r * n + i) * 8, 8);
-							cr_assert_eq(got, elem((int)r, i), "all-gather "
-								     "m=%d x %d count=%llu: host %d "
-								     "block %llu element %llu", m, per,
-								     (unsigned long long)n, p,
-								     (unsigned long long)r,
-								     (unsigned long long)i);
-						}
-				hosts_free(H, m);
-			}
 }
 
 static void
@@ -543,4 +556,38 @@ Test(plan, segment_bounds)
 		cr_assert(seg >= (32u << 10) && seg <= segment_bytes,
 			  "segment %u for a step of %llu", seg, (unsigned long long)step);
 	}
+}
+
+/* The cost model at 45 us a hop and 10 Gbit/s: the log2 n plans win for
+ * small vectors on 4 hosts or more; halving-doubling wins a medium
+ * all-reduce on a power of two, and the fold's two whole-vector steps lose it
+ * on 5 hosts at 1 MiB but not on 12 at 64 KiB; the ring's all-reduce wins on
+ * 3 hosts (its hops are the tree's); the tree loses to the chain once the
+ * root's L sends cost more than the hops it saves. */
+Test(plan, cost_model)
+{
+	struct plan_cost c = { .hop_us = 45, .byte_us = 8.0 / 10000 };
+	static const int ns[] = { 4, 5, 8, 64, 1000 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		int m = ns[i];
+
+		cr_assert_lt(plan_model_us(&c, PLAN_DOUBLING_GATHER, m, 8),
+			     plan_model_us(&c, PLAN_RING_GATHER, m, 8), "m=%d", m);
+		cr_assert_lt(plan_model_us(&c, PLAN_TREE, m, 8),
+			     plan_model_us(&c, PLAN_CHAIN, m, 8), "m=%d", m);
+	}
+	cr_assert_eq(plan_model_us(&c, PLAN_DOUBLING_GATHER, 3, 0),
+		     plan_model_us(&c, PLAN_RING_GATHER, 3, 0));
+	cr_assert_lt(plan_model_us(&c, PLAN_RHD, 8, 256 << 10),
+		     plan_model_us(&c, PLAN_RING, 8, 256 << 10));
+	cr_assert_gt(plan_model_us(&c, PLAN_RHD, 5, 1 << 20),
+		     plan_model_us(&c, PLAN_RING, 5, 1 << 20));
+	cr_assert_lt(plan_model_us(&c, PLAN_RHD, 12, 64 << 10),
+		     plan_model_us(&c, PLAN_RING, 12, 64 << 10));
+	cr_assert_gt(plan_model_us(&c, PLAN_TREE, 4, 1 << 20),
+		     plan_model_us(&c, PLAN_CHAIN, 4, 1 << 20));
+	/* the model's figures themselves: 8 hosts, 8 B ring gather 7 hops */
+	cr_assert_float_eq(plan_model_us(&c, PLAN_RING_GATHER, 8, 0), 7 * 45.0, 1e-9);
+	cr_assert_float_eq(plan_model_us(&c, PLAN_RHD, 6, 0), 6 * 45.0, 1e-9);
 }

@@ -295,3 +295,56 @@ Test(plansim, modelled_time)
 	cr_assert(r.time_us >= bw_us && r.time_us < 1.2 * bw_us + 14 * m.hop_us,
 		  "64 MiB on 8 hosts: %.0f us, the links' bytes alone %.0f us", r.time_us, bw_us);
 }
+
+/* latency_doubling = auto: the cost model (plan_model_us) picks, for every
+ * collective where a log2 n plan competes with the ring's (all-reduce,
+ * all-gather, broadcast, barrier), the plan that the
+ * walk of both finds faster (within 5%: near the crossover the model is
+ * off by a few per cent), on 3 to 100 hosts from 8 B to 1 MiB
+ * and on 256 up to 4 KiB, at the model's parameters and at a slow network's
+ * (250 us a hop, 1 Gb/s). */
+/* The model's pick for coll on n hosts of size bytes is within 5% of the
+ * faster of the two plans walked, at model m. */
+static void
+expect_best_pick(int coll, int n, uint64_t size, struct psim_model m)
+{
+	struct psim_result ring, log, pick;
+	const struct psim_result *best;
+
+	m.doubling = m.model = false;
+	run_ok(coll, n, size, &m, &ring);
+	m.doubling = true;
+	run_ok(coll, n, size, &m, &log);
+	m.doubling = false;
+	m.model = true;
+	run_ok(coll, n, size, &m, &pick);
+	best = ring.time_us < log.time_us ? &ring : &log;
+	cr_assert(pick.time_us <= best->time_us * 1.05,
+		  "%s on %d hosts, %llu B: the model took %s (%.1f us), %s takes %.1f us",
+		  coll_name(coll), n, (unsigned long long)size, pick.plan, pick.time_us, best->plan,
+		  best->time_us);
+}
+
+Test(plansim, cost_model_picks_the_faster, .timeout = 120)
+{
+	static const int ns[] = { 3, 4, 5, 6, 7, 8, 9, 12, 16, 33, 64, 100, 256 };
+	static const uint64_t sizes[] = { 8, 4096, 32768, 65536, 262144, 1u << 20 };
+	static const int cs[] = { PROTO_COLL_ALLREDUCE, PROTO_COLL_ALLGATHER, PROTO_COLL_BROADCAST,
+				  PROTO_COLL_BARRIER };
+	struct psim_model fast = model(false, true, false), slow = fast;
+
+	slow.hop_us = 250;
+	slow.byte_ns = 8.0;	/* 1 Gb/s */
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++)
+		for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+			for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+				uint64_t sz = cs[c] == PROTO_COLL_BARRIER ? 0 : sizes[k];
+
+				if (ns[i] > 100 && sizes[k] > 4096)
+					continue;	/* the ring's thousands of steps: slow */
+				if (cs[c] == PROTO_COLL_ALLGATHER && sz < 4 * (uint64_t)ns[i])
+					continue;	/* no element per rank */
+				expect_best_pick(cs[c], ns[i], sz, fast);
+				expect_best_pick(cs[c], ns[i], sz, slow);
+			}
+}

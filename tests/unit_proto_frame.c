@@ -406,7 +406,8 @@ join_eq(const void *got, const void *want)
 	const struct proto_join *a = got, *b = want;
 
 	return strcmp(a->job, b->job) == 0 && a->world == b->world && a->host == b->host &&
-	       a->gen == b->gen && a->nranks == b->nranks &&
+	       a->gen == b->gen && a->nranks == b->nranks && a->hop_us == b->hop_us &&
+	       a->link_mbps == b->link_mbps &&
 	       memcmp(a->ranks, b->ranks, b->nranks * sizeof(b->ranks[0])) == 0;
 }
 
@@ -544,13 +545,15 @@ make_join(void *m, int i)
 	j->nranks = i == 2 ? 0 : 2;
 	j->ranks[0] = 6;
 	j->ranks[1] = 7;
+	j->hop_us = 45;
+	j->link_mbps = 10000;
 	if (i == 1) {
 		j->world = PROTO_JOIN_MAX;
 		j->nranks = PROTO_JOIN_MAX;
 		for (k = 0; k < PROTO_JOIN_MAX; k++)
 			j->ranks[k] = (uint32_t)k;
 	}
-	return (int)(2 + strlen(j->job) + 16 + 4 * j->nranks);
+	return (int)(2 + strlen(j->job) + 24 + 4 * j->nranks);
 }
 
 /* Each payload in the frame it travels in: the handshake's and the others' caps

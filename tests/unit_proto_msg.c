@@ -271,7 +271,7 @@ static const struct bad_value welcome_values[] = {
 	{ "hosts", { EDIT_SET(WE, nhosts, PROTO_MAX_RANKS + 1) }, RING_EINVAL },
 	{ "job id 0", { EDIT_SET(WE, job_id, 0) }, RING_EINVAL },
 	{ "piece 0", { EDIT_SET(WE, piece_bytes, 0) }, RING_EINVAL },
-	{ "an unknown flag", { EDIT_SET(WE, flags, 2) }, RING_EINVAL },
+	{ "an unknown flag", { EDIT_SET(WE, flags, 4) }, RING_EINVAL },
 	{ "version without NUL", { EDIT_FILL(WE, version, 'v') }, RING_EINVAL },
 	{ "tab in version", { EDIT_SET(WE, version[0], '\t') }, RING_EINVAL },
 };
@@ -281,8 +281,9 @@ static const struct bad_bytes welcome_bytes[] = {
 	{ "rank -1", PROTO_MSG_HDR, 4, (uint32_t)-1, RING_EPROTO },
 	{ "job id 0", PROTO_MSG_HDR + 24, 4, 0, RING_EPROTO },
 	{ "job id 1", PROTO_MSG_HDR + 24, 4, 1, 0 },
-	{ "an unknown flag", PROTO_MSG_HDR + 40, 4, 2, RING_EPROTO },
+	{ "an unknown flag", PROTO_MSG_HDR + 40, 4, 4, RING_EPROTO },
 	{ "in-place reduce-scatter", PROTO_MSG_HDR + 40, 4, PROTO_WELCOME_RS_INPLACE, 0 },
+	{ "the local hop", PROTO_MSG_HDR + 40, 4, PROTO_WELCOME_SHM, 0 },
 	{ "NUL in version", PROTO_MSG_HDR + 46 + 1, 1, '\0', RING_EPROTO },
 };
 

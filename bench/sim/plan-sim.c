@@ -7,7 +7,7 @@
  * executor over tests/sim's fake link floor: bench/sim/plansim.c.
  *
  *   plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]
- *            [--segment BYTES] [--doubling yes|no|both] [--no-direct] [--untimed]
+ *            [--segment BYTES] [--doubling yes|no|auto|both|all] [--no-direct] [--untimed]
  *            [--table]
  *
  * HOSTS: a list of counts and ranges, "2,3,5-9", or "pow2" (2, 4, ..., 4096;
@@ -47,9 +47,10 @@ static const struct {
 static int
 usage(FILE *f)
 {
-	fprintf(f, "usage: plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]\n"
-		   "                [--segment BYTES] [--doubling yes|no|both] [--no-direct] "
-		   "[--untimed] [--table]\n");
+	fprintf(f,
+		"usage: plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]\n"
+		"                [--segment BYTES] [--doubling yes|no|auto|both|all] [--no-direct] "
+		"[--untimed] [--table]\n");
 	return f == stderr ? 2 : 0;
 }
 
@@ -217,7 +218,8 @@ main(int argc, char **argv)
 			 x <= (16u << 20))
 			m.segment_bytes = (uint32_t)x, i++;
 		else if (strcmp(a, "--doubling") == 0 && v &&
-			 (!strcmp(v, "yes") || !strcmp(v, "no") || !strcmp(v, "both")))
+			 (!strcmp(v, "yes") || !strcmp(v, "no") || !strcmp(v, "auto") ||
+			  !strcmp(v, "both") || !strcmp(v, "all")))
 			dbl = argv[++i];
 		else if (strcmp(a, "--no-direct") == 0)
 			m.direct = false;
@@ -254,28 +256,27 @@ main(int argc, char **argv)
 		}
 		for (k = 0; k < ns; k++) {
 			for (i = 0; i < nh; i++) {
-				bool latency = colls[c].coll == PROTO_COLL_ALLREDUCE ||
-					       colls[c].coll == PROTO_COLL_BARRIER ||
-					       colls[c].coll == PROTO_COLL_BROADCAST;
+				bool latency = colls[c].coll != PROTO_COLL_REDUCE_SCATTER;
 				int d;
 
-				for (d = 0; d < 2; d++) {
+				for (d = 0; d < 3; d++) {
+					static const char *const dname[] = { "no", "yes", "auto" };
 					struct psim_model mm = m;
 					struct psim_result r;
-					const char *dcol;
+					const char *dcol = dname[d];
+					bool many = !strcmp(dbl, "both") || !strcmp(dbl, "all");
 					char sz[32];
 
-					if ((d == 0 && !strcmp(dbl, "yes")) ||
-					    (d == 1 && !strcmp(dbl, "no")))
+					if (many ? (d == 2 && strcmp(dbl, "all")) :
+						   strcmp(dbl, dname[d]))
 						continue;
 					/* the doubling changes the latency paths alone */
-					if (d == 1 && !strcmp(dbl, "both") && !latency)
+					if (d > 0 && many && !latency)
 						continue;
 					mm.doubling = d == 1;
-					if (d == 1)
-						dcol = "yes";
-					else
-						dcol = latency || strcmp(dbl, "both") ? "no" : "-";
+					mm.model = d == 2;
+					if (d == 0 && many && !latency)
+						dcol = "-";
 					bad |= run_one(colls[c].coll, hosts[i], sizes[k], &mm, &r);
 					fmt_size(r.bytes, sz, sizeof(sz));
 					printf("%-15s %9s %6d %-16s %9s %6d %14llu %10llu %12.1f\n",

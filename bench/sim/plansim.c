@@ -454,6 +454,18 @@ struct bufs {
 	int *hosts, *ranks, **hranks, *nhranks;
 };
 
+/* Whether the log2 n plan takes it, as coll.c's takes_log decides. */
+static bool
+takes_log(const struct psim_model *m, enum plan_shape log, enum plan_shape ring, int n,
+	  uint64_t bytes)
+{
+	struct plan_cost c = { .hop_us = m->hop_us, .byte_us = m->byte_ns / 1000 };
+
+	if (!m->model)
+		return m->doubling;
+	return plan_model_us(&c, log, n, bytes) < plan_model_us(&c, ring, n, bytes);
+}
+
 /* Host p's plan, made as coll.c's op_plan makes it. */
 static int
 make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, const struct bufs *b,
@@ -468,22 +480,29 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 
 	*pl = (struct plan){ .esz = coll == PROTO_COLL_BARRIER ? 1 : ESZ };
 	if (plan_tiny_ok(coll, pl->esz, n, count)) {
-		if (n > 2 && m->doubling)
+		if (n > 2 &&
+		    takes_log(m, PLAN_DOUBLING_GATHER, PLAN_RING_GATHER, n, count * pl->esz))
 			return plan_tiny_log(pl, p, n, b->send, b->recv, count);
 		return plan_tiny(pl, p, n, b->send, b->recv, count);
 	}
 	switch (kind) {
 	case PROTO_COLL_ALLREDUCE:
-		if (m->doubling && plan_rhd_ok(pl->esz, n, count))
+		if (plan_rhd_ok(pl->esz, n, count) &&
+		    takes_log(m, PLAN_RHD, PLAN_RING, n, count * pl->esz))
 			return plan_rhd(pl, p, n, b->send, b->recv, count);
 		return plan_allreduce(pl, p, n, b->send, b->recv, count);
 	case PROTO_COLL_ALLGATHER:
+		if (plan_gather_rd_ok(pl->esz, n, count, n) &&
+		    takes_log(m, PLAN_GATHER_RD, PLAN_GATHER_RING, n,
+			      count * pl->esz * (uint64_t)n))
+			return plan_allgather_rd(pl, &j, b->recv, count, count);
 		return plan_allgather(pl, &j, b->recv, count, count);
 	case PROTO_COLL_REDUCE_SCATTER:
 		/* one process per host, its result apart from its input */
 		return plan_reduce_scatter(pl, &j, b->send, b->recv, count, count, false);
 	case PROTO_COLL_BROADCAST:
-		if (m->doubling && plan_tree_ok(pl->esz, n, count))
+		if (plan_tree_ok(pl->esz, n, count) &&
+		    takes_log(m, PLAN_TREE, PLAN_CHAIN, n, count * pl->esz))
 			return plan_bcast_tree(pl, &j, b->recv, count, 0);
 		return plan_broadcast(pl, &j, b->recv, count, 0);
 	default:
@@ -543,7 +562,7 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 		/* exec.c sends a step over the link of its host's header */
 		if (t->to < 0 || t->to >= n || t->to == p ||
 		    !in_list(h->hdr_to, h->nhdr_to, t->to) || t->src.len > UINT32_MAX ||
-		    t->dep >= pl->nrx || t->src.nblk > 1)
+		    t->dep >= pl->nrx)
 			return fail(s->r, "a send step to no host of the plan's headers, or of no "
 					  "received step");
 		h->tx[i] = (struct ptx){ .len = (uint32_t)t->src.len,
@@ -556,8 +575,7 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 		const struct rx_step *x = &pl->rx[i];
 
 		if (x->from < 0 || x->from >= n || x->from == p ||
-		    !in_list(h->hdr_from, h->nhdr_from, x->from) || x->dst.len > UINT32_MAX ||
-		    x->dst.nblk > 1)
+		    !in_list(h->hdr_from, h->nhdr_from, x->from) || x->dst.len > UINT32_MAX)
 			return fail(s->r, "a received step from no host of the plan's headers");
 		if (x->wait_tx >= pl->ntx)
 			return fail(s->r, "a received step waiting for no send step");

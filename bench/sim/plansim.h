@@ -19,6 +19,8 @@ struct psim_model {
 	double byte_ns;			/* cost of a byte on a link, ns (1/bandwidth) */
 	uint32_t segment_bytes;		/* ringd.conf `segment` (plan_segment's bound) */
 	bool doubling;			/* ringd.conf latency_doubling = yes */
+	bool model;			/* ... = auto: the cost model picks (plan_model_us,
+					 * at hop_us and byte_ns) */
 	bool direct;			/* frames to a host that is no neighbour take a
 					 * direct link (one hop); else round the ring */
 	bool untimed;			/* hops and bytes only: frames arrive in the order
