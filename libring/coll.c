@@ -113,11 +113,13 @@ check_shape(struct ring_comm *c, const char *fn, int ndim, const size_t *shape,
 int
 lr_check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb)
 {
-	if (!nb)
-		return 0;
-	if (!req)
+	if (nb && !req)
 		return lr_fail(c, RING_EINVAL, "%s: req is NULL", fn);
-	*req = NULL;
+	if (nb)
+		*req = NULL;
+	/* ring_comm_revoke: nothing starts any more, at once */
+	if (c->revoked)
+		return lr_fail(c, RING_EREVOKED, "%s: %s", fn, c->err_revoked);
 	return 0;
 }
 

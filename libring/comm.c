@@ -389,7 +389,71 @@ lr_sess_take(struct ring_comm *c, struct proto_done *d)
 	if (d->status > 0 || d->status < RING_ERR_MIN)
 		return lr_sess_break(c, RING_EPROTO, "ringd at %s answered status %d, not a "
 				     "RING_E* code", c->sock, (int)d->status);
+	lr_comm_note(c, d->status, d->text);
 	return 1;
+}
+
+void
+lr_comm_note(struct ring_comm *c, int status, const char *text)
+{
+	/* what ring_comm_shrink follows: a lost peer, a revoke, an abort */
+	if ((status == RING_EPEER || status == RING_EREVOKED || status == RING_EABORTED) &&
+	    !c->failed)
+		c->failed = status;
+	if (status == RING_EREVOKED && !c->revoked) {
+		c->revoked = true;
+		snprintf(c->err_revoked, sizeof(c->err_revoked), "%s", text);
+	}
+}
+
+int
+lr_sess_send_empty(struct ring_comm *c, uint16_t type)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	int n, rc;
+
+	if ((rc = lr_sess_usable(c)) != 0)
+		return rc;
+	n = proto_encode_empty(buf, sizeof(buf), type);
+	if (n <= 0)
+		return lr_fail(c, RING_EINVAL, "cannot encode message type %u", type);
+	return sess_send(c, buf, (size_t)n, -1, proto_now_ms() + LR_CONNECT_MAX_MS);
+}
+
+int
+lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	uint16_t type;
+	size_t len;
+	int rc, i;
+
+	if ((rc = lr_sess_send_empty(c, PROTO_M_SHRINK)) != 0)
+		return rc;
+	/* nothing is outstanding, but an answer of a request already let go of
+	 * may still be queued ahead of ours */
+	for (i = 0; i <= LR_WINDOW; i++) {
+		if ((rc = sess_recv(c, buf, &len, deadline, NULL)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT,
+				       "ringd at %s did not answer a shrink "
+				       "query in time",
+				       c->sock);
+		if (rc)
+			return rc;
+		if (proto_msg_peek(buf, len, &type) != 0)
+			break;
+		if (type == PROTO_M_ERROR)
+			return sess_error_msg(c, buf, len);
+		if (type == PROTO_M_DONE)
+			continue;
+		if (type != PROTO_M_SHRINK_INFO || proto_decode_shrink_info(buf, len, m) != 0)
+			break;
+		return 0;
+	}
+	return lr_sess_break(c, RING_EPROTO,
+			     "ringd at %s answered a shrink query with a "
+			     "malformed or unexpected message",
+			     c->sock);
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
@@ -516,6 +580,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	struct proto_hello h;
 	struct proto_welcome w;
 	uint16_t type;
+	int64_t end;
 	size_t len;
 	void *rings;
 	int n, rc, bell = -1;
@@ -529,6 +594,7 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	h.timeout_ms = (uint32_t)env->timeout_ms;
 	h.pid = (uint32_t)getpid();
 	h.arena_bytes = c->arena.bytes;
+	h.flags = env->survivors ? PROTO_HELLO_SURVIVORS : 0;
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
@@ -538,8 +604,27 @@ sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 		return rc;
 	/* The daemon answers only once the job has formed: every rank attached on
 	 * every host.  Ranks start seconds apart under any launcher, so this wait
-	 * gets the operation bound, not the connect bound. */
-	rc = sess_recv(c, buf, &len, proto_now_ms() + env->timeout_ms, &bell);
+	 * gets the operation bound, not the connect bound.  With a watch, it is
+	 * asked after each slice whether to go on (ring_comm_shrink). */
+	end = proto_now_ms() + env->timeout_ms;
+	for (;;) {
+		int64_t until = end;
+
+		if (env->watch != NULL && env->watch_ms > 0 && proto_now_ms() + env->watch_ms < end)
+			until = proto_now_ms() + env->watch_ms;
+		rc = sess_recv(c, buf, &len, until, &bell);
+		if (rc != RING_ETIMEDOUT || until == end)
+			break;
+		if (env->watch(env->watch_arg) == 0)
+			continue;
+		/* The daemon welcomed us before what changed its answer (the
+		 * others, welcomed too, closed their old communicators): the
+		 * WELCOME is queued already, and wins. */
+		if ((rc = sess_recv(c, buf, &len, 0, &bell)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT, "given up on job \"%s\" (%s)", env->job,
+				       "the survivors changed");
+		break;
+	}
 	if (rc == RING_ETIMEDOUT) {
 		char place[96];
 
@@ -904,6 +989,8 @@ ring_strerror(int err)
 	case RING_ENOTSUP:	return "not supported";
 	case RING_ECLOSED:	return "communicator closed";
 	case RING_EDEVICE:	return "a device (CUDA) call or copy failed";
+	case RING_EREVOKED:
+		return "the communicator was revoked";
 	}
 	return "unknown error";
 }

@@ -178,6 +178,12 @@ struct lr_env {
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
 	bool no_shm;                    /* RING_SHM=0: keep operations on the socket */
+	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
+	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
+	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
+	int (*watch)(void *arg);
+	void *watch_arg;
+	int watch_ms;
 };
 
 /* Fills env from opts (may be NULL; zero/NULL fields fall through), then the
@@ -234,6 +240,13 @@ struct ring_comm {
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */
+	int failed;                     /* the first RING_EPEER, RING_EREVOKED or
+					 * RING_EABORTED of an operation: the comm
+					 * may be shrunk (0: none) */
+	bool revoked;                   /* revoked (here, or ringd said so): every
+					 * later call fails with RING_EREVOKED */
+	bool shrunk;                    /* ring_comm_shrink made its successor */
+	char err_revoked[LR_ERR_MAX];   /* who revoked it */
 	uint64_t next_reqid;		/* id of the next message we send */
 	bool no_shm;                    /* RING_SHM=0 (sub-communicators inherit it) */
 	/* The local hop (proto.h): set when WELCOME said PROTO_WELCOME_SHM.
@@ -286,6 +299,13 @@ int lr_sess_post(struct ring_comm *c, struct proto_op *op);
  * nothing is queued, or a RING_E* code with the session broken (an ERROR, a
  * malformed or unexpected message, the daemon gone). */
 int lr_sess_take(struct ring_comm *c, struct proto_done *d);
+/* An operation of c ended with status (text: ringd's reason): records what
+ * ring_comm_shrink and the revoked state need. */
+void lr_comm_note(struct ring_comm *c, int status, const char *text);
+/* Sends a message of the header alone (REVOKE). */
+int lr_sess_send_empty(struct ring_comm *c, uint16_t type);
+/* Asks ringd who survives c's formation (nothing may be outstanding). */
+int lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline);
 /* RING_EDAEMON (with the recorded reason) when the session is unusable, else 0. */
 int lr_sess_usable(struct ring_comm *c);
 void lr_comm_lock(struct ring_comm *c);
@@ -551,6 +571,10 @@ void lr_group_unpack(struct ring_request *pack);
 void lr_group_free(struct ring_comm *c);
 
 /* ---- split.c: the pure parts of ring_split, exported for the unit tests ---- */
+
+/* What a sub-communicator (ring_split, ring_comm_shrink) takes from its
+ * parent whatever its group: socket, bounds, arena size. */
+void lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source);
 
 /* One parent rank's row of the split's all-gather. */
 enum { LR_SPLIT_COLOR, LR_SPLIT_KEY, LR_SPLIT_HOST, LR_SPLIT_RANK, LR_SPLIT_COLS };

@@ -229,6 +229,64 @@ int ring_group_end(ring_comm *comm);
  */
 int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
 
+/*
+ * Jobs that survive (ULFM's revoke and shrink, NCCL's ncclCommRevoke and
+ * ncclCommShrink).
+ *
+ * ring_comm_revoke: every operation of comm's job that is pending, on every
+ * rank, fails at once with RING_EREVOKED ("job J was revoked by rank R (host
+ * H)"), and so does every later one; ringd carries the revoke straight to
+ * the job's other hosts, so a rank blocked in an all-reduce there returns
+ * within a round trip, not at its timeout.  It does not wait, and may be
+ * called from another thread while one waits (torch's abort does).  Revoking
+ * again, or a comm already revoked by another rank, is 0.  The revoked comm
+ * can only be shrunk or closed.
+ *
+ * ring_comm_shrink: after a failure (an operation of comm returned
+ * RING_EPEER, RING_EABORTED or RING_EREVOKED), the surviving ranks, each
+ * calling it, get a new communicator of just themselves in *out, renumbered
+ * densely in comm's order (ring_rank of *out is the number of survivors
+ * before this rank), each keeping its local rank.  The agreement rule: the
+ * survivors are comm's ranks that are not on a host the local ringd knows the
+ * job lost: while the ring is broken, a host ringd has no working link to;
+ * while it is whole, a host whose processes of the job all left it.  No
+ * collective runs over comm: each rank asks its own daemon, and the new job's
+ * name, "<comm's job>:x<hash>", covers the old formation and the lost hosts,
+ * so only ranks that agree meet in it; it forms over the survivors' own links
+ * even while the ring is degraded.  A rank whose daemon knew less (it heard of
+ * the failure from another host first) asks again every 0.5 s while it waits
+ * for the others and, when the answer changes, follows it to the job it
+ * names; all of it is bounded by comm's
+ * timeout (RING_ETIMEDOUT, with this rank's view of the lost hosts, when the
+ * survivors never agreed; it may be called again).  Once it is called, comm
+ * takes no new operation (RING_EREVOKED) and can only be closed; closing it
+ * leaves *out alone.  It sends no revoke: the failure already ends the job's
+ * operations on every rank, each with its own daemon's reason.
+ *
+ * A healthy comm (no operation failed and nothing revoked) is not shrunk:
+ * RING_EINVAL, and comm stays usable (ring_split copies a communicator).
+ * NULL comm or out, a second shrink of the same comm, or a shrink inside a
+ * group: RING_EINVAL.  *out is NULL on every failure.
+ *
+ * The recipe for an elastic job (a plain C loop):
+ *
+ *     for (step = 0; step < steps; ) {
+ *             int rc = ring_allreduce(comm, grad, grad, n, RING_FLOAT32, RING_SUM);
+ *             if (rc == RING_EPEER || rc == RING_EREVOKED || rc == RING_EABORTED) {
+ *                     ring_comm *next;
+ *                     if (ring_comm_shrink(comm, &next) != 0)
+ *                             break;           // give up: ring_last_error(comm)
+ *                     ring_close(comm);
+ *                     comm = next;             // fewer ranks; redo this step
+ *                     continue;
+ *             }
+ *             ...
+ *             step++;
+ *     }
+ */
+int ring_comm_revoke(ring_comm *comm);
+int ring_comm_shrink(ring_comm *comm, ring_comm **out);
+
 const char *ring_strerror(int err);	/* for the RING_E* codes */
 const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */
 

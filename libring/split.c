@@ -89,8 +89,8 @@ lr_split_job_name(char *out, const char *parent, unsigned nsplit, int color)
 }
 
 /* What a sub-communicator takes from its parent whatever its group. */
-static void
-split_env(const struct ring_comm *c, struct lr_env *env)
+void
+lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source)
 {
 	memset(env, 0, sizeof(*env));
 	memcpy(env->socket, c->sock, sizeof(env->socket));
@@ -98,7 +98,7 @@ split_env(const struct ring_comm *c, struct lr_env *env)
 	env->poll_us = c->poll_us;
 	env->algo = c->algo;
 	env->arena_bytes = c->arena.bytes;
-	env->source = "ring_split";
+	env->source = source;
 	env->debug = c->debug;
 	env->no_shm = c->no_shm;
 }
@@ -110,7 +110,7 @@ split_single(struct ring_comm *c, ring_comm **out)
 	struct lr_env env;
 	int rc;
 
-	split_env(c, &env);
+	lr_split_env(c, &env, "ring_split");
 	memcpy(env.job, c->job, sizeof(env.job));
 	env.rank = env.size = -1;
 	env.local_size = 1;
@@ -202,7 +202,7 @@ ring_split(ring_comm *c, int color, int key, ring_comm **out)
 	if (c->single)
 		return color < 0 ? 0 : split_single(c, out);
 
-	split_env(c, &env);
+	lr_split_env(c, &env, "ring_split");
 	if ((rc = split_gather(c, color, key, &env)) != 0 || color < 0)
 		return rc;
 	env.socket_set = true;

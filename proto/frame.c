@@ -141,6 +141,7 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_HELLO_AUTH:
 	case PROTO_F_REJECT:
 	case PROTO_F_ABORT:
+	case PROTO_F_REVOKE:
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
 		return FRAME_CTL_MAX;
@@ -215,6 +216,8 @@ proto_frame_type_name(int type)
 		return "ring";
 	case PROTO_F_LEAVE:
 		return "leave";
+	case PROTO_F_REVOKE:
+		return "revoke";
 	case PROTO_F_P2P_RTS:
 		return "p2p_rts";
 	case PROTO_F_P2P_CTS:

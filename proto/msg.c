@@ -138,6 +138,8 @@ hello_ok(const struct proto_hello *m)
 		return false;
 	if (m->rank != -1 && m->size != -1 && m->rank >= m->size)
 		return false;
+	if ((m->flags & ~PROTO_HELLO_ALL) != 0)
+		return false;
 	return size_ok(m->local_size) && rank_ok(m->local_rank, m->local_size);
 }
 
@@ -157,6 +159,7 @@ proto_encode_hello(uint8_t *buf, size_t cap, const struct proto_hello *m)
 	pw_u32(&w, m->timeout_ms);
 	pw_u32(&w, m->pid);
 	pw_u64(&w, m->arena_bytes);
+	pw_u32(&w, m->flags);
 	return msg_finish(&w);
 }
 
@@ -177,6 +180,7 @@ proto_decode_hello(const uint8_t *buf, size_t len, struct proto_hello *m)
 	t.timeout_ms = pr_u32(&r);
 	t.pid = pr_u32(&r);
 	t.arena_bytes = pr_u64(&r);
+	t.flags = pr_u32(&r);
 	if (pr_done(&r) != 0 || !hello_ok(&t))
 		return RING_EPROTO;
 	*m = t;
@@ -422,6 +426,86 @@ proto_decode_done(const uint8_t *buf, size_t len, struct proto_done *m)
 	t.status = pr_i32(&r);
 	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
 	if (pr_done(&r) != 0 || !done_ok(&t))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}
+
+/* ---- SHRINK, REVOKE: the header alone ---- */
+
+int
+proto_encode_empty(uint8_t *buf, size_t cap, uint16_t type)
+{
+	struct pw w;
+
+	msg_begin(&w, buf, cap, type);
+	return msg_finish(&w);
+}
+
+/* ---- SHRINK_INFO ---- */
+
+static bool
+shrink_info_ok(const struct proto_shrink_info *m)
+{
+	uint32_t i, shown = m->nhosts < PROTO_SHRINK_HOSTS ? m->nhosts : PROTO_SHRINK_HOSTS;
+
+	if (!proto_code_is_status(m->status) || !proto_str_ok(m->text, sizeof(m->text)))
+		return false;
+	if (m->status != 0)
+		return true;
+	if (m->world < 1 || m->world > PROTO_MAX_RANKS || m->nlost >= m->world ||
+	    m->size != (int32_t)(m->world - m->nlost) || m->rank < 0 || m->rank >= m->size ||
+	    m->nhosts > PROTO_MAX_RANKS)
+		return false;
+	for (i = 0; i < shown; i++)
+		if (m->hosts[i] > PROTO_MAX_RANKS || (i > 0 && m->hosts[i] <= m->hosts[i - 1]))
+			return false;
+	return true;
+}
+
+int
+proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_info *m)
+{
+	uint32_t shown = m->nhosts < PROTO_SHRINK_HOSTS ? m->nhosts : PROTO_SHRINK_HOSTS;
+	struct pw w;
+
+	if (!shrink_info_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_SHRINK_INFO);
+	pw_i32(&w, m->status);
+	pw_i32(&w, m->rank);
+	pw_i32(&w, m->size);
+	pw_u32(&w, m->world);
+	pw_u32(&w, m->gen);
+	pw_u32(&w, m->nlost);
+	pw_u64(&w, m->hash);
+	pw_u32(&w, m->nhosts);
+	pw_u32s(&w, m->hosts, shown);
+	pw_str(&w, m->text, PROTO_TEXT_MAX);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_info *m)
+{
+	struct proto_shrink_info t;
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_SHRINK_INFO) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.status = pr_i32(&r);
+	t.rank = pr_i32(&r);
+	t.size = pr_i32(&r);
+	t.world = pr_u32(&r);
+	t.gen = pr_u32(&r);
+	t.nlost = pr_u32(&r);
+	t.hash = pr_u64(&r);
+	t.nhosts = pr_u32(&r);
+	pr_u32s(&r, t.hosts, t.nhosts < PROTO_SHRINK_HOSTS ? t.nhosts : PROTO_SHRINK_HOSTS,
+		PROTO_SHRINK_HOSTS);
+	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
+	if (pr_done(&r) != 0 || !shrink_info_ok(&t))
 		return RING_EPROTO;
 	*m = t;
 	return 0;

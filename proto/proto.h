@@ -21,8 +21,10 @@
 /* 2: OP carries flags; 3: job frames carry the formation generation, LEAVE
  * the ranks that stay; 4: OP and the fingerprint carry the API collective; 5:
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
- * fingerprint carry the algorithm asked for (RING_ALGO) */
-#define PROTO_VERSION		7
+ * fingerprint carry the algorithm asked for (RING_ALGO); 7: JOIN carries the
+ * cost model's inputs; 8: REVOKE frames, REVOKE and SHRINK messages, HELLO
+ * carries flags */
+#define PROTO_VERSION 8
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -162,33 +164,36 @@ char *proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap);
 
 enum proto_frame_type {
 	/* 1..7: link handshake */
-	PROTO_F_HELLO = 1,	/* connector -> acceptor: struct proto_peer_hello */
-	PROTO_F_HELLO_ACK = 2,	/* acceptor -> connector: struct proto_peer_hello */
-	PROTO_F_REJECT = 3,	/* either way: a reason string, then close */
-	PROTO_F_HELLO_AUTH = 4,	/* connector -> acceptor, with a cluster secret only:
+	PROTO_F_HELLO = 1,      /* connector -> acceptor: struct proto_peer_hello */
+	PROTO_F_HELLO_ACK = 2,  /* acceptor -> connector: struct proto_peer_hello */
+	PROTO_F_REJECT = 3,     /* either way: a reason string, then close */
+	PROTO_F_HELLO_AUTH = 4, /* connector -> acceptor, with a cluster secret only:
 				 * struct proto_peer_hello whose mac is the connector's
 				 * proof over both nonces (after HELLO_ACK's) */
 	/* 8..15: link upkeep */
-	PROTO_F_HEARTBEAT = 8,	/* no payload; offset = sender's monotonic ms (echo for rtt) */
-	PROTO_F_CREDIT = 9,	/* job's flow control: offset = cumulative bytes granted */
-	PROTO_F_RING = 10,	/* goes round: aux 0 = is the ring whole? (offset = highest
+	PROTO_F_HEARTBEAT = 8, /* no payload; offset = sender's monotonic ms (echo for rtt) */
+	PROTO_F_CREDIT = 9,    /* job's flow control: offset = cumulative bytes granted */
+	PROTO_F_RING = 10,     /* goes round: aux 0 = is the ring whole? (offset = highest
 				 * epoch seen), aux 1 = it is, epoch = offset */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
-	PROTO_F_OPHDR = 16,	/* first frame of an operation: struct proto_fp */
-	PROTO_F_DATA = 17,	/* aux = step, offset = byte offset within the step */
-	PROTO_F_ABORT = 18,	/* the op failed: i32 code + reason string; forwarded round */
-	PROTO_F_JOIN = 19,	/* struct proto_join: a host's ranks of a job, sent round */
-	PROTO_F_LEAVE = 20,	/* struct proto_join (no ranks): the host's clients left */
+	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
+	PROTO_F_DATA = 17,   /* aux = step, offset = byte offset within the step */
+	PROTO_F_ABORT = 18,  /* the op failed: i32 code + reason string; forwarded round */
+	PROTO_F_JOIN = 19,   /* struct proto_join: a host's ranks of a job, sent round */
+	PROTO_F_LEAVE = 20,  /* struct proto_join (no ranks): the host's clients left */
+	PROTO_F_REVOKE = 21, /* a rank revoked the job's formation (gen): i32 code +
+				 * reason; straight to each of its hosts, route =
+				 * (origin, that host), never passed on round */
 	/* 32..47: point-to-point; seq = message id */
-	PROTO_F_P2P_RTS = 32,	/* struct proto_rts: a send is waiting */
-	PROTO_F_P2P_CTS = 33,	/* struct proto_cts: the recv is posted (or refused) */
-	PROTO_F_P2P_DATA = 34,	/* payload bytes at offset */
+	PROTO_F_P2P_RTS = 32,  /* struct proto_rts: a send is waiting */
+	PROTO_F_P2P_CTS = 33,  /* struct proto_cts: the recv is posted (or refused) */
+	PROTO_F_P2P_DATA = 34, /* payload bytes at offset */
 	/* 48..63: diagnostics (ringctl ping); no payload.  seq = the prober's probe
 	 * id, offset = its monotonic us when sent (echoed, for the logs). */
-	PROTO_F_PING = 48,	/* aux 0: answer with PONG on the same link (route 0);
+	PROTO_F_PING = 48, /* aux 0: answer with PONG on the same link (route 0);
 				 * aux 1: goes round the ring, route = (origin, origin),
 				 * only next-ward; the origin's round trip */
-	PROTO_F_PONG = 49,	/* a link PING's answer: its seq and offset, aux 0 */
+	PROTO_F_PONG = 49, /* a link PING's answer: its seq and offset, aux 0 */
 	PROTO_F_MAX = 49
 };
 
@@ -307,17 +312,21 @@ int proto_decode_cts(const uint8_t *buf, size_t len, struct proto_cts *m);
 
 enum proto_msg_type {
 	/* 1..15: session */
-	PROTO_M_HELLO = 1,	/* c->d, with the arena memfd in SCM_RIGHTS */
-	PROTO_M_WELCOME = 2,	/* d->c */
-	PROTO_M_ERROR = 3,	/* d->c: the session is refused/ended; reason */
-	PROTO_M_BYE = 4,	/* c->d: orderly close */
+	PROTO_M_HELLO = 1,   /* c->d, with the arena memfd in SCM_RIGHTS */
+	PROTO_M_WELCOME = 2, /* d->c */
+	PROTO_M_ERROR = 3,   /* d->c: the session is refused/ended; reason */
+	PROTO_M_BYE = 4,     /* c->d: orderly close */
 	/* 16..31: operations */
-	PROTO_M_OP = 16,	/* c->d: run one operation */
-	PROTO_M_DONE = 17,	/* d->c: it finished (status, reason) */
+	PROTO_M_OP = 16,   /* c->d: run one operation */
+	PROTO_M_DONE = 17, /* d->c: it finished (status, reason) */
 	/* 32..47: communicators (split) */
-	PROTO_M_SPLIT = 32,	/* c->d: reserved for ring_split */
+	PROTO_M_SPLIT = 32, /* c->d: reserved for ring_split */
 	PROTO_M_SPLIT_DONE = 33,
-	PROTO_M_MAX = 33
+	PROTO_M_SHRINK = 34,      /* c->d: the header alone; which ranks survive? */
+	PROTO_M_SHRINK_INFO = 35, /* d->c: struct proto_shrink_info */
+	/* 48..63: the job as a whole */
+	PROTO_M_REVOKE = 48, /* c->d: the header alone; revoke the job's formation */
+	PROTO_M_MAX = 48
 };
 
 struct proto_hello {
@@ -329,7 +338,13 @@ struct proto_hello {
 	uint32_t timeout_ms;	/* default per-operation bound */
 	uint32_t pid;		/* for ringctl and logs */
 	uint64_t arena_bytes;	/* size of the memfd passed along */
+	uint32_t flags;         /* PROTO_HELLO_* */
 };
+/* A survivors' job of ring_comm_shrink: it may form on a ring that broke,
+ * over its hosts' own links, its claims going straight to every host this
+ * one has a link to (job.c); other jobs wait for the ring to be whole. */
+#define PROTO_HELLO_SURVIVORS 0x1u
+#define PROTO_HELLO_ALL PROTO_HELLO_SURVIVORS
 
 struct proto_welcome {
 	int32_t rank, size;	/* global rank and world size of the job */
@@ -393,6 +408,30 @@ struct proto_op {
 #define PROTO_OP_F_ALGO_MASK	(0xfu << PROTO_OP_F_ALGO_SHIFT)
 #define PROTO_OP_ALGO(flags)	(((flags) >> PROTO_OP_F_ALGO_SHIFT) & 0xfu)
 #define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK)
+
+/* The answer to SHRINK: what this daemon knows of the formation the asking
+ * process is in, and its place among the survivors (libring/shrink.c).  A
+ * host of the formation is lost when the ring is whole and all its processes
+ * left it, or when the ring is broken and this daemon has no working link to
+ * it; the survivors are the ranks on the other hosts, renumbered densely in
+ * the old order. */
+#define PROTO_SHRINK_HOSTS 64 /* lost hosts named in the answer */
+struct proto_shrink_info {
+	int32_t status;                     /* 0, or RING_E* (the job never formed) with text */
+	int32_t rank, size;                 /* the asker's place among the survivors */
+	uint32_t world;                     /* the old formation's world size */
+	uint32_t gen;                       /* its generation */
+	uint32_t nlost;                     /* ranks lost */
+	uint64_t hash;                      /* of the old generation and the lost hosts: equal
+				 * answers, equal hashes */
+	uint32_t nhosts;                    /* lost hosts, all of them (<= PROTO_MAX_RANKS) */
+	uint32_t hosts[PROTO_SHRINK_HOSTS]; /* the first of them, ascending */
+	char text[PROTO_TEXT_MAX + 1];      /* why, when status != 0 */
+};
+int proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_info *m);
+int proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_info *m);
+/* SHRINK and REVOKE are the header alone (checked with proto_msg_peek). */
+int proto_encode_empty(uint8_t *buf, size_t cap, uint16_t type);
 
 struct proto_done {
 	uint64_t reqid;

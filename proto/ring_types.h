@@ -25,19 +25,20 @@ enum ring_op { RING_SUM, RING_PROD, RING_MAX, RING_MIN, RING_AVG, RING_OP_COUNT 
 /* Error codes: every function returns 0 or one of these (negative). */
 enum ring_err {
 	RING_OK = 0,
-	RING_EINVAL = -1,	/* a bad argument */
-	RING_ENOMEM = -2,	/* out of memory or out of arena space */
-	RING_EDAEMON = -3,	/* the local daemon is unreachable or went away */
-	RING_EPEER = -4,	/* a peer daemon failed or its link broke */
-	RING_ETIMEDOUT = -5,	/* an operation did not complete within its bound */
-	RING_EMISMATCH = -6,	/* ranks called different collectives, or dtype/shape differ */
-	RING_EABORTED = -7,	/* the operation was aborted (by another rank or the daemon) */
-	RING_EPROTO = -8,	/* a malformed message (version skew or corruption) */
-	RING_EPERM = -9,	/* not allowed (credentials, limits) */
-	RING_ENOTSUP = -10,	/* not supported by this build or configuration */
-	RING_ECLOSED = -11,	/* the communicator was closed */
-	RING_EDEVICE = -12,	/* a device (CUDA) call or copy failed */
-	RING_ERR_MIN = -12
+	RING_EINVAL = -1,    /* a bad argument */
+	RING_ENOMEM = -2,    /* out of memory or out of arena space */
+	RING_EDAEMON = -3,   /* the local daemon is unreachable or went away */
+	RING_EPEER = -4,     /* a peer daemon failed or its link broke */
+	RING_ETIMEDOUT = -5, /* an operation did not complete within its bound */
+	RING_EMISMATCH = -6, /* ranks called different collectives, or dtype/shape differ */
+	RING_EABORTED = -7,  /* the operation was aborted (by another rank or the daemon) */
+	RING_EPROTO = -8,    /* a malformed message (version skew or corruption) */
+	RING_EPERM = -9,     /* not allowed (credentials, limits) */
+	RING_ENOTSUP = -10,  /* not supported by this build or configuration */
+	RING_ECLOSED = -11,  /* the communicator was closed */
+	RING_EDEVICE = -12,  /* a device (CUDA) call or copy failed */
+	RING_EREVOKED = -13, /* the communicator was revoked (ring_comm_revoke) */
+	RING_ERR_MIN = -13
 };
 
 #define RING_MAX_NDIM 8		/* dimensions of a send/recv shape */

@@ -115,6 +115,7 @@ struct client {
 	int local_rank, local_size;	/* its place among the job's processes here */
 	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
 	int pid;			/* SO_PEERCRED, for messages and ringctl */
+	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
 };
 
 struct op;
@@ -300,6 +301,9 @@ struct job_host {
 					 * (round the ring, overtaken by the LEAVE
 					 * sent straight), is stale */
 	uint32_t left_gen;
+	uint32_t straight_gen; /* the claim of that generation came straight
+					 * (a survivors' job on a broken ring): a
+					 * break keeps it while the host is linked */
 };
 
 /*
@@ -610,6 +614,15 @@ void job_kept(struct ringd *rd, struct job *j);
  * straight from here (a LEAVE of all our ranks after #last: its operations
  * that this host never ran fail). */
 void job_tell_broken(struct ringd *rd, struct job *j, uint64_t last);
+/* A process (rank) of the job revokes its formation: every operation of it
+ * fails with RING_EREVOKED here and on its other hosts, and so does every
+ * later one until it dissolves.  0, or RING_EINVAL (why in err) when the job
+ * has not formed. */
+int job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen);
+/* Why the job's formation was revoked; NULL while it is not. */
+const char *job_revoked(const struct job *j);
+/* The answer to a process's SHRINK: the survivors of its formation. */
+void job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m);
 
 /* coll.c: gathering the local requests and running the plans */
 /* The first collective became another, or may start now. */

@@ -167,6 +167,22 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
+/* Whether j is a survivors' job (ring_comm_shrink), the ring was whole and
+ * broke, and every host of hosts[0..n) but this one has a working link of
+ * its own to here. */
+static bool
+hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n)
+{
+	int i;
+
+	if (rd->state != RING_DEGRADED || !j->survivors)
+		return false;
+	for (i = 0; i < n; i++)
+		if (hosts[i] != rd->rank && link_toward(rd, hosts[i], false) == NULL)
+			return false;
+	return true;
+}
+
 /* Every rank has a host and none has left: agree on the member list and go. */
 static void
 job_check_ready(struct ringd *rd, struct job *j)
@@ -211,11 +227,15 @@ job_check_ready(struct ringd *rd, struct job *j)
 			gen = j->host[h].claim_gen;
 		n++;
 	}
-	if (n > 1 && rd->state != RING_READY) {
+	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j, j->hosts, n)) {
 		/* The claims are in, but the ring token is still on its first round
 		 * (or the ring broke): a formation agreed now could differ from
 		 * the one of a host that claims again as the ring forms, and an
-		 * operation would fail at once.  job_ring_up looks again. */
+		 * operation would fail at once.  job_ring_up looks again.  On a
+		 * ring that broke after it was whole, a job whose hosts all have
+		 * links of their own to here forms over them (their claims came
+		 * straight: send_membership), so the survivors of a lost host can
+		 * shrink their job before the ring heals. */
 		j->nhosts = n;
 		job_members_free(j);
 		return;
@@ -283,6 +303,20 @@ send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint
 	free(seen);
 }
 
+/* f to every host this one has a working link to, straight. */
+static void
+send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl)
+{
+	struct link *l;
+	int h;
+
+	for (h = 0; h < rd->world; h++)
+		if (h != rd->rank && (l = link_toward(rd, h, false)) != NULL) {
+			f->route = PROTO_ROUTE(rd->rank, h);
+			link_send(l, f, pl);
+		}
+}
+
 /*
  * This host's inputs to the job's cost model, fixed with its claim (a JOIN
  * sent again carries the same, so every host records the same): hop_latency_us,
@@ -343,7 +377,13 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
 		link_send(rd->next, &f, buf);
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
-	if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
+	/* On a ring that broke, a survivors' JOIN or LEAVE may not get round:
+	 * it goes straight to every host this one has a link to, so their job
+	 * forms (hosts_linked) and a claim they heard of is taken back where
+	 * they heard it (the hosts it reaches round apply it once). */
+	if (rd->state == RING_DEGRADED && j->survivors)
+		send_linked(rd, &f, buf);
+	else if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
 		send_straight(rd, j, &f, buf);
 }
 
@@ -356,6 +396,10 @@ send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 void
 job_tell_broken(struct ringd *rd, struct job *j, uint64_t last)
 {
+	/* a survivors' claim that has not formed stands through a break
+	 * (claim_kept): it is not taken back */
+	if (j->survivors && !j->formed)
+		return;
 	if (j->world != 0 && j->host_of != NULL && !j->broken && host_placed(j, rd->rank))
 		membership_frame(rd, j, PROTO_F_LEAVE, last, true);
 }
@@ -428,6 +472,8 @@ job_settle(struct ringd *rd, struct job *j)
 	j->ready = false;
 	j->formed = false;
 	j->broken = false;
+	j->revoked = false;
+	j->revoke_why[0] = '\0';
 	job_members_free(j);
 	for (h = 0; h < rd->world; h++)
 		j->host[h].gone = HOST_IN;
@@ -596,6 +642,16 @@ job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsi
 		j->local_size = lsize;
 		j->local_world = world;
 	}
+	if (j->nloc == 0) {
+		j->survivors = s->survivors;
+	} else if (j->survivors != s->survivors) {
+		snprintf(err, errlen,
+			 "job %s: this process %s a survivors' job of "
+			 "ring_comm_shrink, the ones attached here before it %s",
+			 name, s->survivors ? "joins" : "does not join",
+			 j->survivors ? "do" : "do not");
+		return RING_EINVAL;
+	}
 	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
 	j->nloc++;
 	s->job = j;
@@ -646,6 +702,17 @@ job_stop(struct job *j)
 	j->ready = false;
 }
 
+/* A claim that came straight (a survivors' job forming on a broken ring)
+ * outlives a break while its host is still linked to here: it went to
+ * every host it had a link to, and will not come again round a ring that
+ * stays broken. */
+static bool
+claim_kept(struct ringd *rd, const struct job *j, int h)
+{
+	return !j->formed && j->host[h].straight_gen != 0 &&
+	       j->host[h].straight_gen == j->host[h].claim_gen && link_toward(rd, h, false) != NULL;
+}
+
 void
 job_break(struct ringd *rd, struct job *j)
 {
@@ -656,7 +723,8 @@ job_break(struct ringd *rd, struct job *j)
 	if (j->world == 0 || j->host_of == NULL)
 		return;
 	for (r = 0; r < j->world; r++)
-		if (j->host_of[r] != -1 && j->host_of[r] != rd->rank) {
+		if (j->host_of[r] != -1 && j->host_of[r] != rd->rank &&
+		    !claim_kept(rd, j, j->host_of[r])) {
 			j->host_of[r] = -1;
 			j->nplaced--;
 		}
@@ -672,6 +740,13 @@ job_break(struct ringd *rd, struct job *j)
 	else if (j->joined)
 		j->reclaim = true;	/* the others forgot our claim: a new one */
 	flow_break(j);
+	if (j->survivors && j->joined && !j->formed) {
+		/* a survivors' claim goes again straight now, to the hosts that
+		 * kept theirs, and the job may form over their links */
+		send_membership(rd, j, PROTO_F_JOIN, 0);
+		job_check_ready(rd, j);
+		return;
+	}
 	job_settle(rd, j);	/* nothing of ours in it: it is over here */
 }
 
@@ -874,6 +949,173 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	job_settle(rd, j);
 }
 
+/*
+ * Revocation (ring_comm_revoke, ULFM's MPI_Comm_revoke): every operation of
+ * the formation fails at once on every rank with RING_EREVOKED, and so does
+ * every later one, until the formation dissolves (its processes close).  The
+ * host of the revoking rank fails its own and sends a REVOKE straight to each
+ * host of the formation it has a link to (and once round the ring when that
+ * is whole and some host has none), so ranks blocked on other hosts return
+ * within a round trip, not at their timeout.
+ */
+static void
+job_revoke_here(struct ringd *rd, struct job *j, const char *why)
+{
+	char fp[160];
+	struct op *op;
+
+	if (j->revoked)
+		return;
+	j->revoked = true;
+	snprintf(j->revoke_why, sizeof(j->revoke_why), "%s", why);
+	log_warn("job %s (generation %u): %s", j->name, j->fgen, why);
+	for (;;) { /* finishing one may end it: look again from the first */
+		for (op = coll_first(j); op != NULL; op = op_next(op))
+			if (!op_finished(op))
+				break;
+		if (op == NULL)
+			break;
+		op_set_from_wire(op); /* every host fails it by itself */
+		op_finish(rd, op, RING_EREVOKED, "%s: %s",
+			  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
+	}
+	p2p_fail_all(rd, j, RING_EREVOKED, why);
+}
+
+int
+job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen)
+{
+	uint8_t buf[PROTO_TEXT_MAX + 16];
+	char why[PROTO_TEXT_MAX + 1];
+	struct proto_frame f = {
+		.type = PROTO_F_REVOKE, .job = j->id, .epoch = rd->epoch, .gen = j->fgen
+	};
+	bool round = false;
+	struct link *l;
+	int i, n;
+
+	if (!j->formed || j->world == 0 || j->hosts == NULL) {
+		snprintf(err, errlen, "job %s has no formation to revoke", j->name);
+		return RING_EINVAL;
+	}
+	if (j->revoked)
+		return 0;
+	snprintf(why, sizeof(why), "job %s was revoked by rank %d (host %d)", j->name, rank,
+		 rd->rank);
+	if ((n = proto_encode_reason(buf, sizeof(buf), RING_EREVOKED, why)) > 0 && rd->world > 1) {
+		f.length = (uint32_t)n;
+		for (i = 0; i < j->nhosts; i++) {
+			if (j->hosts[i] == rd->rank)
+				continue;
+			if ((l = link_toward(rd, j->hosts[i], false)) == NULL) {
+				round = true;
+				continue;
+			}
+			f.route = PROTO_ROUTE(rd->rank, j->hosts[i]);
+			link_send(l, &f, buf);
+		}
+		if (round && rd->state == RING_READY && rd->next != NULL &&
+		    rd->next->state == LINK_UP) {
+			f.route = PROTO_ROUTE(rd->rank, rd->rank);
+			link_send(rd->next, &f, buf);
+		}
+	}
+	job_revoke_here(rd, j, why);
+	return 0;
+}
+
+const char *
+job_revoked(const struct job *j)
+{
+	return j != NULL && j->revoked ? j->revoke_why : NULL;
+}
+
+/* A REVOKE: straight from its host, or going round. */
+static int
+job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
+{
+	int origin = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
+	bool straight = dst != origin;
+	char text[PROTO_TEXT_MAX + 1];
+	struct job *j;
+	int32_t code;
+
+	if (origin >= rd->world || dst >= rd->world ||
+	    proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
+	    code != RING_EREVOKED || (straight && (l->peer != origin || dst != rd->rank)) ||
+	    (!straight && l->dir != LINK_PREV)) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed revoke frame");
+		return RX_ERROR;
+	}
+	if (origin == rd->rank)
+		return RX_DONE; /* it went all the way round */
+	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+		link_send(rd->next, f, pl);
+	j = job_lookup(rd, f->job);
+	if (j != NULL && j->formed && j->world != 0 && f->gen == j->fgen)
+		job_revoke_here(rd, j, text);
+	return RX_DONE;
+}
+
+/* FNV-1a of v into h. */
+static uint64_t
+shrink_mix(uint64_t h, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		h ^= (v >> (8 * i)) & 0xffu;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * What ring_comm_shrink agrees on: the ranks of the formation that are not on
+ * a lost host, renumbered densely in the old order.  A host of the formation
+ * is lost when the ring is whole and all its processes left it, or when the
+ * ring is broken and this host has no working link to it.  The hash covers the generation and the
+ * lost hosts, so processes that got the same answer name the same new job.
+ */
+void
+job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m)
+{
+	const struct job *j = s->job;
+	uint64_t h = 0xcbf29ce484222325ull;
+	int i, k, below = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (j == NULL || !j->formed || j->world == 0 || j->hosts == NULL) {
+		m->status = RING_EINVAL;
+		snprintf(m->text, sizeof(m->text), "job %s has no formation to shrink here",
+			 j != NULL ? j->name : "-");
+		return;
+	}
+	h = shrink_mix(shrink_mix(h, j->fgen), (uint32_t)j->world);
+	for (i = 0; i < j->nhosts; i++) {
+		int host = j->hosts[i];
+
+		/* while the ring is broken, a host's LEAVE may only say that it
+		 * saw the break (job_tell_broken): its link tells */
+		if (host == rd->rank ||
+		    (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
+					       link_toward(rd, host, false) != NULL))
+			continue;
+		h = shrink_mix(h, (uint32_t)host);
+		if (m->nhosts < PROTO_SHRINK_HOSTS)
+			m->hosts[m->nhosts] = (uint32_t)host;
+		m->nhosts++;
+		m->nlost += (uint32_t)j->nhranks[i];
+		for (k = 0; k < j->nhranks[i]; k++)
+			below += j->hranks[i][k] < s->rank;
+	}
+	m->world = (uint32_t)j->world;
+	m->gen = j->fgen;
+	m->hash = h;
+	m->rank = s->rank - below;
+	m->size = j->world - (int)m->nlost;
+}
+
 int
 job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
@@ -884,12 +1126,13 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 
 	if (f->type == PROTO_F_ABORT)
 		return job_rx_abort(rd, l, f, pl);
+	if (f->type == PROTO_F_REVOKE)
+		return job_rx_revoke(rd, l, f, pl);
 
-	/* a LEAVE straight from its host (send_membership while the ring is
-	 * broken): for us alone */
+	/* a LEAVE or JOIN straight from its host (send_membership while the
+	 * ring is broken): for us alone */
 	straight = PROTO_ROUTE_DST(f->route) != origin;
-	if (straight && (f->type != PROTO_F_LEAVE || l->peer != origin ||
-			 PROTO_ROUTE_DST(f->route) != rd->rank)) {
+	if (straight && (l->peer != origin || PROTO_ROUTE_DST(f->route) != rd->rank)) {
 		snprintf(l->last_error, sizeof(l->last_error), "misrouted %s frame",
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
@@ -909,10 +1152,21 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		return RX_DONE;	/* past max_jobs: we can only pass it on */
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
-	if (f->type == PROTO_F_LEAVE)
+	if (f->type == PROTO_F_LEAVE) {
 		job_apply_leave(rd, j, origin, &m, f->gen);
-	else
+	} else {
+		bool again =
+		    j->world != 0 && f->gen == j->host[origin].claim_gen && host_placed(j, origin);
+
+		if (straight)
+			j->host[origin].straight_gen = f->gen;
 		job_apply_join(rd, j, origin, &m, f->gen);
+		/* A survivors' claim that is new here is answered with ours,
+		 * straight: the other host may have heard ours before its own
+		 * break made it forget it, or before it knew the job. */
+		if (straight && !again && j->survivors && j->joined)
+			send_membership(rd, j, PROTO_F_JOIN, 0);
+	}
 	return RX_DONE;
 }
 

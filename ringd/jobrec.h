@@ -44,6 +44,12 @@ struct job {
 					 * have run operations in it) */
 	bool broken;			/* the ring broke under it: it takes no new
 					 * member, and dissolves as its processes leave */
+	bool survivors;                 /* its processes here come from ring_comm_shrink
+					 * (PROTO_HELLO_SURVIVORS): it may form on a
+					 * broken ring (hosts_linked) */
+	bool revoked;                   /* a rank revoked the formation (fgen): every
+					 * operation of it fails, until it dissolves */
+	char revoke_why[PROTO_TEXT_MAX + 1]; /* who revoked it */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */

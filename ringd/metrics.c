@@ -33,8 +33,8 @@
 #define NLE	OPS_DUR_BUCKETS
 
 static const char *const err_names[] = {
-	"ok", "EINVAL", "ENOMEM", "EDAEMON", "EPEER", "ETIMEDOUT", "EMISMATCH",
-	"EABORTED", "EPROTO", "EPERM", "ENOTSUP", "ECLOSED", "EDEVICE",
+	"ok",       "EINVAL", "ENOMEM", "EDAEMON", "EPEER",   "ETIMEDOUT", "EMISMATCH",
+	"EABORTED", "EPROTO", "EPERM",  "ENOTSUP", "ECLOSED", "EDEVICE",   "EREVOKED",
 };
 #define NERR	OPS_NERR
 _Static_assert(sizeof(err_names) / sizeof(err_names[0]) == NERR,

@@ -66,14 +66,15 @@ link_own_frame(uint16_t type)
 
 /* The engine's frames a direct link carries: a collective's (its data, its
  * headers, the credit for them), a message's (RTS, CTS, data), and while the
- * ring is broken an op's abort and a LEAVE, straight from the host at its
- * other end. */
+ * ring is broken an op's abort, a LEAVE and a JOIN, straight from the host at
+ * its other end, and a REVOKE. */
 static bool
 direct_frame(uint16_t type)
 {
 	return type == PROTO_F_OPHDR || type == PROTO_F_DATA || type == PROTO_F_CREDIT ||
 	       type == PROTO_F_P2P_RTS || type == PROTO_F_P2P_CTS || type == PROTO_F_P2P_DATA ||
-	       type == PROTO_F_ABORT || type == PROTO_F_LEAVE;
+	       type == PROTO_F_ABORT || type == PROTO_F_LEAVE || type == PROTO_F_JOIN ||
+	       type == PROTO_F_REVOKE;
 }
 
 /* Makes room in rxbuf for `need` contiguous bytes from rxoff. */

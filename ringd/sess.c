@@ -488,7 +488,10 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 	}
 	log_debug("client pid %d: %s count %llu dtype %s", (int)s->c.pid, proto_coll_name(m.coll),
 		  (unsigned long long)m.count, proto_dtype_name(m.dtype));
-	if (s->inflight >= SESS_INFLIGHT_MAX) {
+	if (job_revoked(s->c.job) != NULL) {
+		rc = RING_EREVOKED; /* ring_comm_revoke: everything fails at once */
+		snprintf(err, sizeof(err), "%s", job_revoked(s->c.job));
+	} else if (s->inflight >= SESS_INFLIGHT_MAX) {
 		rc = RING_EINVAL;
 		snprintf(err, sizeof(err), "this client has %d operations in flight (at most %d): "
 			 "wait for some", s->inflight, SESS_INFLIGHT_MAX);
@@ -505,6 +508,30 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 	d.status = rc;
 	snprintf(d.text, sizeof(d.text), "%s", err);
 	if (sess_send(s, out, proto_encode_done(out, sizeof(out), &d)) != 0)
+		sess_close(s, "cannot reply");
+}
+
+/* REVOKE (no answer: the job's operations answer RING_EREVOKED) and SHRINK
+ * (answered with SHRINK_INFO), both about the session's formation. */
+static void
+sess_on_job_msg(struct sess *s, uint16_t type)
+{
+	struct proto_shrink_info info;
+	uint8_t out[PROTO_MSG_MAX];
+	char err[PROTO_TEXT_MAX + 1];
+
+	if (!s->welcomed) {
+		sess_drop(s, type == PROTO_M_REVOKE ? "a revoke before the job formed" :
+						      "a shrink before the job formed");
+		return;
+	}
+	if (type == PROTO_M_REVOKE) {
+		if (job_revoke(s->rd, s->c.job, s->c.rank, err, sizeof(err)) != 0)
+			log_warn("client pid %d: revoke ignored: %s", (int)s->c.pid, err);
+		return;
+	}
+	job_shrink_info(s->rd, &s->c, &info);
+	if (sess_send(s, out, proto_encode_shrink_info(out, sizeof(out), &info)) != 0)
 		sess_close(s, "cannot reply");
 }
 
@@ -640,6 +667,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	}
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
+	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
 	sess_shm_setup(s);
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
@@ -770,6 +798,10 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 		break;
 	case PROTO_M_BYE:
 		sess_close(s, "said goodbye");
+		break;
+	case PROTO_M_REVOKE:
+	case PROTO_M_SHRINK:
+		sess_on_job_msg(s, type);
 		break;
 	default:
 		log_warn("client pid %d: ignoring message type %u", (int)s->c.pid, type);

@@ -39,6 +39,7 @@ static const struct {
 	{ PROTO_F_P2P_DATA, 100 },
 	{ PROTO_F_JOIN, 100 },
 	{ PROTO_F_LEAVE, 100 },
+	{ PROTO_F_REVOKE, 100 },
 	{ PROTO_F_RING, 0 },
 	{ PROTO_F_PING, 0 },
 	{ PROTO_F_PONG, 0 },
@@ -189,8 +190,8 @@ Test(frame, payload_limits)
 		/* the handshake's frames among them: a link reads them before it
 		 * knows its peer, so their cap is what a stranger can make it hold */
 		if (t == PROTO_F_HELLO || t == PROTO_F_HELLO_ACK || t == PROTO_F_HELLO_AUTH ||
-		    t == PROTO_F_REJECT || t == PROTO_F_ABORT || t == PROTO_F_P2P_RTS ||
-		    t == PROTO_F_P2P_CTS) {
+		    t == PROTO_F_REJECT || t == PROTO_F_ABORT || t == PROTO_F_REVOKE ||
+		    t == PROTO_F_P2P_RTS || t == PROTO_F_P2P_CTS) {
 			cr_assert(frame_len_ok(t, 0, 0));
 			cr_assert(frame_len_ok(t, 2048, 0));
 			cr_assert(!frame_len_ok(t, 2049, 1 << 20));

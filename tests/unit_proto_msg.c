@@ -40,7 +40,7 @@ hello_eq(const void *got, const void *want)
 	return strcmp(a->job, b->job) == 0 && a->rank == b->rank && a->size == b->size &&
 	       a->local_rank == b->local_rank && a->local_size == b->local_size &&
 	       a->timeout_ms == b->timeout_ms && a->pid == b->pid &&
-	       a->arena_bytes == b->arena_bytes;
+	       a->arena_bytes == b->arena_bytes && a->flags == b->flags;
 }
 
 static bool
@@ -97,7 +97,8 @@ make_bye(void *m, int i)
 }
 
 /* 0: a launcher's rank of 16; 1: no launcher rank or size, the longest job
- * name, a lone process; 2: a rank without a size; 3: a size without a rank. */
+ * name, a lone process; 2: a rank without a size; 3: a size without a rank,
+ * from ring_comm_shrink (the survivors' flag). */
 static int
 make_hello(void *p, int i)
 {
@@ -111,9 +112,10 @@ make_hello(void *p, int i)
 	m->timeout_ms = 60000;
 	m->pid = 12345;
 	m->arena_bytes = 1ull << 30;
+	m->flags = i == 3 ? PROTO_HELLO_SURVIVORS : 0;
 	if (i == 1)
 		memset(m->job, 'j', PROTO_JOB_MAX);
-	return (int)(PROTO_MSG_HDR + 2 + strlen(m->job) + 32);
+	return (int)(PROTO_MSG_HDR + 2 + strlen(m->job) + 36);
 }
 
 /* 0: rank 9 of 16 on host 2 of 4; 1: the longest version. */
@@ -242,6 +244,7 @@ static const struct bad_value hello_values[] = {
 	  RING_EINVAL },
 	{ "local rank == local size", { EDIT_SET(HE, local_rank, 4) }, RING_EINVAL },
 	{ "local rank -1", { EDIT_SET(HE, local_rank, -1) }, RING_EINVAL },
+	{ "unknown flag", { EDIT_SET(HE, flags, 0x2) }, RING_EINVAL },
 };
 #undef HE
 /* The body: the job's length, "train-42.run_1:a" (16 bytes), then rank, size,
@@ -255,6 +258,8 @@ static const struct bad_bytes hello_bytes[] = {
 	{ "local size 4 again", HELLO_RANK + 12, 4, 4, 0 },
 	{ "not a job name character", HELLO_JOB + 5, 1, ' ', RING_EPROTO },
 	{ "NUL in the name", HELLO_JOB + 5, 1, '\0', RING_EPROTO },
+	{ "unknown flag", HELLO_RANK + 32, 4, 0x80, RING_EPROTO },
+	{ "the survivors' flag", HELLO_RANK + 32, 4, PROTO_HELLO_SURVIVORS, 0 },
 };
 
 #define WE struct proto_welcome
@@ -473,4 +478,66 @@ Test(msg, job_id)
 	/* These two hash to 0, which is reserved for link frames. */
 	cr_assert_eq(proto_job_id("qzs0UD"), 1);
 	cr_assert_eq(proto_job_id("3pjNqM"), 1);
+}
+
+/* SHRINK_INFO (ring_comm_shrink's answer): a round trip with lost hosts past
+ * the PROTO_SHRINK_HOSTS it names, a failure's text, and what each side
+ * refuses (a place that does not fit the survivors, hosts out of order, a
+ * truncated body).  REVOKE and SHRINK are the header alone. */
+Test(msg, shrink_info)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_shrink_info m, g;
+	uint16_t type;
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.rank = 3;
+	m.world = 200;
+	m.nlost = 70;
+	m.size = 130;
+	m.gen = 9;
+	m.hash = 0x0123456789abcdefull;
+	m.nhosts = PROTO_SHRINK_HOSTS + 6;
+	for (uint32_t i = 0; i < PROTO_SHRINK_HOSTS; i++)
+		m.hosts[i] = 2 * i + 1;
+	n = proto_encode_shrink_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
+	cr_assert_eq(type, PROTO_M_SHRINK_INFO);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.rank == 3 && g.size == 130 && g.world == 200 && g.nlost == 70 && g.gen == 9 &&
+		  g.hash == m.hash && g.nhosts == m.nhosts && g.hosts[5] == 11 &&
+		  g.hosts[PROTO_SHRINK_HOSTS - 1] == 2 * PROTO_SHRINK_HOSTS - 1);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n - 1, &g), RING_EPROTO);
+
+	memset(&m, 0, sizeof(m));
+	m.status = RING_EINVAL;
+	snprintf(m.text, sizeof(m.text), "job j has no formation to shrink here");
+	n = proto_encode_shrink_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.status == RING_EINVAL && strcmp(g.text, m.text) == 0);
+
+	memset(&m, 0, sizeof(m));
+	m.world = 4;
+	m.nlost = 2;
+	m.size = 3; /* not world - nlost */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.size = 2;
+	m.rank = 2; /* not a survivor's place */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.rank = 1;
+	m.nhosts = 2;
+	m.hosts[0] = 3;
+	m.hosts[1] = 1; /* not ascending */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.world = m.nlost = 2; /* nobody survives */
+	m.nhosts = 0;
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+
+	n = proto_encode_empty(buf, sizeof(buf), PROTO_M_REVOKE);
+	cr_assert_eq(n, PROTO_MSG_HDR);
+	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
+	cr_assert_eq(type, PROTO_M_REVOKE);
 }

@@ -67,7 +67,15 @@ PYBIND11_MODULE(_torch, m)
 			return pg.placement().source;
 		}, "Where the local rank and size came from (a launcher, or the store).")
 		.def("abort_group", [](ProcessGroupRing &pg) { pg.abort_all("abort_group()"); },
-		     "Fails every operation in flight now and refuses new ones.",
+		     "Fails every operation in flight now, on every rank (the job is "
+		     "revoked), and refuses new ones.",
+		     py::call_guard<py::gil_scoped_release>())
+		.def("abort", [](ProcessGroupRing &pg) { pg.abort_all("abort()"); },
+		     "As abort_group(): ProcessGroupNCCL's name.",
+		     py::call_guard<py::gil_scoped_release>())
+		.def("shutdown", [](ProcessGroupRing &pg) { pg.shutdown(); },
+		     "abort(), then close(): ends pending work at once and leaves the job "
+		     "(destroy_process_group then re-init, as torchrun's restarts do).",
 		     py::call_guard<py::gil_scoped_release>())
 		.def("close", [](ProcessGroupRing &pg) { pg.close(); },
 		     "Waits for the operations in flight, then leaves the job.",

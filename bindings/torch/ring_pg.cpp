@@ -463,6 +463,13 @@ ProcessGroupRing::abort_all(const std::string &why)
 		eng_->abort(why);
 }
 
+void
+ProcessGroupRing::shutdown()
+{
+	abort_all("shutdown()");
+	close();
+}
+
 /* Stops the threads once they have drained every work still in flight (each
  * is bounded by libring's timeout; after an abort they stop at once).
  * Called on one of them, that one is left to finish alone, and the job is
@@ -482,9 +489,9 @@ ProcessGroupRing::close()
 	eng_.reset();
 }
 
-/* Every work in flight fails now; the threads stop at their next step (the
- * one in ring_wait ends within libring's bound), and the last owner's
- * ring_close fails what libring still runs. */
+/* Every work in flight fails now, and the job is revoked: the threads stop
+ * at once (the one in ring_wait returns RING_EREVOKED), and the last
+ * owner's ring_close lets go of what libring held. */
 bool
 Engine::abort(const std::string &why)
 {
@@ -500,6 +507,12 @@ Engine::abort(const std::string &why)
 		all.insert(all.end(), coalesced.begin(), coalesced.end());
 	}
 	cv.notify_all();
+	/* ring_comm_revoke: what libring runs for the group ends now, here and
+	 * on every other rank (theirs fail with RING_EREVOKED), so the thread
+	 * in ring_wait returns at once and a close after it does not wait out
+	 * libring's bound.  It may run while that thread waits. */
+	if (comm != nullptr)
+		(void)ring_comm_revoke(comm);
 	std::string msg = "ring: the group was aborted (" + why + ")";
 	for (const WorkPtr &w : all)
 		w->fail(msg);

@@ -253,10 +253,13 @@ class ProcessGroupRing : public GroupBase {
 	const Placement &placement() const { return place_; }
 	ring_comm *comm() const { return comm_; }
 	size_t arena_bytes() const { return arena_->arena_bytes(); }
-	/* Fails every operation in flight now and refuses new ones; the job
-	 * is left at close(), once libring has let go of the buffers (torch
-	 * 2.6 aborts NCCL groups only: ringd.torch binds these). */
+	/* Fails every operation in flight now, here and (ring_comm_revoke) on
+	 * every other rank of the job, and refuses new ones; the job is left
+	 * at close(), once libring has let go of the buffers (torch 2.6 aborts
+	 * NCCL groups only: ringd.torch binds these). */
 	void abort_all(const std::string &why);
+	/* abort_all, then close(): returns at once, not at libring's bound. */
+	void shutdown();
 	/* Waits for the works in flight (bounded by libring's timeout), then
 	 * leaves the job; later calls raise. */
 	void close();

@@ -357,6 +357,64 @@ comm_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 }
 
 static int
+revoke_cb(ring_comm *rc, void *unused)
+{
+	return ring_comm_revoke(rc);
+}
+
+/* ring_comm_revoke: may run while another thread waits on c (it does not
+ * wait itself), so it needs no more than an open communicator. */
+static PyObject *
+comm_revoke(PyObject *self, PyObject *unused)
+{
+	pyr_comm *c = (pyr_comm *)self;
+	char err[512] = "";
+	int code;
+
+	if (pyr_comm_usable(c, "revoke") < 0)
+		return NULL;
+	code = pyr_comm_call(c, revoke_cb, NULL, err, sizeof(err));
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
+static int
+shrink_cb(ring_comm *rc, void *arg)
+{
+	return ring_comm_shrink(rc, (ring_comm **)arg);
+}
+
+static PyObject *
+comm_shrink(PyObject *self, PyObject *unused)
+{
+	pyr_comm *c = (pyr_comm *)self, *child;
+	ring_comm *out = NULL;
+	char err[512] = "";
+	int code;
+
+	if (pyr_comm_usable(c, "shrink") < 0)
+		return NULL;
+	code = pyr_comm_call(c, shrink_cb, &out, err, sizeof(err));
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	child = (pyr_comm *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+	if (!child) {
+		Py_BEGIN_ALLOW_THREADS
+		ring_close(out);
+		Py_END_ALLOW_THREADS
+		return NULL;
+	}
+	child->comm = out;
+	comm_place(child);
+	return (PyObject *)child;
+}
+
+static int
 group_start_cb(ring_comm *rc, void *unused)
 {
 	return ring_group_start(rc);
@@ -474,6 +532,13 @@ static PyMethodDef comm_methods[] = {
 	  "split($self, color, key=None)\n--\n\nA collective: the ranks that pass the same "
 	  "color >= 0 form a new Communicator, ordered by key (default: rank); a negative "
 	  "color gives None." },
+	{ "revoke", comm_revoke, METH_NOARGS, "revoke($self)\n--\n\nEvery pending and "
+	  "later operation of the job fails at once on every rank with RevokedError "
+	  "(ring_comm_revoke); safe from another thread while one waits." },
+	{ "shrink", comm_shrink, METH_NOARGS, "shrink($self)\n--\n\nAfter a PeerError, "
+	  "AbortedError or RevokedError: a new Communicator of the surviving ranks, "
+	  "renumbered densely in the old order (ring_comm_shrink); this one can then only "
+	  "be closed.  A healthy communicator raises InvalidArgumentError." },
 	{ "group_start", comm_group_start, METH_NOARGS, "group_start($self)\n--\n\n"
 	  "Records the following operations (ring_group_start); see ringd.group." },
 	{ "group_end", comm_group_end, METH_NOARGS, "group_end($self)\n--\n\nStarts what "

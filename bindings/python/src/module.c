@@ -40,6 +40,7 @@ static struct {
 	{ RING_ENOTSUP, "NotSupportedError", "RING_ENOTSUP", NULL, NULL },
 	{ RING_ECLOSED, "ClosedError", "RING_ECLOSED", NULL, NULL },
 	{ RING_EDEVICE, "DeviceError", "RING_EDEVICE", NULL, NULL },
+	{ RING_EREVOKED, "RevokedError", "RING_EREVOKED", NULL, NULL },
 };
 #define N_ERR_CLASSES (sizeof(err_classes) / sizeof(err_classes[0]))
 

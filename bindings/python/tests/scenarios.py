@@ -631,3 +631,71 @@ def torch_tensors(comm):
     comm.allreduce(h.numpy(), out.numpy(), ringd.AVG)
     assert torch.equal(out, h), out
     return True
+
+
+def _shrunk(comm, seen, t_err):
+    """Shrinks comm after seen (an exception's class name): the survivors'
+    Communicator runs 20 all-reduces checked against its size; the old one
+    refuses everything after."""
+    t0 = time.time()
+    new = comm.shrink()
+    shrink_s = time.time() - t0
+    try:
+        for k in range(20):
+            x = np.full(257, float(k + new.rank), np.float32)
+            new.allreduce(x)
+            want = float(k * new.size + sum(range(new.size)))
+            same(x, np.full(257, want, np.float32), "all-reduce %d after the shrink" % k)
+        try:
+            comm.allreduce(np.ones(4, np.float32))
+            old = None
+        except ringd.Error as e:
+            old = type(e).__name__
+        return {"raised": seen, "at": t_err, "rank": new.rank, "size": new.size,
+                "shrink_s": shrink_s, "old_after": old}
+    finally:
+        new.close()
+
+
+def revoke_and_shrink(comm):
+    """Rank 0 revokes while the others wait in an all-reduce it never calls;
+    then every rank shrinks (no host was lost: all of them survive)."""
+    if comm.rank == 0:
+        time.sleep(0.5)
+        t = time.time()
+        comm.revoke()
+        return _shrunk(comm, "revoked", t)
+    try:
+        comm.allreduce(np.ones(1024, np.float32))
+        return {"raised": None}
+    except ringd.RevokedError as e:
+        t = time.time()
+        assert "revoked by rank 0" in str(e), str(e)
+        return _shrunk(comm, type(e).__name__, t)
+
+
+def loop_then_shrink(comm, n, secs):
+    """All-reduces until one fails (a peer's daemon is killed meanwhile), then
+    shrinks; a rank whose own daemon died only says what it got."""
+    x = np.ones(n, np.float32)
+    t_end = time.monotonic() + secs
+    while time.monotonic() < t_end:
+        try:
+            comm.allreduce(x)
+        except ringd.DaemonError as e:
+            return {"raised": type(e).__name__, "message": str(e)}
+        except ringd.Error as e:
+            out = _shrunk(comm, type(e).__name__, time.time())
+            out["message"] = str(e)
+            return out
+    return {"raised": None}
+
+
+def shrink_healthy(comm):
+    """A healthy communicator is not shrunk, and goes on."""
+    try:
+        comm.shrink()
+        return {"raised": None}
+    except ringd.InvalidArgumentError as e:
+        agree(comm)
+        return {"raised": type(e).__name__, "message": str(e)}

@@ -13,7 +13,7 @@ CODES = {
     "InvalidArgumentError": -1, "OutOfMemoryError": -2, "DaemonError": -3,
     "PeerError": -4, "TimedOutError": -5, "MismatchError": -6, "AbortedError": -7,
     "ProtocolError": -8, "NotPermittedError": -9, "NotSupportedError": -10,
-    "ClosedError": -11, "DeviceError": -12,
+    "ClosedError": -11, "DeviceError": -12, "RevokedError": -13,
 }
 
 

@@ -77,3 +77,46 @@ def test_peer_daemon_killed_mid_collective(fresh_pool):
         pool.broken = True
     finally:
         ring.stop()
+
+
+def test_revoke_ends_a_blocked_allreduce_and_shrinks(ring2, fresh_pool):
+    """comm.revoke() on rank 0 ends rank 1's all-reduce (which rank 0 never
+    calls) at once with RevokedError; both shrink to a Communicator of 2."""
+    pool = fresh_pool(ring2, 2, 1, timeout_ms=20000, tag="revoke")
+    out = pool.check("revoke_and_shrink", timeout=30)
+    pool.broken = True
+    assert out[1]["raised"] == "RevokedError", out
+    assert out[1]["at"] - out[0]["at"] < 1.0, out
+    for r, o in enumerate(out):
+        assert (o["rank"], o["size"]) == (r, 2), out
+        assert o["old_after"] == "RevokedError", out
+
+
+def test_shrink_of_a_healthy_communicator_raises(ring2, fresh_pool):
+    pool = fresh_pool(ring2, 2, 1, timeout_ms=TIMEOUT_MS, tag="healthy")
+    for out in pool.check("shrink_healthy"):
+        assert out["raised"] == "InvalidArgumentError", out
+        assert "nothing failed" in out["message"], out
+
+
+def test_shrink_after_a_lost_host(fresh_pool):
+    """Host 2's daemon is killed while 3 ranks all-reduce: ranks 0 and 1 get
+    PeerError, shrink, and run on as ranks 0 and 1 of 2."""
+    ring = Ring(3)
+    try:
+        pool = fresh_pool(ring, 3, 1, timeout_ms=20000, tag="lost")
+        pool.send([0, 1, 2], "loop_then_shrink", 1 << 12, 30)
+        time.sleep(0.5)
+        import os
+        import signal
+        os.kill(ring.daemon_pid(2), signal.SIGKILL)
+        out = pool._replies([0, 1, 2], 40)
+        pool.broken = True
+        for r in (0, 1):
+            res = out[r]["result"]
+            assert out[r]["ok"] and res["raised"] == "PeerError", out
+            assert "host 2" in res["message"], res
+            assert (res["rank"], res["size"]) == (r, 2), res
+        assert out[2]["result"]["raised"] == "DaemonError", out
+    finally:
+        ring.stop()

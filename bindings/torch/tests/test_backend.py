@@ -260,6 +260,29 @@ def test_abort(ring2, tmp_path):
     assert "ABORT later call raised" in outs[0] and "ABORT ok" in outs[0], report(rcs, outs)
 
 
+def test_shutdown_ends_blocked_work_on_every_rank(ring2, tmp_path):
+    """pg.shutdown() (abort, then close) while ranks 0 and 1 wait in an
+    all-reduce that rank 2 never joins: rank 0's work raises and its
+    shutdown returns within a second, not at the 20 s operation bound, and
+    rank 1's all-reduce on the other daemon raises "revoked" within a
+    second of it (ring_comm_revoke)."""
+    socks = [ring2.sockets[0], ring2.sockets[1], ring2.sockets[1]]
+    cmds = [worker_cmd("shutdown", r, 3, f"file://{tmp_path}/store") for r in range(3)]
+    envs = [clean_env(RING_SOCKET=socks[r], RING_TIMEOUT_MS=20000) for r in range(3)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 60)
+    assert not timed_out and rcs == [0, 0, 0], report(rcs, outs)
+    m = re.search(r"SHUTDOWN abort at ([0-9.]+), shutdown took ([0-9.]+)s", outs[0])
+    assert m and float(m.group(2)) < 1.0, report(rcs, outs)
+    t_abort = float(m.group(1))
+    print(f"shutdown took {float(m.group(2)):.3f}s")
+    for r in (0, 1):
+        m = re.search(r"SHUTDOWN all_reduce raised at ([0-9.]+): (.*)", outs[r])
+        assert m and float(m.group(1)) - t_abort < 1.0, report(rcs, outs)
+        print(f"rank {r}: all-reduce raised {float(m.group(1)) - t_abort:.3f}s after the abort")
+    assert "revoked" in re.search(r"SHUTDOWN all_reduce raised at [0-9.]+: (.*)",
+                                  outs[1]).group(1), report(rcs, outs)
+
+
 def test_mismatches_all_raise(ring2, tmp_path):
     """Every all-reduce whose ranks gave different sizes raises on every rank,
     one rank on each daemon: 4000 of them in a row, and the group still

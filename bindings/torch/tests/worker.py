@@ -765,6 +765,43 @@ def abort(args):
     os._exit(0)
 
 
+def shutdown(args):
+    """Rank 2 joins the group but never calls; ranks 0 and 1 wait in an
+    all-reduce it never joins; rank 0 shuts its group down from another
+    thread: its own all-reduce raises at once, the shutdown returns at once
+    (libring's wait ends: the job is revoked), and rank 1's all-reduce, on
+    the other daemon, raises "revoked" at once too."""
+    init(args)
+    pg = ringd.torch.backend_of()
+    if R == 2:
+        time.sleep(4)
+        print("SHUTDOWN bystander ok", flush=True)
+        os._exit(0)
+    work = dist.all_reduce(torch.ones(4), async_op=True)
+    if R == 0:
+        stamp = {}
+
+        def down():
+            stamp["at"] = time.time()
+            pg.shutdown()
+            stamp["took"] = time.time() - stamp["at"]
+
+        th = threading.Timer(0.5, down)
+        th.start()
+    try:
+        work.wait()
+    except RuntimeError as e:
+        print(f"SHUTDOWN all_reduce raised at {time.time():.6f}: {e}", flush=True)
+    else:
+        raise AssertionError("the all-reduce did not raise")
+    if R == 0:
+        th.join(10)
+        print(f"SHUTDOWN abort at {stamp['at']:.6f}, shutdown took {stamp['took']:.3f}s",
+              flush=True)
+    print("SHUTDOWN ok", flush=True)
+    os._exit(0)
+
+
 def mismatches(args):
     """--cycles all-reduces of 4 elements on rank 0 and 5 on the others, each
     of which must raise on every rank, then one right all-reduce: the group
@@ -892,7 +929,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort", "mismatches"])
+                            "abort", "shutdown", "mismatches"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -907,7 +944,7 @@ def main():
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
      "powersgd": powersgd, "lastref": lastref, "abort": abort,
-     "mismatches": mismatches}[args.scenario](args)
+     "shutdown": shutdown, "mismatches": mismatches}[args.scenario](args)
 
 
 if __name__ == "__main__":

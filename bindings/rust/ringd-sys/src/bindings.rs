@@ -39,7 +39,8 @@ pub const RING_EPERM: ring_err = -9;
 pub const RING_ENOTSUP: ring_err = -10;
 pub const RING_ECLOSED: ring_err = -11;
 pub const RING_EDEVICE: ring_err = -12;
-pub const RING_ERR_MIN: ring_err = -12;
+pub const RING_EREVOKED: ring_err = -13;
+pub const RING_ERR_MIN: ring_err = -13;
 pub type ring_err = ::std::os::raw::c_int;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -584,6 +585,15 @@ extern "C" {
         comm: *mut ring_comm,
         color: ::std::os::raw::c_int,
         key: ::std::os::raw::c_int,
+        out: *mut *mut ring_comm,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ring_comm_revoke(comm: *mut ring_comm) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ring_comm_shrink(
+        comm: *mut ring_comm,
         out: *mut *mut ring_comm,
     ) -> ::std::os::raw::c_int;
 }

@@ -2,7 +2,7 @@
 //! process in the job, and the blocking collectives and point-to-point calls
 //! over slices of any [`Element`].
 use crate::dtype::{settle, Element, ReduceOp};
-use crate::error::{check, Error, Result};
+use crate::error::{check, Error, ErrorCode, Result};
 use ringd_sys as sys;
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
@@ -412,6 +412,32 @@ impl Communicator {
         self.check(rc)?;
         // SAFETY: a new communicator that we own.
         Ok(NonNull::new(out).map(|raw| unsafe { Communicator::from_raw(raw) }))
+    }
+
+    /// ring_comm_revoke (ULFM's revoke): every pending and later operation of
+    /// the job fails at once on every rank with [`ErrorCode::Revoked`].  It does
+    /// not wait, and may be called from another thread while one waits on the
+    /// communicator.  Revoking again is `Ok`.
+    pub fn revoke(&self) -> Result<()> {
+        // SAFETY: a live communicator; libring serialises the call.
+        let rc = unsafe { sys::ring_comm_revoke(self.as_raw()) };
+        self.check(rc)
+    }
+
+    /// ring_comm_shrink: after a [`ErrorCode::Peer`], [`ErrorCode::Aborted`]
+    /// or [`ErrorCode::Revoked`] failure, a new communicator of the surviving
+    /// ranks (those not on a host the local daemon knows the job lost),
+    /// renumbered densely in this one's order.  This one can then only be
+    /// dropped.  A healthy communicator is not shrunk: [`ErrorCode::Invalid`].
+    pub fn shrink(&self) -> Result<Communicator> {
+        let mut out = ptr::null_mut();
+        // SAFETY: a live communicator; out is written on success.
+        let rc = unsafe { sys::ring_comm_shrink(self.as_raw(), &mut out) };
+        self.check(rc)?;
+        let raw = NonNull::new(out)
+            .ok_or_else(|| Error::new(ErrorCode::Proto, "ring_comm_shrink gave no communicator"))?;
+        // SAFETY: a new communicator that we own.
+        Ok(unsafe { Communicator::from_raw(raw) })
     }
 
     /// A buffer of `len` zeroed elements in the shared arena: the daemon reads

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     Closed,
     /// RING_EDEVICE: a device (CUDA) call or copy failed.
     Device,
+    /// RING_EREVOKED: the communicator was revoked (ring_comm_revoke).
+    Revoked,
     /// A code this crate does not know (a newer libring).
     Other(i32),
 }
@@ -51,6 +53,7 @@ impl ErrorCode {
             sys::RING_ENOTSUP => ErrorCode::NotSupported,
             sys::RING_ECLOSED => ErrorCode::Closed,
             sys::RING_EDEVICE => ErrorCode::Device,
+            sys::RING_EREVOKED => ErrorCode::Revoked,
             other => ErrorCode::Other(other),
         }
     }
@@ -70,6 +73,7 @@ impl ErrorCode {
             ErrorCode::NotSupported => sys::RING_ENOTSUP,
             ErrorCode::Closed => sys::RING_ECLOSED,
             ErrorCode::Device => sys::RING_EDEVICE,
+            ErrorCode::Revoked => sys::RING_EREVOKED,
             ErrorCode::Other(rc) => rc,
         }
     }
