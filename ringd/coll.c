@@ -169,7 +169,8 @@ job_runnable(struct ringd *rd, struct job *j, char *err, size_t errlen)
 	if (!job_ready(j)) {
 		if (rd->ring_error[0] != '\0') {
 			snprintf(err, errlen,
-				 "job %s cannot run: %s (reopen once the ring is whole)",
+				 "job %s cannot run: %s (shrink to the survivors, "
+				 "or reopen once the ring is whole)",
 				 job_name(j), rd->ring_error);
 			return RING_EPEER;
 		}
