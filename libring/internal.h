@@ -575,6 +575,8 @@ void lr_group_free(struct ring_comm *c);
 /* What a sub-communicator (ring_split, ring_comm_shrink) takes from its
  * parent whatever its group: socket, bounds, arena size. */
 void lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source);
+/* A size-1 group's new communicator: itself again (split.c; fn: the call). */
+int lr_comm_single_again(struct ring_comm *c, const char *fn, ring_comm **out);
 
 /* One parent rank's row of the split's all-gather. */
 enum { LR_SPLIT_COLOR, LR_SPLIT_KEY, LR_SPLIT_HOST, LR_SPLIT_RANK, LR_SPLIT_COLS };

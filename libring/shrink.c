@@ -105,23 +105,6 @@ shrink_drain(struct ring_comm *c, int64_t deadline)
 	}
 }
 
-/* One size-1 group after a revoke: itself again. */
-static int
-shrink_single(struct ring_comm *c, ring_comm **out)
-{
-	struct lr_env env;
-	int rc;
-
-	lr_split_env(c, &env, "ring_comm_shrink");
-	memcpy(env.job, c->job, sizeof(env.job));
-	env.rank = env.size = -1;
-	env.local_size = 1;
-	env.single = true;
-	if ((rc = lr_comm_open(&env, out)) != 0)
-		return lr_fail(c, rc, "ring_comm_shrink: %s", ring_last_error(NULL));
-	return 0;
-}
-
 /* What the wait for the survivors' WELCOME watches: the answer it started
  * with, and the newest. */
 struct shrink_watch {
@@ -258,7 +241,7 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 			 c->job);
 	}
 	if (c->single)
-		rc = shrink_single(c, out);
+		rc = lr_comm_single_again(c, "ring_comm_shrink", out);
 	else if ((rc = shrink_drain(c, deadline)) == 0)
 		rc = shrink_join(c, out, deadline);
 	c->shrunk = rc == 0; /* a shrink that timed out may be tried again */

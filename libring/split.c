@@ -103,21 +103,22 @@ lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source)
 	env->no_shm = c->no_shm;
 }
 
-/* Sub-communicator of a size-1 group (RING_SINGLE): itself again. */
-static int
-split_single(struct ring_comm *c, ring_comm **out)
+/* A size-1 group's new communicator (RING_SINGLE): itself again; fn names
+ * the call (ring_split, ring_comm_shrink) in its errors. */
+int
+lr_comm_single_again(struct ring_comm *c, const char *fn, ring_comm **out)
 {
 	struct lr_env env;
 	int rc;
 
-	lr_split_env(c, &env, "ring_split");
+	lr_split_env(c, &env, fn);
 	memcpy(env.job, c->job, sizeof(env.job));
 	env.rank = env.size = -1;
 	env.local_size = 1;
 	env.single = true;
 	rc = lr_comm_open(&env, out);
 	if (rc)
-		return lr_fail(c, rc, "ring_split: %s", ring_last_error(NULL));
+		return lr_fail(c, rc, "%s: %s", fn, ring_last_error(NULL));
 	return 0;
 }
 
@@ -200,7 +201,7 @@ ring_split(ring_comm *c, int color, int key, ring_comm **out)
 	nsplit = c->nsplits++;
 	lr_comm_unlock(c);
 	if (c->single)
-		return color < 0 ? 0 : split_single(c, out);
+		return color < 0 ? 0 : lr_comm_single_again(c, "ring_split", out);
 
 	lr_split_env(c, &env, "ring_split");
 	if ((rc = split_gather(c, color, key, &env)) != 0 || color < 0)
