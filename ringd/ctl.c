@@ -291,6 +291,8 @@ ctl_status_json(struct ringd *rd)
 		if (p != NULL && rd->view != NULL && rd->view[i] != 0) {
 			json_object_set_new(p, "incarnation", json_integer(rd->view[i]));
 			json_object_set_new(p, "why", json_string(member_why(rd, i)));
+			json_object_set_new(p, "holdout_ms",
+					    json_integer((json_int_t)member_holdout_ms(rd, i)));
 			if (member_since_ms(rd, i) != 0)
 				json_object_set_new(
 				    p, "changed_ms_ago",

@@ -113,6 +113,12 @@ member_why(const struct ringd *rd, int h)
 	return rd->member != NULL && h >= 0 && h < rd->world ? rd->member->why[h] : "";
 }
 
+uint32_t
+member_holdout_ms(const struct ringd *rd, int h)
+{
+	return rd->member != NULL && h >= 0 && h < rd->world ? holdout_ms(rd->member, h) : 0;
+}
+
 uint64_t
 member_since_ms(const struct ringd *rd, int h)
 {

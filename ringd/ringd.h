@@ -227,6 +227,8 @@ int member_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl);
 int member_count(const struct ringd *rd);
 const char *member_why(const struct ringd *rd, int h);
 uint64_t member_since_ms(const struct ringd *rd, int h);
+/* How long host h must be heard before it is readmitted (its flaps counted). */
+uint32_t member_holdout_ms(const struct ringd *rd, int h);
 
 /* ring.c: the links as a ring (started here), the ring's state, systemd's
  * view of it, the states' names.  ring_start opens the links and reports to

@@ -18,6 +18,9 @@
  * split_4_2: the four evict the two and are a ready ring; the two evict
  * nobody and stay degraded; after the heal the two are readmitted.
  *
+ * flapping_host: a host lost and back three times is held out twice as long
+ * each time (loopback daemons).
+ *
  * They need root and network namespaces (skipped otherwise), as CI has.
  */
 #include <criterion/criterion.h>
@@ -517,4 +520,59 @@ Test(member, split_3_3, .init = setup, .fini = teardown, .timeout = 180)
 Test(member, split_4_2, .init = setup, .fini = teardown, .timeout = 180)
 {
 	split(6, 4);
+}
+
+/* ------------------------------------------------------------------ */
+/* a flapping host                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Field key of peer's entry in daemon i's status (-1: none). */
+static long
+peer_field(int i, int peer, const char *key)
+{
+	static char out[1 << 16];
+	char want[32], k[64];
+	const char *p, *q, *end;
+
+	if (cluster_ringctl(&cluster, i, out, sizeof(out), "status", "--json", NULL) > 1 ||
+	    (p = strstr(out, "\"peers\": [")) == NULL)
+		return -1;
+	snprintf(want, sizeof(want), "\"rank\": %d,", peer);
+	if ((p = strstr(p, want)) == NULL)
+		return -1;
+	end = strchr(p, '}');
+	snprintf(k, sizeof(k), "\"%s\": ", key);
+	q = strstr(p, k);
+	return q != NULL && (end == NULL || q < end) ? atol(q + strlen(k)) : -1;
+}
+
+Test(member, flapping_host, .init = setup, .fini = teardown, .timeout = 120)
+{
+	static const int three[] = { 0, 1, 3 }, four[] = { 0, 1, 2, 3 };
+	char last[1024];
+
+	cr_assert_eq(cluster_start(&cluster, 4,
+				   "--insecure yes --heartbeat-ms 200 --peer-timeout-ms 1000 "
+				   "--evict-after-ms 1000 --rejoin-after-ms 500"),
+		     0);
+	for (int round = 0; round < 3; round++) {
+		long hold, want = 500L << round;
+		double took;
+
+		cr_assert_eq(cluster_signal(&cluster, 2, SIGKILL), 0);
+		cr_assert_eq(cluster_wait_exit(&cluster, 2, 10000), 0);
+		cr_assert(wait_members(three, 3, 3, 15, last, sizeof(last)) >= 0,
+			  "round %d: host 2 was not evicted: %s", round, last);
+		/* host 1 readmits host 2 (the member before it) */
+		hold = peer_field(1, 2, "holdout_ms");
+		fprintf(stderr, "round %d: host 2 evicted, held out for %ld ms\n", round, hold);
+		cr_assert_eq(hold, want, "round %d: host 2 is held out for %ld ms, expected %ld",
+			     round, hold, want);
+		cr_assert_eq(cluster_restart(&cluster, 2), 0);
+		took = wait_members(four, 4, 4, 30, last, sizeof(last));
+		fprintf(stderr, "round %d: host 2 back in the ring %.2f s after its restart\n",
+			round, took);
+		cr_assert(took >= 0, "round %d: host 2 did not rejoin: %s", round, last);
+	}
+	cr_assert_eq(cluster_run(&cluster, 4, fresh_rank, NULL), 0);
 }
