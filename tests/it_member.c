@@ -152,7 +152,7 @@ struct rank_log {
 #define VICTIM	4
 
 struct lost_run {
-	volatile int stop;	/* job a: the test is done */
+	volatile int stop_after;	/* job a: the all-reduces to run (0: on) */
 	struct rank_log a[NA], b[NB];
 };
 
@@ -163,7 +163,8 @@ struct lost_run {
 		return 1;                                              \
 	} while (0)
 
-/* Job a's rank: checked all-reduces until the test says stop; every one must
+/* Job a's rank: checked all-reduces until the count the test sets (the same
+ * for every rank, so none leaves while another waits for it); every one must
  * succeed. */
 static int
 rank_a(ring_comm *unused, int idx, int nprocs, void *arg)
@@ -182,7 +183,7 @@ rank_a(ring_comm *unused, int idx, int nprocs, void *arg)
 	it_comm = comm;
 	if (!want || !(buf = ring_alloc(comm, COUNT * sizeof(float))))
 		RANK_FAIL(lg, "out of memory");
-	while (!lr->stop) {
+	while (lr->stop_after == 0 || lg->iters < lr->stop_after) {
 		rc = it_checked_allreduce(comm, buf, want, COUNT, seed++, lg->fail, MSG_CAP);
 		if (rc == 1)
 			return 1;
@@ -383,7 +384,13 @@ lost_host(enum fault f)
 		cr_assert(harness_now() < end, "job a stopped once host 4 rejoined");
 		usleep(10000);
 	}
-	lr->stop = 1;
+	{
+		int most = 0;
+
+		for (int i = 0; i < NA; i++)
+			most = lr->a[i].iters > most ? lr->a[i].iters : most;
+		lr->stop_after = most + 20;
+	}
 	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
 	for (int i = 0; i < NA; i++) {
 		fprintf(stderr, "job a, rank %d: %d all-reduces, %d failed\n", i, lr->a[i].iters,
