@@ -249,6 +249,21 @@ promote_prev(struct link *p, bool answer)
 	link_up(p);
 }
 
+/* A ring HELLO from a host of this ring that takes itself for our previous
+ * one while we expect another: one of our views is behind (an evicted host
+ * that does not know it, or a daemon restarted beside one).  Over a direct
+ * link their heartbeats find it out and the newer view goes across
+ * (member.c).  Its rank, or -1. */
+static int
+ring_hello_behind(const struct ringd *rd, const struct proto_peer_hello *h, bool direct, int from)
+{
+	if (direct || h->world != (uint32_t)rd->world || h->from_rank >= (uint32_t)rd->world ||
+	    h->from_rank == (uint32_t)rd->rank || h->from_rank == (uint32_t)from ||
+	    h->to_rank != (uint32_t)rd->rank || strcmp(h->cluster, rd->cfg.cluster) != 0)
+		return -1;
+	return (int)h->from_rank;
+}
+
 /* HELLO on an accepted connection. */
 static int
 on_hello(struct link *l, const struct proto_peer_hello *h)
@@ -268,17 +283,12 @@ on_hello(struct link *l, const struct proto_peer_hello *h)
 	}
 	if (hello_check(rd, h, from, why, sizeof(why)) != 0) {
 		char msg[300];
-		int evicted = !direct && h->from_rank < (uint32_t)rd->world &&
-				      !ring_is_member(rd, (int)h->from_rank) ?
-				  (int)h->from_rank :
-				  -1;
+		int other = ring_hello_behind(rd, h, direct, from);
 
 		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h->from_rank, why);
 		(void)hs_refuse(l, msg);
-		/* an evicted host that does not know it yet: a direct link tells
-		 * it our view (member.c) */
-		if (evicted >= 0 && ring_is_member(rd, rd->rank))
-			(void)link_direct(rd, evicted, why, sizeof(why));
+		if (other >= 0)
+			(void)link_direct(rd, other, why, sizeof(why));
 		return RX_ERROR;
 	}
 	if (!transport_peer_is(link_transport, l, from)) {
