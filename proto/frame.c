@@ -132,7 +132,6 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
 	case PROTO_F_RING:
-	case PROTO_F_EVICT:
 	case PROTO_F_PING:
 	case PROTO_F_PONG:
 		return 0;
@@ -148,6 +147,7 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_REVOKE:
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
+	case PROTO_F_EVICT:
 		return FRAME_CTL_MAX;
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:

@@ -175,9 +175,11 @@ enum proto_frame_type {
 	PROTO_F_CREDIT = 9,    /* job's flow control: offset = cumulative bytes granted */
 	PROTO_F_RING = 10,     /* goes round: aux 0 = is the ring whole? (offset = highest
 				 * epoch seen), aux 1 = it is, epoch = offset */
-	PROTO_F_EVICT = 11,    /* membership (ringd/member.c): aux PROTO_EVICT_*, seq =
-				 * the host to evict, gen = its incarnation the
-				 * asker holds; route (asker, voter); no payload */
+	PROTO_F_EVICT = 11,    /* membership's census (ringd/member.c): aux 0 going
+				 * round, 1 home; seq = the host to evict, gen =
+				 * its incarnation the asker holds, offset = the
+				 * census's number, route (asker, asker); two
+				 * bitmaps of the hosts: passed, cannot reach it */
 	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
@@ -275,7 +277,6 @@ struct proto_view {
 	uint32_t n;			/* hosts */
 	uint32_t inc[PROTO_VIEW_MAX];
 };
-enum { PROTO_EVICT_ASK = 0, PROTO_EVICT_YES = 1, PROTO_EVICT_NO = 2 };
 int proto_encode_view(uint8_t *buf, size_t cap, const uint32_t *inc, uint32_t n);
 int proto_decode_view(const uint8_t *buf, size_t len, struct proto_view *v);
 /* The digest of a view a HEARTBEAT carries: 0 for a view of nothing but 0s. */

@@ -15,15 +15,16 @@
  *
  * Eviction needs a majority.  The hosts on either side of a silent host (the
  * one whose next link goes to it, the one whose previous link comes from it)
- * ask every other member whether it can reach that host (EVICT asks, over
- * direct links).  A member answers yes when it cannot either: it has no link
- * up to the host, and a direct link it opens to it does not come up within
- * VOTE_PROBE_MS; no when it hears the host.  The asker evicts the host once
- * more than half of the hostfile's hosts (itself included) said yes.  A side
- * of a partition without such a majority evicts nobody: its ring stays
- * degraded until the partition heals, jobs within it that have their own links
- * go on, and two sides can never both re-form as the cluster.  So a ring of
- * two never evicts, and a ring keeps at least half its hosts and one more.
+ * send a census round the ring (EVICT): each member it passes marks whether
+ * it can reach that host (a link up to it, heard within peer_timeout_ms).
+ * The asker evicts the host once a census comes home with more than half of
+ * the hostfile's hosts (itself included) unable to reach it.  A census
+ * crosses a break over one direct link, so it needs a few links whatever the
+ * ring's size.  A side of a partition without such a majority evicts nobody:
+ * its ring stays degraded until the partition heals, jobs within it that have
+ * their own links go on, and two sides can never both re-form as the
+ * cluster.  So a ring of two never evicts, and a ring keeps at least half its
+ * hosts and one more.
  *
  * Readmission.  The member before an evicted host (in the hostfile's order)
  * opens a direct link to it every PROBE_MS and sends it the view, so a host
@@ -43,19 +44,14 @@
 #include "link.h"
 #include "../proto/log.h"
 
-#define TICK_MS		50		/* the membership's timer */
-#define ASK_AGAIN_MS	500		/* an unanswered EVICT is asked again */
-/* A voter tries this long to reach the host: half peer_timeout_ms, within
- * [250, 1000] ms (a handshake on a cluster's network takes milliseconds). */
-#define VOTE_PROBE_MS(rd)                               \
-	((rd)->cfg.peer_timeout_ms / 2 < 250  ? 250u :  \
-	 (rd)->cfg.peer_timeout_ms / 2 > 1000 ? 1000u : \
-						(rd)->cfg.peer_timeout_ms / 2)
-#define PROBE_MIN_MS 1000     /* an evicted host's keeper tries it, */
-#define PROBE_MAX_MS 16000    /* ... less often while it does not answer */
-#define FLAP_WINDOW_MS 600000 /* evicted again within 10 minutes: a flap */
-#define FLAP_MAX 6            /* hold-out doubles up to 2^6 times */
-#define MAX_VOTES 16          /* asks a member answers at once */
+#define TICK_MS		50	/* the membership's timer */
+#define CENSUS_AGAIN_MS	500	/* a census goes round again this often */
+#define HOP_WAIT_MS	500	/* a census's wait for a link past a break */
+#define MAX_HOPS	4	/* censuses a host holds for a link at once */
+#define PROBE_MIN_MS	1000	/* an evicted host's keeper tries it, */
+#define PROBE_MAX_MS	16000	/* ... less often while it does not answer */
+#define FLAP_WINDOW_MS	600000	/* evicted again within 10 minutes: a flap */
+#define FLAP_MAX	6	/* hold-out doubles up to 2^6 times */
 
 /* A ring link's host, and when this host last heard it over that link. */
 struct watch {
@@ -64,22 +60,25 @@ struct watch {
 	bool warned;			/* said once that eviction has no majority */
 };
 
-/* An eviction this host asked for. */
+/* An eviction this host asked for: its censuses. */
 struct ask {
 	int host;			/* -1: none */
 	uint32_t inc;			/* the incarnation it evicts */
 	uint64_t started_ms, sent_ms;
-	uint8_t *said;			/* [world]: PROTO_EVICT_YES / _NO, or 0 */
-	uint8_t *asked;			/* [world]: asked since sent_ms */
+	uint32_t round;			/* the last census sent (offset) */
+	uint32_t home;			/* ... and the last that came home */
+	int yes, heard, reached;	/* the last census home: hosts that cannot
+					 * reach it, that hear it, that it passed */
 	char why[192];
 };
 
-/* An ask this host answers once it knows whether it reaches the host. */
-struct vote {
+/* A census held here until a link to the host past a break is up. */
+struct hop {
 	bool used;
-	int asker, host;
-	uint32_t inc;
+	int to;				/* the host it waits for */
 	uint64_t since_ms;
+	struct proto_frame f;
+	uint8_t bits[2 * (PROTO_VIEW_MAX / 8)];
 };
 
 struct member {
@@ -89,7 +88,7 @@ struct member {
 	bool tick_off;			/* evict_after_ms = 0: no timer */
 	struct watch next, prev;
 	struct ask ask[2];		/* for the next and the previous host */
-	struct vote votes[MAX_VOTES];
+	struct hop hops[MAX_HOPS];
 	uint64_t *since_ms;		/* [world]: when its last change came here */
 	uint64_t *member_since_ms;	/* [world]: when it was last readmitted */
 	uint64_t *up_since_ms;		/* [world]: evicted, its direct link up since */
@@ -242,100 +241,256 @@ host_moved(struct member *m, int h, uint32_t inc, const char *why)
 }
 
 /* ------------------------------------------------------------------ */
-/* eviction                                                           */
+/* eviction: the census                                               */
 /* ------------------------------------------------------------------ */
 
-static void
-send_evict(struct link *l, uint32_t aux, int host, uint32_t inc, int to)
-{
-	struct proto_frame f = { .type = PROTO_F_EVICT,
-				 .aux = aux,
-				 .seq = (uint64_t)host,
-				 .gen = inc,
-				 .epoch = l->rd->epoch,
-				 .route = PROTO_ROUTE(l->rd->rank, to) };
+/*
+ * A census goes round the ring from the asker (EVICT, aux 0, route (asker,
+ * asker), seq the host, gen its incarnation, offset the census's number),
+ * carrying two bitmaps of the world's hosts: those it passed, and those that
+ * cannot reach the host (they have no link up to it that was heard within
+ * peer_timeout_ms).  Each member adds itself and passes it on to the next
+ * member; at a break (the next link down, or the next host the one to
+ * evict) it goes over a direct link to the member after the break, waiting up
+ * to HOP_WAIT_MS for that link and skipping a host it cannot reach.  The
+ * member whose next would be the asker sends it home (aux 1).  So a census
+ * needs the ring's links and a direct link per break, whatever the ring's
+ * size, and it passes only hosts connected to the asker: a side of a
+ * partition counts only itself.
+ */
 
-	(void)link_send(l, &f, NULL);
+static size_t
+bits_len(const struct ringd *rd)
+{
+	return (size_t)(rd->world + 7) / 8;
 }
 
-/* Asks every member that has not answered yet, once a link to it is up
- * (opening them); again after ASK_AGAIN_MS. */
+static bool
+bit(const uint8_t *b, int i)
+{
+	return (b[i / 8] >> (i % 8)) & 1u;
+}
+
 static void
-ask_round(struct ringd *rd, struct ask *a)
+bit_set(uint8_t *b, int i)
+{
+	b[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+/* Whether this host hears host h now: a link to it up and heard lately. */
+static bool
+hears(struct ringd *rd, int h)
+{
+	struct link *ls[3] = { rd->next, rd->prev,
+			       rd->direct_links != NULL ? rd->direct_links[h] : NULL };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (ls[i] != NULL && ls[i]->peer == h && ls[i]->state == LINK_UP &&
+		    now_ms() - ls[i]->last_rx_ms < rd->cfg.peer_timeout_ms)
+			return true;
+	return false;
+}
+
+/* The link a census goes to host `to` on: our next link when it goes there
+ * and is up, else a direct link that is up (opened when there is none). */
+static struct link *
+census_link(struct ringd *rd, int to)
 {
 	char why[160];
-	int v;
+	struct link *l;
 
-	if (now_ms() - a->sent_ms >= ASK_AGAIN_MS) {
-		a->sent_ms = now_ms();
-		memset(a->asked, 0, (size_t)rd->world);
+	if (rd->next != NULL && rd->next->peer == to && rd->next->state == LINK_UP)
+		return rd->next;
+	if (rd->prev != NULL && rd->prev->peer == to && rd->prev->state == LINK_UP)
+		return rd->prev;
+	l = rd->direct_links != NULL ? rd->direct_links[to] : NULL;
+	if (l == NULL)
+		l = link_direct(rd, to, why, sizeof(why));
+	return l != NULL && l->dir == LINK_DIRECT && l->state == LINK_UP ? l : NULL;
+}
+
+static void
+census_send(struct link *l, const struct proto_frame *f, const uint8_t *bits)
+{
+	struct proto_frame g = *f;
+
+	g.epoch = l->rd->epoch;
+	(void)link_send(l, &g, bits);
+}
+
+/* The member a census goes to after host h: the next one not the host to
+ * evict nor already passed (the asker ends it). */
+static int
+census_after(const struct ringd *rd, const struct proto_frame *f, const uint8_t *bits, int h)
+{
+	int origin = PROTO_ROUTE_SRC(f->route), host = (int)f->seq, k;
+
+	for (k = 0; k < rd->world; k++) {
+		h = ring_next_of(rd, h);
+		if (h == origin)
+			return origin;
+		if (h != host && !bit(bits, h))
+			return h;
 	}
-	for (v = 0; v < rd->world; v++) {
+	return origin;
+}
+
+static void census_home(struct ringd *rd, const struct proto_frame *f, const uint8_t *bits);
+
+/* Passes a census on from here: to the next member at once when a link to it
+ * is up, else held (struct hop) for a link to it; home when it went round. */
+static void
+census_on(struct ringd *rd, struct proto_frame *f, const uint8_t *bits, int to)
+{
+	struct member *m = rd->member;
+	int origin = PROTO_ROUTE_SRC(f->route), i;
+	struct link *l;
+
+	if (to < 0)
+		to = census_after(rd, f, bits, rd->rank);
+	if (to == origin)
+		f->aux = 1;	/* round: home */
+	if (to == rd->rank) {
+		census_home(rd, f, bits);
+		return;
+	}
+	if ((l = census_link(rd, to)) != NULL) {
+		census_send(l, f, bits);
+		return;
+	}
+	for (i = 0; i < MAX_HOPS && m->hops[i].used; i++)
+		;
+	if (i == MAX_HOPS)
+		return;		/* the asker sends another */
+	m->hops[i].used = true;
+	m->hops[i].to = to;
+	m->hops[i].since_ms = now_ms();
+	m->hops[i].f = *f;
+	memcpy(m->hops[i].bits, bits, 2 * bits_len(rd));
+}
+
+/* The held censuses: on once their link is up; past a host that did not
+ * come up within HOP_WAIT_MS. */
+static void
+hops_run(struct ringd *rd)
+{
+	struct member *m = rd->member;
+	int i;
+
+	for (i = 0; i < MAX_HOPS; i++) {
+		struct hop *h = &m->hops[i];
 		struct link *l;
 
-		if (v == rd->rank || v == a->host || !ring_is_member(rd, v) || a->said[v] != 0 ||
-		    a->asked[v])
+		if (!h->used)
 			continue;
-		l = link_direct(rd, v, why, sizeof(why));
-		if (l != NULL && l->state == LINK_UP) {
-			send_evict(l, PROTO_EVICT_ASK, a->host, a->inc, v);
-			a->asked[v] = 1;
+		if ((l = census_link(rd, h->to)) != NULL) {
+			h->used = false;
+			census_send(l, &h->f, h->bits);
+		} else if (now_ms() - h->since_ms >= HOP_WAIT_MS) {
+			struct hop copy = *h;
+			int origin = PROTO_ROUTE_SRC(copy.f.route);
+
+			h->used = false;
+			if (copy.to == origin) {
+				/* home is out of reach: the asker sends another */
+				continue;
+			}
+			census_on(rd, &copy.f, copy.bits,
+				  census_after(rd, &copy.f, copy.bits, copy.to));
 		}
 	}
 }
 
-/* The yes votes an ask holds: its own and those of members. */
-static int
-ask_yes(const struct ringd *rd, const struct ask *a, int *no)
+/* Starts a census for a, or sends the next. */
+static void
+census_start(struct ringd *rd, struct ask *a)
 {
-	int v, yes = 1;
+	uint8_t bits[2 * (PROTO_VIEW_MAX / 8)];
+	struct proto_frame f = { .type = PROTO_F_EVICT,
+				 .aux = 0,
+				 .seq = (uint64_t)a->host,
+				 .gen = a->inc,
+				 .offset = ++a->round,
+				 .route = PROTO_ROUTE(rd->rank, rd->rank),
+				 .length = (uint32_t)(2 * bits_len(rd)) };
 
-	*no = 0;
-	for (v = 0; v < rd->world; v++) {
-		if (v == rd->rank || v == a->host || !ring_is_member(rd, v))
-			continue;
-		yes += a->said[v] == PROTO_EVICT_YES;
-		*no += a->said[v] == PROTO_EVICT_NO;
-	}
-	return yes;
+	memset(bits, 0, sizeof(bits));
+	bit_set(bits, rd->rank);		/* passed */
+	bit_set(bits + bits_len(rd), rd->rank);	/* and it cannot reach it */
+	a->sent_ms = now_ms();
+	census_on(rd, &f, bits, -1);
 }
 
+/* A census of ours came home: evict when more than half the hostfile's
+ * hosts cannot reach the host. */
+static void
+census_home(struct ringd *rd, const struct proto_frame *f, const uint8_t *bits)
+{
+	struct member *m = rd->member;
+	const uint8_t *yes = bits + bits_len(rd);
+	uint64_t now = now_ms();
+	char why[PROTO_TEXT_MAX + 1];
+	struct ask *a = NULL;
+	int i, v;
+
+	for (i = 0; i < 2; i++)
+		if (m->ask[i].host == (int)f->seq && m->ask[i].inc == f->gen)
+			a = &m->ask[i];
+	/* a census may take longer than CENSUS_AGAIN_MS round (a break's
+	 * HOP_WAIT_MS): the newest one home counts */
+	if (a == NULL || f->offset <= a->home || f->offset > a->round)
+		return;		/* of an ask that ended, or older than one home */
+	a->home = (uint32_t)f->offset;
+	a->yes = a->heard = a->reached = 0;
+	for (v = 0; v < rd->world; v++) {
+		if (v == a->host || !ring_is_member(rd, v) || !bit(bits, v))
+			continue;
+		a->reached++;
+		if (bit(yes, v))
+			a->yes++;
+		else
+			a->heard++;
+	}
+	if (2 * a->yes <= rd->world)
+		return;
+	snprintf(why, sizeof(why),
+		 "not heard for %llu ms (%s); %d of %d hosts could not "
+		 "reach it either",
+		 (unsigned long long)(now - (a == &m->ask[0] ? m->next : m->prev).heard_ms), a->why,
+		 a->yes, rd->world);
+	host_moved(m, a->host, a->inc + 1, why);
+	a->host = -1;
+	view_changed(rd);
+}
+
+/* An ask without a majority yet: the next census, and what to say. */
 static void
 ask_check(struct ringd *rd, struct ask *a, struct watch *w)
 {
-	struct member *m = rd->member;
 	uint64_t now = now_ms();
-	char why[PROTO_TEXT_MAX + 1];
-	int yes, no;
 
 	if (a->host < 0)
 		return;
-	yes = ask_yes(rd, a, &no);
-	if (2 * yes > rd->world) {
-		snprintf(why, sizeof(why),
-			 "not heard for %llu ms (%s); %d of %d hosts "
-			 "could not reach it either",
-			 (unsigned long long)(now - w->heard_ms), a->why, yes, rd->world);
-		host_moved(m, a->host, a->inc + 1, why);
-		a->host = -1;
-		view_changed(rd);
+	if (now - a->sent_ms >= CENSUS_AGAIN_MS)
+		census_start(rd, a);
+	if (now - a->started_ms < 2 * CENSUS_AGAIN_MS + HOP_WAIT_MS)
 		return;
-	}
-	ask_round(rd, a);
-	if (now - a->started_ms >= 2 * VOTE_PROBE_MS(rd) && !w->warned) {
+	if (!w->warned) {
 		w->warned = true;
 		log_warn("membership: host %d not heard for %llu ms, but only %d of %d hosts "
-			 "agree to evict it (%d reach it, the rest do not answer): this side "
-			 "has no majority and evicts nobody",
-			 a->host, (unsigned long long)(now - w->heard_ms), yes, rd->world, no);
+			 "agree to evict it (%d hear it, %d did not answer): this side has "
+			 "no majority and evicts nobody",
+			 a->host, (unsigned long long)(now - w->heard_ms), a->yes, rd->world,
+			 a->heard, rd->world - 1 - a->reached);
 	}
-	if (now - a->started_ms >= 2 * VOTE_PROBE_MS(rd) && rd->state != RING_READY)
+	if (rd->state != RING_READY)
 		snprintf(rd->ring_error, sizeof(rd->ring_error),
 			 "host %d not heard for %llu ms (%s); evicting it needs more than "
-			 "%d of the %d hosts to agree, %d do (%d reach it): without a "
-			 "majority this side of a partition evicts nobody",
+			 "%d of the %d hosts to agree, %d do (%d hear it, %d did not "
+			 "answer): without a majority this side of a partition evicts nobody",
 			 a->host, (unsigned long long)(now - w->heard_ms), a->why, rd->world / 2,
-			 rd->world, yes, no);
+			 rd->world, a->yes, a->heard, rd->world - 1 - a->reached);
 }
 
 /* A ring link: whether its host is silent for evict_after_ms, and the ask. */
@@ -364,107 +519,48 @@ watch_link(struct ringd *rd, struct link *l, struct watch *w, struct ask *a)
 	if (a->host != l->peer || a->inc != rd->view[l->peer]) {
 		a->host = l->peer;
 		a->inc = rd->view[l->peer];
-		a->started_ms = a->sent_ms = now;
-		memset(a->said, 0, (size_t)rd->world);
-		memset(a->asked, 0, (size_t)rd->world);
+		a->started_ms = now;
+		a->yes = a->heard = a->reached = 0;
+		a->home = a->round;
 		snprintf(a->why, sizeof(a->why), "%.*s", (int)sizeof(a->why) - 1,
 			 l->last_error[0] ? l->last_error : "its link never came up");
 		log_warn("membership: host %d not heard for %llu ms (%s): asking the others "
 			 "to evict it",
 			 l->peer, (unsigned long long)(now - w->heard_ms), a->why);
-		ask_round(rd, a);
+		census_start(rd, a);
 	}
 	ask_check(rd, a, w);
 }
 
-/* Whether this host reaches host h now: a link to it up and heard lately. */
-static bool
-reaches(struct ringd *rd, int h)
-{
-	struct link *l = link_toward(rd, h, false);
-
-	if (l == NULL && rd->direct_links != NULL && rd->direct_links[h] != NULL &&
-	    rd->direct_links[h]->state == LINK_UP)
-		l = rd->direct_links[h];
-	return l != NULL && now_ms() - l->last_rx_ms < rd->cfg.peer_timeout_ms;
-}
-
-static void
-answer(struct ringd *rd, struct vote *v, uint32_t aux)
-{
-	char why[160];
-	struct link *l = link_direct(rd, v->asker, why, sizeof(why));
-
-	if (l != NULL && l->state == LINK_UP)
-		send_evict(l, aux, v->host, v->inc, v->asker);
-	v->used = false;
-}
-
-/* The votes waiting on a probe: no once the host answers, yes once the probe
- * had its time. */
-static void
-votes_run(struct ringd *rd)
-{
-	struct member *m = rd->member;
-	int i;
-
-	for (i = 0; i < MAX_VOTES; i++) {
-		struct vote *v = &m->votes[i];
-
-		if (!v->used)
-			continue;
-		if (rd->view[v->host] != v->inc || !ring_is_member(rd, rd->rank))
-			v->used = false;
-		else if (reaches(rd, v->host))
-			answer(rd, v, PROTO_EVICT_NO);
-		else if (now_ms() - v->since_ms >= VOTE_PROBE_MS(rd) || rd->direct_links == NULL ||
-			 rd->direct_links[v->host] == NULL)
-			answer(rd, v, PROTO_EVICT_YES);	/* its time is up, or it failed */
-	}
-}
-
 static int
-rx_evict(struct link *l, const struct proto_frame *f)
+rx_evict(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
+	static uint8_t bits[2 * (PROTO_VIEW_MAX / 8)];
 	struct ringd *rd = l->rd;
-	struct member *m = rd->member;
-	int from = PROTO_ROUTE_SRC(f->route), host = (int)f->seq, i;
-	char why[160];
+	int origin = PROTO_ROUTE_SRC(f->route), host = (int)f->seq;
+	struct proto_frame g = *f;
 
-	if (from != l->peer || PROTO_ROUTE_DST(f->route) != rd->rank ||
-	    f->seq >= (uint64_t)rd->world || host == from || f->aux > PROTO_EVICT_NO) {
+	if (origin >= rd->world || PROTO_ROUTE_DST(f->route) != origin ||
+	    f->seq >= (uint64_t)rd->world || host == origin || f->aux > 1 ||
+	    f->length != 2 * bits_len(rd)) {
 		snprintf(l->last_error, sizeof(l->last_error), "malformed evict frame");
 		return RX_ERROR;
 	}
-	if (f->aux != PROTO_EVICT_ASK) {
-		for (i = 0; i < 2; i++)
-			if (m->ask[i].host == host && m->ask[i].inc == f->gen)
-				m->ask[i].said[from] = (uint8_t)f->aux;
+	memcpy(bits, pl, f->length);
+	if (f->aux == 1) {
+		if (origin == rd->rank)
+			census_home(rd, f, bits);
 		return RX_DONE;
 	}
-	if (rd->view[host] != f->gen || !ring_is_member(rd, rd->rank) ||
-	    !ring_is_member(rd, from) || host == rd->rank) {
-		/* it knows less (or more) than we do: our view settles it */
-		send_view(l);
-		if (host == rd->rank)
-			send_evict(l, PROTO_EVICT_NO, host, f->gen, from);
-		return RX_DONE;
-	}
-	for (i = 0; i < MAX_VOTES; i++)
-		if (m->votes[i].used && m->votes[i].asker == from && m->votes[i].host == host)
-			return RX_DONE;	/* asked again: the answer is on its way */
-	for (i = 0; i < MAX_VOTES && m->votes[i].used; i++)
-		;
-	if (reaches(rd, host) || i == MAX_VOTES) {
-		struct vote v = { .asker = from, .host = host, .inc = f->gen };
-
-		answer(rd, &v, reaches(rd, host) ? PROTO_EVICT_NO : PROTO_EVICT_YES);
-		return RX_DONE;
-	}
-	m->votes[i] = (struct vote){
-		.used = true, .asker = from, .host = host, .inc = f->gen, .since_ms = now_ms()
-	};
-	(void)link_direct(rd, host, why, sizeof(why)); /* the probe */
+	if (origin == rd->rank || bit(bits, rd->rank) || !ring_is_member(rd, rd->rank) ||
+	    !ring_is_member(rd, origin))
+		return RX_DONE;	/* round already, or not ours to count */
+	bit_set(bits, rd->rank);
+	/* a host whose view differs (the host evicted or readmitted since)
+	 * counts as hearing it; the views settle it */
+	if (host != rd->rank && rd->view[host] == f->gen && !hears(rd, host))
+		bit_set(bits + bits_len(rd), rd->rank);
+	census_on(rd, &g, bits, -1);
 	return RX_DONE;
 }
 
@@ -584,7 +680,7 @@ member_tick(void *arg)
 		return;
 	watch_link(rd, rd->next, &m->next, &m->ask[0]);
 	watch_link(rd, rd->prev, &m->prev, &m->ask[1]);
-	votes_run(rd);
+	hops_run(rd);
 	keep_evicted(rd);
 	views_spread(rd);
 	timer_add(m->tick, TICK_MS);
@@ -602,7 +698,7 @@ member_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
 	}
-	return f->type == PROTO_F_EVICT ? rx_evict(l, f) : rx_view(l, pl, f->length);
+	return f->type == PROTO_F_EVICT ? rx_evict(l, f, pl) : rx_view(l, pl, f->length);
 }
 
 int
@@ -629,11 +725,8 @@ member_start(struct ringd *rd, void (*changed)(struct ringd *rd))
 	m->why = calloc(n, sizeof(*m->why));
 	for (i = 0; m->probe_gap_ms != NULL && i < rd->world; i++)
 		m->probe_gap_ms[i] = PROBE_MIN_MS;
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 2; i++)
 		m->ask[i].host = -1;
-		m->ask[i].said = calloc(n, 1);
-		m->ask[i].asked = calloc(n, 1);
-	}
 	rd->member = m;
 	/* evict_after_ms = 0: a fixed membership, nothing to watch */
 	m->tick_off = rd->cfg.evict_after_ms == 0;
@@ -641,9 +734,7 @@ member_start(struct ringd *rd, void (*changed)(struct ringd *rd))
 		m->tick = timer_new(rd, member_tick, rd);
 	if (rd->view == NULL || m->since_ms == NULL || m->member_since_ms == NULL ||
 	    m->up_since_ms == NULL || m->probe_ms == NULL || m->probe_gap_ms == NULL ||
-	    m->flaps == NULL || m->why == NULL || m->ask[0].said == NULL ||
-	    m->ask[1].said == NULL || m->ask[0].asked == NULL || m->ask[1].asked == NULL ||
-	    (!m->tick_off && m->tick == NULL))
+	    m->flaps == NULL || m->why == NULL || (!m->tick_off && m->tick == NULL))
 		return -1;
 	if (!m->tick_off)
 		timer_add(m->tick, TICK_MS);
@@ -654,16 +745,11 @@ void
 member_stop(struct ringd *rd)
 {
 	struct member *m = rd->member;
-	int i;
 
 	if (m == NULL)
 		return;
 	if (m->tick != NULL)
 		timer_free(m->tick);
-	for (i = 0; i < 2; i++) {
-		free(m->ask[i].said);
-		free(m->ask[i].asked);
-	}
 	free(m->since_ms);
 	free(m->member_since_ms);
 	free(m->up_since_ms);

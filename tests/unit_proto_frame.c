@@ -41,7 +41,7 @@ static const struct {
 	{ PROTO_F_LEAVE, 100 },
 	{ PROTO_F_REVOKE, 100 },
 	{ PROTO_F_RING, 0 },
-	{ PROTO_F_EVICT, 0 },
+	{ PROTO_F_EVICT, 100 },
 	{ PROTO_F_VIEW, 100 },
 	{ PROTO_F_PING, 0 },
 	{ PROTO_F_PONG, 0 },
@@ -193,7 +193,7 @@ Test(frame, payload_limits)
 		 * knows its peer, so their cap is what a stranger can make it hold */
 		if (t == PROTO_F_HELLO || t == PROTO_F_HELLO_ACK || t == PROTO_F_HELLO_AUTH ||
 		    t == PROTO_F_REJECT || t == PROTO_F_ABORT || t == PROTO_F_REVOKE ||
-		    t == PROTO_F_P2P_RTS || t == PROTO_F_P2P_CTS) {
+		    t == PROTO_F_P2P_RTS || t == PROTO_F_P2P_CTS || t == PROTO_F_EVICT) {
 			cr_assert(frame_len_ok(t, 0, 0));
 			cr_assert(frame_len_ok(t, 2048, 0));
 			cr_assert(!frame_len_ok(t, 2049, 1 << 20));
