@@ -93,6 +93,22 @@ fuzz_payloads(const uint8_t *p, size_t len)
 			check_same(p, len, jout, n);
 		}
 	}
+	{
+		static struct proto_view view;
+		static uint8_t vout[4 + 4 * PROTO_VIEW_MAX];
+
+		if (proto_decode_view(p, len, &view) == 0) {
+			CHECK(view.n >= 1 && view.n <= PROTO_VIEW_MAX);
+			n = proto_encode_view(vout, sizeof(vout), view.inc, view.n);
+			check_same(p, len, vout, n);
+			/* a view of nothing but zeros, and only that, digests to 0 */
+			bool zero = true;
+
+			for (uint32_t i = 0; i < view.n; i++)
+				zero &= view.inc[i] == 0;
+			CHECK((proto_view_digest(view.inc, view.n) == 0) == zero);
+		}
+	}
 }
 
 int
@@ -123,6 +139,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(f.length <= max_payload);
 		else if (f.type == PROTO_F_JOIN || f.type == PROTO_F_LEAVE)
 			CHECK(f.length <= 96 + 4 * PROTO_JOIN_MAX);	/* a host's ranks */
+		else if (f.type == PROTO_F_VIEW)
+			CHECK(f.length <= 4 + 4 * PROTO_VIEW_MAX);	/* the hosts' incarnations */
 		else
 			CHECK(f.length <= 2048);
 		proto_frame_encode(hdr, &f);
