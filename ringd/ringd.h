@@ -106,7 +106,8 @@ struct arena {
 /*
  * The floors of the daemon, each naming only those below it: transport (bytes:
  * transport.c, tls.c) < link (frames to and from one neighbour, or any host over
- * a direct link: link.c, direct.c, rx.c, handshake.c, ping.c) < ring (which links exist, the ring's state and token,
+ * a direct link: link.c, direct.c, rx.c, handshake.c, ping.c) < ring (which
+ * hosts are members: member.c; which links exist, the ring's state and token,
  * frames passed on for other hosts: ring.c) < engine (jobs, operations, flow
  * control, failure: coll.c and its files) < front (client sessions, control,
  * metrics, reload) < main.  A floor reports upward only through a table of
