@@ -508,6 +508,12 @@ watch_link(struct ringd *rd, struct link *l, struct watch *w, struct ask *a)
 	}
 	if (l->state == LINK_UP && l->last_rx_ms > w->heard_ms)
 		w->heard_ms = l->last_rx_ms;
+	/* half way there: the direct link a census will cross the break on,
+	 * to the member after the silent one, is opened now */
+	if (l == rd->next && l->peer != rd->rank && ring_is_member(rd, l->peer) &&
+	    rd->cfg.evict_after_ms > 0 && now - w->heard_ms >= rd->cfg.evict_after_ms / 2 &&
+	    ring_next_of(rd, l->peer) != rd->rank)
+		(void)census_link(rd, ring_next_of(rd, l->peer));
 	if (l->peer == rd->rank || !ring_is_member(rd, l->peer) || !ring_is_member(rd, rd->rank) ||
 	    rd->cfg.evict_after_ms == 0 || now - w->heard_ms < rd->cfg.evict_after_ms) {
 		if (a->host >= 0 && a->host == l->peer)
