@@ -178,7 +178,9 @@ link_up(struct link *l)
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
 	link_timer_set(l, rd->cfg.heartbeat_ms);
-	link_heartbeat(l, 0, now_us());	/* our view's digest at once (member.c) */
+	/* our view's digest at once (member.c); stamp 0: its echo is no round
+	 * trip (the first, at a link's start, would skew the smoothed one) */
+	link_heartbeat(l, 0, 0);
 	if (l->dir == LINK_DIRECT)
 		log_info("direct link %s host %d: up (%s)", l->connector ? "to" : "from", l->peer,
 			 l->transport != NULL ? l->transport : "-");

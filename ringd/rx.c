@@ -44,7 +44,7 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		l->peer_digest_known = true;
 		if (f->aux == 0)
 			link_heartbeat(l, 1, f->offset);
-		else
+		else if (f->offset != 0)	/* 0: a link's first, untimed */
 			link_rtt_sample(l, now_us() - f->offset);
 		return RX_DONE;
 	case PROTO_F_PING:

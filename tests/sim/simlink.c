@@ -479,6 +479,7 @@ sim_net_free(struct sim_net *n)
 	for (i = 0; i < n->world; i++) {
 		end_free(&n->h[i].next);
 		end_free(&n->h[i].prev);
+		ring_stop(&n->h[i].rd);	/* the membership's state (no links here) */
 	}
 	sim_current = NULL;
 }
