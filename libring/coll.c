@@ -299,7 +299,7 @@ do_reduce_scatter(ring_comm *c, const char *fn, const void *send, void *recv,
 	    (rc = wire = lr_wire_of(c, fn, PROTO_COLL_REDUCE_SCATTER, dtype, &redop)) < 0 ||
 	    (rc = lr_check_redop(c, fn, dtype, redop)) ||
 	    (rc = lr_check_bytes(c, fn, recvcount, proto_dtype_size(dtype), (size_t)c->size,
-			      &bytes)) ||
+				 &bytes)) ||
 	    (rc = lr_check_buf(c, fn, "send", send, recvcount)) ||
 	    (rc = lr_check_buf(c, fn, "recv", recv, recvcount)))
 		return lr_group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, redop, -1, recvcount);

@@ -460,8 +460,7 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 
 	s = opts->wire != NULL && *opts->wire ? opts->wire : env_get("RING_WIRE");
 	if (s != NULL && *s && (env->wire = proto_wire_parse(s)) < 0) {
-		snprintf(err, cap,
-			 "%s=\"%s\" is no wire format: f32, bf16 or fp16",
+		snprintf(err, cap, "%s=\"%s\" is no wire format: f32, bf16 or fp16",
 			 opts->wire && *opts->wire ? "ring_options.wire" : "RING_WIRE", s);
 		return RING_EINVAL;
 	}

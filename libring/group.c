@@ -174,7 +174,7 @@ group_pack(struct ring_comm *c, struct ring_request **ent, size_t n, size_t firs
 	}
 	lr_plan_init(&pl, c, &lr_copier_host, PROTO_COLL_ALLREDUCE, p0->tmpl.dtype,
 		     p0->tmpl.redop, -1, count);
-	pl.tmpl.flags = p0->tmpl.flags;	/* the wire format they share */
+	pl.tmpl.flags = p0->tmpl.flags; /* the wire format they share */
 	pl.send = buf;
 	pl.recv = buf;
 	pl.fp_count = group_fp_count(m, nm);

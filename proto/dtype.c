@@ -591,8 +591,7 @@ wire_round_portable(float *buf, size_t n, int wire)
 
 #ifdef DTYPE_HAVE_X86
 /* Eight floats to the wire format and back; bf16 needs AVX2, fp16 F16C. */
-__attribute__((target("avx2,f16c")))
-static inline __m128i
+__attribute__((target("avx2,f16c"))) static inline __m128i
 wire_enc8(__m256 f, int wire)
 {
 	if (wire == PROTO_WIRE_BF16)
@@ -600,8 +599,7 @@ wire_enc8(__m256 f, int wire)
 	return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
 }
 
-__attribute__((target("avx2,f16c")))
-static inline __m256
+__attribute__((target("avx2,f16c"))) static inline __m256
 wire_dec8(const uint16_t *p, int wire)
 {
 	if (wire == PROTO_WIRE_BF16)
@@ -609,28 +607,26 @@ wire_dec8(const uint16_t *p, int wire)
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-__attribute__((target("avx2,f16c")))
-static size_t
-wire_x86(uint16_t *enc, float *dec, const float *a, const uint16_t *b, size_t n, int wire,
-	 int what)
+__attribute__((target("avx2,f16c"))) static size_t
+wire_x86(uint16_t *enc, float *dec, const float *a, const uint16_t *b, size_t n, int wire, int what)
 {
 	uint16_t tmp[8];
 	size_t i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
 		switch (what) {
-		case 0:	/* encode a into enc */
+		case 0: /* encode a into enc */
 			_mm_storeu_si128((__m128i *)(void *)(enc + i),
 					 wire_enc8(_mm256_loadu_ps(a + i), wire));
 			break;
-		case 1:	/* decode b into dec */
+		case 1: /* decode b into dec */
 			_mm256_storeu_ps(dec + i, wire_dec8(b + i, wire));
 			break;
-		case 2:	/* dec = a + decode(b) */
-			_mm256_storeu_ps(dec + i, _mm256_add_ps(_mm256_loadu_ps(a + i),
-								wire_dec8(b + i, wire)));
+		case 2: /* dec = a + decode(b) */
+			_mm256_storeu_ps(
+			    dec + i, _mm256_add_ps(_mm256_loadu_ps(a + i), wire_dec8(b + i, wire)));
 			break;
-		default:	/* dec = decode(encode(dec)) */
+		default: /* dec = decode(encode(dec)) */
 			_mm_storeu_si128((__m128i *)(void *)tmp,
 					 wire_enc8(_mm256_loadu_ps(dec + i), wire));
 			_mm256_storeu_ps(dec + i, wire_dec8(tmp, wire));

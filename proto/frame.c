@@ -320,7 +320,7 @@ proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp)
 	pw_u64(&w, fp->count);
 	pw_u8(&w, fp->algo);
 	pw_u8(&w, fp->wire);
-	pw_bytes(&w, NULL, 6);	/* reserved */
+	pw_bytes(&w, NULL, 6); /* reserved */
 	return pw_done(&w);
 }
 
@@ -358,8 +358,7 @@ proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
 {
 	return a->coll == b->coll && a->api == b->api && a->dtype == b->dtype &&
 	       a->redop == b->redop && a->algo == b->algo && a->wire == b->wire &&
-	       a->root == b->root &&
-	       a->count == b->count && a->seq == b->seq;
+	       a->root == b->root && a->count == b->count && a->seq == b->seq;
 }
 
 /*

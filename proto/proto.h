@@ -414,11 +414,11 @@ struct proto_op {
  * reduce-scatter of float32 sum or average (proto_wire_applies); 0 elsewhere.
  * Its DATA frames then carry 2-byte elements: their offset counts the float32
  * bytes, their length the bytes on the wire. */
-#define PROTO_OP_F_WIRE_SHIFT	12
-#define PROTO_OP_F_WIRE_MASK	(0x3u << PROTO_OP_F_WIRE_SHIFT)
-#define PROTO_OP_WIRE(flags)	(((flags) >> PROTO_OP_F_WIRE_SHIFT) & 0x3u)
-#define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK | \
-				 PROTO_OP_F_WIRE_MASK)
+#define PROTO_OP_F_WIRE_SHIFT 12
+#define PROTO_OP_F_WIRE_MASK (0x3u << PROTO_OP_F_WIRE_SHIFT)
+#define PROTO_OP_WIRE(flags) (((flags) >> PROTO_OP_F_WIRE_SHIFT) & 0x3u)
+#define PROTO_OP_F_ALL \
+	(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK | PROTO_OP_F_WIRE_MASK)
 
 /* The answer to SHRINK: what this daemon knows of the formation the asking
  * process is in, and its place among the survivors (libring/shrink.c).  A

@@ -135,7 +135,8 @@ op_start(struct ringd *rd, struct op *op)
 	/* compression runs on the ring's plan, which halving-doubling would
 	 * take over for medium sizes; the tiny plan stays uncompressed */
 	ring->rhd = coll == PROTO_COLL_ALLREDUCE && !ring->tiny &&
-		    op_fp(op)->wire == PROTO_WIRE_F32 && plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
+		    op_fp(op)->wire == PROTO_WIRE_F32 &&
+		    plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
 		    takes_log(op, PLAN_RHD, PLAN_RING, count * op_esz(op));
 	local_gather(op, &send, &recv, &inplace);
 	if (coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op_ncontrib(op) == 1)

@@ -181,10 +181,11 @@ struct op_ring {
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
 	/* compression on the wire (fp.wire, on a ring plan): float32 segments
-	 * travel as 2-byte elements; wire_buf holds one encoded segment going
-	 * out (link_send copies it) and one decoded coming in */
+	 * travel as 2-byte elements; wire_buf holds the segment going out,
+	 * encoded (link_send copies it); one coming in is decoded from the
+	 * link's buffer straight into its step's destination */
 	int wire;			/* enum proto_wire; PROTO_WIRE_F32: none */
-	uint8_t *wire_buf;		/* [seg / 2 + seg], allocated at the start */
+	uint8_t *wire_buf;		/* [seg / 2], allocated at the start */
 };
 
 /* A send or a receive, as opposed to a collective. */

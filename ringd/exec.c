@@ -231,8 +231,8 @@ exec_tx(struct ringd *rd, struct op *op)
 
 			if (ring->wire != PROTO_WIRE_F32) {
 				proto_wire_encode((uint16_t *)(void *)ring->wire_buf,
-						  (const float *)(const void *)p, len / sizeof(float),
-						  ring->wire);
+						  (const float *)(const void *)p,
+						  len / sizeof(float), ring->wire);
 				p = ring->wire_buf;
 			}
 			rc = link_send(l, &f, p);

@@ -25,14 +25,16 @@
 
 static struct ring_cluster cluster;
 
-static void teardown(void)
+static void
+teardown(void)
 {
 	cluster_stop(&cluster);
 	unsetenv("RING_WIRE");
 }
 
 /* Rank r's element i: random in (-4, 4), the same wherever it is computed. */
-static float value(int r, size_t i)
+static float
+value(int r, size_t i)
 {
 	uint64_t x = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
 
@@ -44,7 +46,8 @@ static float value(int r, size_t i)
 
 /* Whether an all-reduce of bytes on h hosts takes the tiny plan, which
  * travels uncompressed (ring.h). */
-static bool tiny(int h, size_t bytes)
+static bool
+tiny(int h, size_t bytes)
 {
 	if (h == 2)
 		return bytes <= (128u << 10);
@@ -54,8 +57,9 @@ static bool tiny(int h, size_t bytes)
 /* Checks n results got[k] of elements first + k against the exact sums of
  * every rank's values: within ring.h's bound, and values of the wire format
  * when compressed.  0, or 1 after it_fail. */
-static int check_sums(const float *got, size_t first, size_t n, int size, int hosts,
-		      enum ring_op op, int wire, bool compressed, const char *what)
+static int
+check_sums(const float *got, size_t first, size_t n, int size, int hosts, enum ring_op op, int wire,
+	   bool compressed, const char *what)
 {
 	double u = wire == PROTO_WIRE_BF16 ? 0x1p-8 : 0x1p-11;
 	double rel = (hosts > 1 ? (hosts + 1) * u : 0) + size * 0x1p-24;
@@ -76,32 +80,36 @@ static int check_sums(const float *got, size_t first, size_t n, int size, int ho
 		}
 		err = fabs((double)g - s);
 		bound = rel * a;
-		IT_CHECK(err <= bound, "%s: element %zu is %.9g, the exact %s is %.9g: error "
-			 "%.3g over the bound %.3g", what, first + k, g, ring_op_name(op), s,
-			 err, bound);
+		IT_CHECK(err <= bound,
+			 "%s: element %zu is %.9g, the exact %s is %.9g: error "
+			 "%.3g over the bound %.3g",
+			 what, first + k, g, ring_op_name(op), s, err, bound);
 		proto_wire_round(&round, 1, wire);
 		if (round != g)
-			IT_CHECK(!compressed, "%s: element %zu = %.9g is no %s value: the data "
-				 "did not travel compressed", what, first + k, g,
-				 proto_wire_name(wire));
+			IT_CHECK(!compressed,
+				 "%s: element %zu = %.9g is no %s value: the data "
+				 "did not travel compressed",
+				 what, first + k, g, proto_wire_name(wire));
 	}
 	return 0;
 }
 
 struct wire_case {
-	int wire;		/* PROTO_WIRE_BF16 or PROTO_WIRE_FP16 */
-	bool job_wide;		/* from RING_WIRE, not the op's bits */
+	int wire;      /* PROTO_WIRE_BF16 or PROTO_WIRE_FP16 */
+	bool job_wide; /* from RING_WIRE, not the op's bits */
 };
 
-static int op_bits(const struct wire_case *wc, enum ring_op op)
+static int
+op_bits(const struct wire_case *wc, enum ring_op op)
 {
 	if (wc->job_wide)
 		return (int)op;
 	return (int)op | (wc->wire == PROTO_WIRE_BF16 ? RING_WIRE_BF16 : RING_WIRE_FP16);
 }
 
-static int allreduce_one(ring_comm *comm, int rank, int size, const struct wire_case *wc,
-			 enum ring_op op, size_t count)
+static int
+allreduce_one(ring_comm *comm, int rank, int size, const struct wire_case *wc, enum ring_op op,
+	      size_t count)
 {
 	int hosts = ring_host_count(comm);
 	float *buf = ring_alloc(comm, count * sizeof(float) + 4);
@@ -115,8 +123,7 @@ static int allreduce_one(ring_comm *comm, int rank, int size, const struct wire_
 	IT_CHECK(buf != NULL, "ring_alloc: %s", ring_last_error(comm));
 	for (i = 0; i < count; i++)
 		buf[i] = value(rank, i);
-	IT_CALL(ring_allreduce(comm, buf, buf, count, RING_FLOAT32,
-			       (enum ring_op)op_bits(wc, op)));
+	IT_CALL(ring_allreduce(comm, buf, buf, count, RING_FLOAT32, (enum ring_op)op_bits(wc, op)));
 	rc = check_sums(buf, 0, count, size, hosts, op, wc->wire,
 			hosts > 1 && !tiny(hosts, count * sizeof(float)), what);
 	if (rc == 0 && it_same_everywhere(comm, buf, count * sizeof(float)))
@@ -125,8 +132,9 @@ static int allreduce_one(ring_comm *comm, int rank, int size, const struct wire_
 	return rc;
 }
 
-static int reduce_scatter_one(ring_comm *comm, int rank, int size, const struct wire_case *wc,
-			      enum ring_op op, size_t recvcount)
+static int
+reduce_scatter_one(ring_comm *comm, int rank, int size, const struct wire_case *wc, enum ring_op op,
+		   size_t recvcount)
 {
 	int hosts = ring_host_count(comm);
 	size_t total = recvcount * (size_t)size, i;
@@ -162,7 +170,8 @@ out:
 static const size_t ar_counts[] = { 1, 1000, 40000, 100003 };
 static const size_t rs_counts[] = { 1, 7, 1000, 10007 };
 
-static int sums_fn(ring_comm *comm, int rank, int size, void *arg)
+static int
+sums_fn(ring_comm *comm, int rank, int size, void *arg)
 {
 	const struct wire_case *wc = arg;
 	static const enum ring_op ops[] = { RING_SUM, RING_AVG };
@@ -179,7 +188,8 @@ static int sums_fn(ring_comm *comm, int rank, int size, void *arg)
 	return 0;
 }
 
-static void run_sums(int n)
+static void
+run_sums(int n)
 {
 	struct wire_case cases[] = { { PROTO_WIRE_BF16, false }, { PROTO_WIRE_FP16, false } };
 	size_t k;
@@ -215,7 +225,8 @@ Test(wire, sums_on_4_daemons, .fini = teardown, .timeout = 300)
 
 /* Where compression does not apply, asked for per op it is refused with a
  * reason, on every rank alike (nothing is sent), and the next op is fine. */
-static int refusals_fn(ring_comm *comm, int rank, int size, void *arg)
+static int
+refusals_fn(ring_comm *comm, int rank, int size, void *arg)
 {
 	int32_t iv[4] = { rank, 1, 2, 3 };
 	float fv[4] = { 1, 2, 3, 4 };
@@ -249,7 +260,8 @@ Test(wire, refused_where_it_does_not_apply, .fini = teardown, .timeout = 120)
 
 /* RING_WIRE=bf16 for the job: float32 sums travel compressed, and what it
  * does not apply to (int32, max, broadcast) travels as itself, exact. */
-static int job_wide_fn(ring_comm *comm, int rank, int size, void *arg)
+static int
+job_wide_fn(ring_comm *comm, int rank, int size, void *arg)
 {
 	static struct wire_case wc = { PROTO_WIRE_BF16, true };
 	size_t count = 50001, i;
@@ -300,7 +312,8 @@ Test(wire, job_wide_from_RING_WIRE, .fini = teardown, .timeout = 180)
 }
 
 /* Ranks that ask for different formats called different collectives. */
-static int mismatch_fn(ring_comm *comm, int rank, int size, void *arg)
+static int
+mismatch_fn(ring_comm *comm, int rank, int size, void *arg)
 {
 	size_t count = 100000, i;
 	float *fv = malloc(count * sizeof(*fv));
@@ -315,8 +328,9 @@ static int mismatch_fn(ring_comm *comm, int rank, int size, void *arg)
 			    rank == 0 ? RING_SUM | RING_WIRE_BF16 : RING_SUM);
 	e = ring_last_error(comm);
 	if (rc != RING_EMISMATCH || strstr(e, "wire=bf16") == NULL) {
-		it_fail(__FILE__, __LINE__, "rc %d (%s), expected RING_EMISMATCH naming wire=bf16: %s",
-			rc, ring_strerror(rc), e);
+		it_fail(__FILE__, __LINE__,
+			"rc %d (%s), expected RING_EMISMATCH naming wire=bf16: %s", rc,
+			ring_strerror(rc), e);
 		free(fv);
 		return 1;
 	}
