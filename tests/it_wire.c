@@ -351,3 +351,20 @@ Test(wire, different_formats_mismatch, .fini = teardown, .timeout = 120)
 	cr_assert_eq(cluster_start(&cluster, 2, WIRE_ARGS), 0, "cluster did not start");
 	cr_assert_eq(cluster_run(&cluster, 2, mismatch_fn, NULL), 0, "mismatch run failed");
 }
+
+/* A format that is none is refused at the open, naming where it came from. */
+Test(wire, unknown_format_refused_at_open, .fini = teardown, .timeout = 60)
+{
+	struct ring_options o = { .wire = "bf8", .socket = "/nonexistent/ringd.sock" };
+	ring_comm *c = NULL;
+
+	cr_assert_eq(ring_open(&c, &o), RING_EINVAL);
+	cr_assert(strstr(ring_last_error(NULL), "ring_options.wire=\"bf8\" is no wire format"),
+		  "%s", ring_last_error(NULL));
+	setenv("RING_WIRE", "float8", 1);
+	cr_assert_eq(ring_open(&c, &(struct ring_options){ .socket = "/nonexistent/r.sock" }),
+		     RING_EINVAL);
+	cr_assert(strstr(ring_last_error(NULL), "RING_WIRE=\"float8\" is no wire format"), "%s",
+		  ring_last_error(NULL));
+	cr_assert_null(c);
+}
