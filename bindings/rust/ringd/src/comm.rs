@@ -290,7 +290,12 @@ impl Communicator {
         self.check(rc)
     }
 
-    fn allreduce_raw<T: Element>(&self, send: &[T], recv: &mut [T], op: sys::ring_op) -> Result<()> {
+    fn allreduce_raw<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: sys::ring_op,
+    ) -> Result<()> {
         self.want("allreduce", send.len(), recv.len(), "recv")?;
         // SAFETY: both slices hold count elements of the dtype and outlive the call.
         let rc = unsafe {

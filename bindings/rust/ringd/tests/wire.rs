@@ -11,7 +11,8 @@ const N: usize = 50_001;
 
 /// Rank r's element i, in (-4, 4).
 fn value(r: usize, i: usize) -> f32 {
-    let mut x = (r as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let mut x = (r as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x ^= x >> 31;
     x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 29;
@@ -42,7 +43,11 @@ fn round(x: f32, wire: Wire) -> f32 {
 
 fn check(comm: &Communicator, got: &[f32], op: ReduceOp, wire: Wire) {
     let (n, h) = (comm.size(), comm.host_count());
-    let u = if wire == Wire::Bf16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
+    let u = if wire == Wire::Bf16 {
+        2f64.powi(-8)
+    } else {
+        2f64.powi(-11)
+    };
     let rel = (h as f64 + 1.0) * u + n as f64 * 2f64.powi(-24);
     let div = if op == ReduceOp::Avg { n as f64 } else { 1.0 };
     for (i, &g) in got.iter().enumerate() {
@@ -57,7 +62,15 @@ fn check(comm: &Communicator, got: &[f32], op: ReduceOp, wire: Wire) {
             g,
             s
         );
-        assert_eq!(round(g, wire), g, "{:?} element {} = {} is no {:?} value", wire, i, g, wire);
+        assert_eq!(
+            round(g, wire),
+            g,
+            "{:?} element {} = {} is no {:?} value",
+            wire,
+            i,
+            g,
+            wire
+        );
     }
 }
 
@@ -82,7 +95,11 @@ fn bf16_and_fp16_per_call() {
     let ring = Ring::start(2);
     for wire in [Wire::Bf16, Wire::Fp16] {
         let all = ring.run(2, |comm| sums(&comm, wire, true));
-        assert!(all.iter().all(|x| *x == all[0]), "{:?}: ranks hold different bits", wire);
+        assert!(
+            all.iter().all(|x| *x == all[0]),
+            "{:?}: ranks hold different bits",
+            wire
+        );
     }
 }
 
@@ -109,5 +126,8 @@ fn job_wide_option_and_refusal() {
             bits
         },
     );
-    assert!(all.iter().all(|x| *x == all[0]), "ranks hold different bits");
+    assert!(
+        all.iter().all(|x| *x == all[0]),
+        "ranks hold different bits"
+    );
 }
