@@ -577,6 +577,19 @@ wire_sum_portable(float *dst, const float *a, const uint16_t *b, size_t n, int w
 }
 
 KERNEL static void
+wire_sum_round_portable(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			dst[i] = bf16_to_f32(f32_to_bf16(a[i] + bf16_to_f32(b[i])));
+	else
+		for (i = 0; i < n; i++)
+			dst[i] = f16_to_f32(f32_to_f16(a[i] + f16_to_f32(b[i])));
+}
+
+KERNEL static void
 wire_round_portable(float *buf, size_t n, int wire)
 {
 	size_t i;
@@ -611,6 +624,7 @@ __attribute__((target("avx2,f16c"))) static size_t
 wire_x86(uint16_t *enc, float *dec, const float *a, const uint16_t *b, size_t n, int wire, int what)
 {
 	uint16_t tmp[8];
+	__m256 f;
 	size_t i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
@@ -625,6 +639,11 @@ wire_x86(uint16_t *enc, float *dec, const float *a, const uint16_t *b, size_t n,
 		case 2: /* dec = a + decode(b) */
 			_mm256_storeu_ps(
 			    dec + i, _mm256_add_ps(_mm256_loadu_ps(a + i), wire_dec8(b + i, wire)));
+			break;
+		case 4: /* dec = decode(encode(a + decode(b))) */
+			f = _mm256_add_ps(_mm256_loadu_ps(a + i), wire_dec8(b + i, wire));
+			_mm_storeu_si128((__m128i *)(void *)tmp, wire_enc8(f, wire));
+			_mm256_storeu_ps(dec + i, wire_dec8(tmp, wire));
 			break;
 		default: /* dec = decode(encode(dec)) */
 			_mm_storeu_si128((__m128i *)(void *)tmp,
@@ -670,6 +689,14 @@ proto_wire_sum(float *dst, const float *a, const uint16_t *b, size_t n, int wire
 	size_t i = WIRE_X86(NULL, dst, a, b, n, wire, 2);
 
 	wire_sum_portable(dst + i, a + i, b + i, n - i, wire);
+}
+
+void
+proto_wire_sum_round(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i = WIRE_X86(NULL, dst, a, b, n, wire, 4);
+
+	wire_sum_round_portable(dst + i, a + i, b + i, n - i, wire);
 }
 
 void

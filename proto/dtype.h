@@ -63,5 +63,8 @@ void proto_wire_encode(uint16_t *dst, const float *src, size_t n, int wire);
 void proto_wire_decode(float *dst, const uint16_t *src, size_t n, int wire);
 void proto_wire_sum(float *dst, const float *a, const uint16_t *b, size_t n, int wire);
 void proto_wire_round(float *buf, size_t n, int wire);
+/* dst[i] = decode(encode(a[i] + decode(b[i]))): a sum that is finished here,
+ * in one pass. */
+void proto_wire_sum_round(float *dst, const float *a, const uint16_t *b, size_t n, int wire);
 
 #endif /* PROTO_DTYPE_H */

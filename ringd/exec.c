@@ -50,6 +50,16 @@ exec_fold(struct ringd *rd, struct op *op)
 		proto_scale(pl->fold_dst, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
 }
 
+/* Whether received step i finishes its sum here (the next step, if any,
+ * copies): compressed, this host rounds it as the others will decode it, so
+ * every host keeps the same bits.  The partial sums before it are only sent
+ * on, and encoding rounds them. */
+static bool
+wire_final(const struct plan *pl, int i)
+{
+	return i + 1 >= pl->nrx || pl->rx[i + 1].local.base == NULL;
+}
+
 /* Has received step `dep` produced the bytes [off, off+len)? */
 static bool
 rx_has(const struct op_ring *ring, int dep, uint64_t off, uint64_t len)
@@ -363,16 +373,22 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 
 			if (ring->lazy_local)
 				local_combine_range(op, lo, flen);
-			if (ring->wire != PROTO_WIRE_F32)
-				proto_wire_sum((float *)(void *)d, (const float *)(const void *)lo,
-					       (const uint16_t *)(const void *)pl, n, ring->wire);
-			else
+			float *df = (float *)(void *)d;
+			const float *lf = (const float *)(const void *)lo;
+			const uint16_t *ph = (const uint16_t *)(const void *)pl;
+
+			if (ring->wire == PROTO_WIRE_F32)
 				proto_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
+			else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
+				proto_wire_sum_round(df, lf, ph, n, ring->wire);
+			else
+				proto_wire_sum(df, lf, ph, n, ring->wire);
 			rd->bytes_reduced += flen;
 			if (x->scale)
 				proto_scale(d, n, op_dtype(op), (uint32_t)job_world(j));
-			if (ring->wire != PROTO_WIRE_F32)
-				proto_wire_round((float *)(void *)d, n, ring->wire);
+			/* an average is rounded once divided (its step is the last) */
+			if (ring->wire != PROTO_WIRE_F32 && x->scale)
+				proto_wire_round(df, n, ring->wire);
 		} else if (ring->wire != PROTO_WIRE_F32) {
 			proto_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
 					  ring->wire);

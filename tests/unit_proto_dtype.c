@@ -806,6 +806,10 @@ check_wire(size_t n)
 		for (i = 0; i < n; i++)
 			cr_assert(same_bits(d[i], a[i] + dec(h[i])), "%s sum %zu",
 				  proto_wire_name(w), i);
+		proto_wire_sum_round(d, a, h, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert(same_bits(d[i], dec(enc(a[i] + dec(h[i])))), "%s sum_round %zu",
+				  proto_wire_name(w), i);
 		memcpy(r, a, n * sizeof(float));
 		proto_wire_round(r, n, w);
 		for (i = 0; i < n; i++)
