@@ -14,10 +14,10 @@
  *
  * Compression on the wire (ring.wire): a segment is encoded as it goes out and
  * decoded as it comes in, where it is added to the local operand in float32;
- * a reduced step is rounded through the wire format in place, so the host
- * that finishes a chunk keeps the value the others decode from it.  Offsets
- * and the plan's lengths stay float32 bytes; only the frames' lengths, the
- * credit and the bytes counted are those on the wire.
+ * the step that finishes a chunk's sum rounds it through the wire format in
+ * place, so its host keeps the value the others decode from it.  Offsets and
+ * the plan's lengths stay float32 bytes; only the frames' lengths, the credit
+ * and the links' byte counters are those on the wire.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,13 +370,12 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 		if (x->local.base != NULL) {
 			uint64_t lc;
 			const uint8_t *lo = plan_at(&x->local, ring->rx_off, &lc);
-
-			if (ring->lazy_local)
-				local_combine_range(op, lo, flen);
 			float *df = (float *)(void *)d;
 			const float *lf = (const float *)(const void *)lo;
 			const uint16_t *ph = (const uint16_t *)(const void *)pl;
 
+			if (ring->lazy_local)
+				local_combine_range(op, lo, flen);
 			if (ring->wire == PROTO_WIRE_F32)
 				proto_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
 			else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
