@@ -16,6 +16,7 @@
 /* Payload cap of the frames whose payload is a small structure. */
 #define FRAME_CTL_MAX		2048
 #define FRAME_JOIN_MAX		(96 + 4 * PROTO_JOIN_MAX)
+#define FRAME_VIEW_MAX		(4 + 4 * PROTO_VIEW_MAX)
 #define PEER_VERSION_MAX	31	/* proto_peer_hello.version without NUL */
 
 static const char *const coll_names[PROTO_API_MAX + 1] = {
@@ -132,9 +133,12 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_HEARTBEAT:
 	case PROTO_F_CREDIT:
 	case PROTO_F_RING:
+	case PROTO_F_EVICT:
 	case PROTO_F_PING:
 	case PROTO_F_PONG:
 		return 0;
+	case PROTO_F_VIEW:
+		return FRAME_VIEW_MAX;
 	case PROTO_F_OPHDR:
 		return PROTO_FP_LEN;
 	case PROTO_F_HELLO:
@@ -215,6 +219,10 @@ proto_frame_type_name(int type)
 		return "join";
 	case PROTO_F_RING:
 		return "ring";
+	case PROTO_F_EVICT:
+		return "evict";
+	case PROTO_F_VIEW:
+		return "view";
 	case PROTO_F_LEAVE:
 		return "leave";
 	case PROTO_F_REVOKE:
@@ -418,6 +426,55 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 		snprintf(buf, cap, "%s(%s) #%llu", name, args,
 		    (unsigned long long)fp->seq);
 	return buf;
+}
+
+/* ---- VIEW ---- */
+
+int
+proto_encode_view(uint8_t *buf, size_t cap, const uint32_t *inc, uint32_t n)
+{
+	struct pw w;
+	uint32_t i;
+
+	if (n == 0 || n > PROTO_VIEW_MAX)
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_u32(&w, n);
+	for (i = 0; i < n; i++)
+		pw_u32(&w, inc[i]);
+	return pw_done(&w);
+}
+
+int
+proto_decode_view(const uint8_t *buf, size_t len, struct proto_view *v)
+{
+	struct pr r;
+	uint32_t i;
+
+	pr_init(&r, buf, len);
+	v->n = pr_u32(&r);
+	if (v->n == 0 || v->n > PROTO_VIEW_MAX)
+		return RING_EPROTO;
+	for (i = 0; i < v->n; i++)
+		v->inc[i] = pr_u32(&r);
+	return pr_done(&r) != 0 ? RING_EPROTO : 0;
+}
+
+uint64_t
+proto_view_digest(const uint32_t *inc, uint32_t n)
+{
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+	bool any = false;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		any |= inc[i] != 0;
+		for (int b = 0; b < 4; b++) {
+			h ^= (inc[i] >> (8 * b)) & 0xffu;
+			h *= 1099511628211ull;
+		}
+	}
+	return any ? (h == 0 ? 1 : h) : 0;
 }
 
 /* ---- REJECT / ABORT reason ---- */

@@ -23,9 +23,10 @@
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
  * fingerprint carry the algorithm asked for (RING_ALGO); 7: JOIN carries the
  * cost model's inputs; 8: REVOKE frames, REVOKE and SHRINK messages, HELLO
- * carries flags; 9: OP and the fingerprint carry the wire format, and DATA
- * frames of a compressed operation carry it (PROTO_OP_F_WIRE) */
-#define PROTO_VERSION 9
+ * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
+ * fingerprint carry the wire format, and DATA frames of a compressed operation
+ * carry 2-byte elements (PROTO_OP_F_WIRE) */
+#define PROTO_VERSION 10
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -178,6 +179,10 @@ enum proto_frame_type {
 	PROTO_F_CREDIT = 9,    /* job's flow control: offset = cumulative bytes granted */
 	PROTO_F_RING = 10,     /* goes round: aux 0 = is the ring whole? (offset = highest
 				 * epoch seen), aux 1 = it is, epoch = offset */
+	PROTO_F_EVICT = 11,    /* membership (ringd/member.c): aux PROTO_EVICT_*, seq =
+				 * the host to evict, gen = its incarnation the
+				 * asker holds; route (asker, voter); no payload */
+	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
 	PROTO_F_DATA = 17,   /* aux = step, offset = byte offset within the step */
@@ -263,6 +268,22 @@ int proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_he
 
 int proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp);	/* OPHDR payload, seq not included (it is in the header) */
 int proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp);
+
+/* The membership view (VIEW): each host's incarnation, even while it is a
+ * member of the ring, odd while it is evicted; views merge by taking each
+ * host's larger number, so they agree whatever order changes come in.  A
+ * HEARTBEAT's seq carries a digest of its sender's view (0: nothing ever
+ * changed), so a peer whose view differs is sent ours. */
+#define PROTO_VIEW_MAX	4096	/* hosts (the hostfile's bound) */
+struct proto_view {
+	uint32_t n;			/* hosts */
+	uint32_t inc[PROTO_VIEW_MAX];
+};
+enum { PROTO_EVICT_ASK = 0, PROTO_EVICT_YES = 1, PROTO_EVICT_NO = 2 };
+int proto_encode_view(uint8_t *buf, size_t cap, const uint32_t *inc, uint32_t n);
+int proto_decode_view(const uint8_t *buf, size_t len, struct proto_view *v);
+/* The digest of a view a HEARTBEAT carries: 0 for a view of nothing but 0s. */
+uint64_t proto_view_digest(const uint32_t *inc, uint32_t n);
 
 /* REJECT / ABORT payloads: i32 code + string. */
 int proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text);

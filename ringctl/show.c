@@ -137,6 +137,40 @@ show_refused(json_t *doc, FILE *out)
 
 static void show_link_errors(json_t *links, FILE *out);
 
+/* The membership, once it changed: who is out, since when and why. */
+static void
+show_membership(json_t *doc, FILE *out)
+{
+	json_t *m = json_object_get(doc, "membership"), *peer;
+	int64_t members = 0, world = 0, evictions = 0, rejoins = 0, ago = 0, r = 0;
+	char text[512];
+	size_t i;
+
+	if (!json_is_object(m) || !jint(m, "members", &members) || !jint(doc, "world", &world))
+		return;
+	jint(m, "evictions", &evictions);
+	jint(m, "rejoins", &rejoins);
+	if (members == world && evictions == 0 && rejoins == 0)
+		return;
+	fprintf(out,
+		"  membership: %" PRId64 " of %" PRId64 " hosts in the ring%s; %" PRId64
+		" evicted and %" PRId64 " readmitted since this daemon started\n",
+		members, world,
+		json_is_true(json_object_get(m, "evicted_here")) ? ", THIS HOST IS EVICTED" : "",
+		evictions, rejoins);
+	json_array_foreach(json_object_get(doc, "peers"), i, peer) {
+		if (!json_is_false(json_object_get(peer, "member")) || !jint(peer, "rank", &r))
+			continue;
+		if (!jint(peer, "changed_ms_ago", &ago))
+			ago = -1;
+		fprintf(out, "    host %" PRId64 " evicted", r);
+		if (ago >= 0)
+			fprintf(out, " %" PRId64 ".%" PRId64 " s ago", ago / 1000,
+				ago % 1000 / 100);
+		fprintf(out, ": %s\n", cell_text(text, sizeof(text), jstr(peer, "why")));
+	}
+}
+
 /* The direct links' totals, when there are any to tell of. */
 static void
 show_direct(json_t *doc, FILE *out)
@@ -204,7 +238,10 @@ show_peers(json_t *doc, FILE *out)
 			}
 		}
 		if (!any) {
-			const char *cells[9] = { rank, addr, "-", "-", "-", "-", "-", "-", "-" };
+			bool out_of_ring = json_is_false(json_object_get(peer, "member"));
+			const char *cells[9] = { rank, addr, "-", out_of_ring ? "evicted" : "-",
+						 "-",  "-",  "-", "-",
+						 "-" };
 
 			table_add(t, cells);
 		}
@@ -220,6 +257,7 @@ show_peers(json_t *doc, FILE *out)
 			     cell_text(addr, sizeof(addr), jstr(link, "address")), link);
 	}
 	print_table(t, out, "no peers");
+	show_membership(doc, out);
 	show_link_errors(links, out);
 	show_refused(doc, out);
 	show_direct(doc, out);

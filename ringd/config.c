@@ -76,6 +76,8 @@ const struct key_def config_keys[] = {
 	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB,	RESTART },
 	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000,	RESTART },
 	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000,	RESTART },
+	{ "evict_after_ms",	K_U32,		F(evict_after_ms),	0, 86400000,	RESTART },
+	{ "rejoin_after_ms",	K_U32,		F(rejoin_after_ms),	0, 3600000,	RESTART },
 	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000,
 	  LIVE("operations from now on") },
 	{ "poll_us",		K_U32,		F(poll_us),		0, 100000,
@@ -145,6 +147,8 @@ config_defaults(struct config *c)
 	c->latency_doubling = CONFIG_LOG_AUTO;
 	c->link_gbps = 10;
 	c->peer_timeout_ms = 10000;
+	c->evict_after_ms = 15000;
+	c->rejoin_after_ms = 2000;
 	c->op_timeout_ms = 60000;
 	c->connect_timeout_ms = 5000;
 	c->max_direct_links = 16;

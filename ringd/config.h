@@ -32,6 +32,10 @@ struct config {
 	uint64_t piece_bytes;		/* piece = SIZE: libring splits ops into these (64M) */
 	uint32_t window_bytes;		/* window = SIZE: per-job credit per link (8M) */
 	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
+	uint32_t evict_after_ms;	/* a host not heard this long is evicted (15000;
+					 * 0: never) */
+	uint32_t rejoin_after_ms;	/* ... readmitted once heard this long (2000),
+					 * doubled for each recent flap */
 	uint32_t peer_timeout_ms;	/* peer_timeout_ms = N (10000) */
 	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
 	uint32_t poll_us;		/* poll_us = N: busy-poll window after work (0: off) */

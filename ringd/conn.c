@@ -286,7 +286,7 @@ link_start(struct ringd *rd, const struct link_events *ev)
 		 host, port, transport_name(link_transport), auth_mode(rd), rd->rank, rd->world);
 	if (rd->world < 2)
 		return 0;
-	rd->next = link_new(rd, LINK_NEXT, (rd->rank + 1) % rd->world);
+	rd->next = link_new(rd, LINK_NEXT, ring_next_of(rd, rd->rank));
 	rd->prev = link_new(rd, LINK_PREV, mod_prev(rd));
 	if (rd->next == NULL || rd->prev == NULL || direct_start(rd) != 0)
 		return -1;

@@ -284,8 +284,21 @@ ctl_status_json(struct ringd *rd)
 	peers = json_array();
 	for (i = 0; i < rd->hf.n; i++) {
 		snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[i].host, rd->hf.hosts[i].port);
-		json_array_append_new(peers, json_pack("{s:i, s:s, s:b}", "rank", i,
-						       "address", buf, "self", i == rd->rank));
+		json_t *p = json_pack("{s:i, s:s, s:b, s:b}", "rank", i, "address", buf, "self",
+				      i == rd->rank, "member", ring_is_member(rd, i));
+
+		/* an evicted host's cause and age, and a readmitted one's */
+		if (p != NULL && rd->view != NULL && rd->view[i] != 0) {
+			json_object_set_new(p, "incarnation", json_integer(rd->view[i]));
+			json_object_set_new(p, "why", json_string(member_why(rd, i)));
+			json_object_set_new(p, "holdout_ms",
+					    json_integer((json_int_t)member_holdout_ms(rd, i)));
+			if (member_since_ms(rd, i) != 0)
+				json_object_set_new(
+				    p, "changed_ms_ago",
+				    json_integer((json_int_t)(now_ms() - member_since_ms(rd, i))));
+		}
+		json_array_append_new(peers, p);
 	}
 	jobs = json_array();
 	JOBS_FOREACH(j, rd) {
@@ -320,6 +333,14 @@ ctl_status_json(struct ringd *rd)
 					      rd->ndirect, "opened", (json_int_t)rd->direct_opened,
 					      "closed_idle", (json_int_t)rd->direct_closed_idle,
 					      "last_error", rd->direct_error));
+	if (doc != NULL)
+		json_object_set_new(
+		    doc, "membership",
+		    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
+			      "evicted_here", !ring_is_member(rd, rd->rank), "evict_after_ms",
+			      (json_int_t)rd->cfg.evict_after_ms, "rejoin_after_ms",
+			      (json_int_t)rd->cfg.rejoin_after_ms, "evictions",
+			      (json_int_t)rd->evictions, "rejoins", (json_int_t)rd->rejoins));
 	if (doc != NULL)	/* why the ring is not whole, while it is not */
 		json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
 	if (doc == NULL)

@@ -70,10 +70,11 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 		snprintf(why, len, "host %d is this daemon", host);
 		return NULL;
 	}
-	/* a neighbour's ring link is already a link to it */
-	if (rd->next != NULL && rd->next->peer == host)
+	/* a neighbour's ring link is already a link to it (an evicted host has
+	 * no ring links: member.c) */
+	if (rd->next != NULL && rd->next->peer == host && ring_is_member(rd, rd->rank))
 		return rd->next;
-	if (rd->prev != NULL && rd->prev->peer == host)
+	if (rd->prev != NULL && rd->prev->peer == host && ring_is_member(rd, rd->rank))
 		return rd->prev;
 	if ((l = rd->direct_links[host]) != NULL) {
 		l->used_ms = now_ms();

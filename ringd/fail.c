@@ -283,12 +283,12 @@ fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	}
 	if (origin == rd->rank)
 		return RX_DONE;
-	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	if (ring_passes_on(rd, origin) && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	log_warn("host %d reports: %s", origin, text);
 	/* the host after a break tells (fail_link_down): it lost the link from
 	 * the one before it */
-	ring_broken(rd, text, (origin + rd->world - 1) % rd->world, origin);
+	ring_broken(rd, text, ring_prev_of(rd, origin), origin);
 	return RX_DONE;
 }
 
@@ -386,8 +386,8 @@ pass:
 	 * through hosts that have no rank of the job, with its answer; one
 	 * straight from its host is for us alone */
 	if (origin != rd->rank && rd->next != NULL &&
-	    PROTO_ROUTE_DST(f->route) == PROTO_ROUTE_SRC(f->route) &&
-	    (f->aux == 1 || (rd->rank + 1) % rd->world != origin))
+	    PROTO_ROUTE_DST(f->route) == PROTO_ROUTE_SRC(f->route) && ring_is_member(rd, origin) &&
+	    (f->aux == 1 || ring_next_of(rd, rd->rank) != origin))
 		link_send(rd->next, f, pl);
 	return RX_DONE;
 }

@@ -141,6 +141,12 @@ hello_check(struct ringd *rd, const struct proto_peer_hello *h, int want_from,
 		snprintf(why, len, "world size %u differs from ours (%d)", h->world, rd->world);
 	else if (h->to_rank != (uint32_t)rd->rank)
 		snprintf(why, len, "it wanted rank %u but this is rank %d", h->to_rank, rd->rank);
+	else if (h->from_rank != (uint32_t)want_from && h->from_rank < (uint32_t)rd->world &&
+		 !ring_is_member(rd, (int)h->from_rank))
+		snprintf(why, len,
+			 "host %u is evicted from the ring (host %d readmits it once "
+			 "it has heard it for a while)",
+			 h->from_rank, ring_prev_of(rd, (int)h->from_rank));
 	else if (h->from_rank != (uint32_t)want_from)
 		snprintf(why, len, "it is rank %u but rank %d was expected here", h->from_rank,
 			 want_from);
@@ -172,6 +178,7 @@ link_up(struct link *l)
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
 	link_timer_set(l, rd->cfg.heartbeat_ms);
+	link_heartbeat(l, 0, now_us());	/* our view's digest at once (member.c) */
 	if (l->dir == LINK_DIRECT)
 		log_info("direct link %s host %d: up (%s)", l->connector ? "to" : "from", l->peer,
 			 l->transport != NULL ? l->transport : "-");
@@ -242,6 +249,21 @@ promote_prev(struct link *p, bool answer)
 	link_up(p);
 }
 
+/* A ring HELLO from a host of this ring that takes itself for our previous
+ * one while we expect another: one of our views is behind (an evicted host
+ * that does not know it, or a daemon restarted beside one).  Over a direct
+ * link their heartbeats find it out and the newer view goes across
+ * (member.c).  Its rank, or -1. */
+static int
+ring_hello_behind(const struct ringd *rd, const struct proto_peer_hello *h, bool direct, int from)
+{
+	if (direct || h->world != (uint32_t)rd->world || h->from_rank >= (uint32_t)rd->world ||
+	    h->from_rank == (uint32_t)rd->rank || h->from_rank == (uint32_t)from ||
+	    h->to_rank != (uint32_t)rd->rank || strcmp(h->cluster, rd->cfg.cluster) != 0)
+		return -1;
+	return (int)h->from_rank;
+}
+
 /* HELLO on an accepted connection. */
 static int
 on_hello(struct link *l, const struct proto_peer_hello *h)
@@ -261,9 +283,13 @@ on_hello(struct link *l, const struct proto_peer_hello *h)
 	}
 	if (hello_check(rd, h, from, why, sizeof(why)) != 0) {
 		char msg[300];
+		int other = ring_hello_behind(rd, h, direct, from);
 
 		snprintf(msg, sizeof(msg), "host claiming rank %u: %s", h->from_rank, why);
-		return hs_refuse(l, msg);
+		(void)hs_refuse(l, msg);
+		if (other >= 0)
+			(void)link_direct(rd, other, why, sizeof(why));
+		return RX_ERROR;
 	}
 	if (!transport_peer_is(link_transport, l, from)) {
 		snprintf(why, sizeof(why),

@@ -791,7 +791,7 @@ job_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	}
 	if (origin == rd->rank)
 		return RX_DONE;
-	if ((rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	if (ring_passes_on(rd, origin) && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	if ((j = job_wire(rd, f->job)) != NULL)
 		job_fail_form(rd, j, false, "%s", text);
@@ -1049,7 +1049,7 @@ job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, con
 	}
 	if (origin == rd->rank)
 		return RX_DONE; /* it went all the way round */
-	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	if (!straight && ring_passes_on(rd, origin) && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	j = job_lookup(rd, f->job);
 	if (j != NULL && j->formed && j->world != 0 && f->gen == j->fgen)
@@ -1073,8 +1073,9 @@ shrink_mix(uint64_t h, uint32_t v)
 /*
  * What ring_comm_shrink agrees on: the ranks of the formation that are not on
  * a lost host, renumbered densely in the old order.  A host of the formation
- * is lost when the ring is whole and all its processes left it, or when the
- * ring is broken and this host has no working link to it.  The hash covers the generation and the
+ * is lost when the ring evicted it, when the ring is whole and all its
+ * processes left it, or when the ring is broken and this host has no working
+ * link to it.  The hash covers the generation and the
  * lost hosts, so processes that got the same answer name the same new job.
  */
 void
@@ -1098,8 +1099,9 @@ job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_in
 		/* while the ring is broken, a host's LEAVE may only say that it
 		 * saw the break (job_tell_broken): its link tells */
 		if (host == rd->rank ||
-		    (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
-					       link_toward(rd, host, false) != NULL))
+		    (ring_is_member(rd, host) &&
+		     (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
+						link_toward(rd, host, false) != NULL)))
 			continue;
 		h = shrink_mix(h, (uint32_t)host);
 		if (m->nhosts < PROTO_SHRINK_HOSTS)
@@ -1146,7 +1148,7 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	}
 	if (origin == rd->rank)
 		return RX_DONE;	/* it went all the way round */
-	if (!straight && (rd->rank + 1) % rd->world != origin && rd->next != NULL)
+	if (!straight && ring_passes_on(rd, origin) && rd->next != NULL)
 		link_send(rd->next, f, pl);
 	if ((j = job_wire(rd, f->job)) == NULL)
 		return RX_DONE;	/* past max_jobs: we can only pass it on */

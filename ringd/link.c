@@ -223,6 +223,25 @@ link_fail(struct link *l, const char *why)
 	link_retry_later(l);
 }
 
+void
+link_retarget(struct link *l, int peer, const char *why)
+{
+	if (l->peer != peer) {
+		log_info("link %s: host %d -> host %d (%s)", link_dir_name(l), l->peer, peer,
+			 why != NULL ? why : "the membership changed");
+		if (l->fd >= 0)
+			link_close(l, why);
+		l->peer = peer;
+		l->last_error[0] = '\0';
+	}
+	if (l->dir != LINK_NEXT || l->fd >= 0 || l->rd->state == RING_STOPPED ||
+	    !ring_is_member(l->rd, l->rd->rank))
+		return;
+	evtimer_del(l->timer);
+	l->backoff_ms = BACKOFF_MIN_MS;
+	link_timer_set(l, 0);	/* conn.c's timer connects a link that is down */
+}
+
 /* Takes a direct link out of the daemon's table (it is freed by the caller). */
 void
 link_direct_forget(struct link *l)
@@ -236,11 +255,13 @@ link_direct_forget(struct link *l)
 	rd->ndirect--;
 }
 
-/* The connector tries again after its back-off, which doubles up to a bound. */
+/* The connector tries again after its back-off, which doubles up to a bound
+ * (not while this host is evicted: it makes no ring link then). */
 void
 link_retry_later(struct link *l)
 {
-	if (l->dir == LINK_NEXT && l->rd->state != RING_STOPPED) {
+	if (l->dir == LINK_NEXT && l->rd->state != RING_STOPPED &&
+	    ring_is_member(l->rd, l->rd->rank)) {
 		link_timer_set(l, l->backoff_ms);
 		l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 	}
@@ -309,6 +330,7 @@ link_attach_fd(struct link *l, int fd)
 	l->fd = fd;
 	rx_reset(l);
 	memset(&l->hs, 0, sizeof(l->hs));	/* a new connection, a new handshake */
+	l->peer_digest_known = false;
 	l->rev = event_new(rd->base, fd, EV_READ | EV_PERSIST, link_read_cb, l);
 	l->wev = event_new(rd->base, fd, EV_WRITE | EV_PERSIST, link_write_cb, l);
 	if (l->rev == NULL || l->wev == NULL)
@@ -362,8 +384,11 @@ link_rtt_sample(struct link *l, uint64_t rtt_us)
 void
 link_heartbeat(struct link *l, uint32_t aux, uint64_t stamp)
 {
-	struct proto_frame f = { .type = PROTO_F_HEARTBEAT, .aux = aux, .offset = stamp,
-				 .epoch = l->rd->epoch };
+	struct proto_frame f = { .type = PROTO_F_HEARTBEAT,
+				 .aux = aux,
+				 .offset = stamp,
+				 .epoch = l->rd->epoch,
+				 .seq = l->rd->view_digest };
 
 	link_send(l, &f, NULL);
 }

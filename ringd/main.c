@@ -281,7 +281,7 @@ main(int argc, char **argv)
 	sess_stop(rd);
 	/* link_stop frees the peer port's event, which may be resting */
 	listener_forget(rd->peer_ev);
-	link_stop(rd);
+	ring_stop(rd);
 	event_free(rd->sig_int);
 	event_free(rd->sig_term);
 	event_free(rd->sig_hup);

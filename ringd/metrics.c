@@ -119,6 +119,17 @@ model_ring(json_t *fams, struct ringd *rd, uint64_t now)
 	sample_u(s, "ringd_ring_epoch", NULL, rd->epoch);
 	s = family(fams, "ringd_ring_hosts", "gauge", "Hosts in the ring (the hostfile's lines)");
 	sample_u(s, "ringd_ring_hosts", NULL, (uint64_t)rd->world);
+	s = family(fams, "ringd_ring_members", "gauge",
+		   "Hosts in the ring now: the hostfile's, less those evicted");
+	sample_u(s, "ringd_ring_members", NULL, (uint64_t)member_count(rd));
+	s = family(fams, "ringd_ring_evicted", "gauge", "1 while this host is evicted, else 0");
+	sample_u(s, "ringd_ring_evicted", NULL, !ring_is_member(rd, rd->rank));
+	s = family(fams, "ringd_ring_evictions_total", "counter",
+		   "Hosts evicted from the ring (seen by this daemon)");
+	sample_u(s, "ringd_ring_evictions_total", NULL, rd->evictions);
+	s = family(fams, "ringd_ring_rejoins_total", "counter",
+		   "Evicted hosts readmitted to the ring (seen by this daemon)");
+	sample_u(s, "ringd_ring_rejoins_total", NULL, rd->rejoins);
 	s = family(fams, "ringd_host_rank", "gauge", "This daemon's host rank");
 	sample_u(s, "ringd_host_rank", NULL, (uint64_t)rd->rank);
 }

@@ -317,7 +317,7 @@ ping_rx(struct link *l, const struct proto_frame *f)
 	}
 	/* someone else's round: on it goes (lost if our next link is down, which
 	 * its origin sees as an unanswered ring ping) */
-	if (rd->next != NULL && rd->next->state == LINK_UP)
+	if (rd->next != NULL && rd->next->state == LINK_UP && ring_is_member(rd, origin))
 		link_send(rd->next, f, NULL);
 	return RX_DONE;
 bad:

@@ -142,6 +142,8 @@ ring_rx(struct link *l, const struct proto_frame *f)
 		snprintf(l->last_error, sizeof(l->last_error), "malformed ring token");
 		return RX_ERROR;
 	}
+	if (!ring_is_member(rd, origin))
+		return RX_DONE;	/* of a host evicted since: it would go round for ever */
 	if (f->aux == 0) {
 		if (origin == rd->rank) {
 			/* round and back: tell everyone, with an epoch above all seen */
@@ -169,7 +171,7 @@ ring_rx(struct link *l, const struct proto_frame *f)
 		rd->whole = true;
 		rd->ring_error[0] = '\0';
 	}
-	if ((rd->rank + 1) % rd->world != origin)
+	if (ring_passes_on(rd, origin))
 		link_send(rd->next, f, NULL);
 	ring_update_state(rd);
 	return RX_DONE;
@@ -192,6 +194,8 @@ ring_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 			 proto_frame_type_name(f->type), src);
 		return RX_ERROR;
 	}
+	if (!ring_is_member(rd, src) || !ring_is_member(rd, dst))
+		return RX_DONE;	/* of or for a host evicted since: no way there */
 	if (dst == rd->rank)
 		return -1;
 	if (l->dir == LINK_DIRECT)
@@ -228,6 +232,9 @@ ring_link_frame(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	switch (f->type) {
 	case PROTO_F_RING:
 		return ring_rx(l, f);
+	case PROTO_F_EVICT:
+	case PROTO_F_VIEW:
+		return member_rx(l, f, pl);
 	case PROTO_F_CREDIT:
 	case PROTO_F_OPHDR:
 	case PROTO_F_DATA:
@@ -284,9 +291,25 @@ static const struct link_events ring_link_events = {
 	.room = ring_link_room,
 };
 
+/* member.c moved the ring's links (a host evicted or readmitted). */
+static void
+ring_view_changed(struct ringd *rd)
+{
+	ring_update_state(rd);
+}
+
 int
 ring_start(struct ringd *rd, const struct ring_events *ev)
 {
 	rd->ring_ev = ev;
+	if (member_start(rd, ring_view_changed) != 0)
+		return -1;
 	return link_start(rd, &ring_link_events);
+}
+
+void
+ring_stop(struct ringd *rd)
+{
+	link_stop(rd);
+	member_stop(rd);
 }

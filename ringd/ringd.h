@@ -77,6 +77,9 @@ struct link {
 	uint64_t used_ms;		/* a direct link's last use: a frame other than a
 					 * heartbeat, or link_direct() */
 	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
+	uint64_t peer_digest;		/* its view's digest, from its heartbeats */
+	bool peer_digest_known;		/* ... once one came on this connection */
+	uint64_t view_sent_ms;		/* when our view last went to it (member.c) */
 	struct {			/* the handshake; reset for every connection */
 		uint8_t stage;		/* LINK_HS_* below */
 		uint8_t nonce[PROTO_NONCE_LEN];	/* ours, sent in HELLO / HELLO_ACK */
@@ -183,6 +186,11 @@ struct ringd {
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */
 	char ring_error[PROTO_TEXT_MAX + 1];	/* why the ring is not whole, if it is not */
+	uint32_t *view;			/* [world]: each host's incarnation, odd while
+					 * it is evicted (member.c; NULL: world 1) */
+	uint64_t view_digest;		/* proto_view_digest of it */
+	struct member *member;		/* member.c's own state */
+	uint64_t evictions, rejoins;	/* hosts evicted and readmitted, seen here */
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
@@ -208,10 +216,26 @@ now_us(void)
 	return (uint64_t)proto_now_us();
 }
 
+/* member.c: which hosts are in the ring (evicted, readmitted).  member_start
+ * starts it (changed: the view changed, once it is applied); member_rx takes an
+ * EVICT or a VIEW frame (RX_DONE or RX_ERROR). */
+int member_start(struct ringd *rd, void (*changed)(struct ringd *rd));
+void member_stop(struct ringd *rd);
+int member_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl);
+/* Hosts in the ring now; why host h was evicted ("" when it never was); when
+ * its incarnation last changed here (monotonic ms, 0: never). */
+int member_count(const struct ringd *rd);
+const char *member_why(const struct ringd *rd, int h);
+uint64_t member_since_ms(const struct ringd *rd, int h);
+/* How long host h must be heard before it is readmitted (its flaps counted). */
+uint32_t member_holdout_ms(const struct ringd *rd, int h);
+
 /* ring.c: the links as a ring (started here), the ring's state, systemd's
  * view of it, the states' names.  ring_start opens the links and reports to
  * the engine through ev (kept: static storage). */
 int ring_start(struct ringd *rd, const struct ring_events *ev);
+/* Closes every link and the membership (the daemon stops). */
+void ring_stop(struct ringd *rd);
 void ring_update_state(struct ringd *rd);
 const char *ring_state_name(enum ring_state s);
 /* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
@@ -268,17 +292,57 @@ void *tls_reload_prepare(const struct ringd *rd, const struct config *cfg, char 
 			 size_t errlen);
 int tls_reload_commit(void *pending, char *what, size_t len);
 
+/* Whether host h is a member of the ring (not evicted: member.c). */
+static inline bool
+ring_is_member(const struct ringd *rd, int h)
+{
+	return rd->view == NULL || (rd->view[h] & 1u) == 0;
+}
+
+/* The member after host h in the hostfile's order, round (h when none). */
+static inline int
+ring_next_of(const struct ringd *rd, int h)
+{
+	for (int k = 1; k < rd->world; k++)
+		if (ring_is_member(rd, (h + k) % rd->world))
+			return (h + k) % rd->world;
+	return h;
+}
+
+/* ... and the member before it. */
+static inline int
+ring_prev_of(const struct ringd *rd, int h)
+{
+	for (int k = 1; k < rd->world; k++)
+		if (ring_is_member(rd, (h + rd->world - k) % rd->world))
+			return (h + rd->world - k) % rd->world;
+	return h;
+}
+
 /* The host rank of our previous neighbour. */
 static inline int
 mod_prev(const struct ringd *rd)
 {
-	return (rd->rank + rd->world - 1) % rd->world;
+	return ring_prev_of(rd, rd->rank);
+}
+
+/* Whether a frame that goes round from origin is passed on from here: not
+ * once the next host is its origin, and never for an origin that is not a
+ * member (it would go round for ever). */
+static inline bool
+ring_passes_on(const struct ringd *rd, int origin)
+{
+	return ring_is_member(rd, origin) && ring_next_of(rd, rd->rank) != origin;
 }
 
 /* link.c and linkout.c (the output, no socket); link_start is ring_start's,
  * with the ring's handlers (kept) */
 const char *link_state_name(enum link_state s);
 int link_start(struct ringd *rd, const struct link_events *ev);
+/* Points a ring link at another host (the membership changed): its
+ * connection, if any, is closed with why; a next link connects at once.  Also
+ * with the same peer: a next link that is down connects now. */
+void link_retarget(struct link *l, int peer, const char *why);
 /* Sends a RING token round to find out whether the ring is whole. */
 void link_ring_check(struct ringd *rd);
 void link_stop(struct ringd *rd);

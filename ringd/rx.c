@@ -40,6 +40,8 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 			direct_close(l, l->last_error);
 			return RX_DONE;
 		}
+		l->peer_digest = f->seq;	/* its view (member.c) */
+		l->peer_digest_known = true;
 		if (f->aux == 0)
 			link_heartbeat(l, 1, f->offset);
 		else
@@ -67,14 +69,14 @@ link_own_frame(uint16_t type)
 /* The engine's frames a direct link carries: a collective's (its data, its
  * headers, the credit for them), a message's (RTS, CTS, data), and while the
  * ring is broken an op's abort, a LEAVE and a JOIN, straight from the host at
- * its other end, and a REVOKE. */
+ * its other end, a REVOKE, and the membership's EVICT and VIEW. */
 static bool
 direct_frame(uint16_t type)
 {
 	return type == PROTO_F_OPHDR || type == PROTO_F_DATA || type == PROTO_F_CREDIT ||
 	       type == PROTO_F_P2P_RTS || type == PROTO_F_P2P_CTS || type == PROTO_F_P2P_DATA ||
 	       type == PROTO_F_ABORT || type == PROTO_F_LEAVE || type == PROTO_F_JOIN ||
-	       type == PROTO_F_REVOKE;
+	       type == PROTO_F_REVOKE || type == PROTO_F_EVICT || type == PROTO_F_VIEW;
 }
 
 /* Makes room in rxbuf for `need` contiguous bytes from rxoff. */

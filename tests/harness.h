@@ -270,4 +270,11 @@ const char *it_place_name(enum it_place place);
 int it_broadcast_one(ring_comm *comm, int rank, int n, enum ring_dtype dt, size_t count,
 		     int root, enum it_place place, uint64_t seed, bool same_everywhere);
 
+/* One float32 sum all-reduce of pattern_fill's seed over count elements of buf
+ * (want: count more, for the expected result), checked bit for bit: 0, the
+ * call's RING_E* code, or 1 for a wrong result, described in why.  For loops
+ * that go through failures, which must tell a failed call from a wrong one. */
+int it_checked_allreduce(ring_comm *comm, float *buf, float *want, size_t count, uint64_t seed,
+			 char *why, size_t cap);
+
 #endif /* TESTS_HARNESS_H */

@@ -151,3 +151,26 @@ out:
 	free(want);
 	return rc;
 }
+
+int
+it_checked_allreduce(ring_comm *comm, float *buf, float *want, size_t count, uint64_t seed,
+		     char *why, size_t cap)
+{
+	int n = ring_size(comm), r = ring_rank(comm), rc;
+	size_t bad = 0, wrong;
+
+	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, r, count, 0, seed);
+	if ((rc = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM)) != 0)
+		return rc;
+	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, seed);
+	wrong = pattern_compare(buf, want, RING_FLOAT32, count, &bad);
+	if (wrong) {
+		char d[160];
+
+		pattern_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
+		snprintf(why, cap, "seed %llu on %d ranks: %zu of %zu elements wrong, first %s",
+			 (unsigned long long)seed, n, wrong, count, d);
+		return 1;
+	}
+	return 0;
+}

@@ -42,6 +42,8 @@ static const struct {
 	{ PROTO_F_LEAVE, 100 },
 	{ PROTO_F_REVOKE, 100 },
 	{ PROTO_F_RING, 0 },
+	{ PROTO_F_EVICT, 0 },
+	{ PROTO_F_VIEW, 100 },
 	{ PROTO_F_PING, 0 },
 	{ PROTO_F_PONG, 0 },
 };

@@ -244,6 +244,7 @@ schedule_config(struct schedule *s, struct config *cfg)
 	if (cfg->window_bytes < 2 * cfg->segment_bytes)
 		cfg->window_bytes = 2 * cfg->segment_bytes;
 	cfg->op_timeout_ms = 5000;
+	cfg->evict_after_ms = 0;	/* the ring's membership is not simulated */
 }
 
 /* The end of a schedule: what the engines must have let go of. */

@@ -62,6 +62,36 @@ link_start(struct ringd *rd, const struct link_events *ev)
 	return 0;
 }
 
+/* The membership (ringd/member.c) is not simulated: the schedules run with
+ * evict_after_ms = 0, so it never moves a link or opens one. */
+void
+link_stop(struct ringd *rd)
+{
+	(void)rd;
+}
+
+void
+link_retarget(struct link *l, int peer, const char *why)
+{
+	(void)why;
+	l->peer = peer;
+}
+
+void
+link_close(struct link *l, const char *why)
+{
+	(void)l;
+	(void)why;
+}
+
+struct link *
+link_direct(struct ringd *rd, int host, char *why, size_t len)
+{
+	(void)rd;
+	snprintf(why, len, "no direct link to host %d in the simulation", host);
+	return NULL;
+}
+
 void
 ping_link_closed(struct link *l)
 {
