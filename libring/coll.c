@@ -39,6 +39,12 @@ lr_check_dtype(struct ring_comm *c, const char *fn, int dtype)
 int
 lr_check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 {
+	if (op >= 0 && (op & RING_WIRE_MASK) && (op & ~RING_WIRE_MASK) < RING_OP_COUNT)
+		return lr_fail(c, RING_EINVAL,
+			       "%s: op %d carries RING_WIRE_* bits, which only ring_allreduce, "
+			       "ring_reduce_scatter and their ring_i* forms take (RING_WIRE "
+			       "sets the job's format for the others)",
+			       fn, op);
 	if (op < 0 || op >= RING_OP_COUNT)
 		return lr_fail(c, RING_EINVAL, "%s: op %d is not a ring_op", fn, op);
 	if (proto_reduce_check(dtype, op) != 0)

@@ -250,6 +250,11 @@ refusals_fn(ring_comm *comm, int rank, int size, void *arg)
 		 "the refusal does not say why: \"%s\"", e);
 	IT_EXPECT_RC(ring_reduce_scatter(comm, fv, fv, 1, RING_FLOAT64, RING_SUM | RING_WIRE_BF16),
 		     RING_EINVAL);
+	IT_EXPECT_RC(ring_reduce(comm, fv, fv, 4, RING_FLOAT32, RING_SUM | RING_WIRE_BF16, 0),
+		     RING_EINVAL);
+	e = ring_last_error(comm);
+	IT_CHECK(strstr(e, "ring_reduce") && strstr(e, "RING_WIRE_* bits"),
+		 "the refusal does not say why: \"%s\"", e);
 	/* explicit f32 applies everywhere */
 	IT_CALL(ring_allreduce(comm, iv, iv, 4, RING_INT32, RING_SUM | RING_WIRE_F32));
 	IT_CHECK(iv[1] == size, "int32 sum: %d, expected %d", iv[1], size);
