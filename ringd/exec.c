@@ -239,7 +239,10 @@ exec_tx(struct ringd *rd, struct op *op)
 				.gen = op_gen(op),
 			};
 
-			if (ring->wire != PROTO_WIRE_F32) {
+			if (ring->wire != PROTO_WIRE_F32 && ring->wire_fwd != NULL &&
+			    p == ring->wire_fwd_at && len == ring->wire_fwd_len) {
+				p = ring->wire_fwd;
+			} else if (ring->wire != PROTO_WIRE_F32) {
 				proto_wire_encode((uint16_t *)(void *)ring->wire_buf,
 						  (const float *)(const void *)p,
 						  len / sizeof(float), ring->wire);
@@ -391,6 +394,9 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 		} else if (ring->wire != PROTO_WIRE_F32) {
 			proto_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
 					  ring->wire);
+			ring->wire_fwd = pl;
+			ring->wire_fwd_at = d;
+			ring->wire_fwd_len = flen;
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
@@ -409,6 +415,7 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx &&
 		ring->plan.rx[ring->rx_i].from != q;
 	exec_tx(rd, op);
+	ring->wire_fwd = NULL;	/* pl is the caller's only for this call */
 	/* after the forward, so the copy does not delay the next host */
 	if (fin != NULL && !op_finished(op))
 		local_scatter_range(op, fin, flen);
