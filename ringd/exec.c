@@ -15,9 +15,10 @@
  * Compression on the wire (ring.wire): a segment is encoded as it goes out and
  * decoded as it comes in, where it is added to the local operand in float32;
  * the step that finishes a chunk's sum rounds it through the wire format in
- * place, so its host keeps the value the others decode from it.  Offsets and
- * the plan's lengths stay float32 bytes; only the frames' lengths, the credit
- * and the links' byte counters are those on the wire.
+ * place, so its host keeps the value the others decode from it; a copied
+ * segment is sent on as it came (ring.wire_fwd).  Offsets and the plan's
+ * lengths stay float32 bytes; only the frames' lengths, the credit and the
+ * links' byte counters are those on the wire.
  */
 #include <stdio.h>
 #include <stdlib.h>
