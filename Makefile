@@ -435,7 +435,7 @@ uninstall:
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)

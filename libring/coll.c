@@ -39,6 +39,12 @@ lr_check_dtype(struct ring_comm *c, const char *fn, int dtype)
 int
 lr_check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 {
+	if (op >= 0 && (op & RING_WIRE_MASK) && (op & ~RING_WIRE_MASK) < RING_OP_COUNT)
+		return lr_fail(c, RING_EINVAL,
+			       "%s: op %d carries RING_WIRE_* bits, which only ring_allreduce, "
+			       "ring_reduce_scatter and their ring_i* forms take (RING_WIRE "
+			       "sets the job's format for the others)",
+			       fn, op);
 	if (op < 0 || op >= RING_OP_COUNT)
 		return lr_fail(c, RING_EINVAL, "%s: op %d is not a ring_op", fn, op);
 	if (proto_reduce_check(dtype, op) != 0)
@@ -46,6 +52,38 @@ lr_check_redop(struct ring_comm *c, const char *fn, int dtype, int op)
 			       proto_op_name(op), proto_dtype_name(dtype),
 			       op == RING_AVG ? " (RING_AVG needs a floating-point dtype)" : "");
 	return 0;
+}
+
+/*
+ * The wire format an all-reduce or a reduce-scatter asks for in its op's
+ * RING_WIRE_* bits (ring.h), taken off *op: into pl's flags (over the job's
+ * format), or RING_EINVAL where it does not apply.  None asked: 0, pl as is.
+ */
+static int
+lr_wire_of(struct ring_comm *c, const char *fn, int coll, int dtype, int *op)
+{
+	int asked = (*op & RING_WIRE_MASK) >> 8, redop = *op & ~RING_WIRE_MASK;
+
+	if (asked == 0)
+		return 0;
+	*op = redop;
+	if (asked - 1 != PROTO_WIRE_F32 && !proto_wire_applies(coll, dtype, redop))
+		return lr_fail(c, RING_EINVAL,
+			       "%s: RING_WIRE_%s compresses float32 sums and averages only, "
+			       "not %s %s (leave the op's RING_WIRE_* bits off: the job's "
+			       "format applies where it can)",
+			       fn, asked - 1 == PROTO_WIRE_BF16 ? "BF16" : "FP16",
+			       proto_dtype_name(dtype), proto_op_name(redop));
+	return asked;
+}
+
+static void
+lr_wire_set(struct lr_plan *pl, int asked)
+{
+	if (asked == 0)
+		return;
+	pl->tmpl.flags &= ~PROTO_OP_F_WIRE_MASK;
+	pl->tmpl.flags |= (uint32_t)(asked - 1) << PROTO_OP_F_WIRE_SHIFT;
 }
 
 /* bytes = count * es * blocks, refusing what does not fit in a pointer range. */
@@ -215,17 +253,19 @@ do_allreduce(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 {
 	struct lr_plan pl;
 	size_t bytes = 0;
-	int rc;
+	int rc, redop = (int)op, wire = 0;
 
 	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
-	    (rc = lr_check_redop(c, fn, dtype, op)) ||
+	    (rc = wire = lr_wire_of(c, fn, PROTO_COLL_ALLREDUCE, dtype, &redop)) < 0 ||
+	    (rc = lr_check_redop(c, fn, dtype, redop)) ||
 	    (rc = lr_check_bytes(c, fn, count, proto_dtype_size(dtype), 1, &bytes)) ||
 	    (rc = lr_check_buf(c, fn, "send", send, count)) ||
 	    (rc = lr_check_buf(c, fn, "recv", recv, count)))
-		return lr_group_fail(c, rc, PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
+		return lr_group_fail(c, rc, PROTO_COLL_ALLREDUCE, dtype, redop, -1, count);
 	if (c->single)
 		return lr_single_done(c, fn, lr_single_copy(c, fn, recv, send, bytes), req);
-	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLREDUCE, dtype, op, -1, count);
+	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_ALLREDUCE, dtype, redop, -1, count);
+	lr_wire_set(&pl, wire);
 	pl.send = send;
 	pl.recv = recv;
 	return lr_coll_run(c, fn, &pl, req);
@@ -259,19 +299,21 @@ do_reduce_scatter(ring_comm *c, const char *fn, const void *send, void *recv,
 {
 	struct lr_plan pl;
 	size_t bytes = 0;
-	int rc;
+	int rc, redop = (int)op, wire = 0;
 
 	if ((rc = lr_check_comm(c, fn)) || (rc = lr_check_dtype(c, fn, dtype)) ||
-	    (rc = lr_check_redop(c, fn, dtype, op)) ||
+	    (rc = wire = lr_wire_of(c, fn, PROTO_COLL_REDUCE_SCATTER, dtype, &redop)) < 0 ||
+	    (rc = lr_check_redop(c, fn, dtype, redop)) ||
 	    (rc = lr_check_bytes(c, fn, recvcount, proto_dtype_size(dtype), (size_t)c->size,
-			      &bytes)) ||
+				 &bytes)) ||
 	    (rc = lr_check_buf(c, fn, "send", send, recvcount)) ||
 	    (rc = lr_check_buf(c, fn, "recv", recv, recvcount)))
-		return lr_group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, op, -1, recvcount);
+		return lr_group_fail(c, rc, PROTO_COLL_REDUCE_SCATTER, dtype, redop, -1, recvcount);
 	if (c->single)
 		return lr_single_done(c, fn, lr_single_copy(c, fn, recv, send, bytes), req);
-	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_REDUCE_SCATTER, dtype, op, -1,
+	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_REDUCE_SCATTER, dtype, redop, -1,
 		     recvcount);
+	lr_wire_set(&pl, wire);
 	pl.layout = LR_SCATTER;
 	pl.send = send;
 	pl.recv = recv;

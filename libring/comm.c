@@ -764,6 +764,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->poll_us = env->poll_us;
 	c->no_shm = env->no_shm;
 	c->algo = env->algo;
+	c->wire = env->wire;
 	c->next_reqid = 1;
 	memcpy(c->sock, env->socket, sizeof(c->sock));
 	memcpy(c->job, env->job, sizeof(c->job));

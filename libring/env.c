@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../proto/dtype.h"
 
 /* One launcher's variable names, in order rank, size, local rank, local size
  * (NULL where it has none). */
@@ -456,6 +457,15 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 	}
 	if (env->algo < 0)
 		env->algo = PROTO_ALGO_AUTO;
+
+	s = opts->wire != NULL && *opts->wire ? opts->wire : env_get("RING_WIRE");
+	if (s != NULL && *s && (env->wire = proto_wire_parse(s)) < 0) {
+		snprintf(err, cap, "%s=\"%s\" is no wire format: f32, bf16 or fp16",
+			 opts->wire && *opts->wire ? "ring_options.wire" : "RING_WIRE", s);
+		return RING_EINVAL;
+	}
+	if (env->wire < 0)
+		env->wire = PROTO_WIRE_F32;
 	return 0;
 }
 

@@ -155,7 +155,7 @@ group_pack(struct ring_comm *c, struct ring_request **ent, size_t n, size_t firs
 		const struct lr_plan *p = &ent[i]->pl;
 
 		if (taken[i] || !group_packable(ent[i]) || p->tmpl.dtype != p0->tmpl.dtype ||
-		    p->tmpl.redop != p0->tmpl.redop)
+		    p->tmpl.redop != p0->tmpl.redop || p->tmpl.flags != p0->tmpl.flags)
 			continue;
 		taken[i] = true;	/* undone below when nothing is packed */
 		m[nm++] = ent[i];
@@ -174,6 +174,7 @@ group_pack(struct ring_comm *c, struct ring_request **ent, size_t n, size_t firs
 	}
 	lr_plan_init(&pl, c, &lr_copier_host, PROTO_COLL_ALLREDUCE, p0->tmpl.dtype,
 		     p0->tmpl.redop, -1, count);
+	pl.tmpl.flags = p0->tmpl.flags; /* the wire format they share */
 	pl.send = buf;
 	pl.recv = buf;
 	pl.fp_count = group_fp_count(m, nm);

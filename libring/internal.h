@@ -171,6 +171,7 @@ struct lr_env {
 	size_t arena_bytes;		/* requested arena size */
 	int poll_us;			/* RING_POLL_US: spin this long before sleeping */
 	int algo;			/* RING_ALGO: enum proto_algo */
+	int wire;			/* RING_WIRE: enum proto_wire */
 	int rank, size;			/* from the launcher, or -1 each */
 	int local_rank, local_size;	/* from opts or the launcher, else 0 and 1 */
 	const char *source;		/* where rank/size came from ("none", ...) */
@@ -237,6 +238,7 @@ struct ring_comm {
 	int timeout_ms;			/* per operation */
 	int poll_us;			/* busy-poll window of a wait (0: none) */
 	int algo;			/* enum proto_algo every collective asks for */
+	int wire;			/* enum proto_wire of the collectives it applies to */
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
 	struct lr_stage stage;		/* the staged engines' kept slots */
 	unsigned nsplits;		/* ring_split calls so far (sub-job names) */

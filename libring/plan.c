@@ -60,6 +60,10 @@ lr_plan_init(struct lr_plan *pl, struct ring_comm *c, struct lr_copier *cp, int 
 	pl->tmpl.dtype = (uint8_t)dtype;
 	pl->tmpl.redop = (uint8_t)redop;
 	pl->tmpl.peer = peer;
+	/* the job's wire format, where it applies (ring_allreduce and
+	 * ring_reduce_scatter may ask for another, lr_wire_of) */
+	if (proto_wire_applies(coll, dtype, redop))
+		pl->tmpl.flags |= (uint32_t)c->wire << PROTO_OP_F_WIRE_SHIFT;
 	pl->es = proto_dtype_size(dtype);
 	pl->count = count;
 	pl->cin = pl->cout = true;

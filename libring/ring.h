@@ -62,8 +62,42 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 				 * the daemon has it: small all-reduces, barriers),
 				 * else "auto" (the daemon's choice); for tests and
 				 * benchmarks: every rank must ask for the same */
+	const char *wire;	/* RING_WIRE: "bf16" or "fp16" compress, else "f32"
+				 * (none); every rank must ask for the same (see
+				 * "Compression on the wire" below) */
 };
 
+/*
+ * Compression on the wire.  With ring_options.wire (RING_WIRE) = "bf16" or
+ * "fp16", the float32 data of the job's all-reduces and reduce-scatters of
+ * RING_SUM and RING_AVG (ring_reduce's too, and the CUDA forms') travels
+ * between daemons as bfloat16 or float16: half the bytes.  Every hop decodes,
+ * adds in float32 and encodes again, and the result is float32; every rank
+ * gets the same bits (the host that finishes a chunk rounds its own copy as
+ * the others decode it).  Everything else travels as itself, silently:
+ * other dtypes and ops, broadcast, all-gather, send/recv, and data that never
+ * leaves a host.  One operation asks for its own format by OR-ing RING_WIRE_F32,
+ * RING_WIRE_BF16 or RING_WIRE_FP16 into the op of ring_allreduce,
+ * ring_reduce_scatter or their ring_i* forms (RING_SUM | RING_WIRE_BF16);
+ * asked for where it does not apply (int32, RING_MAX, ...) that is RING_EINVAL.
+ * The wire format is in the fingerprint: ranks asking for different ones get
+ * RING_EMISMATCH.
+ *
+ * Plans: the ring's (large all-reduces, every reduce-scatter) compresses; an
+ * all-reduce small enough for the tiny plan (at most 128 KiB on 2 hosts, 32
+ * KiB on more) travels uncompressed, and a compressed medium all-reduce takes
+ * the ring, not halving-doubling.
+ *
+ * Error bound, against the exact sum s = x_1 + ... + x_N of the N ranks'
+ * values over H hosts (a rank's value rounded once when its host sends it, the
+ * partial sum rounded at each of the H - 1 hops and the finished sum once
+ * more, each rounding relative at most u = 2^-8 for bf16, 2^-11 for fp16; the
+ * float32 additions add 2^-24 each):
+ *     |result - s| <= ((H + 1) u + N 2^-24) (|x_1| + ... + |x_N|)
+ * and for RING_AVG the same divided by N; values whose magnitude exceeds the
+ * format's range become Inf (fp16: 65504), and fp16 loses precision below
+ * 2^-14 (subnormals).  tests/it_wire.c checks it on 1-4 daemons.
+ */
 int ring_open(ring_comm **comm, const struct ring_options *opts);	/* opts may be NULL */
 /* Leaves the job; returns once the daemon has let go of the session (at most
  * 2 s), so an open right after starts the job's next formation. */

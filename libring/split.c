@@ -97,6 +97,7 @@ lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source)
 	env->timeout_ms = c->timeout_ms;
 	env->poll_us = c->poll_us;
 	env->algo = c->algo;
+	env->wire = c->wire;
 	env->arena_bytes = c->arena.bytes;
 	env->source = source;
 	env->debug = c->debug;

@@ -497,3 +497,212 @@ proto_scale(void *buf, size_t count, int dtype, uint32_t divisor)
 		break;
 	}
 }
+
+/* ---- compression on the wire ----
+ * One pass per segment each way: a sender encodes its float32 segment into
+ * the frame, a receiver decodes it and adds its own operand in float32 (the
+ * sum is never rounded to the narrow type until it is sent on), and the host
+ * that finishes a sum rounds its own copy as every other host will decode it.
+ * The x86 paths give the bits of the portable ones (unit_proto_dtype checks). */
+
+static const char *const wire_names[PROTO_WIRE_COUNT] = {
+	[PROTO_WIRE_F32] = "f32",
+	[PROTO_WIRE_BF16] = "bf16",
+	[PROTO_WIRE_FP16] = "fp16",
+};
+
+const char *
+proto_wire_name(int wire)
+{
+	return wire >= 0 && wire < PROTO_WIRE_COUNT ? wire_names[wire] : "?";
+}
+
+int
+proto_wire_parse(const char *s)
+{
+	static const char *const alias[PROTO_WIRE_COUNT] = { "float32", "bfloat16", "float16" };
+	int i;
+
+	for (i = 0; s != NULL && i < PROTO_WIRE_COUNT; i++)
+		if (strcmp(s, wire_names[i]) == 0 || strcmp(s, alias[i]) == 0)
+			return i;
+	return -1;
+}
+
+bool
+proto_wire_applies(int coll, int dtype, int op)
+{
+	/* 1, 3: PROTO_COLL_ALLREDUCE, PROTO_COLL_REDUCE_SCATTER (proto.h) */
+	return (coll == 1 || coll == 3) && dtype == RING_FLOAT32 &&
+	       (op == RING_SUM || op == RING_AVG);
+}
+
+KERNEL static void
+wire_encode_portable(uint16_t *dst, const float *src, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			dst[i] = f32_to_bf16(src[i]);
+	else
+		for (i = 0; i < n; i++)
+			dst[i] = f32_to_f16(src[i]);
+}
+
+KERNEL static void
+wire_decode_portable(float *dst, const uint16_t *src, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			dst[i] = bf16_to_f32(src[i]);
+	else
+		for (i = 0; i < n; i++)
+			dst[i] = f16_to_f32(src[i]);
+}
+
+KERNEL static void
+wire_sum_portable(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			dst[i] = a[i] + bf16_to_f32(b[i]);
+	else
+		for (i = 0; i < n; i++)
+			dst[i] = a[i] + f16_to_f32(b[i]);
+}
+
+KERNEL static void
+wire_sum_round_portable(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			dst[i] = bf16_to_f32(f32_to_bf16(a[i] + bf16_to_f32(b[i])));
+	else
+		for (i = 0; i < n; i++)
+			dst[i] = f16_to_f32(f32_to_f16(a[i] + f16_to_f32(b[i])));
+}
+
+KERNEL static void
+wire_round_portable(float *buf, size_t n, int wire)
+{
+	size_t i;
+
+	if (wire == PROTO_WIRE_BF16)
+		for (i = 0; i < n; i++)
+			buf[i] = bf16_to_f32(f32_to_bf16(buf[i]));
+	else
+		for (i = 0; i < n; i++)
+			buf[i] = f16_to_f32(f32_to_f16(buf[i]));
+}
+
+#ifdef DTYPE_HAVE_X86
+/* Eight floats to the wire format and back; bf16 needs AVX2, fp16 F16C. */
+__attribute__((target("avx2,f16c"))) static inline __m128i
+wire_enc8(__m256 f, int wire)
+{
+	if (wire == PROTO_WIRE_BF16)
+		return ps_to_bf16x8(f);
+	return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+__attribute__((target("avx2,f16c"))) static inline __m256
+wire_dec8(const uint16_t *p, int wire)
+{
+	if (wire == PROTO_WIRE_BF16)
+		return bf16x8_to_ps(p);
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+__attribute__((target("avx2,f16c"))) static size_t
+wire_x86(uint16_t *enc, float *dec, const float *a, const uint16_t *b, size_t n, int wire, int what)
+{
+	uint16_t tmp[8];
+	__m256 f;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		switch (what) {
+		case 0: /* encode a into enc */
+			_mm_storeu_si128((__m128i *)(void *)(enc + i),
+					 wire_enc8(_mm256_loadu_ps(a + i), wire));
+			break;
+		case 1: /* decode b into dec */
+			_mm256_storeu_ps(dec + i, wire_dec8(b + i, wire));
+			break;
+		case 2: /* dec = a + decode(b) */
+			_mm256_storeu_ps(
+			    dec + i, _mm256_add_ps(_mm256_loadu_ps(a + i), wire_dec8(b + i, wire)));
+			break;
+		case 4: /* dec = decode(encode(a + decode(b))) */
+			f = _mm256_add_ps(_mm256_loadu_ps(a + i), wire_dec8(b + i, wire));
+			_mm_storeu_si128((__m128i *)(void *)tmp, wire_enc8(f, wire));
+			_mm256_storeu_ps(dec + i, wire_dec8(tmp, wire));
+			break;
+		default: /* dec = decode(encode(dec)) */
+			_mm_storeu_si128((__m128i *)(void *)tmp,
+					 wire_enc8(_mm256_loadu_ps(dec + i), wire));
+			_mm256_storeu_ps(dec + i, wire_dec8(tmp, wire));
+			break;
+		}
+	}
+	return i;
+}
+
+/* Whether this CPU has the x86 paths (both types, so one test covers them). */
+static bool
+wire_have_x86(size_t n)
+{
+	return n >= 8 && (cpu_features() & (CPU_AVX2 | CPU_F16C)) == (CPU_AVX2 | CPU_F16C);
+}
+#define WIRE_X86(enc, dec, a, b, n, wire, what) \
+	(wire_have_x86(n) ? wire_x86(enc, dec, a, b, n, wire, what) : 0)
+#else
+#define WIRE_X86(enc, dec, a, b, n, wire, what) 0
+#endif
+
+void
+proto_wire_encode(uint16_t *dst, const float *src, size_t n, int wire)
+{
+	size_t i = WIRE_X86(dst, NULL, src, NULL, n, wire, 0);
+
+	wire_encode_portable(dst + i, src + i, n - i, wire);
+}
+
+void
+proto_wire_decode(float *dst, const uint16_t *src, size_t n, int wire)
+{
+	size_t i = WIRE_X86(NULL, dst, NULL, src, n, wire, 1);
+
+	wire_decode_portable(dst + i, src + i, n - i, wire);
+}
+
+void
+proto_wire_sum(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i = WIRE_X86(NULL, dst, a, b, n, wire, 2);
+
+	wire_sum_portable(dst + i, a + i, b + i, n - i, wire);
+}
+
+void
+proto_wire_sum_round(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
+{
+	size_t i = WIRE_X86(NULL, dst, a, b, n, wire, 4);
+
+	wire_sum_round_portable(dst + i, a + i, b + i, n - i, wire);
+}
+
+void
+proto_wire_round(float *buf, size_t n, int wire)
+{
+	size_t i = WIRE_X86(NULL, buf, NULL, NULL, n, wire, 3);
+
+	wire_round_portable(buf + i, n - i, wire);
+}

@@ -95,6 +95,7 @@ proto_fp_of_op(struct proto_fp *fp, const struct proto_op *m)
 	fp->api = m->api;
 	fp->dtype = m->dtype;
 	fp->redop = m->redop;
+	fp->wire = (uint8_t)PROTO_OP_WIRE(m->flags);
 	fp->root = proto_coll_rooted(PROTO_FP_API(m)) ? m->peer : -1;
 	fp->count = m->fp_count ? m->fp_count : m->count;
 }
@@ -305,7 +306,8 @@ fp_ok(const struct proto_fp *fp)
 	if (fp->api != 0 && (fp->api <= PROTO_COLL_MAX || proto_coll_base(fp->api) != fp->coll))
 		return false;
 	if (fp->dtype >= RING_DTYPE_COUNT || fp->redop >= RING_OP_COUNT ||
-	    fp->algo >= PROTO_ALGO_COUNT)
+	    fp->algo >= PROTO_ALGO_COUNT || fp->wire >= PROTO_WIRE_COUNT ||
+	    (fp->wire != PROTO_WIRE_F32 && !proto_wire_applies(fp->coll, fp->dtype, fp->redop)))
 		return false;
 	return fp->root >= -1 && fp->root < PROTO_MAX_RANKS;
 }
@@ -325,7 +327,8 @@ proto_encode_fp(uint8_t *buf, size_t cap, const struct proto_fp *fp)
 	pw_i32(&w, fp->root);
 	pw_u64(&w, fp->count);
 	pw_u8(&w, fp->algo);
-	pw_bytes(&w, NULL, 7);	/* reserved */
+	pw_u8(&w, fp->wire);
+	pw_bytes(&w, NULL, 6); /* reserved */
 	return pw_done(&w);
 }
 
@@ -333,8 +336,8 @@ int
 proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 {
 	struct proto_fp t;
-	uint8_t reserved[7];
-	static const uint8_t zero[7];
+	uint8_t reserved[6];
+	static const uint8_t zero[6];
 	struct pr r;
 
 	memset(&t, 0, sizeof(t));
@@ -346,6 +349,7 @@ proto_decode_fp(const uint8_t *buf, size_t len, struct proto_fp *fp)
 	t.root = pr_i32(&r);
 	t.count = pr_u64(&r);
 	t.algo = pr_u8(&r);
+	t.wire = pr_u8(&r);
 	pr_bytes(&r, reserved, sizeof(reserved));
 	/* Reserved bytes must be zero so that a later version can give them a
 	 * meaning without an old peer misreading them. */
@@ -361,8 +365,8 @@ bool
 proto_fp_equal(const struct proto_fp *a, const struct proto_fp *b)
 {
 	return a->coll == b->coll && a->api == b->api && a->dtype == b->dtype &&
-	       a->redop == b->redop && a->algo == b->algo && a->root == b->root &&
-	       a->count == b->count && a->seq == b->seq;
+	       a->redop == b->redop && a->algo == b->algo && a->wire == b->wire &&
+	       a->root == b->root && a->count == b->count && a->seq == b->seq;
 }
 
 /*
@@ -413,8 +417,11 @@ proto_fp_format(const struct proto_fp *fp, char *buf, size_t cap)
 		n += snprintf(args + n, sizeof(args) - n, "%sroot=%d", n > 0 ? ", " : "",
 			      (int)fp->root);
 	if (fp->algo != PROTO_ALGO_AUTO && n < sizeof(args))
-		snprintf(args + n, sizeof(args) - n, "%salgo=%s", n > 0 ? ", " : "",
-			 proto_algo_name(fp->algo));
+		n += snprintf(args + n, sizeof(args) - n, "%salgo=%s", n > 0 ? ", " : "",
+			      proto_algo_name(fp->algo));
+	if (fp->wire != PROTO_WIRE_F32 && n < sizeof(args))
+		snprintf(args + n, sizeof(args) - n, "%swire=%s", n > 0 ? ", " : "",
+			 proto_wire_name(fp->wire));
 	if (cap > 0)
 		snprintf(buf, cap, "%s(%s) #%llu", name, args,
 		    (unsigned long long)fp->seq);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "dtype.h"
 
 #define VERSION_MAX	31	/* proto_welcome.version without NUL */
 
@@ -321,6 +322,10 @@ op_ok(const struct proto_op *m)
 	    ((m->flags & PROTO_OP_F_EXCHANGE) && m->coll != PROTO_COLL_SEND &&
 	     m->coll != PROTO_COLL_RECV) ||
 	    PROTO_OP_ALGO(m->flags) >= PROTO_ALGO_COUNT)
+		return false;
+	if (PROTO_OP_WIRE(m->flags) >= PROTO_WIRE_COUNT ||
+	    (PROTO_OP_WIRE(m->flags) != PROTO_WIRE_F32 &&
+	     !proto_wire_applies(m->coll, m->dtype, m->redop)))
 		return false;
 	return m->peer >= -1 && m->peer < PROTO_MAX_RANKS;
 }

@@ -23,8 +23,10 @@
  * PROTO_OP_F_EXCHANGE, and RTS's comm is the matching context; 6: OP and the
  * fingerprint carry the algorithm asked for (RING_ALGO); 7: JOIN carries the
  * cost model's inputs; 8: REVOKE frames, REVOKE and SHRINK messages, HELLO
- * carries flags */
-#define PROTO_VERSION 9
+ * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
+ * fingerprint carry the wire format, and DATA frames of a compressed operation
+ * carry 2-byte elements (PROTO_OP_F_WIRE) */
+#define PROTO_VERSION 10
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -138,6 +140,8 @@ struct proto_fp {
 	uint8_t api;		/* the API collective when not coll itself, else 0 */
 	uint8_t dtype;		/* enum ring_dtype */
 	uint8_t redop;		/* enum ring_op (0 where none) */
+	uint8_t wire;		/* enum proto_wire (dtype.h): how its float32
+				 * data travels */
 	int32_t root;		/* root of broadcast and the rooted API ones, else -1 */
 	uint64_t count;		/* elements per rank, as the API counts them */
 	uint64_t seq;		/* the job's collective sequence number */
@@ -428,7 +432,15 @@ struct proto_op {
 #define PROTO_OP_F_ALGO_SHIFT	8
 #define PROTO_OP_F_ALGO_MASK	(0xfu << PROTO_OP_F_ALGO_SHIFT)
 #define PROTO_OP_ALGO(flags)	(((flags) >> PROTO_OP_F_ALGO_SHIFT) & 0xfu)
-#define PROTO_OP_F_ALL		(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK)
+/* Bits 12-13: the wire format (enum proto_wire) of an all-reduce or a
+ * reduce-scatter of float32 sum or average (proto_wire_applies); 0 elsewhere.
+ * Its DATA frames then carry 2-byte elements: their offset counts the float32
+ * bytes, their length the bytes on the wire. */
+#define PROTO_OP_F_WIRE_SHIFT 12
+#define PROTO_OP_F_WIRE_MASK (0x3u << PROTO_OP_F_WIRE_SHIFT)
+#define PROTO_OP_WIRE(flags) (((flags) >> PROTO_OP_F_WIRE_SHIFT) & 0x3u)
+#define PROTO_OP_F_ALL \
+	(PROTO_OP_F_ABORT | PROTO_OP_F_EXCHANGE | PROTO_OP_F_ALGO_MASK | PROTO_OP_F_WIRE_MASK)
 
 /* The answer to SHRINK: what this daemon knows of the formation the asking
  * process is in, and its place among the survivors (libring/shrink.c).  A

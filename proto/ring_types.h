@@ -22,6 +22,15 @@ enum ring_dtype {
 
 enum ring_op { RING_SUM, RING_PROD, RING_MAX, RING_MIN, RING_AVG, RING_OP_COUNT };
 
+/* Wire formats of one operation, OR-ed into the op of ring_allreduce,
+ * ring_reduce_scatter and their ring_i* forms (ring.h says what they do):
+ * float32 data travels as itself, as bfloat16 or as float16.  Without one the
+ * operation takes the job's format (ring_options.wire, RING_WIRE). */
+#define RING_WIRE_F32	0x100
+#define RING_WIRE_BF16	0x200
+#define RING_WIRE_FP16	0x300
+#define RING_WIRE_MASK	0x300
+
 /* Error codes: every function returns 0 or one of these (negative). */
 enum ring_err {
 	RING_OK = 0,

@@ -132,7 +132,10 @@ op_start(struct ringd *rd, struct op *op)
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
 	ring->tiny = plan_tiny_ok(coll, op_esz(op), job_nhosts(j), count);
+	/* compression runs on the ring's plan, which halving-doubling would
+	 * take over for medium sizes; the tiny plan stays uncompressed */
 	ring->rhd = coll == PROTO_COLL_ALLREDUCE && !ring->tiny &&
+		    op_fp(op)->wire == PROTO_WIRE_F32 &&
 		    plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
 		    takes_log(op, PLAN_RHD, PLAN_RING, count * op_esz(op));
 	local_gather(op, &send, &recv, &inplace);
@@ -156,6 +159,14 @@ op_start(struct ringd *rd, struct op *op)
 		return;
 	}
 	ring->seg = plan_segment(&ring->plan, rd->cfg.segment_bytes);
+	if (op_fp(op)->wire != PROTO_WIRE_F32 && !ring->tiny && !ring->rhd) {
+		ring->wire_buf = malloc(ring->seg / 2);
+		if (ring->wire_buf == NULL) {
+			op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
+			return;
+		}
+		ring->wire = op_fp(op)->wire;
+	}
 	exec_tx(rd, op);
 	flow_drain(rd, j);
 	if (coll_active(j) == op)

@@ -180,6 +180,19 @@ struct op_ring {
 	uint64_t tx_off;		/* bytes of it sent */
 	int rx_i;			/* current received step */
 	uint64_t rx_off;		/* bytes of it done */
+	/* compression on the wire (fp.wire, on a ring plan): float32 segments
+	 * travel as 2-byte elements; wire_buf holds the segment going out,
+	 * encoded (link_send copies it); one coming in is decoded from the
+	 * link's buffer straight into its step's destination */
+	int wire;			/* enum proto_wire; PROTO_WIRE_F32: none */
+	uint8_t *wire_buf;		/* [seg / 2], allocated at the start */
+	/* while a copied step's segment is being received: its payload, where
+	 * it was decoded to and its float32 length, so that the step sending
+	 * it on sends the payload as it came (encoding the decoded bytes gives
+	 * the same bits) instead of encoding it again */
+	const uint8_t *wire_fwd;
+	const uint8_t *wire_fwd_at;
+	uint64_t wire_fwd_len;
 };
 
 /* A send or a receive, as opposed to a collective. */

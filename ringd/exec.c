@@ -11,6 +11,14 @@
  * operand or copied into place; a plan may end with a fold of vectors it
  * gathered (plan.fold).  Failures are fail.c's, the operation's life op.c's,
  * the local combine local.c's, the job's credit and stash flow.c's.
+ *
+ * Compression on the wire (ring.wire): a segment is encoded as it goes out and
+ * decoded as it comes in, where it is added to the local operand in float32;
+ * the step that finishes a chunk's sum rounds it through the wire format in
+ * place, so its host keeps the value the others decode from it; a copied
+ * segment is sent on as it came (ring.wire_fwd).  Offsets and the plan's
+ * lengths stay float32 bytes; only the frames' lengths, the credit and the
+ * links' byte counters are those on the wire.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +49,16 @@ exec_fold(struct ringd *rd, struct op *op)
 	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
 	if (pl->avg)
 		proto_scale(pl->fold_dst, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
+}
+
+/* Whether received step i finishes its sum here (the next step, if any,
+ * copies): compressed, this host rounds it as the others will decode it, so
+ * every host keeps the same bits.  The partial sums before it are only sent
+ * on, and encoding rounds them. */
+static bool
+wire_final(const struct plan *pl, int i)
+{
+	return i + 1 >= pl->nrx || pl->rx[i + 1].local.base == NULL;
 }
 
 /* Has received step `dep` produced the bytes [off, off+len)? */
@@ -188,15 +206,16 @@ exec_tx(struct ringd *rd, struct op *op)
 		struct link *l = exec_via(rd, op, via_index(&ring->plan, t->to));
 		uint64_t left = t->src.len - ring->tx_off, contig;
 		const uint8_t *p = left > 0 ? plan_at(&t->src, ring->tx_off, &contig) : t->src.base;
-		uint32_t len;
+		uint32_t len, wlen;
 		int rc;
 
 		if (left == 0)
 			contig = 0;
 		len = (uint32_t)(contig < seg ? contig : seg);
+		wlen = (uint32_t)proto_wire_bytes(ring->wire, len);
 		if (l == NULL || !tx_ready(ring, t, len))
 			return;
-		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + len) || link_tx_room(l) == 0)
+		if (!flow_tx_ok(j, to, PROTO_FRAME_HDR + wlen) || link_tx_room(l) == 0)
 			return;
 		if (ring->lazy_local && ring->tx_i == 0 &&
 		    ring->tx_off + len > ring->combined_tx0) {
@@ -208,7 +227,7 @@ exec_tx(struct ringd *rd, struct op *op)
 					    ring->tx_off + len - from);
 			ring->combined_tx0 = ring->tx_off + len;
 		}
-		if (t->copy) {
+		if (t->copy || ring->wire != PROTO_WIRE_F32) {
 			struct proto_frame f = {
 				.type = PROTO_F_DATA,
 				.job = job_id(j),
@@ -217,10 +236,19 @@ exec_tx(struct ringd *rd, struct op *op)
 				.route = route,
 				.seq = op_fp(op)->seq,
 				.offset = ring->tx_off,
-				.length = len,
+				.length = wlen,
 				.gen = op_gen(op),
 			};
 
+			if (ring->wire != PROTO_WIRE_F32 && ring->wire_fwd != NULL &&
+			    p == ring->wire_fwd_at && len == ring->wire_fwd_len) {
+				p = ring->wire_fwd;
+			} else if (ring->wire != PROTO_WIRE_F32) {
+				proto_wire_encode((uint16_t *)(void *)ring->wire_buf,
+						  (const float *)(const void *)p,
+						  len / sizeof(float), ring->wire);
+				p = ring->wire_buf;
+			}
 			rc = link_send(l, &f, p);
 		} else {
 			rc = op_send_data(rd, op, l, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
@@ -228,7 +256,7 @@ exec_tx(struct ringd *rd, struct op *op)
 		}
 		if (rc != 0)
 			return;
-		flow_tx_spent(j, to, PROTO_FRAME_HDR + len);
+		flow_tx_spent(j, to, PROTO_FRAME_HDR + wlen);
 		ring->tx_off += len;
 		if (ring->tx_off == t->src.len) {
 			ring->tx_i++;
@@ -307,6 +335,9 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	struct op_ring *ring = op_ring(op);
 	struct job *j = op_job(op);
 	int src = PROTO_ROUTE_SRC(f->route), step = ring->rx_i;
+	/* the float32 bytes the frame stands for */
+	uint64_t flen = ring->wire != PROTO_WIRE_F32 ? (uint64_t)f->length * 2 : f->length;
+	size_t n = flen / op_esz(op);
 	struct rx_step *x;
 	uint64_t left, contig = 0;
 	uint8_t *d = NULL, *fin = NULL;
@@ -325,8 +356,8 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	left = x->dst.len - ring->rx_off;
 	if (left > 0)
 		d = plan_at(&x->dst, ring->rx_off, &contig);
-	if (f->aux != x->id || f->offset != ring->rx_off || f->length > contig ||
-	    (left > 0 && f->length == 0) || f->length % op_esz(op) != 0) {
+	if (f->aux != x->id || f->offset != ring->rx_off || flen > contig ||
+	    (left > 0 && flen == 0) || flen % op_esz(op) != 0) {
 		op_finish(rd, op, RING_EPROTO,
 			  "%s: frame out of order from host %d (step %u offset %llu "
 			  "length %u, expected step %u offset %llu)",
@@ -337,27 +368,43 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	}
 	/* reduce-scatter reuses its result buffer step after step: the previous
 	 * step's sum must be on its way to next before this one overwrites it */
-	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, ring->rx_off, f->length))
+	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, ring->rx_off, flen))
 		return RX_BLOCKED;
-	if (f->length > 0) {
+	if (flen > 0) {
 		if (x->local.base != NULL) {
 			uint64_t lc;
 			const uint8_t *lo = plan_at(&x->local, ring->rx_off, &lc);
+			float *df = (float *)(void *)d;
+			const float *lf = (const float *)(const void *)lo;
+			const uint16_t *ph = (const uint16_t *)(const void *)pl;
 
 			if (ring->lazy_local)
-				local_combine_range(op, lo, f->length);
-			proto_reduce(d, lo, pl, f->length / op_esz(op), op_dtype(op), op_redop(op));
-			rd->bytes_reduced += f->length;
+				local_combine_range(op, lo, flen);
+			if (ring->wire == PROTO_WIRE_F32)
+				proto_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
+			else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
+				proto_wire_sum_round(df, lf, ph, n, ring->wire);
+			else
+				proto_wire_sum(df, lf, ph, n, ring->wire);
+			rd->bytes_reduced += flen;
 			if (x->scale)
-				proto_scale(d, f->length / op_esz(op), op_dtype(op),
-					    (uint32_t)job_world(j));
+				proto_scale(d, n, op_dtype(op), (uint32_t)job_world(j));
+			/* an average is rounded once divided (its step is the last) */
+			if (ring->wire != PROTO_WIRE_F32 && x->scale)
+				proto_wire_round(df, n, ring->wire);
+		} else if (ring->wire != PROTO_WIRE_F32) {
+			proto_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
+					  ring->wire);
+			ring->wire_fwd = pl;
+			ring->wire_fwd_at = d;
+			ring->wire_fwd_len = flen;
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
 		if (ring->lazy_local && ring->rx_i >= ring->plan.final_from)
 			fin = d;	/* final: the other local processes get it */
 	}
-	ring->rx_off += f->length;
+	ring->rx_off += flen;
 	flow_consumed(j, src, PROTO_FRAME_HDR + f->length);
 	if (ring->rx_off == x->dst.len) {
 		ring->rx_i++;
@@ -369,9 +416,10 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx &&
 		ring->plan.rx[ring->rx_i].from != q;
 	exec_tx(rd, op);
+	ring->wire_fwd = NULL;	/* pl is the caller's only for this call */
 	/* after the forward, so the copy does not delay the next host */
 	if (fin != NULL && !op_finished(op))
-		local_scatter_range(op, fin, f->length);
+		local_scatter_range(op, fin, flen);
 	exec_check_done(rd, op);	/* op may be gone after it */
 	if (other)
 		flow_drain(rd, j);
@@ -534,7 +582,8 @@ exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	if (ring->rx_i >= ring->plan.nrx || hdr_index(&ring->plan, q, true) < 0)
 		return NULL;
 	x = &ring->plan.rx[ring->rx_i];
-	if (x->from != q)
+	/* a compressed payload is decoded from the link's buffer, never placed */
+	if (x->from != q || ring->wire != PROTO_WIRE_F32)
 		return NULL;
 	/* only a plain copy that may happen now, at exactly the expected place */
 	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||

@@ -110,6 +110,7 @@ op_free(struct op *op)
 	plan_free(&op->ring.plan);
 	if (op->ring.via != &op->ring.via_one)
 		free(op->ring.via);
+	free(op->ring.wire_buf);
 	free(op->p2p);
 	free(op);
 }

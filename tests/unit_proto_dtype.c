@@ -738,3 +738,125 @@ Test(scale, no_ops)
 	proto_scale(f, 2, RING_DTYPE_COUNT, 2);
 	cr_assert_eq(f[0], 10);
 }
+
+/* ---- compression on the wire ---- */
+
+/* Random float32 of every magnitude the formats meet (subnormal to past fp16's
+ * range), with Inf, NaN and exact ties. */
+static void
+wire_data(float *f, size_t n, unsigned seed)
+{
+	size_t i;
+
+	srand(seed);
+	for (i = 0; i < n; i++) {
+		uint32_t u = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
+
+		switch (i % 8) {
+		case 0:
+			f[i] = ldexpf((float)(int)(u % 2001) - 1000, (int)(u % 40) - 30);
+			break;
+		case 1:
+			memcpy(&f[i], &u, sizeof(u)); /* any bits: NaN, Inf, subnormal */
+			break;
+		case 2:
+			f[i] = 1.0f + ldexpf(1, -8) + (u & 1 ? ldexpf(1, -7) : 0); /* bf16 ties */
+			break;
+		default:
+			f[i] = ((float)(u & 0xffffff) / 0x1p24f - 0.5f) * ldexpf(1, (int)(u >> 27));
+		}
+	}
+}
+
+static bool
+same_bits(float a, float b)
+{
+	return memcmp(&a, &b, sizeof(a)) == 0 || (a != a && b != b);
+}
+
+/* Encode, decode, the fused sum and the round trip are the scalar
+ * conversions, element by element, on the vector and portable paths alike. */
+static void
+check_wire(size_t n)
+{
+	float *a = malloc(n * sizeof(float) + 4), *b = malloc(n * sizeof(float) + 4);
+	float *d = malloc(n * sizeof(float) + 4), *r = malloc(n * sizeof(float) + 4);
+	uint16_t *h = malloc(n * 2 + 2);
+	int w;
+	size_t i;
+
+	cr_assert(a && b && d && r && h);
+	for (w = PROTO_WIRE_BF16; w <= PROTO_WIRE_FP16; w++) {
+		uint16_t (*enc)(float) =
+		    w == PROTO_WIRE_BF16 ? proto_f32_to_bf16 : proto_f32_to_f16;
+		float (*dec)(uint16_t) =
+		    w == PROTO_WIRE_BF16 ? proto_bf16_to_f32 : proto_f16_to_f32;
+
+		wire_data(a, n, 1 + (unsigned)n);
+		wire_data(b, n, 2 + (unsigned)n);
+		proto_wire_encode(h, b, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert_eq(h[i], enc(b[i]), "%s encode %zu of %zu: %04x, expected %04x",
+				     proto_wire_name(w), i, n, h[i], enc(b[i]));
+		proto_wire_decode(d, h, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert(same_bits(d[i], dec(h[i])), "%s decode %zu", proto_wire_name(w),
+				  i);
+		proto_wire_sum(d, a, h, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert(same_bits(d[i], a[i] + dec(h[i])), "%s sum %zu",
+				  proto_wire_name(w), i);
+		proto_wire_sum_round(d, a, h, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert(same_bits(d[i], dec(enc(a[i] + dec(h[i])))), "%s sum_round %zu",
+				  proto_wire_name(w), i);
+		memcpy(r, a, n * sizeof(float));
+		proto_wire_round(r, n, w);
+		for (i = 0; i < n; i++)
+			cr_assert(same_bits(r[i], dec(enc(a[i]))), "%s round %zu: %a -> %a",
+				  proto_wire_name(w), i, a[i], r[i]);
+	}
+	free(a);
+	free(b);
+	free(d);
+	free(r);
+	free(h);
+}
+
+Test(wire, kernels)
+{
+	static const size_t counts[] = { 0, 1, 7, 8, 9, 64, 100, 4099 };
+	size_t c;
+
+	for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		check_wire(counts[c]);
+}
+
+Test(wire, kernels_portable)
+{
+	static const size_t counts[] = { 8, 9, 100, 4099 };
+	size_t c;
+
+	setenv("RING_NO_SIMD", "1", 1);
+	for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		check_wire(counts[c]);
+}
+
+/* Round to nearest even, and which collectives compress. */
+Test(wire, rounding_and_scope)
+{
+	float x[3] = { 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-7f, 1.0f + 0x1p-11f };
+
+	proto_wire_round(x, 2, PROTO_WIRE_BF16);
+	cr_assert_eq(x[0], 1.0f);           /* a tie goes to the even 1.0 */
+	cr_assert_eq(x[1], 1.0f + 0x1p-6f); /* a tie goes to the even neighbour up */
+	proto_wire_round(&x[2], 1, PROTO_WIRE_FP16);
+	cr_assert_eq(x[2], 1.0f);
+	cr_assert(proto_wire_applies(PROTO_COLL_ALLREDUCE, RING_FLOAT32, RING_AVG));
+	cr_assert(proto_wire_applies(PROTO_COLL_REDUCE_SCATTER, RING_FLOAT32, RING_SUM));
+	cr_assert(!proto_wire_applies(PROTO_COLL_ALLREDUCE, RING_FLOAT32, RING_MAX));
+	cr_assert(!proto_wire_applies(PROTO_COLL_ALLREDUCE, RING_FLOAT64, RING_SUM));
+	cr_assert(!proto_wire_applies(PROTO_COLL_ALLGATHER, RING_FLOAT32, RING_SUM));
+	cr_assert(!proto_wire_applies(PROTO_COLL_BROADCAST, RING_FLOAT32, RING_SUM));
+	cr_assert_str_eq(proto_wire_name(PROTO_WIRE_F32), "f32");
+}

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
+#include "proto/dtype.h"
 #include "tests/proto_check.h"
 
 /* ------------------------------------------------------------------ */
@@ -292,6 +293,28 @@ Test(frame, api_collectives)
 	cr_assert_eq(o_fp.algo, PROTO_ALGO_RD);
 	cr_assert_eq(proto_algo_parse("rd"), PROTO_ALGO_RD);
 	cr_assert_eq(proto_algo_parse("tree"), -1);
+	/* nor ranks asking for different wire formats; one travels, and it only
+	 * goes with float32 sums and averages */
+	g = fp;
+	g.wire = PROTO_WIRE_BF16;
+	cr_assert(!proto_fp_equal(&fp, &g));
+	proto_fp_format(&g, text, sizeof(text));
+	cr_assert_str_eq(text, "reduce(float32, count=8, sum, root=1, wire=bf16) #0");
+	n = proto_encode_fp(buf, sizeof(buf), &g);
+	cr_assert_eq(n, PROTO_FP_LEN);
+	cr_assert_eq(proto_decode_fp(buf, (size_t)n, &o_fp), 0);
+	cr_assert_eq(o_fp.wire, PROTO_WIRE_BF16);
+	g.redop = RING_MAX;
+	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &g), RING_EINVAL);
+	g.redop = RING_SUM;
+	g.dtype = RING_INT32;
+	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &g), RING_EINVAL);
+	g.dtype = RING_FLOAT32;
+	g.wire = PROTO_WIRE_COUNT;
+	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &g), RING_EINVAL);
+	cr_assert_eq(proto_wire_parse("fp16"), PROTO_WIRE_FP16);
+	cr_assert_eq(proto_wire_parse("bfloat16"), PROTO_WIRE_BF16);
+	cr_assert_eq(proto_wire_parse("int8"), -1);
 	/* an api on the wrong algorithm, or a base code as api, is refused */
 	fp.coll = PROTO_COLL_ALLGATHER;
 	cr_assert_eq(proto_encode_fp(buf, sizeof(buf), &fp), RING_EINVAL);

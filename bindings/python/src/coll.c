@@ -178,14 +178,41 @@ recv_or_none(PyObject *const *v)
  * dt its dtype override (-1: none). */
 typedef int (*parse_fn)(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt);
 
-static const char *const args_reduction[] = { "send", "recv", "op", "dtype", NULL };
+static const char *const args_reduction[] = { "send", "recv", "op", "wire", "dtype", NULL };
 static const char *const args_pair[] = { "send", "recv", "dtype", NULL };
 static const char *const args_rooted[] = { "send", "recv", "root", "dtype", NULL };
+
+/* wire="f32", "bf16" or "fp16": the op's RING_WIRE_* bits (None: the
+ * communicator's format); libring refuses it where it does not apply. */
+static int
+wire_opt(const char *fn, PyObject *o, int *redop)
+{
+	static const char *const names[] = { "f32", "bf16", "fp16" };
+	static const int bits[] = { RING_WIRE_F32, RING_WIRE_BF16, RING_WIRE_FP16 };
+	const char *s;
+	int i;
+
+	if (is_none(o))
+		return 0;
+	if (!PyUnicode_Check(o) || !(s = PyUnicode_AsUTF8(o))) {
+		PyErr_Format(PyExc_TypeError, "%s: wire must be \"f32\", \"bf16\" or \"fp16\"",
+			     fn);
+		return -1;
+	}
+	for (i = 0; i < 3; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*redop |= bits[i];
+			return 0;
+		}
+	PyErr_Format(PyExc_ValueError, "%s: wire=\"%s\" is no wire format: \"f32\", "
+		     "\"bf16\" or \"fp16\"", fn, s);
+	return -1;
+}
 
 static int
 parse_allreduce(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	if ((op->redop = op_opt(op->fn, v[2])) < 0)
+	if ((op->redop = op_opt(op->fn, v[2])) < 0 || wire_opt(op->fn, v[3], &op->redop) < 0)
 		return -1;
 	return get_fit(c, op, v[0], recv_or_none(v), dt, FIT_SAME);
 }
@@ -199,7 +226,7 @@ parse_allgather(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 static int
 parse_reduce_scatter(pyr_comm *c, struct pyr_op *op, PyObject *const *v, int dt)
 {
-	if ((op->redop = op_opt(op->fn, v[2])) < 0)
+	if ((op->redop = op_opt(op->fn, v[2])) < 0 || wire_opt(op->fn, v[3], &op->redop) < 0)
 		return -1;
 	return get_fit(c, op, v[0], v[1], dt, FIT_SCATTER);
 }
@@ -719,15 +746,17 @@ COLL_METHODS(sendrecv, PYR_SENDRECV, args_sendrecv, 4, 2, parse_sendrecv)
 	  "buffers are libring's until it completes." }
 
 PyMethodDef pyr_coll_methods[] = {
-	METHOD(allreduce, "($self, send, recv=None, op=SUM, *, dtype=None)",
+	METHOD(allreduce, "($self, send, recv=None, op=SUM, *, wire=None, dtype=None)",
 	       "Reduces send over every rank into recv (None: in place in send); "
-	       "returns the result buffer."),
+	       "returns the result buffer.  wire=\"bf16\" or \"fp16\": float32 data of "
+	       "SUM and AVG travels between hosts compressed, summed in float32 (ring.h "
+	       "states the error bound); None: the Communicator's wire."),
 	METHOD(allgather, "($self, send, recv=None, *, dtype=None)",
 	       "Every rank's send, in rank order, into recv (size x send's elements).  "
 	       "recv None: in place, as MPI_IN_PLACE (pass recv for the out-of-place "
 	       "form torch and mpi4py users expect): send holds size blocks and this "
 	       "rank's block is its input."),
-	METHOD(reduce_scatter, "($self, send, recv=None, op=SUM, *, dtype=None)",
+	METHOD(reduce_scatter, "($self, send, recv=None, op=SUM, *, wire=None, dtype=None)",
 	       "Reduces send (size blocks) over every rank; rank r gets block r in recv.  "
 	       "recv None: in place, as MPI_IN_PLACE (pass recv for the out-of-place "
 	       "form torch and mpi4py users expect): the result lands in this rank's "

@@ -169,6 +169,8 @@ comm_options(PyObject *const *v, struct ring_options *o)
 		return -1;
 	if (v[1] != Py_None && !(o->job = PyUnicode_AsUTF8(v[1])))
 		return -1;
+	if (v[6] != Py_None && !(o->wire = PyUnicode_AsUTF8(v[6])))
+		return -1;
 	if ((v[2] != Py_None) != (v[3] != Py_None)) {
 		PyErr_SetString(PyExc_ValueError, "Communicator: local_rank and local_size "
 				"come together (give both or neither)");
@@ -217,16 +219,16 @@ static int
 comm_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
 	static char *kw[] = { "socket", "job", "local_rank", "local_size", "timeout_ms",
-			      "arena_mb", NULL };
+			      "arena_mb", "wire", NULL };
 	pyr_comm *c = (pyr_comm *)self;
-	PyObject *v[6] = { Py_None, Py_None, Py_None, Py_None, Py_None, Py_None };
+	PyObject *v[7] = { Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None };
 	struct ring_options o;
 	char err[512] = "";
 	ring_comm *rc = NULL;
 	int code;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOO:Communicator", kw, &v[0],
-					 &v[1], &v[2], &v[3], &v[4], &v[5]))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOO:Communicator", kw, &v[0],
+					 &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]))
 		return -1;
 	if (c->comm || c->closed) {
 		PyErr_SetString(PyExc_RuntimeError, "Communicator: already opened");
@@ -572,11 +574,13 @@ PyTypeObject pyr_CommType = {
 	.tp_repr = comm_repr,
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Communicator(*, socket=None, job=None, local_rank=None, local_size=None, "
-		  "timeout_ms=None, arena_mb=None)\n--\n\n"
+		  "timeout_ms=None, arena_mb=None, wire=None)\n--\n\n"
 		  "A communicator of a job on the local ringd (ring_open).  Arguments left "
 		  "None come from the environment (RING_SOCKET, RING_JOB, the launcher's "
-		  "variables, RING_TIMEOUT_MS, RING_ARENA_MB).  Waits until every rank of "
-		  "the job has attached.\n\n"
+		  "variables, RING_TIMEOUT_MS, RING_ARENA_MB, RING_WIRE).  Waits until every "
+		  "rank of the job has attached.  wire=\"bf16\" or \"fp16\": the float32 "
+		  "sums and averages of all_reduce and reduce_scatter travel between hosts "
+		  "compressed (each call's wire= overrides it).\n\n"
 		  "A process attaches to a job once per local rank: while a Communicator "
 		  "is open, another one of the same job and local rank in the same "
 		  "process is refused (InvalidArgumentError, saying so).  Share the open "

@@ -9,6 +9,7 @@ integers, so every dtype (float16 and bfloat16 included) holds every sum,
 product and average exactly and the comparison can be bit for bit.
 """
 
+import hashlib
 import threading
 import time
 
@@ -699,3 +700,69 @@ def shrink_healthy(comm):
     except ringd.InvalidArgumentError as e:
         agree(comm)
         return {"raised": type(e).__name__, "message": str(e)}
+
+
+# ---- compression on the wire ----
+
+def _wire_round(x, wire):
+    """float32 values through the wire format, rounded to nearest even."""
+    x = np.asarray(x, np.float32)
+    if wire == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    u = (u + 0x7fff + ((u >> 16) & 1)) >> 16
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+def wire_sums(comm, wire, per_op, n=50001):
+    """A float32 all-reduce (sum, avg) and reduce-scatter with wire=: within
+    ring.h's bound of the exact float64 sum, every value one of the wire
+    format's (it travelled compressed), and the same bits on every rank."""
+    r, s, h = comm.rank, comm.size, comm.host_count
+    u = 2.0 ** -8 if wire == "bf16" else 2.0 ** -11
+    rel = (h + 1) * u + s * 2.0 ** -24
+    ins = [np.random.default_rng(7 + k).uniform(-4, 4, n).astype(np.float32)
+           for k in range(s)]
+    exact = np.sum([a.astype(np.float64) for a in ins], axis=0)
+    absum = np.sum([np.abs(a.astype(np.float64)) for a in ins], axis=0)
+    extra = {"wire": wire} if per_op else {}
+    for op, div in ((ringd.SUM, 1), (ringd.AVG, s)):
+        buf = ins[r].copy()
+        comm.allreduce(buf, op=op, **extra)
+        err = np.abs(buf.astype(np.float64) - exact / div)
+        assert (err <= rel * absum / div).all(), "allreduce error %g over the bound" % (
+            (err / (absum / div)).max())
+        assert (_wire_round(buf, wire) == buf).all(), "did not travel as %s" % wire
+        hashes = np.zeros(s, np.uint64)
+        mine = int.from_bytes(hashlib.blake2b(buf.tobytes(), digest_size=8).digest(), "little")
+        comm.allgather(np.array([mine], np.uint64), hashes)
+        assert (hashes == hashes[0]).all(), "ranks hold different results"
+    m = n // s
+    send = ins[r][:m * s].copy()
+    out = np.zeros(m, np.float32)
+    comm.reduce_scatter(send, out, op=ringd.SUM, **extra)
+    want = exact[r * m:(r + 1) * m]
+    err = np.abs(out.astype(np.float64) - want)
+    assert (err <= rel * absum[r * m:(r + 1) * m]).all(), "reduce_scatter over the bound"
+    assert (_wire_round(out, wire) == out).all(), "reduce_scatter did not travel as %s" % wire
+    return float((np.abs(buf.astype(np.float64) - exact / s) / (absum / s)).max())
+
+
+def wire_refused(comm):
+    """wire= where it does not apply: InvalidArgumentError saying why."""
+    try:
+        comm.allreduce(np.ones(8, np.int32), wire="bf16")
+    except ringd.InvalidArgumentError as e:
+        assert "float32" in str(e) and "int32 sum" in str(e), str(e)
+    else:
+        raise AssertionError("int32 with wire=bf16 was not refused")
+    try:
+        comm.allreduce(np.ones(8, np.float32), wire="bf8")
+    except ValueError as e:
+        assert "no wire format" in str(e), str(e)
+    else:
+        raise AssertionError("wire=bf8 was not refused")
+    a = np.ones(8, np.int32)
+    comm.allreduce(a)                         # the job's bf16 leaves int32 alone
+    assert (a == comm.size).all()
+    return True

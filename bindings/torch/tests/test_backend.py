@@ -96,6 +96,18 @@ def test_size1_no_daemon(tmp_path):
     assert not timed_out and rcs == [0] and "SINGLE ok" in outs[0], report(rcs, outs)
 
 
+def test_wire_from_the_environment(ring2, tmp_path):
+    """The backend's wire format is RING_WIRE (read by ring_open): 4 ranks on
+    2 daemons with RING_WIRE=bf16 all_reduce float32 compressed, within the
+    bound, the same bits everywhere; int32 stays exact."""
+    cmds = [worker_cmd("wire", r, 4, f"file://{tmp_path}/store") for r in range(4)]
+    envs = [clean_env(RING_SOCKET=ring2.sockets[r // 2], RING_TIMEOUT_MS=30000,
+                      RING_WIRE="bf16", WIRE_HOSTS=2) for r in range(4)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 90)
+    assert not timed_out and rcs == [0] * 4, report(rcs, outs)
+    assert all("WIRE ok" in o for o in outs), report(rcs, outs)
+
+
 def test_peer_killed(ring2, tmp_path):
     """Rank 2 (alone on daemon 1) is killed with an all-reduce in flight: the
     others get a RuntimeError well within the operation bound, not a hang."""

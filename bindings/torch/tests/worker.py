@@ -924,12 +924,38 @@ def lastref(args):
     print("LASTREF ok", flush=True)
 
 
+def wire(args):
+    """RING_WIRE=bf16 in the environment: a float32 all_reduce (sum) of random
+    values travels as bf16 (every element a bf16 value), within ring.h's bound
+    of the exact sum, the same bits on every rank; an int32 one stays exact."""
+    init(args)
+    n = 200_000
+    xs = [torch.from_numpy(__import__("numpy").random.default_rng(5 + r)
+                           .uniform(-4, 4, n).astype("float32")) for r in range(N)]
+    t = xs[R].clone()
+    dist.all_reduce(t)
+    exact = torch.stack([x.double() for x in xs]).sum(0)
+    absum = torch.stack([x.double().abs() for x in xs]).sum(0)
+    hosts = int(os.environ["WIRE_HOSTS"])
+    bound = ((hosts + 1) * 2.0 ** -8 + N * 2.0 ** -24) * absum
+    assert bool(((t.double() - exact).abs() <= bound).all()), "over the bound"
+    assert torch.equal(t.to(torch.bfloat16).to(torch.float32), t), "not bf16 values"
+    everyone = [torch.empty_like(t) for _ in range(N)]
+    dist.all_gather(everyone, t)
+    assert all(torch.equal(e, t) for e in everyone), "ranks differ"
+    i = torch.arange(1000, dtype=torch.int32) * 3 + R
+    dist.all_reduce(i)
+    assert torch.equal(i, torch.arange(1000, dtype=torch.int32) * 3 * N + N * (N - 1) // 2)
+    print("WIRE ok", flush=True)
+    dist.destroy_process_group()
+
+
 def main():
     global R, N
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort", "shutdown", "mismatches"])
+                            "abort", "shutdown", "mismatches", "wire"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -944,7 +970,7 @@ def main():
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
      "powersgd": powersgd, "lastref": lastref, "abort": abort,
-     "shutdown": shutdown, "mismatches": mismatches}[args.scenario](args)
+     "shutdown": shutdown, "mismatches": mismatches, "wire": wire}[args.scenario](args)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ impl Default for ring_options {
             rank: 0,
             size: 0,
             algo: std::ptr::null(),
+            wire: std::ptr::null(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The communicator: opening (options or the environment), the place of this
 //! process in the job, and the blocking collectives and point-to-point calls
 //! over slices of any [`Element`].
-use crate::dtype::{settle, Element, ReduceOp};
+use crate::dtype::{settle, Element, ReduceOp, Wire};
 use crate::error::{check, Error, ErrorCode, Result};
 use ringd_sys as sys;
 use std::ffi::CString;
@@ -22,6 +22,7 @@ pub struct Options {
     local: Option<(usize, usize)>,
     timeout_ms: Option<u32>,
     arena_bytes: Option<usize>,
+    wire: Option<Wire>,
 }
 
 impl Options {
@@ -58,6 +59,13 @@ impl Options {
     /// The shared arena's size in bytes (RING_ARENA_MB).
     pub fn arena_bytes(mut self, bytes: usize) -> Options {
         self.arena_bytes = Some(bytes);
+        self
+    }
+
+    /// The wire format of the job's float32 sums and averages (RING_WIRE);
+    /// every rank must give the same.  The `_wire` calls override it.
+    pub fn wire(mut self, wire: Wire) -> Options {
+        self.wire = Some(wire);
         self
     }
 }
@@ -137,6 +145,10 @@ impl Communicator {
         let timeout = opts
             .timeout_ms
             .map_or(Ok(0), |t| c_int_of("timeout_ms", t as usize))?;
+        let wire = opts
+            .wire
+            .map(|w| cstring("the wire format", w.name().into()))
+            .transpose()?;
         let raw_opts = sys::ring_options {
             socket: socket.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
             job: job.as_ref().map_or(ptr::null(), |j| j.as_ptr()),
@@ -147,6 +159,7 @@ impl Communicator {
             rank: 0,
             size: 0,
             algo: ptr::null(),
+            wire: wire.as_ref().map_or(ptr::null(), |w| w.as_ptr()),
         };
         let mut comm = ptr::null_mut();
         // SAFETY: raw_opts' strings outlive the call; comm is written on success.
@@ -239,6 +252,50 @@ impl Communicator {
 
     /// All-reduce: `recv[i]` = op over every rank's `send[i]`.
     pub fn allreduce<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        self.allreduce_raw(send, recv, op.raw())
+    }
+
+    /// All-reduce whose data travels in `wire` whatever the job's format:
+    /// float32 `Sum` and `Avg` only (else [`ErrorCode::Invalid`]), or
+    /// [`Wire::F32`] for any.
+    pub fn allreduce_wire<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        wire: Wire,
+    ) -> Result<()> {
+        self.allreduce_raw(send, recv, op.raw() | wire.bits())
+    }
+
+    /// [`allreduce_wire`](Self::allreduce_wire) in place.
+    pub fn allreduce_in_place_wire<T: Element>(
+        &self,
+        buf: &mut [T],
+        op: ReduceOp,
+        wire: Wire,
+    ) -> Result<()> {
+        let p = buf.as_mut_ptr().cast::<c_void>();
+        // SAFETY: send == recv is libring's in-place form; buf outlives the call.
+        let rc = unsafe {
+            sys::ring_allreduce(
+                self.as_raw(),
+                p,
+                p,
+                buf.len(),
+                T::DTYPE.raw(),
+                op.raw() | wire.bits(),
+            )
+        };
+        self.check(rc)
+    }
+
+    fn allreduce_raw<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: sys::ring_op,
+    ) -> Result<()> {
         self.want("allreduce", send.len(), recv.len(), "recv")?;
         // SAFETY: both slices hold count elements of the dtype and outlive the call.
         let rc = unsafe {
@@ -248,7 +305,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 send.len(),
                 T::DTYPE.raw(),
-                op.raw(),
+                op,
             )
         };
         self.check(rc)
@@ -292,6 +349,27 @@ impl Communicator {
         recv: &mut [T],
         op: ReduceOp,
     ) -> Result<()> {
+        self.reduce_scatter_raw(send, recv, op.raw())
+    }
+
+    /// Reduce-scatter whose data travels in `wire` (as
+    /// [`allreduce_wire`](Self::allreduce_wire)).
+    pub fn reduce_scatter_wire<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        wire: Wire,
+    ) -> Result<()> {
+        self.reduce_scatter_raw(send, recv, op.raw() | wire.bits())
+    }
+
+    fn reduce_scatter_raw<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: sys::ring_op,
+    ) -> Result<()> {
         self.want(
             "reduce_scatter",
             recv.len() * self.size(),
@@ -306,7 +384,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 recv.len(),
                 T::DTYPE.raw(),
-                op.raw(),
+                op,
             )
         };
         self.check(rc)

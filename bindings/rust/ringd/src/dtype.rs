@@ -107,6 +107,36 @@ impl ReduceOp {
     }
 }
 
+/// How the float32 data of a sum or average travels between daemons
+/// (ring.h, "Compression on the wire"): as itself, or as bfloat16 / float16,
+/// accumulated in float32 at every hop; every rank gets the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Wire {
+    F32,
+    Bf16,
+    Fp16,
+}
+
+impl Wire {
+    /// The name `ring_options.wire` and RING_WIRE take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::F32 => "f32",
+            Wire::Bf16 => "bf16",
+            Wire::Fp16 => "fp16",
+        }
+    }
+
+    /// The `RING_WIRE_*` bits OR-ed into an operation's op.
+    pub fn bits(self) -> sys::ring_op {
+        match self {
+            Wire::F32 => sys::RING_WIRE_F32,
+            Wire::Bf16 => sys::RING_WIRE_BF16,
+            Wire::Fp16 => sys::RING_WIRE_FP16,
+        }
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
 }

@@ -33,7 +33,7 @@ mod rooted;
 pub mod sync;
 
 pub use comm::{ArenaBuf, Communicator, Options};
-pub use dtype::{Dtype, Element, ReduceOp, BF16, F16};
+pub use dtype::{Dtype, Element, ReduceOp, Wire, BF16, F16};
 pub use error::{Error, ErrorCode, Result};
 pub use request::{GroupScope, Request, Scope};
 /// The raw declarations, for what this crate does not wrap.

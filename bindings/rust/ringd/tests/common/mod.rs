@@ -88,6 +88,16 @@ impl Ring {
         R: Send,
         F: Fn(Communicator) -> R + Sync,
     {
+        self.run_with(per, |o| o, f)
+    }
+
+    /// As [`run`](Self::run), each rank's options changed by `more` first.
+    pub fn run_with<R, F, O>(&self, per: usize, more: O, f: F) -> Vec<R>
+    where
+        R: Send,
+        F: Fn(Communicator) -> R + Sync,
+        O: Fn(Options) -> Options + Sync,
+    {
         let job = job_name();
         let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
             // Every rank must be running before the first is joined (a lazy
@@ -96,7 +106,7 @@ impl Ring {
             let handles: Vec<_> = (0..self.daemons() * per)
                 .map(|i| {
                     let (f, job) = (&f, &job);
-                    let opts = self.options(i / per, i % per, per, job);
+                    let opts = more(self.options(i / per, i % per, per, job));
                     s.spawn(move || {
                         let comm = Communicator::open(&opts)
                             .unwrap_or_else(|e| panic!("open of rank {}: {}", i, e));
