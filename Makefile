@@ -276,8 +276,9 @@ test-run: test-build
 # follows the summary line when a test fails.
 test-build: all $(TEST_BINS) $(CHAOS) $(if $(filter 1,$(ASAN)),,$(BINDING_BUILD))
 .PHONY: chaos
+# run-tests' bound: the soak's time and 5 minutes for its start and its end
 chaos: all $(CHAOS)
-	$(Q)scripts/run-tests $(CHAOS)
+	$(Q)RUN_TESTS_TIMEOUT=$$(( $${RING_CHAOS_S:-60} + 300 )) scripts/run-tests $(CHAOS)
 test-list:
 	@echo $(TEST_BINS)
 
