@@ -119,27 +119,11 @@ static bool wait_flag(volatile int *flag, double limit_s)
 
 /* One all-reduce of seed's pattern, checked bit for bit; 0, a RING_E* code, or
  * 1 for a wrong result (described in lg->fail). */
-static int checked_allreduce(ring_comm *comm, float *buf, float *want, size_t count,
-			     uint64_t seed, struct rank_log *lg)
+static int
+checked_allreduce(ring_comm *comm, float *buf, float *want, size_t count, uint64_t seed,
+		  struct rank_log *lg)
 {
-	int n = ring_size(comm), r = ring_rank(comm), rc;
-	size_t bad = 0, wrong;
-
-	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, r, count, 0, seed);
-	rc = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-	if (rc)
-		return rc;
-	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, count, 0, seed);
-	wrong = pattern_compare(buf, want, RING_FLOAT32, count, &bad);
-	if (wrong) {
-		char d[160];
-
-		pattern_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
-		snprintf(lg->fail, MSG_CAP, "seed %llu: %zu of %zu elements wrong, first %s",
-			 (unsigned long long)seed, wrong, count, d);
-		return 1;
-	}
-	return 0;
+	return it_checked_allreduce(comm, buf, want, count, seed, lg->fail, MSG_CAP);
 }
 
 /*

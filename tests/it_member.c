@@ -183,6 +183,24 @@ struct lost_run {
 		return 1;                                              \
 	} while (0)
 
+/* A rank's start: its communicator (the job's from the environment), a
+ * buffer in its arena and one for the expected result; 0, or 1 (in lg). */
+static int
+open_rank(struct rank_log *lg, ring_comm **comm, float **buf, float **want)
+{
+	int rc;
+
+	*comm = NULL;
+	if ((*want = malloc(COUNT * sizeof(float))) == NULL)
+		RANK_FAIL(lg, "out of memory");
+	if ((rc = ring_open(comm, NULL)) != 0)
+		RANK_FAIL(lg, "ring_open: %s: %s", ring_strerror(rc), ring_last_error(NULL));
+	it_comm = *comm;
+	if ((*buf = ring_alloc(*comm, COUNT * sizeof(float))) == NULL)
+		RANK_FAIL(lg, "ring_alloc failed");
+	return 0;
+}
+
 /* Job a's rank: checked all-reduces until the count the test sets (the same
  * for every rank, so none leaves while another waits for it); every one must
  * succeed. */
@@ -191,18 +209,15 @@ rank_a(ring_comm *unused, int idx, int nprocs, void *arg)
 {
 	struct lost_run *lr = arg;
 	struct rank_log *lg = &lr->a[idx];
-	float *buf, *want = malloc(COUNT * sizeof(float));
-	ring_comm *comm = NULL;
+	float *buf, *want;
+	ring_comm *comm;
 	uint64_t seed = 1;
 	int rc;
 
 	(void)unused;
 	(void)nprocs;
-	if ((rc = ring_open(&comm, NULL)) != 0)
-		RANK_FAIL(lg, "ring_open: %s: %s", ring_strerror(rc), ring_last_error(NULL));
-	it_comm = comm;
-	if (!want || !(buf = ring_alloc(comm, COUNT * sizeof(float))))
-		RANK_FAIL(lg, "out of memory");
+	if (open_rank(lg, &comm, &buf, &want))
+		return 1;
 	while (lr->stop_after == 0 || lg->iters < lr->stop_after) {
 		rc = it_checked_allreduce(comm, buf, want, COUNT, seed++, lg->fail, MSG_CAP);
 		if (rc == 1)
@@ -229,18 +244,15 @@ rank_b(ring_comm *unused, int idx, int nprocs, void *arg)
 {
 	struct lost_run *lr = arg;
 	struct rank_log *lg = &lr->b[idx - NA];	/* job b's processes follow a's */
-	float *buf, *want = malloc(COUNT * sizeof(float));
-	ring_comm *comm = NULL, *next = NULL;
+	float *buf, *want;
+	ring_comm *comm, *next = NULL;
 	uint64_t seed = 100;
 	int rc;
 
 	(void)unused;
 	(void)nprocs;
-	if ((rc = ring_open(&comm, NULL)) != 0)
-		RANK_FAIL(lg, "ring_open: %s: %s", ring_strerror(rc), ring_last_error(NULL));
-	it_comm = comm;
-	if (!want || !(buf = ring_alloc(comm, COUNT * sizeof(float))))
-		RANK_FAIL(lg, "out of memory");
+	if (open_rank(lg, &comm, &buf, &want))
+		return 1;
 	for (;;) {
 		rc = it_checked_allreduce(comm, buf, want, COUNT, seed++, lg->fail, MSG_CAP);
 		if (rc == 1)

@@ -86,25 +86,7 @@ struct shrink_run {
 static int
 checked_allreduce(ring_comm *comm, float *buf, float *want, uint64_t seed, struct rank_log *lg)
 {
-	int n = ring_size(comm), r = ring_rank(comm), rc;
-	size_t bad = 0, wrong;
-
-	pattern_fill(buf, RING_FLOAT32, RING_SUM, n, r, COUNT, 0, seed);
-	if ((rc = ring_allreduce(comm, buf, buf, COUNT, RING_FLOAT32, RING_SUM)) != 0)
-		return rc;
-	pattern_expect_reduce(want, RING_FLOAT32, RING_SUM, n, COUNT, 0, seed);
-	wrong = pattern_compare(buf, want, RING_FLOAT32, COUNT, &bad);
-	if (wrong) {
-		char d[160];
-
-		pattern_describe(d, sizeof(d), buf, want, RING_FLOAT32, bad);
-		snprintf(lg->fail, MSG_CAP,
-			 "seed %llu on %d ranks: %zu of %d elements wrong, "
-			 "first %s",
-			 (unsigned long long)seed, n, wrong, COUNT, d);
-		return 1;
-	}
-	return 0;
+	return it_checked_allreduce(comm, buf, want, COUNT, seed, lg->fail, MSG_CAP);
 }
 
 /* AFTER checked all-reduces on comm, then every rank must hold the same bits. */
