@@ -252,7 +252,7 @@ peer_hello_ok(const struct proto_peer_hello *h)
 		return false;
 	if (h->world < 1 || h->world > PROTO_MAX_RANKS)
 		return false;
-	return h->from_rank < h->world && h->to_rank < h->world;
+	return h->from_rank < h->world && h->to_rank < h->world && h->stream < PROTO_STREAMS_MAX;
 }
 
 int
@@ -271,6 +271,8 @@ proto_encode_peer_hello(uint8_t *buf, size_t cap, const struct proto_peer_hello 
 	pw_bytes(&w, h->nonce, PROTO_NONCE_LEN);
 	pw_bytes(&w, h->mac, PROTO_MAC_LEN);
 	pw_str(&w, h->version, PEER_VERSION_MAX);
+	pw_u64(&w, h->link_id);
+	pw_u32(&w, h->stream);
 	return pw_done(&w);
 }
 
@@ -290,6 +292,8 @@ proto_decode_peer_hello(const uint8_t *buf, size_t len, struct proto_peer_hello 
 	pr_bytes(&r, t.nonce, PROTO_NONCE_LEN);
 	pr_bytes(&r, t.mac, PROTO_MAC_LEN);
 	pr_str(&r, t.version, sizeof(t.version), PEER_VERSION_MAX);
+	t.link_id = pr_u64(&r);
+	t.stream = pr_u32(&r);
 	if (pr_done(&r) != 0 || !peer_hello_ok(&t))
 		return RING_EPROTO;
 	*h = t;

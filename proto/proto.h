@@ -25,8 +25,9 @@
  * cost model's inputs; 8: REVOKE frames, REVOKE and SHRINK messages, HELLO
  * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
  * fingerprint carry the wire format, and DATA frames of a compressed operation
- * carry 2-byte elements (PROTO_OP_F_WIRE) */
-#define PROTO_VERSION 10
+ * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
+ * its stream (a link of several TCP connections) */
+#define PROTO_VERSION 11
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -255,7 +256,14 @@ struct proto_peer_hello {
 					 * acceptor's in HELLO_ACK, the connector's in
 					 * HELLO_AUTH; zero without a secret */
 	char version[32];	/* daemon version string, for logs */
+	uint64_t link_id;       /* the connector's id of the link, the same in the
+				 * HELLO of each of its streams */
+	uint32_t stream;        /* 0: the link's first connection; 1 to
+				 * PROTO_STREAMS_MAX - 1: another stream of the
+				 * link the id names */
 };
+/* TCP connections one link may have (ringd's streams) */
+#define PROTO_STREAMS_MAX 16
 #define PROTO_HELLO_F_SECRET	0x1u	/* the sender has a cluster secret (and proves it) */
 /* HELLO: a direct link to the acceptor, not the ring's (without it the sender
  * is the acceptor's previous host; older daemons never set it) */

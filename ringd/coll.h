@@ -155,6 +155,9 @@ struct op_p2p;
 
 /* A collective's part of an operation: its plan and how far the ring is with
  * it (coll.c runs it; local.c combines the local processes into it). */
+/* segments a received step may have ahead of its first missing one */
+#define EXEC_AHEAD_MAX 64
+
 struct op_ring {
 	uint32_t seg;			/* segment bytes (plan_segment) */
 	/* all-reduce with several local processes on a ring: the local combine and
@@ -179,7 +182,13 @@ struct op_ring {
 	int tx_i;			/* current sent step */
 	uint64_t tx_off;		/* bytes of it sent */
 	int rx_i;			/* current received step */
-	uint64_t rx_off;		/* bytes of it done */
+	uint64_t rx_off;                /* bytes of it done, from its start */
+	/* segments of the current received step done beyond rx_off: a link's
+	 * streams deliver its segments in any order (sorted, disjoint) */
+	struct {
+		uint64_t off, len;
+	} ahead[EXEC_AHEAD_MAX];
+	int nahead;
 	/* compression on the wire (fp.wire, on a ring plan): float32 segments
 	 * travel as 2-byte elements; wire_buf holds the segment going out,
 	 * encoded (link_send copies it); one coming in is decoded from the

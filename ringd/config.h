@@ -14,6 +14,7 @@
 
 #define CONFIG_PATH_MAX 256
 #define CONFIG_LIST_MAX 16
+#define CONFIG_STREAMS_MAX 16 /* streams: proto's PROTO_STREAMS_MAX */
 
 /* latency_doubling's values. */
 enum { CONFIG_LOG_NO = 0, CONFIG_LOG_YES = 1, CONFIG_LOG_AUTO = 2 };
@@ -31,6 +32,9 @@ struct config {
 	uint32_t segment_bytes;		/* segment = SIZE: pipelining unit (1M) */
 	uint64_t piece_bytes;		/* piece = SIZE: libring splits ops into these (64M) */
 	uint32_t window_bytes;		/* window = SIZE: per-job credit per link (8M) */
+	int streams;                    /* streams = N (1): TCP connections of each link
+					 * this host connects (the connector's count
+					 * rules a link) */
 	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
 	uint32_t evict_after_ms;	/* a host not heard this long is evicted (15000;
 					 * 0: never) */

@@ -205,7 +205,7 @@ link_json(struct ringd *rd, struct link *l)
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
 	return json_pack(
 	    "{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-	    "s:I, s:I}",
+	    "s:I, s:I, s:i}",
 	    "dir",
 	    l->dir == LINK_NEXT ? "next" :
 	    l->dir == LINK_PREV ? "prev" :
@@ -217,7 +217,8 @@ link_json(struct ringd *rd, struct link *l)
 	    (json_int_t)(l->state == LINK_UP ? (json_int_t)(now_ms() - l->last_rx_ms) : -1),
 	    "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors, "last_error",
 	    l->last_error, "retries", (json_int_t)l->retries, "idle_ms",
-	    (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0));
+	    (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0), "streams",
+	    link_streams_up(l));
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */

@@ -249,7 +249,7 @@ exec_tx(struct ringd *rd, struct op *op)
 						  len / sizeof(float), ring->wire);
 				p = ring->wire_buf;
 			}
-			rc = link_send(l, &f, p);
+			rc = link_send(link_stream_pick(l), &f, p);
 		} else {
 			rc = op_send_data(rd, op, l, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
 					  ring->tx_off, p, len);
@@ -326,9 +326,71 @@ hdr_index(const struct plan *pl, int q, bool got)
 	return -1;
 }
 
+/*
+ * The segments of a received step may come in any order: a link of several
+ * streams delivers each segment over the stream it was sent on.  rx_off is
+ * what is done from the step's start; a segment beyond it is done at its own
+ * offset and kept in ring.ahead until rx_off reaches it.  A segment of a later
+ * step of the same host waits in the stash, as one of a later operation does.
+ */
+
+/* Whether [off, off+len) overlaps a segment done ahead. */
+static bool
+ahead_overlaps(const struct op_ring *ring, uint64_t off, uint64_t len)
+{
+	int i;
+
+	for (i = 0; i < ring->nahead; i++)
+		if (off < ring->ahead[i].off + ring->ahead[i].len && ring->ahead[i].off < off + len)
+			return true;
+	return false;
+}
+
+/* Keeps [off, off+len) as done ahead of rx_off (room was checked). */
+static void
+ahead_add(struct op_ring *ring, uint64_t off, uint64_t len)
+{
+	int i = ring->nahead;
+
+	while (i > 0 && ring->ahead[i - 1].off > off) {
+		ring->ahead[i] = ring->ahead[i - 1];
+		i--;
+	}
+	ring->ahead[i].off = off;
+	ring->ahead[i].len = len;
+	ring->nahead++;
+}
+
+/* rx_off moves past the segments done ahead that it reached. */
+static void
+ahead_absorb(struct op_ring *ring)
+{
+	int k = 0;
+
+	while (k < ring->nahead && ring->ahead[k].off == ring->rx_off)
+		ring->rx_off += ring->ahead[k++].len;
+	if (k > 0) {
+		memmove(ring->ahead, ring->ahead + k,
+			(size_t)(ring->nahead - k) * sizeof(ring->ahead[0]));
+		ring->nahead -= k;
+	}
+}
+
+/* Whether step `id` from position q is a later received step of the plan. */
+static bool
+rx_later_step(const struct op_ring *ring, int q, uint32_t id)
+{
+	int i;
+
+	for (i = ring->rx_i + 1; i < ring->plan.nrx; i++)
+		if (ring->plan.rx[i].from == q && ring->plan.rx[i].id == id)
+			return true;
+	return false;
+}
+
 /* One DATA frame for the active op from the host at position q, its whole
- * payload at pl: for the current received step, or (from another host) early
- * for a later one. */
+ * payload at pl: for the current received step at any offset not done yet,
+ * or (from another host, or for a later step) early. */
 static int
 exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, const uint8_t *pl)
 {
@@ -337,43 +399,53 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	int src = PROTO_ROUTE_SRC(f->route), step = ring->rx_i;
 	/* the float32 bytes the frame stands for */
 	uint64_t flen = ring->wire != PROTO_WIRE_F32 ? (uint64_t)f->length * 2 : f->length;
+	uint64_t off = f->offset;
 	size_t n = flen / op_esz(op);
 	struct rx_step *x;
-	uint64_t left, contig = 0;
+	uint64_t contig = 0;
 	uint8_t *d = NULL, *fin = NULL;
 	char fp[160];
-	bool other;
+	bool other, ahead;
 
 	if (ring->rx_i < ring->plan.nrx && ring->plan.rx[ring->rx_i].from != q &&
 	    hdr_index(&ring->plan, q, true) >= 0)
 		return EXEC_RX_STASH;	/* for a later step: it waits its turn */
+	/* its header comes on the link itself; data over another stream may
+	 * overtake it */
+	if (ring->rx_i < ring->plan.nrx && hdr_index(&ring->plan, q, false) >= 0)
+		return EXEC_RX_STASH;
 	if (ring->rx_i >= ring->plan.nrx || hdr_index(&ring->plan, q, true) < 0) {
 		op_finish(rd, op, RING_EPROTO, "%s: unexpected data from host %d",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src);
 		return RX_DONE;
 	}
 	x = &ring->plan.rx[ring->rx_i];
-	left = x->dst.len - ring->rx_off;
-	if (left > 0)
-		d = plan_at(&x->dst, ring->rx_off, &contig);
-	if (f->aux != x->id || f->offset != ring->rx_off || flen > contig ||
-	    (left > 0 && flen == 0) || flen % op_esz(op) != 0) {
+	if (f->aux != x->id && rx_later_step(ring, q, f->aux))
+		return EXEC_RX_STASH;
+	ahead = off != ring->rx_off;
+	if (off < x->dst.len)
+		d = plan_at(&x->dst, off, &contig);
+	if (f->aux != x->id || off < ring->rx_off || off > x->dst.len || flen > contig ||
+	    (off < x->dst.len && flen == 0) || flen % op_esz(op) != 0 ||
+	    (ahead && ahead_overlaps(ring, off, flen))) {
 		op_finish(rd, op, RING_EPROTO,
 			  "%s: frame out of order from host %d (step %u offset %llu "
 			  "length %u, expected step %u offset %llu)",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src, f->aux,
-			  (unsigned long long)f->offset, f->length, x->id,
+			  (unsigned long long)off, f->length, x->id,
 			  (unsigned long long)ring->rx_off);
 		return RX_DONE;
 	}
+	if (ahead && ring->nahead == EXEC_AHEAD_MAX)
+		return EXEC_RX_STASH; /* too far ahead to keep count: later */
 	/* reduce-scatter reuses its result buffer step after step: the previous
 	 * step's sum must be on its way to next before this one overwrites it */
-	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, ring->rx_off, flen))
+	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, off, flen))
 		return RX_BLOCKED;
 	if (flen > 0) {
 		if (x->local.base != NULL) {
 			uint64_t lc;
-			const uint8_t *lo = plan_at(&x->local, ring->rx_off, &lc);
+			const uint8_t *lo = plan_at(&x->local, off, &lc);
 			float *df = (float *)(void *)d;
 			const float *lf = (const float *)(const void *)lo;
 			const uint16_t *ph = (const uint16_t *)(const void *)pl;
@@ -395,16 +467,24 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 		} else if (ring->wire != PROTO_WIRE_F32) {
 			proto_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
 					  ring->wire);
-			ring->wire_fwd = pl;
-			ring->wire_fwd_at = d;
-			ring->wire_fwd_len = flen;
+			if (!ahead) {
+				/* sent on at once (exec_tx below) as it came */
+				ring->wire_fwd = pl;
+				ring->wire_fwd_at = d;
+				ring->wire_fwd_len = flen;
+			}
 		} else if (pl != d) {
 			memcpy(d, pl, f->length);	/* else it was read in place */
 		}
 		if (ring->lazy_local && ring->rx_i >= ring->plan.final_from)
 			fin = d;	/* final: the other local processes get it */
 	}
-	ring->rx_off += flen;
+	if (ahead) {
+		ahead_add(ring, off, flen);
+	} else {
+		ring->rx_off += flen;
+		ahead_absorb(ring);
+	}
 	flow_consumed(j, src, PROTO_FRAME_HDR + f->length);
 	if (ring->rx_off == x->dst.len) {
 		ring->rx_i++;
@@ -412,9 +492,10 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 	}
 	publish_progress(op, (uint64_t)ring->rx_i);
 	flow_rx_credit(rd, j, src, false);
-	/* the next step's host may have sent already: its frames wait */
-	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx &&
-		ring->plan.rx[ring->rx_i].from != q;
+	/* the next step's segments may wait in the stash: its host may have
+	 * sent already, or (a link of several streams) the same host's came
+	 * ahead of this step's last */
+	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx;
 	exec_tx(rd, op);
 	ring->wire_fwd = NULL;	/* pl is the caller's only for this call */
 	/* after the forward, so the copy does not delay the next host */
@@ -585,11 +666,14 @@ exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	/* a compressed payload is decoded from the link's buffer, never placed */
 	if (x->from != q || ring->wire != PROTO_WIRE_F32)
 		return NULL;
-	/* only a plain copy that may happen now, at exactly the expected place */
+	/* only a plain copy that may happen now, at a place not done yet (a
+	 * segment ahead of rx_off came over another stream) */
 	if (x->local.base != NULL || x->wait_tx >= 0 || f->aux != x->id ||
-	    f->offset != ring->rx_off || ring->rx_off >= x->dst.len || f->length % op_esz(op) != 0)
+	    f->offset < ring->rx_off || f->offset >= x->dst.len || f->length % op_esz(op) != 0 ||
+	    (f->offset != ring->rx_off &&
+	     (ring->nahead == EXEC_AHEAD_MAX || ahead_overlaps(ring, f->offset, f->length))))
 		return NULL;
-	d = plan_at(&x->dst, ring->rx_off, &contig);
+	d = plan_at(&x->dst, f->offset, &contig);
 	if (f->length > contig)
 		return NULL;
 	*arena = op_arena(op);

@@ -491,8 +491,10 @@ flow_keep(struct job *j, uint32_t gen, bool later)
  * arrival order, as far as they take them.  Operations run in sequence, so
  * only the stash's earliest one (stash_lo) can take a frame; when a later
  * one's frames are ahead of it (they came by a faster path), they stay where
- * they are and the earliest's are looked for behind them.  Whether one was
- * taken. */
+ * they are and the earliest's are looked for behind them.  So do the
+ * earliest's own frames it cannot take yet (a later step's segment that came
+ * over another stream of the link): those behind them may be its current
+ * step's.  Whether one was taken. */
 static bool
 stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 {
@@ -515,10 +517,10 @@ stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 				took = true;
 				continue;
 			}
-			/* not taken: nor is what follows of the same operation */
-			if (r != EXEC_RX_STASH || earliest || keep != NULL)
+			/* blocked: nothing more now; early: passed over */
+			if (r != EXEC_RX_STASH)
 				break;
-			if ((keep = evbuffer_new()) == NULL)
+			if (keep == NULL && (keep = evbuffer_new()) == NULL)
 				break;
 		}
 		evbuffer_remove_buffer(s->stash, keep, stash_entry(f.length));

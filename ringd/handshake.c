@@ -52,8 +52,11 @@ hello_fill(struct link *l, struct proto_peer_hello *h, int to, const uint8_t *ma
 		h->flags |= PROTO_HELLO_F_DOUBLING;
 	else if (rd->cfg.latency_doubling == CONFIG_LOG_NO)
 		h->flags |= PROTO_HELLO_F_RINGONLY;
-	if (l->dir == LINK_DIRECT || l->hs.direct)
+	if (l->dir == LINK_DIRECT || l->hs.direct ||
+	    (l->owner != NULL && l->owner->dir == LINK_DIRECT))
 		h->flags |= PROTO_HELLO_F_DIRECT;
+	h->link_id = l->link_id;
+	h->stream = (uint32_t)l->stream;
 	memcpy(h->nonce, l->hs.nonce, sizeof(h->nonce));
 	if (mac != NULL)
 		memcpy(h->mac, mac, sizeof(h->mac));
@@ -185,7 +188,70 @@ link_up(struct link *l)
 		log_info("direct link %s host %d: up (%s)", l->connector ? "to" : "from", l->peer,
 			 l->transport != NULL ? l->transport : "-");
 	ping_link_up(l);
+	/* the connector of a link opens its other streams now */
+	if (l->dir == LINK_NEXT || (l->dir == LINK_DIRECT && l->connector))
+		link_streams_open(l);
 	rd->link_ev->room(rd);
+}
+
+/* An accepted connection is no longer pending. */
+static void
+pending_forget(struct link *p)
+{
+	int i;
+
+	for (i = 0; i < MAX_PENDING; i++)
+		if (p->rd->pending[i] == p)
+			p->rd->pending[i] = NULL;
+}
+
+/* The link from host `from` (the ring's previous link, or the direct link)
+ * that an accepted stream with this id belongs to, when it is up. */
+static struct link *
+stream_owner(const struct ringd *rd, int from, bool direct, uint64_t id)
+{
+	struct link *o =
+	    direct ? (rd->direct_links != NULL ? rd->direct_links[from] : NULL) : rd->prev;
+
+	if (o == NULL || o->peer != from || o->state != LINK_UP || o->link_id != id)
+		return NULL;
+	return o;
+}
+
+/* An accepted connection proved it is another stream of a link that is up
+ * here: it joins that link (replacing one of the same index, if any). */
+static void
+promote_stream(struct link *p, bool answer)
+{
+	struct ringd *rd = p->rd;
+	struct link *o = stream_owner(rd, p->peer, p->hs.direct, p->link_id), *old;
+	int k = p->hs.stream;
+	char why[160];
+
+	if (o == NULL) {
+		snprintf(why, sizeof(why),
+			 "stream %d of a link from host %d that is not up here (any more)", k,
+			 p->peer);
+		hs_refuse(p, why);
+		return;
+	}
+	pending_forget(p);
+	p->handshake_acceptor = false;
+	p->dir = LINK_STREAM;
+	p->owner = o;
+	p->stream = k;
+	if ((old = o->streams[k]) != NULL) {
+		o->streams[k] = NULL;
+		old->owner = NULL;
+		link_close(old, "replaced by a new connection of the same stream");
+		link_free_later(old);
+	}
+	o->streams[k] = p;
+	if (answer && send_hello(p, PROTO_F_HELLO_ACK, p->peer, NULL) != 0) {
+		link_fail(p, "cannot answer the handshake");
+		return;
+	}
+	link_up(p);
 }
 
 /* An accepted connection that asked for a direct link proved itself: it is
@@ -216,7 +282,6 @@ promote_prev(struct link *p, bool answer)
 	struct ringd *rd = p->rd;
 	struct link *old = rd->prev;
 	char c;
-	int i;
 
 	/* A connector that timed out closes its attempt; a daemon that was stopped
 	 * finds those in its accept queue, HELLO and all.  Promoting one would close
@@ -225,9 +290,7 @@ promote_prev(struct link *p, bool answer)
 		link_fail(p, "the previous host had given up on this connection");
 		return;
 	}
-	for (i = 0; i < MAX_PENDING; i++)
-		if (rd->pending[i] == p)
-			rd->pending[i] = NULL;
+	pending_forget(p);
 	p->handshake_acceptor = false;
 	p->dir = LINK_PREV;
 	p->peer = mod_prev(rd);
@@ -249,6 +312,19 @@ promote_prev(struct link *p, bool answer)
 		return;
 	}
 	link_up(p);
+}
+
+/* An accepted connection that proved itself becomes what its HELLO asked for:
+ * a stream of a link, a direct link, or the ring's previous link. */
+static void
+promote(struct link *p, bool answer)
+{
+	if (p->hs.stream > 0)
+		promote_stream(p, answer);
+	else if (p->hs.direct)
+		promote_direct(p, answer);
+	else
+		promote_prev(p, answer);
 }
 
 /* A ring HELLO from a host of this ring that takes itself for our previous
@@ -302,12 +378,18 @@ on_hello(struct link *l, const struct proto_peer_hello *h)
 	}
 	memcpy(l->hs.peer_nonce, h->nonce, sizeof(l->hs.peer_nonce));
 	l->hs.direct = direct;
+	l->hs.stream = (int)h->stream;
+	l->link_id = h->link_id;
 	l->peer = from;
+	if (h->stream > 0 && stream_owner(rd, from, direct, h->link_id) == NULL) {
+		/* its link's last step may still be on its way: the connector
+		 * tries again after a back-off */
+		snprintf(why, sizeof(why), "stream %u of a link from host %d that is not up here",
+			 h->stream, from);
+		return hs_refuse(l, why);
+	}
 	if (!auth_have_secret()) {
-		if (direct)
-			promote_direct(l, true);
-		else
-			promote_prev(l, true);
+		promote(l, true);
 		return RX_DONE;
 	}
 	/* Our proof now; the connection becomes our link only on the peer's. */
@@ -339,10 +421,7 @@ on_hello_auth(struct link *l, const struct proto_peer_hello *h)
 			 from);
 		return hs_refuse(l, why);
 	}
-	if (l->hs.direct)
-		promote_direct(l, false);
-	else
-		promote_prev(l, false);
+	promote(l, false);
 	return RX_DONE;
 }
 
@@ -402,6 +481,12 @@ hs_transport_ready(struct link *l)
 	l->hs.stage = LINK_HS_HELLO;
 	if (RAND_bytes(l->hs.nonce, sizeof(l->hs.nonce)) != 1) {
 		link_fail(l, "no random bytes for the handshake nonce");
+		return;
+	}
+	/* a new connection of a link is a new id; its streams carry it */
+	if (!l->handshake_acceptor && l->dir != LINK_STREAM &&
+	    RAND_bytes((uint8_t *)&l->link_id, sizeof(l->link_id)) != 1) {
+		link_fail(l, "no random bytes for the link's id");
 		return;
 	}
 	if (!l->handshake_acceptor && send_hello(l, PROTO_F_HELLO, l->peer, NULL) != 0) {

@@ -36,6 +36,8 @@
 #define RX_MIN		(1u << 20)	/* input buffer to start with */
 #define LOWAT_MAX	(256u << 10)	/* never ask the kernel to hold back more */
 
+_Static_assert(CONFIG_STREAMS_MAX == PROTO_STREAMS_MAX, "streams: config and proto differ");
+
 struct transport *link_transport;
 
 static void link_flush_cb(evutil_socket_t fd, short what, void *arg);
@@ -47,6 +49,8 @@ link_dir_name(const struct link *l)
 		return "incoming";
 	if (l->dir == LINK_DIRECT)
 		return "direct";
+	if (l->dir == LINK_STREAM)
+		return "stream";
 	return l->dir == LINK_NEXT ? "next" : "prev";
 }
 
@@ -156,6 +160,24 @@ link_drain_input(int fd)
 		;
 }
 
+/* A link's streams close with it (freed from the loop). */
+static void
+streams_close(struct link *l, const char *why)
+{
+	int i;
+
+	for (i = 1; i < PROTO_STREAMS_MAX; i++) {
+		struct link *s = l->streams[i];
+
+		if (s == NULL)
+			continue;
+		l->streams[i] = NULL;
+		s->owner = NULL;
+		link_close(s, why);
+		link_free_later(s);
+	}
+}
+
 void
 link_close(struct link *l, const char *why)
 {
@@ -179,13 +201,45 @@ link_close(struct link *l, const char *why)
 	evtimer_del(l->timer);
 	if (why != NULL)
 		memcpy(l->last_error, reason, sizeof(l->last_error));
+	streams_close(l, reason);
 	link_change_state(l, LINK_DOWN);
-	/* a direct link is nobody's above yet: the ring never hears of it */
-	if (was_up && l->dir != LINK_DIRECT)
+	/* a direct link is nobody's above yet: the ring never hears of it; a
+	 * stream is its link's, which fails with it (link_fail) */
+	if (was_up && l->dir != LINK_DIRECT && l->dir != LINK_STREAM)
 		l->rd->link_ev->down(l, reason);
 	rx_reset(l);
 	/* drops the arena references: ops waiting on them complete now */
 	evbuffer_drain(l->out, evbuffer_get_length(l->out));
+}
+
+/* A stream failed: once it was up, its link fails with it (what went over it
+ * is lost, so every operation the link carried must fail); a connector's
+ * stream that never came up tries again after its back-off while its link is
+ * up. */
+static void
+stream_fail(struct link *l, const char *why)
+{
+	struct link *o = l->owner;
+	bool was_up = l->state == LINK_UP;
+	char msg[sizeof(l->last_error)];
+
+	l->errors++;
+	if (o == NULL || !was_up) {
+		link_close(l, why);
+		if (o != NULL && o->state == LINK_UP && l->connector) {
+			link_timer_set(l, l->backoff_ms);
+			l->backoff_ms =
+			    l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
+		} else {
+			if (o != NULL && o->streams[l->stream] == l)
+				o->streams[l->stream] = NULL;
+			l->owner = NULL;
+			link_free_later(l);
+		}
+		return;
+	}
+	snprintf(msg, sizeof(msg), "its stream %d failed: %.200s", l->stream, why);
+	link_fail(o, msg); /* closes l too */
 }
 
 void
@@ -193,6 +247,10 @@ link_fail(struct link *l, const char *why)
 {
 	struct ringd *rd = l->rd;
 
+	if (l->dir == LINK_STREAM) {
+		stream_fail(l, why);
+		return;
+	}
 	if (l->state == LINK_UP)
 		log_warn("link %s to host %d (%s:%d) failed: %s", link_dir_name(l), l->peer,
 			 rd->hf.hosts[l->peer].host, rd->hf.hosts[l->peer].port, why);
@@ -240,6 +298,26 @@ link_retarget(struct link *l, int peer, const char *why)
 	evtimer_del(l->timer);
 	l->backoff_ms = BACKOFF_MIN_MS;
 	link_timer_set(l, 0);	/* conn.c's timer connects a link that is down */
+}
+
+void
+link_streams_open(struct link *l)
+{
+	struct ringd *rd = l->rd;
+	int i;
+
+	for (i = 1; i < rd->cfg.streams && i < PROTO_STREAMS_MAX; i++) {
+		struct link *s;
+
+		if (l->streams[i] != NULL || (s = link_new(rd, LINK_STREAM, l->peer)) == NULL)
+			continue;
+		s->owner = l;
+		s->stream = i;
+		s->link_id = l->link_id;
+		s->connector = true;
+		l->streams[i] = s;
+		link_timer_set(s, 0); /* conn.c's timer connects it */
+	}
 }
 
 /* Takes a direct link out of the daemon's table (it is freed by the caller). */

@@ -50,6 +50,8 @@ void link_close(struct link *l, const char *why);
 /* Closes it as failed: counted and logged, the connector starts over. */
 void link_fail(struct link *l, const char *why);
 void link_free_later(struct link *l);
+/* A connector's link came up: its other streams (cfg.streams) connect. */
+void link_streams_open(struct link *l);
 /* Takes a direct link out of rd->direct_links (it is freed by the caller). */
 void link_direct_forget(struct link *l);
 int link_attach_fd(struct link *l, int fd);

@@ -17,8 +17,9 @@ link_output(struct link *l)
 	return l->out;
 }
 
-size_t
-link_tx_room(const struct link *l)
+/* The room of one connection. */
+static size_t
+room_of(const struct link *l)
 {
 	size_t len;
 
@@ -26,6 +27,56 @@ link_tx_room(const struct link *l)
 		return 0;
 	len = evbuffer_get_length(l->out);
 	return len >= l->out_high ? 0 : l->out_high - len;
+}
+
+size_t
+link_tx_room(const struct link *l)
+{
+	size_t room = room_of(l), r;
+	int i;
+
+	if (l->fd < 0 || l->state != LINK_UP)
+		return 0;
+	for (i = 1; i < PROTO_STREAMS_MAX; i++)
+		if (l->streams[i] != NULL && (r = room_of(l->streams[i])) > room)
+			room = r;
+	return room;
+}
+
+/*
+ * Each DATA frame goes to the stream with the least output waiting: a stream
+ * whose connection is slow (its socket buffer full, a loss being repaired)
+ * keeps its backlog and is passed over until it drains, so the others go on
+ * at their own pace.  The receiver takes a segment at its offset whatever
+ * the order it comes in (exec.c).
+ */
+struct link *
+link_stream_pick(struct link *l)
+{
+	struct link *best = l;
+	size_t least = evbuffer_get_length(l->out), n;
+	int i;
+
+	for (i = 1; i < PROTO_STREAMS_MAX && least > 0; i++) {
+		struct link *s = l->streams[i];
+
+		if (s != NULL && s->fd >= 0 && s->state == LINK_UP &&
+		    (n = evbuffer_get_length(s->out)) < least) {
+			best = s;
+			least = n;
+		}
+	}
+	return best;
+}
+
+int
+link_streams_up(const struct link *l)
+{
+	int i, n = l->state == LINK_UP;
+
+	for (i = 1; i < PROTO_STREAMS_MAX; i++)
+		n += l->streams[i] != NULL && l->streams[i]->state == LINK_UP;
+	return n;
 }
 
 void
@@ -55,6 +106,11 @@ link_send(struct link *l, const struct proto_frame *f, const void *payload)
 		return -1;
 	l->bytes_tx += sizeof(hdr) + f->length;
 	l->frames_tx++;
+	if (l->owner != NULL) {
+		/* a link's counters are of all its streams */
+		l->owner->bytes_tx += sizeof(hdr) + f->length;
+		l->owner->frames_tx++;
+	}
 	if (f->type != PROTO_F_HEARTBEAT)
 		l->used_ms = now_ms();
 	link_kick(l);
@@ -71,10 +127,15 @@ link_drop_direct(struct ringd *rd, const void *owner)
 	 * previous one, the next one (from that neighbour), a direct one */
 	for (i = 0; i < 2 + (rd->direct_links != NULL ? rd->world : 0); i++) {
 		struct link *l = i < 2 ? ls[i] : rd->direct_links[i - 2];
+		int k;
 
-		if (l != NULL && l->direct != NULL && l->direct_owner == owner) {
-			l->direct = NULL;
-			l->discard = true;
+		for (k = 0; l != NULL && k < PROTO_STREAMS_MAX; k++) {
+			struct link *s = k == 0 ? l : l->streams[k];
+
+			if (s != NULL && s->direct != NULL && s->direct_owner == owner) {
+				s->direct = NULL;
+				s->discard = true;
+			}
 		}
 	}
 }

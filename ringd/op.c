@@ -477,7 +477,10 @@ op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uin
 		.gen = op->gen,
 	};
 	uint8_t hdr[PROTO_FRAME_HDR];
-	struct evbuffer *out = link_output(l);
+	/* a collective's DATA goes on the link's least busy stream; a message's
+	 * stays on the link itself, in order with its RTS and CTS */
+	struct link *s = type == PROTO_F_DATA ? link_stream_pick(l) : l;
+	struct evbuffer *out = link_output(s);
 
 	proto_frame_encode(hdr, &f);
 	if (evbuffer_add(out, hdr, sizeof(hdr)) != 0)
@@ -489,6 +492,10 @@ op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uin
 	}
 	l->bytes_tx += sizeof(hdr) + len;
 	l->frames_tx++;
-	link_kick(l);
+	if (s != l) {
+		s->bytes_tx += sizeof(hdr) + len;
+		s->frames_tx++;
+	}
+	link_kick(s);
 	return 0;
 }

@@ -25,7 +25,9 @@
 enum ring_state { RING_FORMING, RING_READY, RING_DEGRADED, RING_STOPPED };
 
 enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_HANDSHAKE, LINK_UP };
-enum link_dir { LINK_NEXT, LINK_PREV, LINK_DIRECT };
+/* next: we connect; prev: we accept; direct: either (link_direct); stream:
+ * another TCP connection of a link (its owner), either end */
+enum link_dir { LINK_NEXT, LINK_PREV, LINK_DIRECT, LINK_STREAM };
 
 struct ringd;
 struct job;
@@ -80,11 +82,23 @@ struct link {
 	uint64_t peer_digest;		/* its view's digest, from its heartbeats */
 	bool peer_digest_known;		/* ... once one came on this connection */
 	uint64_t view_sent_ms;		/* when our view last went to it (member.c) */
+	/* Streams: a link may be several TCP connections (cfg.streams, the
+	 * connector's).  The link is its own stream 0; the others are links of
+	 * dir LINK_STREAM that carry the collectives' DATA frames, striped over
+	 * all of them by the room each has (link_stream_pick), and their own
+	 * heartbeats; what they read goes up as the link's own input.  One that
+	 * fails once it is up fails the link, all of it. */
+	struct link *streams[PROTO_STREAMS_MAX]; /* [1..]: its other streams */
+	struct link *owner;                      /* a stream's link (NULL: a link) */
+	int stream;                              /* its index (0: the link itself) */
+	uint64_t link_id;                        /* the connector's id of the connection, the
+					 * same in its streams' HELLOs */
 	struct {			/* the handshake; reset for every connection */
 		uint8_t stage;		/* LINK_HS_* below */
 		uint8_t nonce[PROTO_NONCE_LEN];	/* ours, sent in HELLO / HELLO_ACK */
 		uint8_t peer_nonce[PROTO_NONCE_LEN];	/* the peer's */
 		bool direct;		/* acceptor: the HELLO asked for a direct link */
+		int stream;             /* acceptor: the stream of a link it opened */
 	} hs;
 };
 
@@ -162,7 +176,8 @@ struct ringd {
 	struct link *next, *prev;	/* neighbours (NULL when world == 1) */
 	int peer_fd;			/* peer port (listening) */
 	struct event *peer_ev;		/* accept on it */
-	struct link *pending[8];	/* accepted links still in handshake */
+	struct link *pending[64];       /* accepted connections still in handshake
+					 * (the links' streams among them) */
 	struct link **direct_links;	/* [world]: the direct link to each host, or
 					 * NULL (direct.c) */
 	int ndirect;			/* of them, not NULL */
@@ -351,8 +366,14 @@ void link_stop(struct ringd *rd);
 int link_send(struct link *l, const struct proto_frame *f, const void *payload);
 /* Has queued output written soon (frames added straight to link_output()). */
 void link_kick(struct link *l);
-/* Output room left before the high watermark (0 = wait for the write callback). */
+/* Output room left before the high watermark (0 = wait for the write callback);
+ * of a link with streams, the most any stream that is up has. */
 size_t link_tx_room(const struct link *l);
+/* The stream of link l a DATA frame goes out on: the one up with the least
+ * output waiting (l itself when it has no other). */
+struct link *link_stream_pick(struct link *l);
+/* Streams of l up now, l included (1 without others). */
+int link_streams_up(const struct link *l);
 struct evbuffer *link_output(struct link *l);
 
 /* direct.c: a link to any host of the ring.  Returns the link to host (up, or

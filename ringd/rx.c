@@ -52,7 +52,11 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		return ping_rx(l, f);
 	default:
 		/* not the link's own: its owner's (never a direct link's: rx_header
-		 * refused those) */
+		 * refused those); a stream's are its link's */
+		if (l->owner != NULL) {
+			l->owner->used_ms = l->used_ms;
+			return l->rd->link_ev->frame(l->owner, f, pl);
+		}
 		return l->rd->link_ev->frame(l, f, pl);
 	}
 }
@@ -217,6 +221,16 @@ rx_header(struct link *l)
 		rx_refuse_header(l, f);
 		return -1;
 	}
+	if (l->dir == LINK_STREAM && l->state == LINK_UP && f->type != PROTO_F_DATA &&
+	    f->type != PROTO_F_HEARTBEAT) {
+		/* a link's other streams carry its collectives' data alone */
+		char why[128];
+
+		snprintf(why, sizeof(why), "%s frame on a link's stream %d (only DATA goes there)",
+			 proto_frame_type_name(f->type), l->stream);
+		link_fail(l, why);
+		return -1;
+	}
 	if (l->dir == LINK_DIRECT && !link_own_frame(f->type) && !direct_frame(f->type)) {
 		/* only the collectives' frames travel on direct links (direct.c):
 		 * others are refused at the header, their payload never read */
@@ -236,8 +250,9 @@ rx_header(struct link *l)
 		l->rxlen -= l->rxoff;
 		l->rxoff = 0;
 	}
-	if (l->state == LINK_UP && f->length >= DIRECT_MIN)
-		l->direct = l->rd->link_ev->place(l, f, &l->direct_arena, &l->direct_owner);
+	if (l->state == LINK_UP && f->length >= DIRECT_MIN && (l->owner != NULL || l->stream == 0))
+		l->direct = l->rd->link_ev->place(l->owner != NULL ? l->owner : l, f,
+						  &l->direct_arena, &l->direct_owner);
 	if (l->direct != NULL) {
 		size_t take = l->rxlen - l->rxoff;
 
@@ -281,6 +296,11 @@ rx_deliver(struct link *l, const uint8_t *pl, bool in_rxbuf)
 	}
 	l->frames_rx++;
 	l->bytes_rx += PROTO_FRAME_HDR + f->length;
+	if (l->owner != NULL) {
+		/* a link's counters are of all its streams */
+		l->owner->frames_rx++;
+		l->owner->bytes_rx += PROTO_FRAME_HDR + f->length;
+	}
 	return 0;
 }
 
@@ -352,15 +372,28 @@ link_rx_resume(struct link *l)
 	link_rx(l);
 }
 
+/* A link's input, and its streams'. */
+static void
+rx_resume_streams(struct link *l)
+{
+	int i;
+
+	if (l == NULL)
+		return;
+	link_rx_resume(l);
+	for (i = 1; i < PROTO_STREAMS_MAX; i++)
+		link_rx_resume(l->streams[i]);
+}
+
 void
 link_rx_resume_all(struct ringd *rd)
 {
 	int h;
 
-	link_rx_resume(rd->prev);
-	link_rx_resume(rd->next);
+	rx_resume_streams(rd->prev);
+	rx_resume_streams(rd->next);
 	for (h = 0; rd->ndirect > 0 && rd->direct_links != NULL && h < rd->world; h++)
-		link_rx_resume(rd->direct_links[h]);
+		rx_resume_streams(rd->direct_links[h]);
 }
 
 void

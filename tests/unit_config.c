@@ -708,6 +708,7 @@ static const struct {
 	{ "hello_timeout_ms", CONFIG_LIVE },	{ "max_jobs", CONFIG_LIVE },
 	{ "max_arena", CONFIG_LIVE },		{ "poll_us", CONFIG_LIVE },
 	{ "max_direct_links", CONFIG_LIVE },	{ "direct_idle_ms", CONFIG_LIVE },
+	{ "streams", CONFIG_LIVE },
 	/* clang-format on */
 };
 #define N_LIVE_KEYS (sizeof(live_keys) / sizeof(live_keys[0]))
@@ -736,7 +737,7 @@ Test(config, reload_classes)
 		config_set(&c, name, "\x01", err, sizeof(err));
 		cr_expect(strncmp(err, "unknown", 7) != 0, "%s: %s", name, err);
 	}
-	cr_assert_eq(i, 40, "%d keys in the table", i);
+	cr_assert_eq(i, 41, "%d keys in the table", i);
 	cr_assert_eq(found, N_LIVE_KEYS, "a live key is missing from the table");
 	cr_assert_null(config_key_at(-1, &live));
 }

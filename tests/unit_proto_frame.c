@@ -450,7 +450,7 @@ static const struct codec join_codec = CODEC(join, struct proto_join, 0);
 /* ------------------------------------------------------------------ */
 
 /* 0: a HELLO with a secret; 1: the longest strings and the largest ranks; 2: a
- * direct link's HELLO (its flag beside the secret's). */
+ * direct link's HELLO (its flag beside the secret's) for its last stream. */
 static int
 make_peer_hello(void *m, int i)
 {
@@ -471,11 +471,16 @@ make_peer_hello(void *m, int i)
 		h->from_rank = PROTO_MAX_RANKS - 1;
 		h->to_rank = 0;
 	}
-	if (i == 2)
+	if (i == 2) {
+		/* a direct link's second stream */
 		h->flags = PROTO_HELLO_F_SECRET | PROTO_HELLO_F_DIRECT;
-	/* the cluster, four u32, nonce, mac, the version */
+		h->link_id = 0x0123456789abcdefull;
+		h->stream = PROTO_STREAMS_MAX - 1;
+	}
+	/* the cluster, four u32, nonce, mac, the version, the link's id, the
+	 * stream */
 	return (int)(2 + strlen(h->cluster) + 16 + PROTO_NONCE_LEN + PROTO_MAC_LEN + 2 +
-		     strlen(h->version));
+		     strlen(h->version) + 8 + 4);
 }
 
 /* 0: a broadcast with every count byte distinct; then each algorithm with
@@ -613,6 +618,7 @@ static const struct bad_value peer_hello_values[] = {
 	{ "world too large", { EDIT_SET(PH, world, PROTO_MAX_RANKS + 1) }, RING_EINVAL },
 	{ "from outside world", { EDIT_SET(PH, from_rank, 4) }, RING_EINVAL },
 	{ "to outside world", { EDIT_SET(PH, to_rank, 4) }, RING_EINVAL },
+	{ "stream past the limit", { EDIT_SET(PH, stream, PROTO_STREAMS_MAX) }, RING_EINVAL },
 };
 #undef PH
 /* [0..1] cluster length, [2..6] "ringd", then world at 7. */

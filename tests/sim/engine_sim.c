@@ -349,6 +349,10 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	if (sim_net_init(&s->net, s->nhosts, &cfg) != 0)
 		abort();
 	s->net.trace = verbose;
+	/* every third seed: links of several streams (their own generator, so
+	 * that the other seeds replay as they did before streams) */
+	s->net.streams = seed % 3 == 2;
+	s->net.srng.s = seed * 0xd1342543de82ef95ull + 3;
 	s->w.net = &s->net;
 	s->w.rng = &s->rng;
 	s->w.rng2 = &s->rng2;
@@ -378,16 +382,18 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 		sim_net_free(&s->net);	/* what a failed schedule holds is left */
 	if (s->rep.failures > 0)
 		printf(
-		    "engine-sim: seed %llu FAILED (%d hosts, %d jobs, %s, step %llu, t=%llu ms): "
+		    "engine-sim: seed %llu FAILED (%d hosts, %d jobs, %s%s, step %llu, t=%llu ms): "
 		    "%s\n  replay: engine-sim --seed %llu -v\n",
 		    (unsigned long long)seed, s->nhosts, s->w.njobs,
-		    s->faults ? "faults" : "no faults", (unsigned long long)s->steps,
-		    (unsigned long long)sim_now_ms(), s->rep.first, (unsigned long long)seed);
+		    s->faults ? "faults" : "no faults", s->net.streams ? ", streams" : "",
+		    (unsigned long long)s->steps, (unsigned long long)sim_now_ms(), s->rep.first,
+		    (unsigned long long)seed);
 	else if (verbose)
 		printf("engine-sim: seed %llu passed: %d hosts, %d jobs, %d cuts, %llu steps, "
-		       "%llu virtual ms\n",
+		       "%llu virtual ms%s (%llu frames overtaken)\n",
 		       (unsigned long long)seed, s->nhosts, s->w.njobs, s->cuts,
-		       (unsigned long long)s->steps, (unsigned long long)sim_now_ms());
+		       (unsigned long long)s->steps, (unsigned long long)sim_now_ms(),
+		       s->net.streams ? ", streams" : "", (unsigned long long)s->net.overtaken);
 	failures = s->rep.failures;
 	free(s);
 	return failures > 0;

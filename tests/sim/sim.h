@@ -48,6 +48,11 @@ struct sim_link {
 	uint8_t *pl;			/* the payload of the frame being offered */
 	bool have_pl;			/* ... it is whole in pl */
 	bool cut;			/* the connection broke: its bytes are lost */
+	/* streams (sim_net.streams): a whole frame held back while later ones
+	 * overtake it, as a link's frames do over its several connections */
+	struct evbuffer *held;
+	uint16_t held_type; /* its type */
+	int held_for;       /* frames that may still overtake it */
 };
 
 struct sim_host {
@@ -63,6 +68,12 @@ struct sim_net {
 	char last_engine_error[400];
 	uint64_t stale_unseen;		/* frames of an old formation taken (invariant) */
 	bool trace;			/* print the membership frames as they arrive */
+	/* links of several streams: a frame may overtake another when either is
+	 * a collective's DATA (those go over any stream; the rest over the link's
+	 * first), at the choice of this generator */
+	bool streams;
+	struct sim_rng srng;
+	uint64_t overtaken; /* frames that were */
 };
 
 /* simlink.c: the fake link floor */

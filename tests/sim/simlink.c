@@ -106,6 +106,7 @@ rx_reset(struct sim_link *e)
 	e->pl = NULL;
 	e->have_pl = false;
 	evbuffer_drain(e->in, evbuffer_get_length(e->in));
+	evbuffer_drain(e->held, evbuffer_get_length(e->held));
 }
 
 static void
@@ -327,6 +328,52 @@ rx_offer(struct sim_link *e)
 	return 0;
 }
 
+/* The next frame of the input when it is whole there: its header. */
+static bool
+next_whole(struct sim_link *e, struct proto_frame *f)
+{
+	uint8_t hdr[PROTO_FRAME_HDR];
+
+	if (evbuffer_copyout(e->in, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr) ||
+	    proto_frame_decode(hdr, f, PROTO_FRAME_MAX_PAYLOAD) != 0)
+		return false;
+	return evbuffer_get_length(e->in) >= PROTO_FRAME_HDR + (size_t)f->length;
+}
+
+/*
+ * A link of several streams: its collectives' DATA frames go over any of
+ * them, everything else over its first, so a DATA frame may overtake any
+ * frame or be overtaken by any, while two others keep their order.  Before
+ * each frame is read: a held frame goes first once nothing more may pass it
+ * (the next is not whole, it passed enough, or neither is DATA); otherwise,
+ * now and then, the next frame is held back.
+ */
+static void
+rx_reorder(struct sim_link *e)
+{
+	struct sim_net *n = sim_current;
+	struct proto_frame f;
+	bool whole = next_whole(e, &f);
+
+	if (evbuffer_get_length(e->held) > 0) {
+		if (!whole || e->held_for == 0 ||
+		    (f.type != PROTO_F_DATA && e->held_type != PROTO_F_DATA)) {
+			evbuffer_prepend_buffer(e->in, e->held);
+			return;
+		}
+		e->held_for--;
+		n->overtaken++;
+		return;
+	}
+	if (!whole || sim_below(&n->srng, 3) != 0)
+		return;
+	evbuffer_remove_buffer(e->in, e->held, PROTO_FRAME_HDR + (size_t)f.length);
+	e->held_type = f.type;
+	e->held_for = 1 + (int)sim_below(&n->srng, 4);
+	/* the next one, if whole, overtakes it (or it goes back first) */
+	rx_reorder(e);
+}
+
 /* The reader: whole frames to the engine until the input is short or the
  * engine blocks. */
 static void
@@ -335,6 +382,8 @@ rx_run(struct sim_link *e)
 	struct link *l = &e->l;
 
 	while (l->state == LINK_UP && !l->rx_blocked) {
+		if (!l->have_hdr && sim_current->streams)
+			rx_reorder(e);
 		if (!l->have_hdr && rx_header(e) <= 0)
 			return;
 		if (l->direct != NULL || l->discard) {
@@ -411,7 +460,8 @@ end_init(struct sim_link *e, struct sim_host *h, enum link_dir dir, int peer)
 	e->l.out = evbuffer_new();
 	e->wire = evbuffer_new();
 	e->in = evbuffer_new();
-	return e->l.out != NULL && e->wire != NULL && e->in != NULL ? 0 : -1;
+	e->held = evbuffer_new();
+	return e->l.out != NULL && e->wire != NULL && e->in != NULL && e->held != NULL ? 0 : -1;
 }
 
 static const struct ring_events sim_engine_events = {
@@ -469,6 +519,7 @@ end_free(struct sim_link *e)
 	evbuffer_free(e->l.out);
 	evbuffer_free(e->wire);
 	evbuffer_free(e->in);
+	evbuffer_free(e->held);
 }
 
 void

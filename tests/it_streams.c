@@ -1,0 +1,351 @@
+/*
+ * it_streams.c - links of several TCP connections (ringd.conf(5), streams):
+ * every collective in every dtype on 4 real daemons (two hosts that are no
+ * neighbours talk over a direct link, which has streams too) with streams =
+ * 1, 2 and 4, 4 KiB segments so each operation is many segments striped over
+ * the connections and taken in whatever order they come, every result
+ * checked bit for bit; the same with TLS on every connection; ringctl
+ * showing the streams; and one connection of a link killed (ss -K) in the
+ * middle of a stream of all-reduces: the link fails as one, its operations
+ * fail with RING_EPEER within the bound a lost link has, the link comes back
+ * with all its streams, and the next operations are right.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+static struct ring_cluster cluster;
+static char tmp[PATH_MAX];
+
+static void
+teardown(void)
+{
+	cluster_stop(&cluster);
+	if (tmp[0] != '\0') {
+		char *argv[] = { "/bin/rm", "-rf", tmp, NULL };
+
+		harness_exec(argv, NULL, NULL, 0, 30);
+		tmp[0] = '\0';
+	}
+}
+
+static const enum ring_dtype all_dtypes[] = {
+	RING_BOOL,  RING_INT8,	 RING_UINT8,	RING_INT16,    RING_UINT16,  RING_INT32,  RING_UINT32,
+	RING_INT64, RING_UINT64, RING_FLOAT16, RING_BFLOAT16, RING_FLOAT32, RING_FLOAT64,
+};
+#define N_DTYPES (sizeof(all_dtypes) / sizeof(all_dtypes[0]))
+
+/* Elements per rank: with 4 KiB segments, tens of segments a chunk. */
+#define COUNT 20011
+
+/* Checks count elements of buf against want: 0, or 1 after it_fail. */
+static int
+same(const void *got, const void *want, enum ring_dtype dt, size_t count, const char *what)
+{
+	size_t bad = 0, wrong = pattern_compare(got, want, dt, count, &bad);
+	char d[160];
+
+	if (wrong == 0)
+		return 0;
+	pattern_describe(d, sizeof(d), got, want, dt, bad);
+	it_fail(__FILE__, __LINE__, "%s: %zu of %zu elements wrong, first %s", what, wrong, count,
+		d);
+	return 1;
+}
+
+/* Every collective in dtype dt, each checked: all-reduce with each op that
+ * applies, all-gather, reduce-scatter, broadcast, a ring of send/recv. */
+static int
+every_collective(ring_comm *comm, int rank, int n, enum ring_dtype dt, uint64_t seed)
+{
+	size_t es = ring_dtype_size(dt), count = COUNT;
+	uint8_t *a = ring_alloc(comm, count * es * (size_t)n);
+	uint8_t *b = ring_alloc(comm, count * es * (size_t)n);
+	uint8_t *want = malloc(count * es * (size_t)n);
+	char what[96];
+	int op, r, to = (rank + 1) % n, from = (rank + n - 1) % n;
+
+	IT_CHECK(a != NULL && b != NULL && want != NULL, "out of memory");
+	for (op = 0; op < RING_OP_COUNT; op++) {
+		if (op == RING_AVG && !pattern_dtype_is_float(dt))
+			continue;
+		snprintf(what, sizeof(what), "allreduce(%s, op %d)", ring_dtype_name(dt), op);
+		pattern_fill(a, dt, (enum ring_op)op, n, rank, count, 0, seed + (uint64_t)op);
+		IT_CALL(ring_allreduce(comm, a, b, count, dt, (enum ring_op)op));
+		pattern_expect_reduce(want, dt, (enum ring_op)op, n, count, 0, seed + (uint64_t)op);
+		if (same(b, want, dt, count, what))
+			return 1;
+	}
+	snprintf(what, sizeof(what), "allgather(%s)", ring_dtype_name(dt));
+	pattern_fill(a, dt, RING_SUM, n, rank, count, 0, seed + 10);
+	IT_CALL(ring_allgather(comm, a, b, count, dt));
+	for (r = 0; r < n; r++)
+		pattern_fill(want + (size_t)r * count * es, dt, RING_SUM, n, r, count, 0, seed + 10);
+	if (same(b, want, dt, count * (size_t)n, what))
+		return 1;
+	snprintf(what, sizeof(what), "reduce_scatter(%s)", ring_dtype_name(dt));
+	pattern_fill(a, dt, RING_SUM, n, rank, count * (size_t)n, 0, seed + 11);
+	IT_CALL(ring_reduce_scatter(comm, a, b, count, dt, RING_SUM));
+	pattern_expect_reduce(want, dt, RING_SUM, n, count, count * (size_t)rank, seed + 11);
+	if (same(b, want, dt, count, what))
+		return 1;
+	snprintf(what, sizeof(what), "broadcast(%s)", ring_dtype_name(dt));
+	pattern_fill(want, dt, RING_SUM, n, n - 1, count, 0, seed + 12);
+	if (rank == n - 1)
+		memcpy(a, want, count * es);
+	IT_CALL(ring_broadcast(comm, a, count, dt, n - 1));
+	if (same(a, want, dt, count, what))
+		return 1;
+	snprintf(what, sizeof(what), "sendrecv(%s)", ring_dtype_name(dt));
+	pattern_fill(a, dt, RING_SUM, n, rank, count, 0, seed + 13);
+	IT_CALL(ring_sendrecv(comm, a, count, to, b, count, from, dt));
+	pattern_fill(want, dt, RING_SUM, n, from, count, 0, seed + 13);
+	if (same(b, want, dt, count, what))
+		return 1;
+	IT_CALL(ring_barrier(comm));
+	ring_free(comm, a);
+	ring_free(comm, b);
+	free(want);
+	return 0;
+}
+
+static int
+every_dtype(ring_comm *comm, int rank, int n, void *arg)
+{
+	(void)arg;
+	for (size_t d = 0; d < N_DTYPES; d++)
+		if (every_collective(comm, rank, n, all_dtypes[d], 100 * d + 1))
+			return 1;
+	return 0;
+}
+
+/* ringctl --json peers of daemon d: the link of direction dir to host peer
+ * (NULL when there is none; the caller frees doc). */
+static json_t *
+link_of(int d, const char *dir, int peer, json_t **doc)
+{
+	static char out[1 << 16];
+	json_error_t err;
+	json_t *links, *l;
+	size_t i;
+
+	cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "--json", "status", NULL), 0,
+		     "ringctl status on daemon %d: %s", d, out);
+	*doc = json_loads(out, 0, &err);
+	cr_assert_not_null(*doc, "ringctl --json status: %s", err.text);
+	links = json_object_get(*doc, "links");
+	json_array_foreach(links, i, l)
+	{
+		if (strcmp(json_string_value(json_object_get(l, "dir")), dir) == 0 &&
+		    json_integer_value(json_object_get(l, "peer")) == peer)
+			return l;
+	}
+	return NULL;
+}
+
+/* The streams of daemon d's link (dir, peer) that are up, once it has
+ * `want` of them (within a few seconds: a link's streams connect after it). */
+static int
+streams_up(int d, const char *dir, int peer, int want)
+{
+	int got = -1;
+
+	for (int k = 0; k < 100 && got != want; k++) {
+		json_t *doc, *l = link_of(d, dir, peer, &doc);
+
+		got = l != NULL ? (int)json_integer_value(json_object_get(l, "streams")) : -1;
+		json_decref(doc);
+		if (got != want)
+			usleep(50000);
+	}
+	return got;
+}
+
+struct params {
+	int streams;
+	bool tls;
+};
+
+ParameterizedTestParameters(streams, every_collective_and_dtype)
+{
+	static struct params p[] = { { 1, false }, { 2, false }, { 4, false }, { 3, true } };
+
+	return cr_make_param_array(struct params, p, sizeof(p) / sizeof(p[0]));
+}
+
+ParameterizedTest(struct params *p, streams, every_collective_and_dtype, .fini = teardown,
+		  .timeout = 300)
+{
+	char args[4 * PATH_MAX];
+
+	snprintf(args, sizeof(args), "--segment 4K --piece 256K --streams %d", p->streams);
+	if (p->tls) {
+		char script[PATH_MAX], out[4096];
+		char *argv[] = { script, "-d", tmp, "127.0.0.1", NULL };
+
+		snprintf(tmp, sizeof(tmp), "/tmp/it_streams.XXXXXX");
+		cr_assert_not_null(mkdtemp(tmp));
+		snprintf(script, sizeof(script), "%s/scripts/gen-certs", harness_root());
+		cr_assert_eq(harness_exec(argv, NULL, out, sizeof(out), 60), 0, "gen-certs: %s",
+			     out);
+		snprintf(args + strlen(args), sizeof(args) - strlen(args),
+			 " --tls-cert %s/127.0.0.1.crt --tls-key %s/127.0.0.1.key "
+			 "--tls-ca %s/ca.crt",
+			 tmp, tmp, tmp);
+	}
+	cr_assert_eq(cluster_start(&cluster, 4, args), 0, "could not start 4 daemons");
+	cr_assert_eq(streams_up(0, "next", 1, p->streams), p->streams,
+		     "daemon 0's next link has not %d streams up", p->streams);
+	cr_assert_eq(streams_up(1, "prev", 0, p->streams), p->streams,
+		     "daemon 1's previous link has not %d streams up", p->streams);
+	cr_assert_eq(cluster_run(&cluster, 4, every_dtype, NULL), 0,
+		     "the collectives failed with streams = %d%s (see above)", p->streams,
+		     p->tls ? " over TLS" : "");
+	/* hosts 0 and 2 are no neighbours: their data took a direct link */
+	{
+		json_t *doc, *l = link_of(0, "direct", 2, &doc);
+
+		cr_assert_not_null(l, "no direct link from host 0 to host 2");
+		cr_assert_eq(json_integer_value(json_object_get(l, "streams")), p->streams);
+		if (p->tls)
+			cr_assert(strncmp(json_string_value(json_object_get(l, "transport")), "tls",
+					  3) == 0);
+		json_decref(doc);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* A stream killed in the middle of an operation                          */
+/* ---------------------------------------------------------------------- */
+
+struct kill_log {
+	volatile int ok;		/* all-reduces right */
+	volatile int failed;		/* ... failed */
+	volatile int epeer;		/* ... with RING_EPEER */
+	volatile int wrong;		/* ... with a wrong result: never */
+	volatile double failed_at;	/* when the first failed */
+	volatile int stop;		/* the test's word */
+	char why[512];			/* the first failure's message */
+};
+
+#define KILL_COUNT (4u << 20)	/* floats: 16 MiB, many segments */
+
+static int
+allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
+{
+	struct kill_log *lg = arg;
+	float *buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
+	float *want = malloc(KILL_COUNT * sizeof(float));
+	char why[256];
+	uint64_t seed = 1;
+
+	(void)rank;
+	(void)n;
+	IT_CHECK(buf != NULL && want != NULL, "out of memory");
+	while (!lg->stop) {
+		int rc = it_checked_allreduce(comm, buf, want, KILL_COUNT, seed++, why, sizeof(why));
+
+		if (rc == 0) {
+			__atomic_add_fetch(&lg->ok, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		if (rc == 1) {
+			__atomic_add_fetch(&lg->wrong, 1, __ATOMIC_RELAXED);
+			it_fail(__FILE__, __LINE__, "%s", why);
+			return 1;
+		}
+		if (__atomic_add_fetch(&lg->failed, 1, __ATOMIC_RELAXED) == 1) {
+			lg->failed_at = harness_now();
+			snprintf(lg->why, sizeof(lg->why), "%s: %s", ring_strerror(rc),
+				 ring_last_error(comm));
+		}
+		if (rc == RING_EPEER)
+			__atomic_add_fetch(&lg->epeer, 1, __ATOMIC_RELAXED);
+		/* the job forms again once the ring is whole */
+		ring_close(comm);
+		IT_CALL(ring_open(&comm, NULL));
+		it_comm = comm;
+		buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
+		IT_CHECK(buf != NULL, "out of memory");
+	}
+	free(want);
+	return 0;
+}
+
+/* Kills the newest TCP connection daemon d made to port (one of a link's
+ * later streams: its socket's inode is the largest) with ss -K; 0 or -1. */
+static int
+kill_newest_stream(int d, const char *port)
+{
+	char cmd[1024], out[4096];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; line=$(ss -tnpeH state established '( dport = :%s )' | "
+		 "grep 'pid=%d,' | sed 's/.*ino:\\([0-9]*\\).*/\\1 &/' | sort -n | tail -1); "
+		 "test -n \"$line\"; src=$(echo \"$line\" | awk '{print $4}'); "
+		 "ss -K src \"$src\" '( dport = :%s )' >/dev/null; echo \"$src\"",
+		 port, (int)cluster_daemon_pid(&cluster, d), port);
+	return harness_exec(argv, NULL, out, sizeof(out), 30) == 0 ? 0 : -1;
+}
+
+Test(streams, one_killed_fails_the_link, .fini = teardown, .timeout = 180)
+{
+	struct kill_log *lg = harness_shared(sizeof(*lg));
+	struct cluster_job job;
+	const char *port;
+	double t0, took;
+	json_t *doc, *l;
+
+	cr_assert_not_null(lg);
+	/* a short peer timeout: the other end of the killed connection hears
+	 * nothing more on it, and that is its bound */
+	cr_assert_eq(cluster_start(&cluster, 2, "--streams 4 --peer-timeout-ms 1000 "
+						"--heartbeat-ms 200"),
+		     0);
+	cr_assert_eq(streams_up(0, "next", 1, 4), 4);
+	port = strrchr(cluster.addrs[1], ':') + 1;
+	cr_assert_eq(cluster_spawn(&cluster, 2, allreduce_until_told, lg, &job), 0);
+	for (t0 = harness_now(); lg->ok < 6 && harness_now() - t0 < 60;)
+		usleep(10000);
+	cr_assert_geq(lg->ok, 6, "the all-reduces do not run (%d done)", lg->ok);
+	t0 = harness_now();
+	cr_assert_eq(kill_newest_stream(0, port), 0, "could not kill a stream with ss -K");
+	while (lg->failed == 0 && harness_now() - t0 < 10)
+		usleep(5000);
+	took = lg->failed_at - t0;
+	cr_assert_gt(lg->failed, 0, "no operation failed within 10 s of the stream's death");
+	/* the killed end fails at once; the other, at its peer timeout */
+	cr_assert_lt(took, 2.5, "the first failure came %.2f s after the kill", took);
+	cr_assert(strstr(lg->why, "stream") != NULL || strstr(lg->why, "link") != NULL,
+		  "the error does not name the link: %s", lg->why);
+	fprintf(stderr, "streams: a stream killed; the first operation failed %.3f s later: %s\n",
+		took, lg->why);
+	/* the link comes back with its four streams, and the job runs right */
+	cr_assert_eq(cluster_wait_ready(&cluster, 10000), 0);
+	cr_assert_eq(streams_up(0, "next", 1, 4), 4, "the link came back without its streams");
+	{
+		int before = lg->ok;
+
+		for (t0 = harness_now(); lg->ok < before + 6 && harness_now() - t0 < 60;)
+			usleep(10000);
+		cr_assert_geq(lg->ok, before + 6, "the all-reduces did not resume");
+	}
+	lg->stop = 1;
+	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
+	cr_assert_eq(lg->wrong, 0);
+	cr_assert_gt(lg->epeer, 0, "no failure was RING_EPEER: %s", lg->why);
+	l = link_of(0, "next", 1, &doc);
+	cr_assert_not_null(l);
+	cr_assert_gt(json_integer_value(json_object_get(l, "errors")), 0);
+	json_decref(doc);
+}
