@@ -185,6 +185,14 @@ job_runnable(struct ringd *rd, struct job *j, char *err, size_t errlen)
 				 job_name(j), rd->ring_error);
 			return RING_EPEER;
 		}
+		if (job_broken(j)) {
+			/* the ring healed since: the formation is over all the same */
+			snprintf(err, errlen,
+				 "job %s must form again (reopen, or shrink to the "
+				 "survivors): its formation ended when %s",
+				 job_name(j), job_broke_why(j));
+			return RING_EPEER;
+		}
 		snprintf(err, errlen, "job %s is not formed: %s", job_name(j),
 			 job_error(j)[0] ? job_error(j) : "a rank left it");
 		return RING_EABORTED;

@@ -361,6 +361,7 @@ uint32_t job_gen(const struct job *j);	/* the current (or last) formation */
 bool job_ready(const struct job *j);	/* every rank placed, formation agreed */
 bool job_formed(const struct job *j);	/* ... and it became ready here */
 bool job_broken(const struct job *j);	/* the ring broke under it */
+const char *job_broke_why(const struct job *j); /* ... and what it lost ("") */
 const char *job_error(const struct job *j);	/* why it cannot form ("": it can) */
 int job_world(const struct job *j);	/* global world size (0: no formation here) */
 int job_nplaced(const struct job *j);	/* ranks with a host */
@@ -624,7 +625,7 @@ void job_settle(struct ringd *rd, struct job *j);
 /* The ring broke: nothing of the job starts (job_stop), and it must form
  * again (job_break; its local processes stay attached). */
 void job_stop(struct job *j);
-void job_break(struct ringd *rd, struct job *j);
+void job_break(struct ringd *rd, struct job *j, const char *why);
 /* Whether every other host of the job has a link of its own to this one that
  * is up (a ring neighbour's, or a direct link): its operations need no host
  * without a rank in it, and may go on while the ring is broken. */

@@ -76,6 +76,7 @@ const struct key_def config_keys[] = {
 	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB,	RESTART },
 	{ "streams",		K_INT,		F(streams),		1, CONFIG_STREAMS_MAX,
 	  LIVE("links connected from now on") },
+	{ "threads",		K_INT,		F(threads),		0, 64,		RESTART },
 	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000,	RESTART },
 	{ "peer_timeout_ms",	K_U32,		F(peer_timeout_ms),	100, 3600000,	RESTART },
 	{ "evict_after_ms",	K_U32,		F(evict_after_ms),	0, 86400000,	RESTART },

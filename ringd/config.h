@@ -35,6 +35,8 @@ struct config {
 	int streams;                    /* streams = N (1): TCP connections of each link
 					 * this host connects (the connector's count
 					 * rules a link) */
+	int threads;                    /* threads = N (0: from the core count): the
+					 * data path's, the engine's own counted */
 	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
 	uint32_t evict_after_ms;	/* a host not heard this long is evicted (15000;
 					 * 0: never) */

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "link.h"
+#include "pool.h"
 #include "../proto/log.h"
 
 static void
@@ -52,7 +53,7 @@ link_write_cb(evutil_socket_t fd, short what, void *arg)
 	link_write(l);
 	/* a TLS read that had to wait for room to write, or input the transport
 	 * holds already: no readable event would announce it */
-	if (l->fd >= 0 && transport_rx_ready(link_transport, l))
+	if (l->fd >= 0 && l->wio == NULL && transport_rx_ready(link_transport, l))
 		link_rx(l);
 }
 
@@ -212,6 +213,13 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (direct_close_idle(l))
 			break;
 		link_heartbeat(l, 0, now_us());
+		/* a stream goes to a worker's loop (threads > 1) at its first
+		 * tick, out of its reader's way; soon again if it could not */
+		if (l->dir == LINK_STREAM && l->wio == NULL && pool_workers() > 0 &&
+		    !wio_attach(l)) {
+			link_timer_set(l, 1);
+			break;
+		}
 		link_timer_set(l, direct_tick_ms(l));
 		break;
 	}
@@ -245,6 +253,19 @@ listen_socket(struct ringd *rd, const char *host, int port)
 /* start and stop                                                     */
 /* ------------------------------------------------------------------ */
 
+static void
+wio_room(struct ringd *rd)
+{
+	rd->link_ev->room(rd);
+}
+
+/* What a worker reports of a stream it drives (wio.c), on the engine thread. */
+static const struct wio_events link_wio_events = {
+	.rx = link_rx_queued,
+	.failed = link_fail,
+	.room = wio_room,
+};
+
 int
 link_start(struct ringd *rd, const struct link_events *ev)
 {
@@ -252,6 +273,8 @@ link_start(struct ringd *rd, const struct link_events *ev)
 	int port;
 
 	rd->link_ev = ev;
+	if (wio_start(rd, &link_wio_events) != 0)
+		return -1;
 	if (rd->cfg.tls_cert[0] != '\0') {
 		char err[512];
 
@@ -322,4 +345,5 @@ link_stop(struct ringd *rd)
 		transport_free(link_transport);	/* every link closed its session above */
 	link_transport = NULL;
 	ping_stop();
+	wio_stop();
 }

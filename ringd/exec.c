@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "pool.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -42,9 +43,9 @@ exec_fold(struct ringd *rd, struct op *op)
 		return;
 #define SLOT(v) \
 	(pl->vecs + (uint64_t)(((pl->fold_first + pl->fold_step * (v)) % m + m) % m) * bytes)
-	proto_reduce(pl->fold_dst, SLOT(0), SLOT(1), n, op_dtype(op), op_redop(op));
+	pool_reduce(pl->fold_dst, SLOT(0), SLOT(1), n, op_dtype(op), op_redop(op));
 	for (v = 2; v < m; v++)
-		proto_reduce(pl->fold_dst, pl->fold_dst, SLOT(v), n, op_dtype(op), op_redop(op));
+		pool_reduce(pl->fold_dst, pl->fold_dst, SLOT(v), n, op_dtype(op), op_redop(op));
 #undef SLOT
 	rd->bytes_reduced += bytes * (uint64_t)(m - 1);
 	if (pl->avg)
@@ -244,9 +245,9 @@ exec_tx(struct ringd *rd, struct op *op)
 			    p == ring->wire_fwd_at && len == ring->wire_fwd_len) {
 				p = ring->wire_fwd;
 			} else if (ring->wire != PROTO_WIRE_F32) {
-				proto_wire_encode((uint16_t *)(void *)ring->wire_buf,
-						  (const float *)(const void *)p,
-						  len / sizeof(float), ring->wire);
+				pool_wire_encode((uint16_t *)(void *)ring->wire_buf,
+						 (const float *)(const void *)p,
+						 len / sizeof(float), ring->wire);
 				p = ring->wire_buf;
 			}
 			rc = link_send(link_stream_pick(l), &f, p);
@@ -453,11 +454,11 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 			if (ring->lazy_local)
 				local_combine_range(op, lo, flen);
 			if (ring->wire == PROTO_WIRE_F32)
-				proto_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
+				pool_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
 			else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
-				proto_wire_sum_round(df, lf, ph, n, ring->wire);
+				pool_wire_sum_round(df, lf, ph, n, ring->wire);
 			else
-				proto_wire_sum(df, lf, ph, n, ring->wire);
+				pool_wire_sum(df, lf, ph, n, ring->wire);
 			rd->bytes_reduced += flen;
 			if (x->scale)
 				proto_scale(d, n, op_dtype(op), (uint32_t)job_world(j));
@@ -465,8 +466,8 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 			if (ring->wire != PROTO_WIRE_F32 && x->scale)
 				proto_wire_round(df, n, ring->wire);
 		} else if (ring->wire != PROTO_WIRE_F32) {
-			proto_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
-					  ring->wire);
+			pool_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
+					 ring->wire);
 			if (!ahead) {
 				/* sent on at once (exec_tx below) as it came */
 				ring->wire_fwd = pl;
@@ -474,7 +475,7 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 				ring->wire_fwd_len = flen;
 			}
 		} else if (pl != d) {
-			memcpy(d, pl, f->length);	/* else it was read in place */
+			pool_copy(d, pl, f->length); /* else it was read in place */
 		}
 		if (ring->lazy_local && ring->rx_i >= ring->plan.final_from)
 			fin = d;	/* final: the other local processes get it */

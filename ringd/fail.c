@@ -209,7 +209,7 @@ ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to)
 		 * with it too, and the LEAVE fails the rest */
 		abort_next_straight(rd, j, why);
 		job_tell_broken(rd, j, coll_next_seq(j) - 1);
-		job_break(rd, j);
+		job_break(rd, j, why);
 	}
 }
 

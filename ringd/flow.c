@@ -471,6 +471,8 @@ stream_keep(struct job *j, struct flow *fl, struct stream *s, uint32_t gen, bool
 	}
 	if (stash_len(s) == 0)
 		fl->nstashed--;	/* it had frames (flow_keep) */
+	else
+		stash_recount(s); /* of what stays alone */
 	/* formation gen forms (what is kept is its own), or dissolved (what is
 	 * kept is of formations to come) */
 	s->early_bytes = later ? s->stash_bytes : 0;
@@ -498,11 +500,19 @@ flow_keep(struct job *j, uint32_t gen, bool later)
 static bool
 stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 {
-	uint32_t gen = s->stash_gen;
-	uint64_t lo = s->stash_lo;
 	struct evbuffer *keep = NULL;
 	struct proto_frame f;
 	bool took = false;
+	uint32_t gen;
+	uint64_t lo;
+
+	/* which operation is the earliest is counted from the frames there
+	 * now: a range left from frames that went (a formation's, dropped as
+	 * it formed) would name none, and the earliest's frames behind a later
+	 * one's would never be offered */
+	stash_recount(s);
+	gen = s->stash_gen;
+	lo = s->stash_lo;
 
 	while (stash_front(s, &f)) {
 		bool earliest = f.gen == gen && f.seq == lo;

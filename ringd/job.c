@@ -474,6 +474,7 @@ job_settle(struct ringd *rd, struct job *j)
 	j->broken = false;
 	j->revoked = false;
 	j->revoke_why[0] = '\0';
+	j->broke_why[0] = '\0';
 	job_members_free(j);
 	for (h = 0; h < rd->world; h++)
 		j->host[h].gone = HOST_IN;
@@ -714,7 +715,7 @@ claim_kept(struct ringd *rd, const struct job *j, int h)
 }
 
 void
-job_break(struct ringd *rd, struct job *j)
+job_break(struct ringd *rd, struct job *j, const char *why)
 {
 	uint8_t mine;
 	int r;
@@ -735,6 +736,8 @@ job_break(struct ringd *rd, struct job *j)
 		j->host[h].gone = HOST_IN;
 	j->host[rd->rank].gone = mine;
 	j->ready = false;
+	if (j->formed && !j->broken)
+		snprintf(j->broke_why, sizeof(j->broke_why), "%s", why);
 	if (j->formed)
 		j->broken = true;
 	else if (j->joined)

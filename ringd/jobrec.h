@@ -50,6 +50,7 @@ struct job {
 	bool revoked;                   /* a rank revoked the formation (fgen): every
 					 * operation of it fails, until it dissolves */
 	char revoke_why[PROTO_TEXT_MAX + 1]; /* who revoked it */
+	char broke_why[PROTO_TEXT_MAX + 1];  /* broken: what the ring lost */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */

@@ -238,6 +238,12 @@ job_broken(const struct job *j)
 }
 
 const char *
+job_broke_why(const struct job *j)
+{
+	return j->broken ? j->broke_why : "";
+}
+
+const char *
 job_error(const struct job *j)
 {
 	return j->error;

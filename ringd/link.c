@@ -31,8 +31,6 @@
 #include "link.h"
 #include "../proto/log.h"
 
-#define OUT_HIGH	(4u << 20)	/* output bytes beyond which senders wait */
-#define OUT_LOW		(1u << 20)	/* ... and below which they are woken */
 #define RX_MIN		(1u << 20)	/* input buffer to start with */
 #define LOWAT_MAX	(256u << 10)	/* never ask the kernel to hold back more */
 
@@ -87,7 +85,7 @@ link_new(struct ringd *rd, enum link_dir dir, int peer)
 	l->peer = peer;
 	l->fd = -1;
 	l->backoff_ms = BACKOFF_MIN_MS;
-	l->out_high = OUT_HIGH;
+	l->out_high = LINK_OUT_HIGH;
 	l->timer = evtimer_new(rd->base, link_timer_cb, l);
 	l->flush_ev = event_new(rd->base, -1, 0, link_flush_cb, l);
 	l->out = evbuffer_new();
@@ -189,6 +187,7 @@ link_close(struct link *l, const char *why)
 	 * is copied aside before anything writes there */
 	snprintf(reason, sizeof(reason), "%s", why != NULL ? why : "closed");
 	if (l->fd >= 0) {
+		wio_detach(l); /* a worker's stream: the socket back first */
 		transport_close(link_transport, l);
 		event_free(l->rev);
 		event_free(l->wev);
@@ -358,10 +357,11 @@ link_write_ahead(struct link *l)
 {
 	size_t len;
 
-	if (l == NULL || l->fd < 0 || l->state != LINK_UP || !transport_raw(link_transport))
+	if (l == NULL || l->fd < 0 || l->state != LINK_UP || !transport_raw(link_transport) ||
+	    l->wio != NULL)
 		return;
 	len = evbuffer_get_length(l->out);
-	if (len > 0 && len < OUT_LOW)
+	if (len > 0 && len < LINK_OUT_LOW)
 		(void)transport_write(link_transport, l, l->out);
 }
 
@@ -370,6 +370,13 @@ link_write(struct link *l)
 {
 	size_t before = evbuffer_get_length(l->out);
 
+	if (l->wio != NULL) {
+		/* its worker writes it (a TLS read's wait for a write came here) */
+		if (l->wev != NULL)
+			event_del(l->wev);
+		wio_kick(l);
+		return;
+	}
 	while (l->fd >= 0 && evbuffer_get_length(l->out) > 0) {
 		ssize_t n = transport_write(link_transport, l, l->out);
 
@@ -387,8 +394,8 @@ link_write(struct link *l)
 	if (l->wev != NULL)
 		event_del(l->wev);
 room:
-	if (l->fd >= 0 && l->state == LINK_UP && before >= OUT_LOW &&
-	    evbuffer_get_length(l->out) < OUT_LOW)
+	if (l->fd >= 0 && l->state == LINK_UP && before >= LINK_OUT_LOW &&
+	    evbuffer_get_length(l->out) < LINK_OUT_LOW)
 		l->rd->link_ev->room(l->rd);
 }
 

@@ -16,6 +16,8 @@
 #define MAX_PENDING	((int)(sizeof(((struct ringd *)0)->pending) / sizeof(struct link *)))
 /* HEARTBEAT aux: a direct link's peer closes it, unused (0: a beat, 1: its echo) */
 #define LINK_HB_CLOSING	2
+#define LINK_OUT_HIGH (4u << 20)        /* output bytes beyond which senders wait */
+#define LINK_OUT_LOW (1u << 20)         /* ... and below which they are woken */
 #define HS_READ_MAX	4096		/* bytes read at once before a link is up */
 #define DIRECT_MIN	4096		/* payloads at least this large may be read
 					 * straight into their place in an arena */
@@ -30,6 +32,32 @@ io_again(int err)
 {
 	return err == EAGAIN || err == EINTR;
 }	/* of every link (plain or TLS) */
+
+/* wio.c: a link's other streams on the pool's workers (threads > 1).
+ * wio_start at link_start, with the link floor's handlers of what a worker
+ * reports (run on the engine thread): frames queued, a failure, room. */
+struct wio_events {
+	void (*rx)(struct link *l);
+	void (*failed)(struct link *l, const char *why);
+	void (*room)(struct ringd *rd);
+};
+int wio_start(struct ringd *rd, const struct wio_events *ev);
+void wio_stop(void);
+/* Hands a stream that is up to a worker (false: it stays on the engine
+ * thread: no workers, or its reader is in the middle of something). */
+bool wio_attach(struct link *l);
+/* Takes its socket back (waits for the worker to let go); frames it queued
+ * are dropped. */
+void wio_detach(struct link *l);
+/* The first frame the worker queued (false: none); taken with wio_rx_pop. */
+bool wio_rx_peek(struct link *l, struct proto_frame *f, const uint8_t **pl);
+void wio_rx_pop(struct link *l);
+/* Output was queued: the worker writes it. */
+void wio_kick(struct link *l);
+/* evbuffer_add_reference for the output of a stream that is or may become a
+ * worker's: cb runs on the engine thread. */
+int wio_add_reference(struct link *l, const void *p, size_t len,
+		      void (*cb)(const void *data, size_t len, void *arg), void *arg);
 
 /* linkout.c: forgets the frame being read (a direct read's arena reference
  * goes), as a closed connection does */
@@ -82,6 +110,8 @@ void hs_transport_ready(struct link *l);
 
 /* rx.c */
 void link_read_cb(evutil_socket_t fd, short what, void *arg);
+/* Dispatches the frames a worker read for a stream it drives (wio.c). */
+void link_rx_queued(struct link *l);
 /* Reads and dispatches whole frames until the socket is empty or the engine
  * cannot take the next one. */
 void link_rx(struct link *l);

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 
 #include "link.h"
+#include "pool.h"
 
 struct evbuffer *
 link_output(struct link *l)
@@ -79,9 +80,24 @@ link_streams_up(const struct link *l)
 	return n;
 }
 
+int
+link_add_reference(struct link *l, const void *p, size_t len,
+		   void (*cb)(const void *data, size_t len, void *arg), void *arg)
+{
+	/* a stream may go to a worker with references in its output: they are
+	 * all the worker's kind from the start */
+	if (l->wio != NULL || (l->dir == LINK_STREAM && pool_workers() > 0))
+		return wio_add_reference(l, p, len, cb, arg);
+	return evbuffer_add_reference(l->out, p, len, cb, arg);
+}
+
 void
 link_kick(struct link *l)
 {
+	if (l->wio != NULL) {
+		wio_kick(l); /* its worker writes it */
+		return;
+	}
 	/* written once the current callback is done, so frames queued together
 	 * leave in one writev */
 	if (l->fd >= 0 && l->flush_ev != NULL)

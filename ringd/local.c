@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "pool.h"
 #include "../proto/dtype.h"
 
 /* Before the ring: the leader's buffers take everyone's part.  Returns the
@@ -35,11 +36,11 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 			break;
 		}
 		/* in local-rank order, so every run sums the same way */
-		proto_reduce(L->recv, op_contrib(op, 0)->send, op_contrib(op, 1)->send, count,
-			     op_dtype(op), op_redop(op));
+		pool_reduce(L->recv, op_contrib(op, 0)->send, op_contrib(op, 1)->send, count,
+			    op_dtype(op), op_redop(op));
 		for (i = 2; i < op_ncontrib(op); i++)
-			proto_reduce(L->recv, L->recv, op_contrib(op, i)->send, count, op_dtype(op),
-				     op_redop(op));
+			pool_reduce(L->recv, L->recv, op_contrib(op, i)->send, count, op_dtype(op),
+				    op_redop(op));
 		break;
 	case PROTO_COLL_ALLGATHER:
 		for (i = 0; i < op_ncontrib(op); i++) {
@@ -59,12 +60,12 @@ local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace)
 		for (b = 0; b < job_world(j); b++) {
 			uint8_t *d = L->send + (uint64_t)b * sb;
 
-			proto_reduce(d, op_contrib(op, 0)->send + (uint64_t)b * sb,
-				     op_contrib(op, 1)->send + (uint64_t)b * sb, count,
-				     op_dtype(op), op_redop(op));
+			pool_reduce(d, op_contrib(op, 0)->send + (uint64_t)b * sb,
+				    op_contrib(op, 1)->send + (uint64_t)b * sb, count, op_dtype(op),
+				    op_redop(op));
 			for (i = 2; i < op_ncontrib(op); i++)
-				proto_reduce(d, d, op_contrib(op, i)->send + (uint64_t)b * sb,
-					     count, op_dtype(op), op_redop(op));
+				pool_reduce(d, d, op_contrib(op, i)->send + (uint64_t)b * sb, count,
+					    op_dtype(op), op_redop(op));
 		}
 		break;
 	default:
@@ -92,16 +93,16 @@ local_scatter(struct op *op)
 				break;	/* copied as each segment became final */
 			/* fall through */
 		case PROTO_COLL_BROADCAST:
-			memcpy(c->recv, L->recv, bytes);
+			pool_copy(c->recv, L->recv, bytes);
 			break;
 		case PROTO_COLL_ALLGATHER:
 			/* each its own stride: one stages (a piece apart), one not */
 			for (b = 0; b < job_world(j); b++)
-				memcpy(c->recv + (uint64_t)b * c->stride * op_esz(op),
-				       L->recv + (uint64_t)b * sb, bytes);
+				pool_copy(c->recv + (uint64_t)b * c->stride * op_esz(op),
+					  L->recv + (uint64_t)b * sb, bytes);
 			break;
 		case PROTO_COLL_REDUCE_SCATTER:
-			memcpy(c->recv, L->send + (uint64_t)c->rank * sb, bytes);
+			pool_copy(c->recv, L->send + (uint64_t)c->rank * sb, bytes);
 			break;
 		default:
 			break;
@@ -128,11 +129,11 @@ local_combine_range(struct op *op, const uint8_t *at, uint64_t len)
 
 	if (n == 0)
 		return;
-	proto_reduce(L->recv + off, op_contrib(op, 0)->send + off, op_contrib(op, 1)->send + off, n,
-		     op_dtype(op), op_redop(op));
+	pool_reduce(L->recv + off, op_contrib(op, 0)->send + off, op_contrib(op, 1)->send + off, n,
+		    op_dtype(op), op_redop(op));
 	for (i = 2; i < op_ncontrib(op); i++)
-		proto_reduce(L->recv + off, L->recv + off, op_contrib(op, i)->send + off, n,
-			     op_dtype(op), op_redop(op));
+		pool_reduce(L->recv + off, L->recv + off, op_contrib(op, i)->send + off, n,
+			    op_dtype(op), op_redop(op));
 }
 
 void
@@ -144,7 +145,7 @@ local_scatter_range(struct op *op, const uint8_t *at, uint64_t len)
 
 	for (i = 0; i < op_ncontrib(op); i++)
 		if (i != op_leader(op) && len > 0)
-			memcpy(op_contrib(op, i)->recv + off, at, len);
+			pool_copy(op_contrib(op, i)->recv + off, at, len);
 }
 
 /* A single-host job: the local phases are the whole operation. */

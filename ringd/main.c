@@ -32,6 +32,7 @@
 #include <event2/thread.h>
 
 #include "coll.h"
+#include "pool.h"
 #include "../proto/log.h"
 
 static struct ringd the_ringd;
@@ -247,6 +248,10 @@ main(int argc, char **argv)
 		fatal("libevent has no thread support");
 	if ((rd->base = event_base_new()) == NULL)
 		fatal("cannot create the event loop");
+	if (rd->cfg.threads == 0)
+		rd->cfg.threads = pool_threads_auto();
+	if (pool_start(rd->cfg.threads) != 0)
+		fatal("cannot start %d data path threads", rd->cfg.threads);
 	rd->started_ms = now_ms();
 	rd->client_fd = -1;
 	rd->peer_fd = -1;
@@ -272,8 +277,10 @@ main(int argc, char **argv)
 	evsignal_add(rd->sig_int, NULL);
 	evsignal_add(rd->sig_term, NULL);
 	evsignal_add(rd->sig_hup, NULL);
-	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u", RING_VERSION_STRING,
-		 rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes, rd->cfg.window_bytes);
+	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u, streams %d, "
+		 "threads %d",
+		 RING_VERSION_STRING, rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes,
+		 rd->cfg.window_bytes, rd->cfg.streams, pool_threads());
 	run_loop(rd);
 
 	rd->state = RING_STOPPED;
@@ -289,6 +296,7 @@ main(int argc, char **argv)
 		event_free(rd->watchdog_ev);
 	/* run the deferred frees */
 	event_base_loop(rd->base, EVLOOP_NONBLOCK);
+	pool_stop(); /* the links on its loops are closed */
 	event_base_free(rd->base);
 	hostfile_free(&rd->hf);
 	auth_fini();

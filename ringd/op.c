@@ -486,7 +486,7 @@ op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uin
 	if (evbuffer_add(out, hdr, sizeof(hdr)) != 0)
 		return -1;
 	if (len > 0) {
-		if (evbuffer_add_reference(out, p, len, op_ref_done_cb, op) != 0)
+		if (link_add_reference(s, p, len, op_ref_done_cb, op) != 0)
 			return -1;
 		op->tx_refs++;
 	}

@@ -93,6 +93,8 @@ struct link {
 	int stream;                              /* its index (0: the link itself) */
 	uint64_t link_id;                        /* the connector's id of the connection, the
 					 * same in its streams' HELLOs */
+	struct wio *wio;                         /* a stream a worker reads and writes (wio.c;
+					 * NULL: the engine thread does) */
 	struct {			/* the handshake; reset for every connection */
 		uint8_t stage;		/* LINK_HS_* below */
 		uint8_t nonce[PROTO_NONCE_LEN];	/* ours, sent in HELLO / HELLO_ACK */
@@ -369,6 +371,10 @@ void link_kick(struct link *l);
 /* Output room left before the high watermark (0 = wait for the write callback);
  * of a link with streams, the most any stream that is up has. */
 size_t link_tx_room(const struct link *l);
+/* evbuffer_add_reference to the output of l (a stream a worker writes runs
+ * cb on the engine thread all the same). */
+int link_add_reference(struct link *l, const void *p, size_t len,
+		       void (*cb)(const void *data, size_t len, void *arg), void *arg);
 /* The stream of link l a DATA frame goes out on: the one up with the least
  * output waiting (l itself when it has no other). */
 struct link *link_stream_pick(struct link *l);

@@ -358,10 +358,57 @@ link_rx(struct link *l)
 }
 
 void
+link_rx_queued(struct link *l)
+{
+	struct proto_frame f;
+	const uint8_t *pl;
+
+	while (l->wio != NULL && !l->rx_blocked && wio_rx_peek(l, &f, &pl)) {
+		int rc;
+
+		if (f.type != PROTO_F_DATA && f.type != PROTO_F_HEARTBEAT) {
+			char why[128];
+
+			snprintf(why, sizeof(why),
+				 "%s frame on a link's stream %d (only DATA goes "
+				 "there)",
+				 proto_frame_type_name(f.type), l->stream);
+			link_fail(l, why);
+			return;
+		}
+		l->last_rx_ms = now_ms();
+		l->cur = f;
+		rc = link_dispatch(l, &f, pl);
+		if (rc == RX_BLOCKED) {
+			l->rx_blocked = true; /* offered again by link_rx_resume */
+			return;
+		}
+		if (l->fd < 0 || l->wio == NULL)
+			return; /* closed under the frame: its queue went with it */
+		wio_rx_pop(l);
+		if (rc == RX_ERROR) {
+			link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
+			return;
+		}
+		l->frames_rx++;
+		l->bytes_rx += PROTO_FRAME_HDR + f.length;
+		if (l->owner != NULL) {
+			l->owner->frames_rx++;
+			l->owner->bytes_rx += PROTO_FRAME_HDR + f.length;
+		}
+	}
+}
+
+void
 link_rx_resume(struct link *l)
 {
 	if (l == NULL || !l->rx_blocked || l->fd < 0)
 		return;
+	if (l->wio != NULL) {
+		l->rx_blocked = false;
+		link_rx_queued(l);
+		return;
+	}
 	l->rx_blocked = false;
 	l->drained = false;
 	event_add(l->rev, NULL);
@@ -403,6 +450,8 @@ link_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (l->wio != NULL)
+		return; /* a worker reads it: a wake-up left from before */
 	l->rd->wakes++;
 	l->drained = false;
 	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {

@@ -92,6 +92,26 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 	return NULL;
 }
 
+/* No worker threads here (wio.c): no link is ever a worker's. */
+void
+wio_kick(struct link *l)
+{
+	(void)l;
+	abort();
+}
+
+int
+wio_add_reference(struct link *l, const void *p, size_t len,
+		  void (*cb)(const void *data, size_t len, void *arg), void *arg)
+{
+	(void)l;
+	(void)p;
+	(void)len;
+	(void)cb;
+	(void)arg;
+	abort();
+}
+
 void
 ping_link_closed(struct link *l)
 {
