@@ -74,7 +74,7 @@ const struct key_def config_keys[] = {
 	{ "segment",		K_SIZE32,	F(segment_bytes),	4 * KiB, 16 * MiB, RESTART },
 	{ "piece",		K_SIZE64,	F(piece_bytes),		4 * KiB, TiB,	RESTART },
 	{ "window",		K_SIZE32,	F(window_bytes),	4 * KiB, GiB,	RESTART },
-	{ "streams",		K_INT,		F(streams),		1, CONFIG_STREAMS_MAX,
+	{ "streams",		K_INT,		F(streams),		0, CONFIG_STREAMS_MAX,
 	  LIVE("links connected from now on") },
 	{ "threads",		K_INT,		F(threads),		0, 64,		RESTART },
 	{ "heartbeat_ms",	K_U32,		F(heartbeat_ms),	10, 600000,	RESTART },
@@ -146,7 +146,7 @@ config_defaults(struct config *c)
 	c->segment_bytes = 1 * MiB;
 	c->piece_bytes = 64 * MiB;
 	c->window_bytes = 8 * MiB;
-	c->streams = 1;
+	c->streams = 0;
 	c->heartbeat_ms = 1000;
 	c->latency_doubling = CONFIG_LOG_AUTO;
 	c->link_gbps = 10;

@@ -32,10 +32,10 @@ struct config {
 	uint32_t segment_bytes;		/* segment = SIZE: pipelining unit (1M) */
 	uint64_t piece_bytes;		/* piece = SIZE: libring splits ops into these (64M) */
 	uint32_t window_bytes;		/* window = SIZE: per-job credit per link (8M) */
-	int streams;                    /* streams = N (1): TCP connections of each link
+	int streams; /* streams = N (0: as many as threads): TCP connections of a link
 					 * this host connects (the connector's count
 					 * rules a link) */
-	int threads;                    /* threads = N (0: from the core count): the
+	int threads; /* threads = N (0: from the core count): the
 					 * data path's, the engine's own counted */
 	uint32_t heartbeat_ms;		/* heartbeat_ms = N (1000) */
 	uint32_t evict_after_ms;	/* a host not heard this long is evicted (15000;

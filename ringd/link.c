@@ -29,6 +29,7 @@
 
 #include "coll.h"
 #include "link.h"
+#include "pool.h"
 #include "../proto/log.h"
 
 #define RX_MIN		(1u << 20)	/* input buffer to start with */
@@ -303,9 +304,10 @@ void
 link_streams_open(struct link *l)
 {
 	struct ringd *rd = l->rd;
-	int i;
+	/* 0: one a thread, so that each worker has a socket to drive */
+	int k = rd->cfg.streams > 0 ? rd->cfg.streams : pool_threads(), i;
 
-	for (i = 1; i < rd->cfg.streams && i < PROTO_STREAMS_MAX; i++) {
+	for (i = 1; i < k && i < PROTO_STREAMS_MAX; i++) {
 		struct link *s;
 
 		if (l->streams[i] != NULL || (s = link_new(rd, LINK_STREAM, l->peer)) == NULL)

@@ -248,10 +248,10 @@ main(int argc, char **argv)
 		fatal("libevent has no thread support");
 	if ((rd->base = event_base_new()) == NULL)
 		fatal("cannot create the event loop");
-	if (rd->cfg.threads == 0)
-		rd->cfg.threads = pool_threads_auto();
-	if (pool_start(rd->cfg.threads) != 0)
-		fatal("cannot start %d data path threads", rd->cfg.threads);
+	/* 0 stays in the settings (a reload compares them), the count goes to
+	 * the pool */
+	if (pool_start(rd->cfg.threads > 0 ? rd->cfg.threads : pool_threads_auto()) != 0)
+		fatal("cannot start the data path's threads");
 	rd->started_ms = now_ms();
 	rd->client_fd = -1;
 	rd->peer_fd = -1;
@@ -280,7 +280,8 @@ main(int argc, char **argv)
 	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u, streams %d, "
 		 "threads %d",
 		 RING_VERSION_STRING, rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes,
-		 rd->cfg.window_bytes, rd->cfg.streams, pool_threads());
+		 rd->cfg.window_bytes, rd->cfg.streams > 0 ? rd->cfg.streams : pool_threads(),
+		 pool_threads());
 	run_loop(rd);
 
 	rd->state = RING_STOPPED;

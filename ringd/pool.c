@@ -26,31 +26,31 @@
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
-#define POOL_MAX	64		/* threads = N at most (config.c) */
+#define POOL_MAX 64 /* threads = N at most (config.c) */
 
 /* The job the engine thread runs now: chunks [0, n) of grain items. */
 struct pool_job {
 	void (*fn)(void *ctx, size_t lo, size_t hi);
 	void *ctx;
 	size_t n, grain, nchunks;
-	atomic_size_t next;		/* the next chunk to take */
-	atomic_size_t done;		/* chunks finished */
+	atomic_size_t next; /* the next chunk to take */
+	atomic_size_t done; /* chunks finished */
 };
 
 struct worker {
 	pthread_t tid;
 	struct event_base *base;
-	struct event *job_ev;		/* activated: take chunks of the job */
-	struct event *stop_ev;		/* activated: leave the loop */
+	struct event *job_ev;  /* activated: take chunks of the job */
+	struct event *stop_ev; /* activated: leave the loop */
 };
 
 static struct {
-	int n;				/* workers (threads - 1) */
+	int n; /* workers (threads - 1) */
 	struct worker w[POOL_MAX];
-	_Atomic(struct pool_job *) job;	/* the engine's job, NULL between */
-	atomic_int busy;		/* workers that may hold that pointer: the job
+	_Atomic(struct pool_job *) job;           /* the engine's job, NULL between */
+	atomic_int busy;                          /* workers that may hold that pointer: the job
 					 * is on the caller's stack, which waits for 0 */
-	uint64_t jobs, chunks_here, chunks_there;	/* counted for ringctl */
+	uint64_t jobs, chunks_here, chunks_there; /* counted for ringctl */
 } pool;
 
 static _Thread_local int worker_index = -1;
@@ -253,15 +253,15 @@ pool_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), vo
 
 /* Below this many bytes a kernel runs where it is called: waking the
  * workers costs more than it saves. */
-#define SPLIT_MIN	(256u << 10)
+#define SPLIT_MIN (256u << 10)
 /* A chunk: 64 KiB of the output, a multiple of any vector's width. */
-#define CHUNK_BYTES	(64u << 10)
+#define CHUNK_BYTES (64u << 10)
 
 struct kern {
 	void *dst;
 	const void *a, *b;
 	int dtype, op, wire;
-	size_t esz;			/* bytes of an element of dst */
+	size_t esz; /* bytes of an element of dst */
 };
 
 static size_t

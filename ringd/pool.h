@@ -19,8 +19,8 @@ int pool_threads_auto(void);
 int pool_start(int threads);
 /* Stops them (the links on their loops were closed first). */
 void pool_stop(void);
-int pool_threads(void);		/* the engine thread and the workers */
-int pool_workers(void);		/* the workers alone */
+int pool_threads(void); /* the engine thread and the workers */
+int pool_workers(void); /* the workers alone */
 /* Worker i's event loop (0 <= i < pool_workers()), or NULL. */
 struct event_base *pool_base(int i);
 /* Whether the calling thread is one of the workers. */

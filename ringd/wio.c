@@ -33,11 +33,13 @@
 #include "pool.h"
 #include "../proto/log.h"
 
-#define RXQ_MAX		(4u << 20)	/* bytes queued for the engine before the
+#define RXQ_MAX \
+	(4u << 20)            /* bytes queued for the engine before the
 					 * worker stops reading (one frame more at
 					 * most) */
-#define STAGE_MIN	(64u << 10)	/* bytes read at once, frames cut from them */
-#define READ_BUDGET	(8u << 20)	/* bytes read in one callback, so a fast
+#define STAGE_MIN (64u << 10) /* bytes read at once, frames cut from them */
+#define READ_BUDGET \
+	(8u << 20) /* bytes read in one callback, so a fast
 					 * stream leaves its worker's others a turn */
 
 enum { WIO_RX = 1, WIO_ROOM = 2, WIO_FAILED = 4, WIO_REFS = 8 };
@@ -46,8 +48,8 @@ enum { WIO_RX = 1, WIO_ROOM = 2, WIO_FAILED = 4, WIO_REFS = 8 };
 struct wframe {
 	TAILQ_ENTRY(wframe) entry;
 	struct proto_frame f;
-	uint8_t *pl;			/* its payload (8-byte aligned) */
-	uint32_t got;			/* bytes of it read */
+	uint8_t *pl;  /* its payload (8-byte aligned) */
+	uint32_t got; /* bytes of it read */
 };
 TAILQ_HEAD(wframeq, wframe);
 
@@ -55,35 +57,35 @@ TAILQ_HEAD(wframeq, wframe);
  * the engine thread. */
 struct wref {
 	struct wref *next;
-	struct link *l;			/* the stream whose output holds it */
+	struct link *l; /* the stream whose output holds it */
 	void (*cb)(const void *data, size_t len, void *arg);
 	void *arg;
 };
 
 struct wio {
-	struct link *l;			/* its stream (engine's) */
-	struct event_base *base;	/* its worker's loop */
-	struct event *rev, *wev;	/* the socket, on that loop */
-	struct event *kick_ev;		/* engine: output queued */
-	struct event *resume_ev;	/* engine: input taken, read again */
-	struct event *detach_ev;	/* engine: let the socket go */
+	struct link *l;          /* its stream (engine's) */
+	struct event_base *base; /* its worker's loop */
+	struct event *rev, *wev; /* the socket, on that loop */
+	struct event *kick_ev;   /* engine: output queued */
+	struct event *resume_ev; /* engine: input taken, read again */
+	struct event *detach_ev; /* engine: let the socket go */
 	/* the worker's reader */
-	uint8_t *stage;			/* bytes read, frames not cut yet */
+	uint8_t *stage; /* bytes read, frames not cut yet */
 	size_t scap, soff, slen;
-	struct wframe *cur;		/* the frame whose payload is read */
-	bool reading;			/* rev added */
-	bool stopped;			/* failed, or detached: no more I/O */
+	struct wframe *cur; /* the frame whose payload is read */
+	bool reading;       /* rev added */
+	bool stopped;       /* failed, or detached: no more I/O */
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct wframeq rxq;		/* whole frames for the engine */
+	struct wframeq rxq; /* whole frames for the engine */
 	size_t rxq_bytes;
-	unsigned notes;			/* WIO_* for the engine */
-	char why[256];			/* WIO_FAILED: why */
-	struct wref *refs;		/* written references */
-	bool paused;			/* the worker stopped reading: the queue
+	unsigned notes;    /* WIO_* for the engine */
+	char why[256];     /* WIO_FAILED: why */
+	struct wref *refs; /* written references */
+	bool paused;       /* the worker stopped reading: the queue
 					 * was full */
-	bool detached;			/* the worker let go */
+	bool detached;     /* the worker let go */
 	/* the engine's notice list (under eng.mu) */
 	bool listed;
 	TAILQ_ENTRY(wio) notice;
@@ -91,11 +93,11 @@ struct wio {
 
 static struct {
 	pthread_mutex_t mu;
-	TAILQ_HEAD(, wio) list;		/* wios with notes */
-	struct event *ev;		/* on the engine's loop */
+	TAILQ_HEAD(, wio) list; /* wios with notes */
+	struct event *ev;       /* on the engine's loop */
 	const struct wio_events *cb;
 	struct ringd *rd;
-	int next_worker;		/* round robin */
+	int next_worker; /* round robin */
 } eng = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ------------------------------------------------------------------ */
@@ -261,14 +263,14 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		continue;
-read_failed:
+	read_failed:
 		if (n < 0 && io_again(errno))
 			return;
 		io_failed(w, n);
 		return;
 	}
 	if (!w->stopped && budget == 0)
-		event_active(w->rev, EV_READ, 0);	/* more, after the others */
+		event_active(w->rev, EV_READ, 0); /* more, after the others */
 }
 
 static void
@@ -344,7 +346,7 @@ static void
 ref_done_cb(const void *data, size_t len, void *arg)
 {
 	struct wref *r = arg;
-	struct wio *w = r->l->wio;	/* set before its worker wrote a byte */
+	struct wio *w = r->l->wio; /* set before its worker wrote a byte */
 
 	if (!pool_in_worker()) {
 		/* drained by the engine (the link closed): run it now */
@@ -411,7 +413,7 @@ notice_cb(evutil_socket_t fd, short what, void *arg)
 		if (notes & WIO_REFS)
 			run_refs(w);
 		if (notes & WIO_FAILED) {
-			eng.cb->failed(l, why);	/* w is gone */
+			eng.cb->failed(l, why); /* w is gone */
 			continue;
 		}
 		if (notes & WIO_RX)
