@@ -521,6 +521,8 @@ struct flow_counts {			/* summed over the streams, for the simulation */
 	int overdrawn;			/* streams that sent beyond their credit */
 };
 void flow_counts(const struct job *j, struct flow_counts *c);
+/* The same of its stream with host h alone (ringctl), false when h is none. */
+bool flow_counts_of(const struct job *j, int h, struct flow_counts *c);
 /* Whether bytes more may be sent to host to. */
 bool flow_tx_ok(const struct job *j, int to, uint64_t bytes);
 void flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset);

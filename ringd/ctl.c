@@ -223,10 +223,10 @@ link_json(struct ringd *rd, struct link *l)
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */
 static json_t *
-job_json(struct job *j)
+job_json(struct ringd *rd, struct job *j)
 {
 	json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
-	json_t *waiting = json_array();
+	json_t *waiting = json_array(), *flow = json_array();
 	struct op *op = coll_active(j);
 	char fp[160];
 	int i;
@@ -234,18 +234,37 @@ job_json(struct job *j)
 	for (i = 0; i < job_local_size(j); i++)
 		if (job_proc(j, i)->sess != NULL)
 			json_array_append_new(ranks, json_integer(job_proc(j, i)->rank));
-	for (i = 0; i < job_nhosts(j); i++)
-		json_array_append_new(hosts, json_integer(job_member(j, i)));
+	for (i = 0; i < job_nhosts(j); i++) {
+		struct flow_counts c;
+		int h = job_member(j, i);
+
+		json_array_append_new(hosts, json_integer(h));
+		/* the credit and the stash with each other host of the job: what
+		 * a stalled operation waits for */
+		if (h != rd->rank && flow_counts_of(j, h, &c))
+			json_array_append_new(flow,
+					      json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "host", h,
+							"sent", (json_int_t)c.tx_used,
+							"granted_to_us", (json_int_t)c.tx_limit,
+							"received", (json_int_t)c.rx_consumed,
+							"granted_by_us", (json_int_t)c.rx_granted,
+							"stashed", (json_int_t)c.stash_bytes));
+	}
 	if (op != NULL && !op_finished(op)) {
 		for (i = 0; i < op_ncontrib(op) && i < job_local_size(j); i++)
 			if (!op_contrib(op, i)->in)
 				json_array_append_new(waiting, json_integer(job_proc(j, i)->rank));
-		inflight =
-		    json_pack("{s:s, s:I, s:I, s:s, s:o, s:b}", "coll",
-			      proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq,
-			      "age_ms", (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
-			      proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local",
-			      waiting, "started", op_started(op));
+		const struct op_ring *ring = COLL_IS_P2P(op_fp(op)->coll) ? NULL : op_ring(op);
+
+		inflight = json_pack(
+		    "{s:s, s:I, s:I, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:I}", "coll",
+		    proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq, "age_ms",
+		    (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
+		    proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local", waiting,
+		    "started", op_started(op), "headers_in", ring ? ring->hdr_rx : 0,
+		    "headers_expected", ring ? ring->plan.nhdr_from : 0, "step",
+		    ring ? ring->rx_i : 0, "steps", ring ? ring->plan.nrx : 0, "step_bytes_in",
+		    (json_int_t)(ring ? ring->rx_off : 0));
 	} else {
 		json_decref(waiting);
 	}
@@ -254,15 +273,16 @@ job_json(struct job *j)
 		json_decref(inflight);
 		json_decref(ranks);
 		json_decref(hosts);
+		json_decref(flow);
 		return NULL;
 	}
-	return json_pack("{s:s, s:I, s:I, s:i, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
+	return json_pack("{s:s, s:I, s:I, s:i, s:I, s:i, s:b, s:i, s:o, s:o, s:I, s:o, s:s, s:o}",
 			 "name", job_name(j)[0] ? job_name(j) : "(not attached here)", "id",
 			 (json_int_t)job_id(j), "generation", (json_int_t)job_gen(j), "queued",
 			 coll_queued(j), "frames_dropped", (json_int_t)job_stale(j), "world",
 			 job_world(j), "ready", job_ready(j), "clients", job_nloc(j), "ranks",
 			 ranks, "hosts", hosts, "seq", (json_int_t)coll_last_done(j), "inflight",
-			 inflight, "error", job_error(j));
+			 inflight, "error", job_error(j), "flow", flow);
 }
 
 char *
@@ -303,7 +323,7 @@ ctl_status_json(struct ringd *rd)
 	}
 	jobs = json_array();
 	JOBS_FOREACH(j, rd) {
-		json_t *one = job_json(j);
+		json_t *one = job_json(rd, j);
 
 		if (one != NULL)
 			json_array_append_new(jobs, one);

@@ -287,6 +287,23 @@ flow_counts(const struct job *j, struct flow_counts *c)
 	}
 }
 
+bool
+flow_counts_of(const struct job *j, int h, struct flow_counts *c)
+{
+	const struct stream *s = st_of(j, h);
+
+	memset(c, 0, sizeof(*c));
+	if (s == NULL)
+		return false;
+	c->tx_used = s->tx_used;
+	c->tx_limit = s->tx_limit;
+	c->rx_consumed = s->rx_consumed;
+	c->rx_granted = s->rx_granted;
+	c->stash_bytes = s->stash_bytes;
+	c->overdrawn = s->tx_used > s->tx_limit;
+	return true;
+}
+
 /* Both ends of each of a job's streams start counting from zero.  Frames
  * already in a stash were sent under the new count (the sender formed first),
  * so they stay. */

@@ -4,11 +4,12 @@
  * messages round their ranks, while the test, for RING_CHAOS_S seconds (60
  * unless set), picks a host and a fault at random: its daemon SIGKILLed and
  * started again, SIGSTOPped and continued, or its link cut and restored,
- * each held for 0.3-2.5 s (under evict_after_ms: RING_CHAOS_ARGS with
- * --evict-after-ms 1500 --rejoin-after-ms 500 runs the membership too).  A
- * rank whose operation fails closes its communicator and opens it again (a
- * new formation), so a job lives through every fault that spares it and comes
- * back after one that does not.
+ * each held for 0.3-2.5 s: with evict_after_ms at 1.5 s, a fault held longer
+ * gets the host evicted, and it is readmitted (rejoin_after_ms 0.5 s) once it
+ * is back, so the soak runs the membership too.  A rank whose operation fails
+ * closes its communicator and opens it again (a new formation), so a job
+ * lives through every fault that spares it and comes back after one that does
+ * not.
  * Asserted: not one completed result is wrong; no daemon exits but those the
  * test killed; every daemon not stopped answers `ringctl status` within a
  * second, between every two faults; at the end, with every fault undone, the
@@ -246,17 +247,34 @@ expect_alive(int killed, const char *when)
 	}
 }
 
-/* What each daemon says of its jobs, for a failure's report. */
+/* What each daemon says of its jobs, for a failure's report: the table, and
+ * the status document (each job's operation in flight, its steps, and its
+ * credit and stash with each host of the job), and its log is kept. */
 static void
 dump_jobs(void)
 {
-	static char out[1 << 16];
+	static char out[1 << 18];
 
 	for (int i = 0; i < HOSTS; i++) {
 		out[0] = '\0';
 		cluster_ringctl(&cluster, i, out, sizeof(out), "jobs", NULL);
 		fprintf(stderr, "---- ringctl jobs, daemon %d:\n%s", i, out);
+		out[0] = '\0';
+		cluster_ringctl(&cluster, i, out, sizeof(out), "--json", "status", NULL);
+		fprintf(stderr, "---- ringctl --json status, daemon %d:\n%s\n", i, out);
 	}
+	for (int i = 0; i < HOSTS; i++) {
+		char cmd[CLUSTER_PATH_MAX + 96];
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+		snprintf(cmd, sizeof(cmd), "grep -h -e WARN -e ERR '%s/d%d.log' | tail -n 40",
+			 cluster.dir, i);
+		out[0] = '\0';
+		harness_exec(argv, NULL, out, sizeof(out), 10);
+		fprintf(stderr, "---- daemon %d's last warnings:\n%s", i, out);
+	}
+	setenv("RING_KEEP_DIR", "1", 1); /* the daemons' logs */
+	fprintf(stderr, "chaos (seed %u): the daemons' logs are kept in %s\n", seed, cluster.dir);
 }
 
 static int
@@ -287,7 +305,8 @@ Test(chaos, soak, .fini = teardown, .timeout = 900)
 	rc = cluster_start_netns(&cluster, HOSTS, NULL,
 				 getenv("RING_CHAOS_ARGS") ?
 				     getenv("RING_CHAOS_ARGS") :
-				     "--insecure yes --peer-timeout-ms 1000 --heartbeat-ms 200");
+				     "--insecure yes --peer-timeout-ms 1000 --heartbeat-ms 200 "
+				     "--evict-after-ms 1500 --rejoin-after-ms 500");
 	if (rc == CLUSTER_NOTSUP) {
 		char why[sizeof(cluster.why)];
 

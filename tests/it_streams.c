@@ -6,7 +6,8 @@
  * threads = 1 and 2 (the streams' sockets on a worker, the large kernels
  * split), 4 KiB segments so each operation is many segments striped over the
  * connections and taken in whatever order they come, every result checked
- * bit for bit; the same with TLS on every connection; ringctl showing the
+ * bit for bit; the same with TLS and a cluster secret on every connection;
+ * ringctl showing the
  * streams; and one connection of a link killed (ss -K) in the middle of a
  * stream of all-reduces, on the engine's thread and on a worker's: the link
  * fails as one, its operations fail with RING_EPEER within the bound a lost
@@ -192,12 +193,13 @@ ParameterizedTestParameters(streams, every_collective_and_dtype)
 ParameterizedTest(struct params *p, streams, every_collective_and_dtype, .fini = teardown,
 		  .timeout = 300)
 {
-	char args[4 * PATH_MAX];
+	char args[6 * PATH_MAX];
 
 	snprintf(args, sizeof(args), "--segment 4K --piece 256K --streams %d --threads %d",
 		 p->streams, p->threads);
 	if (p->tls) {
-		char script[PATH_MAX], out[4096];
+		char script[PATH_MAX], out[4096], path[PATH_MAX + 16];
+		FILE *f;
 		char *argv[] = { script, "-d", tmp, "127.0.0.1", NULL };
 
 		snprintf(tmp, sizeof(tmp), "/tmp/it_streams.XXXXXX");
@@ -205,10 +207,16 @@ ParameterizedTest(struct params *p, streams, every_collective_and_dtype, .fini =
 		snprintf(script, sizeof(script), "%s/scripts/gen-certs", harness_root());
 		cr_assert_eq(harness_exec(argv, NULL, out, sizeof(out), 60), 0, "gen-certs: %s",
 			     out);
+		/* and a cluster secret: each stream proves it too */
+		snprintf(path, sizeof(path), "%s/secret", tmp);
+		cr_assert_not_null(f = fopen(path, "w"));
+		fprintf(f, "0123456789abcdef0123456789abcdef-streams\n");
+		fclose(f);
+		chmod(path, 0600);
 		snprintf(args + strlen(args), sizeof(args) - strlen(args),
 			 " --tls-cert %s/127.0.0.1.crt --tls-key %s/127.0.0.1.key "
-			 "--tls-ca %s/ca.crt",
-			 tmp, tmp, tmp);
+			 "--tls-ca %s/ca.crt --secret-file %s",
+			 tmp, tmp, tmp, path);
 	}
 	cr_assert_eq(cluster_start(&cluster, 4, args), 0, "could not start 4 daemons");
 	cr_assert_eq(streams_up(0, "next", 1, p->streams), p->streams,

@@ -1,7 +1,7 @@
 /*
  * engine_sim.c - the engine's deterministic simulation test.
  *
- *   engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] [-v]
+ *   engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] [--streams] [-v]
  *
  * Each seed makes a ring of 2..H daemons' engines (ringd's engine and ring
  * floors, linked as they are) over the fake link floor, a few jobs of one
@@ -10,7 +10,10 @@
  * seeds) links cut and reconnected.  Then, one step at a time, the seed
  * decides what happens next: which link writes how many bytes, which end
  * reads them, which due timer fires, which process acts, when a link breaks,
- * when the clock moves.  Every result is checked against the ranks' data,
+ * when the clock moves.  On every third seed (on all with --streams) the
+ * links are of several streams: a DATA frame may overtake any other frame,
+ * or be overtaken, as it may over a link's several connections.  Every
+ * result is checked against the ranks' data,
  * and so is every invariant: a failure only where the schedule gave a
  * reason, one reply per request and none after a process left, no frame of
  * an old formation taken for the current one, credit never overdrawn, no
@@ -329,8 +332,11 @@ dump(const struct schedule *s)
 	}
 }
 
+/* streams: 1 links of several streams, 0 not, -1 the seed's choice (every
+ * third seed: their own generator, so that the other seeds replay as they did
+ * before streams) */
 static int
-run_schedule(uint64_t seed, int hosts_max, bool verbose)
+run_schedule(uint64_t seed, int hosts_max, int streams, bool verbose)
 {
 	struct schedule *s = calloc(1, sizeof(*s));
 	struct config cfg;
@@ -349,9 +355,7 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	if (sim_net_init(&s->net, s->nhosts, &cfg) != 0)
 		abort();
 	s->net.trace = verbose;
-	/* every third seed: links of several streams (their own generator, so
-	 * that the other seeds replay as they did before streams) */
-	s->net.streams = getenv("SIM_ALL_STREAMS") ? true : seed % 3 == 2;
+	s->net.streams = streams >= 0 ? streams > 0 : seed % 3 == 2;
 	s->net.srng.s = seed * 0xd1342543de82ef95ull + 3;
 	s->w.net = &s->net;
 	s->w.rng = &s->rng;
@@ -383,11 +387,11 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 	if (s->rep.failures > 0)
 		printf(
 		    "engine-sim: seed %llu FAILED (%d hosts, %d jobs, %s%s, step %llu, t=%llu ms): "
-		    "%s\n  replay: engine-sim --seed %llu -v\n",
+		    "%s\n  replay: engine-sim --seed %llu%s -v\n",
 		    (unsigned long long)seed, s->nhosts, s->w.njobs,
 		    s->faults ? "faults" : "no faults", s->net.streams ? ", streams" : "",
 		    (unsigned long long)s->steps, (unsigned long long)sim_now_ms(), s->rep.first,
-		    (unsigned long long)seed);
+		    (unsigned long long)seed, s->net.streams && seed % 3 != 2 ? " --streams" : "");
 	else if (verbose)
 		printf("engine-sim: seed %llu passed: %d hosts, %d jobs, %d cuts, %llu steps, "
 		       "%llu virtual ms%s (%llu frames overtaken)\n",
@@ -400,7 +404,8 @@ run_schedule(uint64_t seed, int hosts_max, bool verbose)
 }
 
 /* The seeds that failed once (tests/sim/seeds), next to this program's
- * source or given by ENGINE_SIM_SEEDS. */
+ * source or given by ENGINE_SIM_SEEDS; "SEED streams" runs one with links of
+ * several streams whatever the seed's own choice. */
 static int
 run_kept(int hosts_max, int *ran)
 {
@@ -417,7 +422,10 @@ run_kept(int hosts_max, int *ran)
 
 		if (end == line || line[0] == '#')
 			continue;
-		failed += run_schedule(seed, hosts_max, false);
+		while (*end == ' ' || *end == '\t')
+			end++;
+		failed +=
+		    run_schedule(seed, hosts_max, strncmp(end, "streams", 7) == 0 ? 1 : -1, false);
 		(*ran)++;
 	}
 	fclose(f);
@@ -427,7 +435,8 @@ run_kept(int hosts_max, int *ran)
 static int
 usage(FILE *f)
 {
-	fprintf(f, "usage: engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] [-v]\n");
+	fprintf(f, "usage: engine-sim [--seeds N] [--from S] [--seed S] [--hosts-max H] "
+		   "[--streams] [-v]\n");
 	return f == stderr ? 2 : 0;
 }
 
@@ -437,6 +446,7 @@ main(int argc, char **argv)
 	unsigned long long from = 1, seeds = 1000, one = 0;
 	int hosts_max = 5, i, failed = 0, ran = 0;
 	bool verbose = false, single = false;
+	int streams = -1;
 
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc)
@@ -447,6 +457,8 @@ main(int argc, char **argv)
 			one = strtoull(argv[++i], NULL, 10), single = true;
 		else if (strcmp(argv[i], "--hosts-max") == 0 && i + 1 < argc)
 			hosts_max = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--streams") == 0)
+			streams = 1;
 		else if (strcmp(argv[i], "-v") == 0)
 			verbose = true;
 		else
@@ -456,10 +468,10 @@ main(int argc, char **argv)
 		return usage(stderr);
 	log_init("engine-sim", verbose ? LOG_LVL_INFO : LOG_LVL_ERR - 1, 0);
 	if (single)
-		return run_schedule(one, hosts_max, verbose);
+		return run_schedule(one, hosts_max, streams, verbose);
 	failed += run_kept(hosts_max, &ran);
 	for (unsigned long long s = from; s < from + seeds; s++, ran++)
-		failed += run_schedule(s, hosts_max, verbose);
+		failed += run_schedule(s, hosts_max, streams, verbose);
 	printf("engine-sim: %d schedules, %d failed\n", ran, failed);
 	return failed > 0;
 }
