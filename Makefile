@@ -88,6 +88,7 @@ BIN_CTL    := $(BUILD)/bin/ringctl
 BIN_BENCH  := $(BUILD)/bin/ring-bench
 BIN_HOP    := $(BUILD)/bin/hop-latency
 BIN_PLANSIM := $(BUILD)/bin/plan-sim
+BIN_WIREK  := $(BUILD)/bin/wire-kernels
 LIB_A      := $(BUILD)/lib/libring.a
 LIB_SO     := $(BUILD)/lib/libring.so.$(SOVERSION)
 LIB_PC     := $(BUILD)/lib/libring.pc
@@ -135,7 +136,7 @@ endif
 
 .PHONY: all test demo install uninstall clean deps check-asan fuzz
 all: $(BIN_RINGD) $(BIN_CTL) $(LIB_A) $(LIB_SO) $(LIB_PC) $(BIN_BENCH) $(BIN_HOP) $(EXAMPLES) \
-	$(BIN_PLANSIM)
+	$(BIN_PLANSIM) $(BIN_WIREK)
 
 # Objects depend on the flags they were built with (CUDA=, ASAN=, DEBUG= ...):
 # the stamp is rewritten only when they change, and then everything rebuilds.
@@ -191,6 +192,12 @@ $(LIB_PC): libring/libring.pc.in
 	$(Q)sed $(PC_SED) $< > $@
 
 $(BIN_HOP): $(call obj,bench/hop-latency.c)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
+
+# The compression kernels' timer (issue 27): proto/dtype.c alone.
+$(BIN_WIREK): $(call obj,bench/wire-kernels.c) $(BUILD)/proto/dtype.o
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """wire-error.py - the error of compression on the wire beside DDP's compress hooks.
 
 Starts N ringd daemons (scripts/ring-local) and N ranks, one per daemon; every

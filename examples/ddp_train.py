@@ -89,6 +89,13 @@ def make_model(args):
     return nn.Sequential(*layers)
 
 
+def make_teacher(args):
+    """The fixed linear map the model learns, the same on every rank."""
+    teacher = torch.randn(args.inputs, args.inputs,
+                          generator=torch.Generator().manual_seed(args.seed + 1))
+    return teacher / args.inputs ** 0.5
+
+
 def batch(args, teacher, step, rank):
     g = torch.Generator().manual_seed(args.seed * 1_000_003 + step * 1009 + rank)
     x = torch.randn(args.batch, args.inputs, generator=g)
@@ -122,9 +129,7 @@ def main():
 
     torch.manual_seed(args.seed)
     model = make_model(args)
-    teacher = torch.randn(args.inputs, args.inputs,
-                          generator=torch.Generator().manual_seed(args.seed + 1))
-    teacher /= args.inputs ** 0.5
+    teacher = make_teacher(args)
     ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     nparams = sum(p.numel() for p in model.parameters())
