@@ -250,7 +250,7 @@ exec_tx(struct ringd *rd, struct op *op)
 						 len / sizeof(float), ring->wire);
 				p = ring->wire_buf;
 			}
-			rc = link_send(link_stream_pick(l), &f, p);
+			rc = link_send(link_stream_pick(l, wlen), &f, p);
 		} else {
 			rc = op_send_data(rd, op, l, PROTO_F_DATA, t->id, route, op_fp(op)->seq,
 					  ring->tx_off, p, len);

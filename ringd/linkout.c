@@ -44,30 +44,42 @@ link_tx_room(const struct link *l)
 	return room;
 }
 
+/* A DATA payload at least this large goes to a stream a worker drives when
+ * there is one (threads > 1): its copies into the kernel are the worker's. */
+#define WORKER_MIN (64u << 10)
+
 /*
  * Each DATA frame goes to the stream with the least output waiting: a stream
  * whose connection is slow (its socket buffer full, a loss being repaired)
  * keeps its backlog and is passed over until it drains, so the others go on
  * at their own pace.  The receiver takes a segment at its offset whatever
- * the order it comes in (exec.c).
+ * the order it comes in (exec.c).  A large one skips the link's own
+ * connection while streams on workers are up: the engine thread writes that
+ * one itself, and draining at once it would otherwise take the most.
  */
 struct link *
-link_stream_pick(struct link *l)
+link_stream_pick(struct link *l, size_t len)
 {
-	struct link *best = l;
-	size_t least = evbuffer_get_length(l->out), n;
+	struct link *best = l, *wbest = NULL;
+	size_t least = evbuffer_get_length(l->out), wleast = SIZE_MAX, n;
 	int i;
 
-	for (i = 1; i < PROTO_STREAMS_MAX && least > 0; i++) {
+	for (i = 1; i < PROTO_STREAMS_MAX; i++) {
 		struct link *s = l->streams[i];
 
-		if (s != NULL && s->fd >= 0 && s->state == LINK_UP &&
-		    (n = evbuffer_get_length(s->out)) < least) {
+		if (s == NULL || s->fd < 0 || s->state != LINK_UP)
+			continue;
+		n = evbuffer_get_length(s->out);
+		if (n < least) {
 			best = s;
 			least = n;
 		}
+		if (s->wio != NULL && n < wleast) {
+			wbest = s;
+			wleast = n;
+		}
 	}
-	return best;
+	return len >= WORKER_MIN && wbest != NULL ? wbest : best;
 }
 
 int

@@ -479,7 +479,7 @@ op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uin
 	uint8_t hdr[PROTO_FRAME_HDR];
 	/* a collective's DATA goes on the link's least busy stream; a message's
 	 * stays on the link itself, in order with its RTS and CTS */
-	struct link *s = type == PROTO_F_DATA ? link_stream_pick(l) : l;
+	struct link *s = type == PROTO_F_DATA ? link_stream_pick(l, len) : l;
 	struct evbuffer *out = link_output(s);
 
 	proto_frame_encode(hdr, &f);

@@ -214,7 +214,8 @@ ring_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		return RX_DONE;	/* the ops it belongs to fail with the link */
 	if (link_tx_room(rd->next) == 0)
 		return RX_BLOCKED;
-	link_send(f->type == PROTO_F_DATA ? link_stream_pick(rd->next) : rd->next, f, pl);
+	link_send(f->type == PROTO_F_DATA ? link_stream_pick(rd->next, f->length) : rd->next, f,
+		  pl);
 	return RX_DONE;
 wrong:
 	snprintf(l->last_error, sizeof(l->last_error), "%s frame on the wrong link",

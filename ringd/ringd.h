@@ -375,9 +375,10 @@ size_t link_tx_room(const struct link *l);
  * cb on the engine thread all the same). */
 int link_add_reference(struct link *l, const void *p, size_t len,
 		       void (*cb)(const void *data, size_t len, void *arg), void *arg);
-/* The stream of link l a DATA frame goes out on: the one up with the least
- * output waiting (l itself when it has no other). */
-struct link *link_stream_pick(struct link *l);
+/* The stream of link l a DATA frame of len payload bytes goes out on: the one
+ * up with the least output waiting (l itself when it has no other); a large
+ * one on a stream a worker drives, when one is up. */
+struct link *link_stream_pick(struct link *l, size_t len);
 /* Streams of l up now, l included (1 without others). */
 int link_streams_up(const struct link *l);
 struct evbuffer *link_output(struct link *l);

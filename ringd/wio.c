@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,11 @@ struct wio {
 	struct wframe *cur; /* the frame whose payload is read */
 	bool reading;       /* rev added */
 	bool stopped;       /* failed, or detached: no more I/O */
+	/* the engine queued output up to the low watermark or past it since the
+	 * worker last said there was room: the next write that leaves it below
+	 * says so (the engine may wait for that; a worker's own before and
+	 * after would miss what the engine added in between) */
+	atomic_bool was_full;
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -277,7 +283,6 @@ static void
 write_out(struct wio *w)
 {
 	struct link *l = w->l;
-	size_t before = evbuffer_get_length(l->out);
 
 	while (!w->stopped && evbuffer_get_length(l->out) > 0) {
 		ssize_t n = transport_write(link_transport, l, l->out);
@@ -295,7 +300,7 @@ write_out(struct wio *w)
 	}
 	event_del(w->wev);
 room:
-	if (before >= LINK_OUT_LOW && evbuffer_get_length(l->out) < LINK_OUT_LOW)
+	if (evbuffer_get_length(l->out) < LINK_OUT_LOW && atomic_exchange(&w->was_full, false))
 		notify(w, WIO_ROOM);
 	/* a TLS read that waited for the socket to take a write */
 	if (!w->stopped && w->reading && transport_rx_ready(link_transport, l))
@@ -600,6 +605,9 @@ wio_rx_pop(struct link *l)
 void
 wio_kick(struct link *l)
 {
+	/* before the kick, so the write it starts sees it */
+	if (evbuffer_get_length(l->out) >= LINK_OUT_LOW)
+		atomic_store(&l->wio->was_full, true);
 	event_active(l->wio->kick_ev, EV_TIMEOUT, 0);
 }
 
