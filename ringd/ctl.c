@@ -196,6 +196,31 @@ error_doc(const char *text)
 	return out != NULL ? out : strdup("{\"error\": \"out of memory\"}");
 }
 
+/* Each connection of a link: its state, output waiting, input held back (a
+ * frame the engine cannot take yet, and what a worker queued), and when it
+ * last read a frame. */
+static json_t *
+streams_json(struct link *l)
+{
+	json_t *a = json_array();
+	int i;
+
+	for (i = 0; i < PROTO_STREAMS_MAX; i++) {
+		struct link *s = i == 0 ? l : l->streams[i];
+
+		if (s == NULL)
+			continue;
+		json_array_append_new(
+		    a, json_pack("{s:i, s:s, s:I, s:b, s:I, s:b, s:I}", "stream", i, "state",
+				 link_state_name(s->state), "out_bytes",
+				 (json_int_t)evbuffer_get_length(link_output(s)), "rx_blocked",
+				 s->rx_blocked, "queued_bytes", (json_int_t)link_rx_queued_bytes(s),
+				 "worker", s->wio != NULL, "heartbeat_age_ms",
+				 (json_int_t)(s->state == LINK_UP ? now_ms() - s->last_rx_ms : 0)));
+	}
+	return a;
+}
+
 static json_t *
 link_json(struct ringd *rd, struct link *l)
 {
@@ -205,7 +230,7 @@ link_json(struct ringd *rd, struct link *l)
 	snprintf(addr, sizeof(addr), "%s:%d", he->host, he->port);
 	return json_pack(
 	    "{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-	    "s:I, s:I, s:i}",
+	    "s:I, s:I, s:i, s:o}",
 	    "dir",
 	    l->dir == LINK_NEXT ? "next" :
 	    l->dir == LINK_PREV ? "prev" :
@@ -218,7 +243,7 @@ link_json(struct ringd *rd, struct link *l)
 	    "rtt_us", (json_int_t)l->rtt_us, "errors", (json_int_t)l->errors, "last_error",
 	    l->last_error, "retries", (json_int_t)l->retries, "idle_ms",
 	    (json_int_t)(l->dir == LINK_DIRECT ? now_ms() - l->used_ms : 0), "streams",
-	    link_streams_up(l));
+	    link_streams_up(l), "connections", streams_json(l));
 }
 
 /* A job as `ringctl status` shows it; NULL for one only known from the wire. */
@@ -302,6 +327,7 @@ ctl_status_json(struct ringd *rd)
 	for (i = 0; rd->direct_links != NULL && i < rd->world; i++)
 		if (rd->direct_links[i] != NULL)
 			json_array_append_new(links, link_json(rd, rd->direct_links[i]));
+
 	peers = json_array();
 	for (i = 0; i < rd->hf.n; i++) {
 		snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[i].host, rd->hf.hosts[i].port);

@@ -52,6 +52,8 @@ void wio_detach(struct link *l);
 /* The first frame the worker queued (false: none); taken with wio_rx_pop. */
 bool wio_rx_peek(struct link *l, struct proto_frame *f, const uint8_t **pl);
 void wio_rx_pop(struct link *l);
+/* Bytes of frames it queued that the engine has not taken. */
+size_t wio_rx_queued_bytes(struct link *l);
 /* Output was queued: the worker writes it. */
 void wio_kick(struct link *l);
 /* evbuffer_add_reference for the output of a stream that is or may become a

@@ -6,6 +6,8 @@
  * floor, which link.c (the connection) and the engine's simulation
  * (tests/sim/simlink.c, its own connections) both build on.
  */
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
@@ -57,11 +59,24 @@ link_tx_room(const struct link *l)
  * connection while streams on workers are up: the engine thread writes that
  * one itself, and draining at once it would otherwise take the most.
  */
+/* The bytes a connection has yet to deliver: its output here and what its
+ * socket holds, sent or not, until the peer acknowledges it (a flow the
+ * network holds back fills its socket first, with its output empty). */
+static size_t
+backlog(const struct link *l)
+{
+	int q = 0;
+
+	if (l->fd >= 0 && ioctl(l->fd, SIOCOUTQ, &q) != 0)
+		q = 0;
+	return evbuffer_get_length(l->out) + (q > 0 ? (size_t)q : 0);
+}
+
 struct link *
 link_stream_pick(struct link *l, size_t len)
 {
 	struct link *best = l, *wbest = NULL;
-	size_t least = evbuffer_get_length(l->out), wleast = SIZE_MAX, n;
+	size_t least = SIZE_MAX, wleast = SIZE_MAX, n;
 	int i;
 
 	for (i = 1; i < PROTO_STREAMS_MAX; i++) {
@@ -69,7 +84,9 @@ link_stream_pick(struct link *l, size_t len)
 
 		if (s == NULL || s->fd < 0 || s->state != LINK_UP)
 			continue;
-		n = evbuffer_get_length(s->out);
+		if (least == SIZE_MAX)
+			least = backlog(l); /* only with another stream to weigh */
+		n = backlog(s);
 		if (n < least) {
 			best = s;
 			least = n;
@@ -80,6 +97,14 @@ link_stream_pick(struct link *l, size_t len)
 		}
 	}
 	return len >= WORKER_MIN && wbest != NULL ? wbest : best;
+}
+
+size_t
+link_rx_queued_bytes(struct link *l)
+{
+	if (l->wio != NULL)
+		return wio_rx_queued_bytes(l);
+	return l->rxlen - l->rxoff;
 }
 
 int

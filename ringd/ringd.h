@@ -381,6 +381,9 @@ int link_add_reference(struct link *l, const void *p, size_t len,
 struct link *link_stream_pick(struct link *l, size_t len);
 /* Streams of l up now, l included (1 without others). */
 int link_streams_up(const struct link *l);
+/* Input bytes read for l but not yet taken: its buffer's, or a worker's
+ * queue's (ringctl). */
+size_t link_rx_queued_bytes(struct link *l);
 struct evbuffer *link_output(struct link *l);
 
 /* direct.c: a link to any host of the ring.  Returns the link to host (up, or

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
@@ -524,6 +525,14 @@ wio_attach(struct link *l)
 	memcpy(w->stage + w->slen, l->rxbuf + l->rxoff, left);
 	w->slen += left;
 	l->rxoff = l->rxlen = 0;
+	/* the engine's reader may have asked the kernel to hold back the rest
+	 * of a frame (SO_RCVLOWAT): the worker reads whatever comes */
+	if (l->lowat > 1) {
+		int one = 1;
+
+		if (setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0)
+			l->lowat = 1;
+	}
 	event_del(l->rev);
 	event_del(l->wev);
 	event_del(l->flush_ev);
@@ -600,6 +609,18 @@ wio_rx_pop(struct link *l)
 	frame_free(fr);
 	if (resume)
 		event_active(w->resume_ev, EV_TIMEOUT, 0);
+}
+
+size_t
+wio_rx_queued_bytes(struct link *l)
+{
+	struct wio *w = l->wio;
+	size_t n;
+
+	pthread_mutex_lock(&w->mu);
+	n = w->rxq_bytes;
+	pthread_mutex_unlock(&w->mu);
+	return n;
 }
 
 void

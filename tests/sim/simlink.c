@@ -100,6 +100,13 @@ wio_kick(struct link *l)
 	abort();
 }
 
+size_t
+wio_rx_queued_bytes(struct link *l)
+{
+	(void)l;
+	abort();
+}
+
 int
 wio_add_reference(struct link *l, const void *p, size_t len,
 		  void (*cb)(const void *data, size_t len, void *arg), void *arg)
