@@ -139,17 +139,6 @@ direct_close(struct link *l, const char *why)
 	link_free_later(l);
 }
 
-/* An accepted connection is no longer pending. */
-static void
-pending_forget(struct link *p)
-{
-	int i;
-
-	for (i = 0; i < MAX_PENDING; i++)
-		if (p->rd->pending[i] == p)
-			p->rd->pending[i] = NULL;
-}
-
 int
 direct_adopt(struct link *p, char *why, size_t len)
 {
@@ -171,7 +160,7 @@ direct_adopt(struct link *p, char *why, size_t len)
 		log_info("direct link to host %d: both ends opened one, this end's (the "
 			 "lower rank's) is kept",
 			 peer);
-		pending_forget(p);
+		link_pending_forget(p);
 		link_close(p, NULL);
 		link_free_later(p);
 		return 1;
@@ -180,7 +169,7 @@ direct_adopt(struct link *p, char *why, size_t len)
 		direct_close(old, old->connector ?
 				      "replaced by the lower rank's connection" :
 				      "replaced by a new direct connection from its host");
-	pending_forget(p);
+	link_pending_forget(p);
 	p->handshake_acceptor = false;
 	p->dir = LINK_DIRECT;
 	p->connector = false;

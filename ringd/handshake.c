@@ -194,17 +194,6 @@ link_up(struct link *l)
 	rd->link_ev->room(rd);
 }
 
-/* An accepted connection is no longer pending. */
-static void
-pending_forget(struct link *p)
-{
-	int i;
-
-	for (i = 0; i < MAX_PENDING; i++)
-		if (p->rd->pending[i] == p)
-			p->rd->pending[i] = NULL;
-}
-
 /* The link from host `from` (the ring's previous link, or the direct link)
  * that an accepted stream with this id belongs to, when it is up. */
 static struct link *
@@ -235,7 +224,7 @@ promote_stream(struct link *p, bool answer)
 		hs_refuse(p, why);
 		return;
 	}
-	pending_forget(p);
+	link_pending_forget(p);
 	p->handshake_acceptor = false;
 	p->dir = LINK_STREAM;
 	p->owner = o;
@@ -290,7 +279,7 @@ promote_prev(struct link *p, bool answer)
 		link_fail(p, "the previous host had given up on this connection");
 		return;
 	}
-	pending_forget(p);
+	link_pending_forget(p);
 	p->handshake_acceptor = false;
 	p->dir = LINK_PREV;
 	p->peer = mod_prev(rd);

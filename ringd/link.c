@@ -270,15 +270,21 @@ link_fail(struct link *l, const char *why)
 		return;
 	}
 	if (l->handshake_acceptor) {
-		int i;
-
-		for (i = 0; i < MAX_PENDING; i++)
-			if (rd->pending[i] == l)
-				rd->pending[i] = NULL;
+		link_pending_forget(l);
 		link_free_later(l);
 		return;
 	}
 	link_retry_later(l);
+}
+
+void
+link_pending_forget(struct link *p)
+{
+	int i;
+
+	for (i = 0; i < MAX_PENDING; i++)
+		if (p->rd->pending[i] == p)
+			p->rd->pending[i] = NULL;
 }
 
 void

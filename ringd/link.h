@@ -82,6 +82,8 @@ void link_fail(struct link *l, const char *why);
 void link_free_later(struct link *l);
 /* A connector's link came up: its other streams (cfg.streams) connect. */
 void link_streams_open(struct link *l);
+/* An accepted connection is no longer pending (rd->pending). */
+void link_pending_forget(struct link *p);
 /* Takes a direct link out of rd->direct_links (it is freed by the caller). */
 void link_direct_forget(struct link *l);
 int link_attach_fd(struct link *l, int fd);

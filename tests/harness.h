@@ -204,6 +204,10 @@ void harness_bin(char *out, size_t cap, const char *name);
 int harness_exec(char *const argv[], const char *const env[], char *out, size_t cap,
 		 int timeout_s);
 
+/* Removes the directory tree dir names (rm -rf, bounded) and empties the
+ * string; nothing when it is empty already (a fixture's teardown). */
+void harness_rmtree(char *dir);
+
 /* ---- checks inside the ranks (harness_check.c) ---- */
 extern int it_rank;		/* this rank, for messages (-1 in the parent) */
 extern ring_comm *it_comm;	/* its communicator, for ring_last_error */

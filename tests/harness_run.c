@@ -175,6 +175,17 @@ int harness_exec(char *const argv[], const char *const env[], char *out, size_t 
 	return harness_exec_capture(argv, env, out, cap, timeout_s, false);
 }
 
+void
+harness_rmtree(char *dir)
+{
+	char *argv[] = { "/bin/rm", "-rf", dir, NULL };
+
+	if (dir[0] == '\0')
+		return;
+	harness_exec(argv, NULL, NULL, 0, 30);
+	dir[0] = '\0';
+}
+
 ssize_t harness_read_small(const char *path, char *buf, size_t cap)
 {
 	ssize_t n, len = 0;

@@ -41,12 +41,7 @@ static void
 teardown(void)
 {
 	cluster_stop(&cluster);
-	if (tmp[0] != '\0') {
-		char *argv[] = { "/bin/rm", "-rf", tmp, NULL };
-
-		harness_exec(argv, NULL, NULL, 0, 30);
-		tmp[0] = '\0';
-	}
+	harness_rmtree(tmp);
 }
 
 static void

@@ -34,12 +34,7 @@ static void
 teardown(void)
 {
 	cluster_stop(&cluster);
-	if (tmp[0] != '\0') {
-		char *argv[] = { "/bin/rm", "-rf", tmp, NULL };
-
-		harness_exec(argv, NULL, NULL, 0, 30);
-		tmp[0] = '\0';
-	}
+	harness_rmtree(tmp);
 }
 
 static const enum ring_dtype all_dtypes[] = {
