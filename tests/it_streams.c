@@ -255,13 +255,17 @@ static int
 allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
 {
 	struct kill_log *lg = arg;
-	float *buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
-	float *want = malloc(KILL_COUNT * sizeof(float));
+	float *buf, *want = malloc(KILL_COUNT * sizeof(float));
 	char why[256];
 	uint64_t seed = 1;
 
 	(void)rank;
 	(void)n;
+	/* it opens its own communicator (self_open), as it opens another
+	 * after a failure and closes the last */
+	IT_CALL(ring_open(&comm, NULL));
+	it_comm = comm;
+	buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
 	IT_CHECK(buf != NULL && want != NULL, "out of memory");
 	while (!lg->stop) {
 		int rc =
@@ -293,6 +297,8 @@ allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
 		IT_CHECK(buf != NULL, "out of memory");
 	}
 	free(want);
+	IT_CALL(ring_close(comm));
+	it_comm = NULL;
 	return 0;
 }
 
@@ -324,6 +330,7 @@ ParameterizedTest(int *threads, streams, one_killed_fails_the_link, .fini = tear
 		  .timeout = 180)
 {
 	struct kill_log *lg = harness_shared(sizeof(*lg));
+	struct cluster_proc procs[2];
 	struct cluster_job job;
 	const char *port;
 	char args[256];
@@ -338,7 +345,14 @@ ParameterizedTest(int *threads, streams, one_killed_fails_the_link, .fini = tear
 	cr_assert_eq(cluster_start(&cluster, 2, args), 0);
 	cr_assert_eq(streams_up(0, "next", 1, 4), 4);
 	port = strrchr(cluster.addrs[1], ':') + 1;
-	cr_assert_eq(cluster_spawn(&cluster, 2, allreduce_until_told, lg, &job), 0);
+	for (int i = 0; i < 2; i++)
+		procs[i] = (struct cluster_proc){ .daemon = i,
+						  .rank = i,
+						  .world = 2,
+						  .expect_rank = -1,
+						  .expect_size = -1,
+						  .self_open = true };
+	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, allreduce_until_told, lg, &job), 0);
 	for (t0 = harness_now(); lg->ok < 6 && harness_now() - t0 < 60;)
 		usleep(10000);
 	cr_assert_geq(lg->ok, 6, "the all-reduces do not run (%d done)", lg->ok);
