@@ -63,12 +63,18 @@ def torchrun(backend, ring2, names, tmp):
 
 
 def results(outs):
+    """The LOSS and WORKLOAD lines of every rank.  torchrun's --tee prefixes
+    each process's lines with "[defaultN]:" but can write one right after
+    another process's line that had no newline yet (a traceback's last line):
+    the text is cut at every prefix first, so one line never swallows the
+    next."""
     losses, status = {}, {}
     for out in outs:
-        for m in re.finditer(r"LOSS (\S+) (\d+) (\S+)", out):
-            losses.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
-        for m in re.finditer(r"WORKLOAD (\S+) (ok|FAIL)(.*)", out):
-            status.setdefault(m.group(1), []).append((m.group(2) == "ok", m.group(3)))
+        for part in re.split(r"\[default\d+\]:", out):
+            for m in re.finditer(r"LOSS (\S+) (\d+) (\S+)", part):
+                losses.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(3))
+            for m in re.finditer(r"WORKLOAD (\S+) (ok|FAIL)(.*)", part):
+                status.setdefault(m.group(1), []).append((m.group(2) == "ok", m.group(3)))
     return losses, status
 
 
