@@ -345,13 +345,12 @@ ParameterizedTest(int *threads, streams, one_killed_fails_the_link, .fini = tear
 	cr_assert_eq(cluster_start(&cluster, 2, args), 0);
 	cr_assert_eq(streams_up(0, "next", 1, 4), 4);
 	port = strrchr(cluster.addrs[1], ':') + 1;
-	for (int i = 0; i < 2; i++)
-		procs[i] = (struct cluster_proc){ .daemon = i,
-						  .rank = i,
-						  .world = 2,
-						  .expect_rank = -1,
-						  .expect_size = -1,
-						  .self_open = true };
+	/* one process a daemon, as cluster_spawn places them */
+	cluster_procs_local(&cluster, procs, 2, 0);
+	for (int i = 0; i < 2; i++) {
+		procs[i].daemon = i;
+		procs[i].self_open = true;
+	}
 	cr_assert_eq(cluster_spawn_procs(&cluster, procs, 2, allreduce_until_told, lg, &job), 0);
 	for (t0 = harness_now(); lg->ok < 6 && harness_now() - t0 < 60;)
 		usleep(10000);
