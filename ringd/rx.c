@@ -196,6 +196,33 @@ rx_refuse_header(struct link *l, const struct proto_frame *f)
 /* The next frame's header: decoded into l->cur, with the start of a payload the
  * engine can take in place already copied there.  1: have it; 0: wait for
  * input; -1: the link closed. */
+/* A link's other streams carry its collectives' data alone (and their own
+ * heartbeats): anything else fails the link.  false once it has. */
+static bool
+stream_frame_ok(struct link *l, uint16_t type)
+{
+	char why[128];
+
+	if (type == PROTO_F_DATA || type == PROTO_F_HEARTBEAT)
+		return true;
+	snprintf(why, sizeof(why), "%s frame on a link's stream %d (only DATA goes there)",
+		 proto_frame_type_name(type), l->stream);
+	link_fail(l, why);
+	return false;
+}
+
+/* Counts a frame taken in; a link's counters are of all its streams. */
+static void
+rx_count(struct link *l, uint32_t length)
+{
+	l->frames_rx++;
+	l->bytes_rx += PROTO_FRAME_HDR + length;
+	if (l->owner != NULL) {
+		l->owner->frames_rx++;
+		l->owner->bytes_rx += PROTO_FRAME_HDR + length;
+	}
+}
+
 static int
 rx_header(struct link *l)
 {
@@ -221,16 +248,8 @@ rx_header(struct link *l)
 		rx_refuse_header(l, f);
 		return -1;
 	}
-	if (l->dir == LINK_STREAM && l->state == LINK_UP && f->type != PROTO_F_DATA &&
-	    f->type != PROTO_F_HEARTBEAT) {
-		/* a link's other streams carry its collectives' data alone */
-		char why[128];
-
-		snprintf(why, sizeof(why), "%s frame on a link's stream %d (only DATA goes there)",
-			 proto_frame_type_name(f->type), l->stream);
-		link_fail(l, why);
+	if (l->dir == LINK_STREAM && l->state == LINK_UP && !stream_frame_ok(l, f->type))
 		return -1;
-	}
 	if (l->dir == LINK_DIRECT && !link_own_frame(f->type) && !direct_frame(f->type)) {
 		/* only the collectives' frames travel on direct links (direct.c):
 		 * others are refused at the header, their payload never read */
@@ -294,13 +313,7 @@ rx_deliver(struct link *l, const uint8_t *pl, bool in_rxbuf)
 			link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
 		return -1;
 	}
-	l->frames_rx++;
-	l->bytes_rx += PROTO_FRAME_HDR + f->length;
-	if (l->owner != NULL) {
-		/* a link's counters are of all its streams */
-		l->owner->frames_rx++;
-		l->owner->bytes_rx += PROTO_FRAME_HDR + f->length;
-	}
+	rx_count(l, f->length);
 	return 0;
 }
 
@@ -366,16 +379,8 @@ link_rx_queued(struct link *l)
 	while (l->wio != NULL && !l->rx_blocked && wio_rx_peek(l, &f, &pl)) {
 		int rc;
 
-		if (f.type != PROTO_F_DATA && f.type != PROTO_F_HEARTBEAT) {
-			char why[128];
-
-			snprintf(why, sizeof(why),
-				 "%s frame on a link's stream %d (only DATA goes "
-				 "there)",
-				 proto_frame_type_name(f.type), l->stream);
-			link_fail(l, why);
+		if (!stream_frame_ok(l, f.type))
 			return;
-		}
 		l->last_rx_ms = now_ms();
 		l->cur = f;
 		rc = link_dispatch(l, &f, pl);
@@ -390,12 +395,7 @@ link_rx_queued(struct link *l)
 			link_fail(l, l->last_error[0] ? l->last_error : "protocol error");
 			return;
 		}
-		l->frames_rx++;
-		l->bytes_rx += PROTO_FRAME_HDR + f.length;
-		if (l->owner != NULL) {
-			l->owner->frames_rx++;
-			l->owner->bytes_rx += PROTO_FRAME_HDR + f.length;
-		}
+		rx_count(l, f.length);
 	}
 }
 
