@@ -210,7 +210,7 @@ $(BIN_PLANSIM): $(call obj,bench/sim/plan-sim.c) $(PLANSIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
 
-$(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cuda.c) \
+$(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cost.c bench/bench_cuda.c) \
 	$(PATTERN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
@@ -443,7 +443,7 @@ uninstall:
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
+LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 .PHONY: lint
 lint:
 	$(Q)shellcheck $(LINT_SH)

@@ -54,6 +54,18 @@ struct bench_opts {
 	double compute_ms;	/* -C: the simulated compute of each -a iteration */
 	int group;		/* -g: each size as this many operations on equal
 				 * parts of the buffers, in one group; 0: none */
+	bool verbose;		/* -v: the hand-offs and processor time of an op */
+};
+
+/* -v: what one operation cost (means per operation of a timed loop): this
+ * rank's context switches and processor time, then the daemons' (ring-local's,
+ * all threads); bench_coll.c averages the ranks' own over the ranks. */
+struct bench_cost {
+	double vcs, ivcs;	/* voluntary, involuntary context switches */
+	double cpu_us;		/* processor time */
+	double d_vcs, d_ivcs;	/* the daemons', summed */
+	double d_cpu_us;
+	int ndaemons;		/* daemons found (0: not ring-local's) */
 };
 
 /* Everything one rank needs while it runs. */
@@ -72,6 +84,7 @@ struct bench {
 	int bw_n;
 	int64_t wrong_total;
 	double worst_overlap;	/* -a: the largest total / max(compute, operation) */
+	struct bench_cost cost;	/* -v: the last timed loop's */
 };
 
 /* A tile of BENCH_PERIOD elements of tests/pattern.c's data, encoded. */
@@ -127,6 +140,13 @@ struct bench_overlap {
  * checks one overlapped iteration.  0 or a RING_E* code (reported). */
 int bench_time_overlap(struct bench *b, struct bench_data *p, size_t count,
 		       struct bench_overlap *ov);
+
+/* ---- bench_cost.c: -v ---- */
+
+/* The counters now (the daemons' too when asked: rank 0 reads them). */
+void bench_cost_sample(struct bench_cost *c, bool daemons);
+/* What the loop of iters operations since `before` cost, per operation. */
+void bench_cost_since(struct bench_cost *c, const struct bench_cost *before, int iters);
 
 /* ---- bench_cuda.c: -D, device buffers and the _cuda calls ---- */
 

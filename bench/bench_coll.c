@@ -543,10 +543,33 @@ int bench_time_overlap(struct bench *b, struct bench_data *p, size_t count,
 	return 0;
 }
 
+/* -v: the loop's cost per operation into b->cost, this rank's own averaged
+ * over the ranks (the daemons' are rank 0's reading). */
+static int cost_of_loop(struct bench *b, const struct bench_cost *before)
+{
+	double mine[3];
+	int rc;
+
+	bench_cost_since(&b->cost, before, b->o->iters);
+	mine[0] = b->cost.vcs;
+	mine[1] = b->cost.ivcs;
+	mine[2] = b->cost.cpu_us;
+	for (int i = 0; i < 3; i++) {
+		if ((rc = reduce_scalar(b, &mine[i], RING_FLOAT64, RING_SUM)))
+			return rc;
+		mine[i] /= b->size;
+	}
+	b->cost.vcs = mine[0];
+	b->cost.ivcs = mine[1];
+	b->cost.cpu_us = mine[2];
+	return 0;
+}
+
 int bench_time_variant(struct bench *b, struct bench_data *p, size_t count, bool inplace,
 		       double *us, int64_t *wrong)
 {
 	const struct bench_opts *o = b->o;
+	struct bench_cost cost0;
 	double t0, t;
 	int rc;
 
@@ -560,11 +583,15 @@ int bench_time_variant(struct bench *b, struct bench_data *p, size_t count, bool
 		bench_report(b, "barrier", rc);
 		return rc;
 	}
+	if (o->verbose)
+		bench_cost_sample(&cost0, b->rank == 0);
 	t0 = bench_now();
 	for (int i = 0; i < o->iters; i++)
 		if ((rc = run_coll(b, p->dt, p->op, count, inplace)))
 			return rc;
 	t = o->iters ? (bench_now() - t0) / o->iters * 1e6 : 0;
+	if (o->verbose && (rc = cost_of_loop(b, &cost0)))
+		return rc;
 	if ((rc = reduce_scalar(b, &t, RING_FLOAT64, RING_MAX)))
 		return rc;
 	*us = t;

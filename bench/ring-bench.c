@@ -153,6 +153,17 @@ static void print_row_head(struct bench *b, size_t bytes, size_t count, enum rin
 	       cd->reduces ? op_names[op] : "none", cd->rooted ? b->o->root : -1);
 }
 
+/* -v's columns: the last timed loop's hand-offs and processor time per
+ * operation, a rank's (the mean of the ranks) and the daemons' (all of them). */
+static void print_cost(const struct bench_cost *c)
+{
+	printf("  %6.2f %6.2f %7.1f", c->vcs, c->ivcs, c->cpu_us);
+	if (c->ndaemons > 0)
+		printf("  %6.2f %6.2f %7.1f", c->d_vcs, c->d_ivcs, c->d_cpu_us);
+	else
+		printf("  %6s %6s %7s", "N/A", "N/A", "N/A");
+}
+
 /* One row of the blocking calls: out of place, then in place. */
 static int blocking_row(struct bench *b, struct bench_data *p, size_t count, size_t bytes,
 			enum ring_op op)
@@ -172,6 +183,8 @@ static int blocking_row(struct bench *b, struct bench_data *p, size_t count, siz
 			print_variant(b, bytes, us_i, w_i);
 		else
 			printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+		if (b->o->verbose)
+			print_cost(&b->cost);
 		printf("\n");
 		fflush(stdout);
 	}
@@ -260,15 +273,21 @@ static void bench_free(struct bench *b, void *p)
 		free(p);
 }
 
-static void print_titles(void)
+static void print_titles(const struct bench_opts *o)
 {
-	printf("#%61s%-34s%s\n", "", "out-of-place", "in-place");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
-	       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-	       "#wrong", "time", "algbw", "busbw", "#wrong");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
-	       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-	       "(us)", "(GB/s)", "(GB/s)", "");
+	printf("#%61s%-34s%-30s%s\n", "", "out-of-place", "in-place",
+	       o->verbose ? "per op: a rank       the daemons" : "");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size",
+	       "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+	       "algbw", "busbw", "#wrong");
+	if (o->verbose)
+		printf("  %6s %6s %7s  %6s %6s %7s", "vcs", "ivcs", "cpu", "vcs", "ivcs", "cpu");
+	printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "(B)",
+	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+	       "(GB/s)", "");
+	if (o->verbose)
+		printf("  %6s %6s %7s  %6s %6s %7s", "", "", "(us)", "", "", "(us)");
+	printf("\n");
 }
 
 /* -a: the operation alone (non-blocking, out of place), then overlapped. */
@@ -335,7 +354,7 @@ static int print_header(struct bench *b)
 		if (o->overlap)
 			print_overlap_titles(o);
 		else
-			print_titles();
+			print_titles(o);
 		fflush(stdout);
 	}
 	bench_free(b, mine);
@@ -590,7 +609,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
 "                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H | -D] [-a [-C ms]] [-g N] [-p nprocs [-l per_daemon]]\n"
+"                  [-A | -H | -D] [-a [-C ms]] [-g N] [-p nprocs [-l per_daemon]] [-v]\n"
 "  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv,\n"
 "      reduce, gather, scatter, allgatherv (equal counts), alltoall\n"
 "  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
@@ -613,6 +632,10 @@ static void usage(FILE *f)
 "  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
 "  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
 "      local rank i%%l); default nprocs / RING_HOSTS\n"
+"  -v  per operation of each in-place row: a rank's context switches (vcs:\n"
+"      voluntary, its sleeps; ivcs: involuntary) and processor time (mean of\n"
+"      the ranks), then the same for all the daemons of scripts/ring-local\n"
+"      (RING_LOCAL_DIR; their threads summed)\n"
 "  -h, --help  this text\n");
 }
 
@@ -717,7 +740,7 @@ int main(int argc, char **argv)
 	o.coll = COLL_ALLREDUCE;
 	o.arena = true;
 
-	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDaC:g:h", long_opts,
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:t:r:p:l:AHDaC:g:vh", long_opts,
 				NULL)) != -1) {
 		bool bad = false;
 
@@ -754,6 +777,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'g': bad = parse_int(optarg, 1, &o.group) != 0; break;
+		case 'v': o.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -1,55 +1,84 @@
-# bench/sweep.sh - bench/peers --sweep, sourced by bench/peers (it uses its
-# helpers: bounded, start_ring, stop_ring, median, busbw, ar_factor, ratio, say
-# and its variables).  All-reduce, float32 sum, in place, from 8 B to 64 MiB by
-# factors of 2, on 2 and 4 loopback daemons: ring-bench, Open MPI's
-# MPI_Allreduce over TCP and Gloo's ring, each size in one run of each system,
-# the systems alternating from repeat to repeat; with -p (50 by default) also
-# ringd with the busy-poll window on, daemons and clients ("ringd poll").  Prints one Markdown table (the
-# medians' busbw per size and ringd's ratios, so the crossovers show) and draws
-# the ratios with gnuplot.
+# bench/sweep.sh - bench/peers --sweep (bench/sweep runs it), sourced by
+# bench/peers: it uses its helpers (bounded, start_ring, stop_ring, busbw,
+# ar_factor, ratio, say) and its variables.  All-reduce, float32 sum, in place,
+# from 8 B to 256 MiB by factors of 4, ringd with its defaults against Open MPI
+# and Gloo, in four layouts: 2 and 4 daemons with one rank each (Open MPI over
+# TCP on loopback, as everywhere here), and 1 daemon with 2 and 4 local ranks
+# (Open MPI over its shared-memory transport, vader: what it would use on one
+# host; Gloo has only TCP).  Every size of a layout runs in one run of each
+# system, the systems alternating from repeat to repeat; each figure is the
+# median of the repeats.  Prints one Markdown table per layout (busbw and time
+# per system, ringd's ratios of busbw: above 1, ringd is faster) and draws
+# ringd/Open MPI for every layout with gnuplot.
 # shellcheck shell=bash disable=SC2154 # the variables are bench/peers'
 
-sweep_min=8 sweep_max=$((64 * MiB))
+# Sizes 8 B .. 128 MiB by 4, then 256 MiB; in three bands of iterations, so
+# that a small size is timed over many operations and a large one in seconds.
+sweep_sizes=()
+for ((b = 8; b <= 128 * MiB; b *= 4)); do sweep_sizes+=("$b"); done
+sweep_sizes+=($((256 * MiB)))
+# band: "FIRST LAST FACTOR ITERS WARMUP" (the quick run divides the iterations)
+sweep_bands=("8 32768 4 400 40" "131072 8388608 4 40 4" "33554432 134217728 4 8 1"
+	"268435456 268435456 2 5 1")
+# layouts: "DAEMONS LOCAL_RANKS"; SWEEP_LAYOUTS overrides ("2x1 1x2")
+sweep_layouts=("2 1" "4 1" "1 2" "1 4")
+if [[ -n ${SWEEP_LAYOUTS:-} ]]; then
+	sweep_layouts=()
+	for l in $SWEEP_LAYOUTS; do sweep_layouts+=("${l%x*} ${l#*x}"); done
+fi
 
-# sweep_run SYSTEM N ITERS WARMUP: appends "SIZE TIME_US" rows to $work/sw.N.SYSTEM
-sweep_run() {
-	local sys=$1 n=$2 it=$3 wu=$4 out=$work/sw.$2.$1 r pid rc=0 store
-	local pids=() pre=()
-	case $sys in
-	ringd | rpoll)
-		if [[ $sys == rpoll ]]; then
-			[[ -n $poll_dir ]] || return 1
-			pre=(env "${poll_env[@]}")
-		fi
-		bounded "$work/out" "${pre[@]+"${pre[@]}"}" "$rb" -t allreduce -b "$sweep_min" -e "$sweep_max" -f 2 \
-			-n "$it" -w "$wu" -p "$n" || return 1
-		awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$work/out" >>"$out" ;;
-	mpi)
-		bounded "$work/out" env GLIBC_TUNABLES="$peer_tunables" "$here/bench/mpi-tcp" "$n" \
-			"$work/mpi-allreduce" -b "$sweep_min" -e "$sweep_max" -f 2 -n "$it" -w "$wu" ||
-			return 1
-		awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' "$work/out" >>"$out" ;;
-	gloo)
-		store=$(mktemp -d "$work/store.XXXXXX")
-		for ((r = 0; r < n; r++)); do
-			GLIBC_TUNABLES=$peer_tunables timeout -k 5 "$run_limit" \
-				"$work/gloo-allreduce" -a "$gloo_algo" --rank "$r" --size "$n" \
-				--store "$store" --host 127.0.0.1 -b "$sweep_min" -e "$sweep_max" \
-				-f 2 -n "$it" -w "$wu" >"$work/out.$r" 2>>"$work/log" &
-			pids+=("$!")
-			live+=("$!")
-		done
-		for pid in "${pids[@]}"; do
-			wait "$pid" || rc=1
-		done
-		live=()
-		rm -rf -- "$store"
-		((rc == 0)) || return 1
-		awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' "$work/out.0" >>"$out" ;;
-	esac
+# sweep_mpi_cmd N: sets mpi_cmd to the launcher of N ranks: Open MPI over TCP
+# when the ranks are on several daemons' "hosts", over shared memory (vader)
+# when the layout is one host
+sweep_mpi_cmd() {
+	if ((sweep_local)); then
+		mpi_cmd=(env GLIBC_TUNABLES="$peer_tunables" mpirun --allow-run-as-root --oversubscribe
+			--bind-to none -x GLIBC_TUNABLES --mca pml ob1 --mca btl "vader,self" -n "$1")
+	else
+		mpi_cmd=(env GLIBC_TUNABLES="$peer_tunables" "$here/bench/mpi-tcp" "$1")
+	fi
 }
 
-# sweep_median N SYSTEM SIZE: the median time (us) of that size, or nothing
+# sweep_run SYSTEM N LOCAL: one run of every band; appends "SIZE TIME_US" rows
+# to $work/sw.LAYOUT.SYSTEM
+sweep_run() {
+	local sys=$1 n=$2 l=$3 out=$work/sw.$2x$3.$1 band b e f it wu r pid rc store mpi_cmd
+	for band in "${sweep_bands[@]}"; do
+		read -r b e f it wu <<<"$band"
+		if ((quick)); then it=$(((it + 3) / 4)) wu=$(((wu + 3) / 4)); fi
+		rc=0
+		case $sys in
+		ringd)
+			bounded "$work/out" env RING_ARENA_MB=$((3 * e / MiB + 64)) "$rb" -t allreduce \
+				-b "$b" -e "$e" -f "$f" -n "$it" -w "$wu" -p "$n" -l "$l" || return 1
+			awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$work/out" >>"$out" ;;
+		mpi)
+			sweep_mpi_cmd "$n"
+			bounded "$work/out" "${mpi_cmd[@]}" "$work/mpi-allreduce" -b "$b" -e "$e" -f "$f" -n "$it" -w "$wu" || return 1
+			awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' "$work/out" >>"$out" ;;
+		gloo)
+			local pids=()
+			store=$(mktemp -d "$work/store.XXXXXX")
+			for ((r = 0; r < n; r++)); do
+				GLIBC_TUNABLES=$peer_tunables timeout -k 5 "$run_limit" \
+					"$work/gloo-allreduce" -a "$gloo_algo" --rank "$r" --size "$n" \
+					--store "$store" --host 127.0.0.1 -b "$b" -e "$e" -f "$f" \
+					-n "$it" -w "$wu" >"$work/out.$r" 2>>"$work/log" &
+				pids+=("$!")
+				live+=("$!")
+			done
+			for pid in "${pids[@]}"; do
+				wait "$pid" || rc=1
+			done
+			live=()
+			rm -rf -- "$store"
+			((rc == 0)) || return 1
+			awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' "$work/out.0" >>"$out" ;;
+		esac
+	done
+}
+
+# sweep_median LAYOUT SYSTEM SIZE: the median time (us) of that size, or nothing
 sweep_median() {
 	local f=$work/sw.$1.$2
 	[[ -s $f ]] || return 0
@@ -57,54 +86,72 @@ sweep_median() {
 		awk '{ a[NR] = $1 } END { if (NR) print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
+# sweep_spread LAYOUT SYSTEM SIZE: (max - min) / median of its repeats, in %
+sweep_spread() {
+	local f=$work/sw.$1.$2 m
+	m=$(sweep_median "$1" "$2" "$3")
+	[[ -n $m ]] || return 0
+	awk -v s="$3" '$1 == s { print $2 }' "$f" | sort -g |
+		awk -v m="$m" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f%%", 100 * (hi - lo) / m }'
+}
+
 run_sweep() {
-	local n k j sys it wu b r p m g f systems=(ringd mpi gloo) row dat
-	((poll_us > 0)) && systems=(ringd rpoll mpi gloo)
-	if ((quick)); then it=5 wu=1; else it=20 wu=3; fi
-	say "sweep: $repeats repeats, $it iterations per size; load average $load_start"
-	for n in 2 4; do
-		start_ring "$n"
-		start_poll_ring "$n" || true
+	local lay d l n k j sys systems=(ringd mpi gloo) table=$work/table data=$work/sweep.dat
+	local b f r m g row dat mpi_name
+	say "sweep: $repeats repeats of each system per layout; load average $load_start"
+	for lay in "${sweep_layouts[@]}"; do
+		read -r d l <<<"$lay"
+		n=$((d * l)) sweep_local=$((d == 1))
+		start_ring "$d"
 		for ((k = 0; k < repeats; k++)); do
 			for ((j = 0; j < ${#systems[@]}; j++)); do
 				sys=${systems[(j + k) % ${#systems[@]}]}
-				sweep_run "$sys" "$n" "$it" "$wu" ||
-					say "sweep: a $sys run on $n ranks failed (see $work/log)"
+				sweep_run "$sys" "$n" "$l" ||
+					say "sweep: a $sys run on ${d}x$l failed (see $work/log)"
 			done
 		done
 		stop_ring
-		say "sweep: $n ranks done"
+		say "sweep: ${d}x$l done"
 	done
 	load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-	# the table, and the data file for the plot: size, then per n the ratios
-	# ringd/MPI and ringd/Gloo of busbw (= the inverse ratio of the times)
-	local table=$work/table data=$work/sweep.dat
 	: >"$data"
 	{
-		printf '# bench/peers --sweep: all-reduce float32 sum in place, busbw GB/s (time us), medians of %d runs%s; %d cores (%s)\n' \
+		printf '# bench/sweep: all-reduce float32 sum in place, ringd with its defaults; busbw GB/s (time us), medians of %d runs%s; %d cores (%s)\n' \
 			"$repeats" "$( ((quick)) && echo ' (QUICK)')" "$(nproc)" \
 			"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-		printf '# %s, load average at start %s, at end %s\n' "$(date -u +%F)" "$load_start" "$load_end"
-		printf '| size | 2 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo | 4 daemons: ringd | ringd poll | Open MPI | Gloo | ringd/MPI | poll/MPI | ringd/Gloo |\n'
-		printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
-		for ((b = sweep_min; b <= sweep_max; b *= 2)); do
-			row="| $(numfmt --to=iec-i --suffix=B "$b")" dat="$b"
-			for n in 2 4; do
-				f=$(ar_factor "$n")
-				r=$(sweep_median "$n" ringd "$b") m=$(sweep_median "$n" mpi "$b")
-				p=$(sweep_median "$n" rpoll "$b") g=$(sweep_median "$n" gloo "$b")
-				row+=" | $(sweep_cell "$b" "$r" "$f") | $(sweep_cell "$b" "$p" "$f")"
+		printf '# %s, load average at start %s, at end %s; spread: (max - min) / median of the repeats\n' \
+			"$(date -u +%F)" "$load_start" "$load_end"
+		for lay in "${sweep_layouts[@]}"; do
+			read -r d l <<<"$lay"
+			n=$((d * l)) f=$(ar_factor $((d * l)))
+			mpi_name="Open MPI (TCP)"
+			((d == 1)) && mpi_name="Open MPI (shared memory)"
+			printf '\n%d daemon(s) x %d rank(s):\n\n' "$d" "$l"
+			printf '| size | ringd | %s | Gloo | ringd/MPI | ringd/Gloo | spread ringd, MPI |\n' "$mpi_name"
+			printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+			for b in "${sweep_sizes[@]}"; do
+				r=$(sweep_median "${d}x$l" ringd "$b") m=$(sweep_median "${d}x$l" mpi "$b")
+				g=$(sweep_median "${d}x$l" gloo "$b")
+				row="| $(numfmt --to=iec-i --suffix=B "$b") | $(sweep_cell "$b" "$r" "$f")"
 				row+=" | $(sweep_cell "$b" "$m" "$f") | $(sweep_cell "$b" "$g" "$f")"
-				row+=" | ${r:+${m:+$(ratio "$m" "$r")}} | ${p:+${m:+$(ratio "$m" "$p")}}"
-				row+=" | ${r:+${g:+$(ratio "$g" "$r")}}"
-				dat+=" $(sweep_ratio "$m" "$r") $(sweep_ratio "$g" "$r")"
-				dat+=" $(sweep_ratio "$m" "$p")"
+				row+=" | $(sweep_ratio "$m" "$r") | $(sweep_ratio "$g" "$r")"
+				row+=" | $(sweep_spread "${d}x$l" ringd "$b"), $(sweep_spread "${d}x$l" mpi "$b") |"
+				echo "$row"
 			done
-			echo "$row |"
-			echo "$dat" >>"$data"
 		done
 	} >"$table"
+	# the data file: size, then per layout ringd/MPI and ringd/Gloo
+	for b in "${sweep_sizes[@]}"; do
+		dat=$b
+		for lay in "${sweep_layouts[@]}"; do
+			read -r d l <<<"$lay"
+			r=$(sweep_median "${d}x$l" ringd "$b") m=$(sweep_median "${d}x$l" mpi "$b")
+			g=$(sweep_median "${d}x$l" gloo "$b")
+			dat+=" $(sweep_ratio "$m" "$r") $(sweep_ratio "$g" "$r")"
+		done
+		echo "$dat" >>"$data"
+	done
 	tee ${outfile:+"$outfile"} <"$table"
 	cp "$data" "${plotfile%.svg}.dat" 2>/dev/null || true
 	sweep_plot "$data"
@@ -125,33 +172,34 @@ sweep_cell() {
 	fi
 }
 
-# sweep_plot DATA: ringd's busbw ratios against size, one line per peer and n
+# sweep_plot DATA: ringd's busbw over Open MPI's against size, a line per layout
 sweep_plot() {
 	if ! command -v gnuplot >/dev/null 2>&1; then
 		say "sweep: no gnuplot (scripts/install-deps --bench): no plot"
 		return 0
 	fi
-	local poll_lines=""
-	((poll_us > 0)) && poll_lines=", \\
-     \"$1\" using 1:4 with linespoints pt 6 title \"2 daemons, poll $poll_us us, vs Open MPI\", \\
-     \"$1\" using 1:7 with linespoints pt 6 title \"4 daemons, poll $poll_us us, vs Open MPI\""
+	local lines="" i=0 lay d l peer
+	for lay in "${sweep_layouts[@]}"; do
+		read -r d l <<<"$lay"
+		peer="Open MPI over TCP"
+		((d == 1)) && peer="Open MPI over shared memory"
+		lines+=", \"$1\" using 1:$((2 + 2 * i)) with linespoints title \"$d daemon(s) x $l, vs $peer\""
+		lines+=", \"$1\" using 1:$((3 + 2 * i)) with linespoints dt 3 title \"$d daemon(s) x $l, vs Gloo\""
+		i=$((i + 1))
+	done
 	gnuplot 2>>"$work/log" <<EOF || say "sweep: gnuplot failed (see $work/log)"
-set terminal svg size 900,500 dynamic noenhanced font "sans,11"
+set terminal svg size 1000,560 dynamic noenhanced font "sans,11"
 set output "$plotfile"
-set title "ringd all-reduce busbw / peer's busbw (above 1: ringd faster); loopback, $(nproc) cores"
+set title "ringd (defaults) all-reduce busbw / peer's busbw (above 1: ringd faster); loopback, $(nproc) cores"
 set logscale x 2
 set format x "%.0b%B"
 set xlabel "message size (float32, in place)"
 set ylabel "ratio of busbw"
 set logscale y 2
 set grid
-set key top left
+set key outside right
 set datafile missing "-"
-plot 1 with lines lc rgb "gray" dt 2 title "", \
-     "$1" using 1:2 with linespoints title "2 daemons, vs Open MPI", \
-     "$1" using 1:3 with linespoints title "2 daemons, vs Gloo", \
-     "$1" using 1:5 with linespoints title "4 daemons, vs Open MPI", \
-     "$1" using 1:6 with linespoints title "4 daemons, vs Gloo"$poll_lines
+plot 1 with lines lc rgb "gray" dt 2 title ""$lines
 EOF
 	[[ -s $plotfile ]] && say "sweep: plot in $plotfile"
 }
