@@ -272,9 +272,12 @@ sess_error_msg(struct ring_comm *c, const uint8_t *buf, size_t len)
 	return lr_sess_break(c, e.code, "%s", e.text[0] ? e.text : ring_strerror(e.code));
 }
 
-/* The local hop: the OP into the submission ring, then the doorbell.  The ring
- * holds what the window does (LR_WINDOW), and ringd takes an entry before it
- * answers it, so a full ring means a daemon that lost count. */
+/* The local hop: the OP into the submission ring, then the doorbell unless
+ * ringd's loop says it is looking at the ring itself (proto.h: the fence
+ * orders our tail before our read of `looking`, as ringd orders clearing it
+ * before its last look).  The ring holds what the window does (LR_WINDOW),
+ * and ringd takes an entry before it answers it, so a full ring means a
+ * daemon that lost count. */
 static int
 sess_shm_post(struct ring_comm *c, const uint8_t *msg, size_t len)
 {
@@ -285,6 +288,9 @@ sess_shm_post(struct ring_comm *c, const uint8_t *msg, size_t len)
 				     "ringd at %s left the submission ring full "
 				     "(%u of %u entries not taken)",
 				     c->sock, proto_shmq_used(&c->sq), c->sq.n);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->shm->looking, __ATOMIC_SEQ_CST) != 0)
+		return 0;
 	if (write(c->bell, &one, sizeof(one)) < 0 && errno != EAGAIN) {
 		/* ringd went away: the socket says so */
 	}

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 #include "../proto/dtype.h"
@@ -438,9 +439,9 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 		env->arena_bytes = (size_t)v << 20;
 	}
 
-	if ((s = env_get("RING_POLL_US"))) {
+	if ((s = env_get("RING_POLL_US")) && strcasecmp(s, "auto") != 0) {
 		if (!env_parse_int(s, 0, LR_MAX_POLL_US, &v)) {
-			snprintf(err, cap, "RING_POLL_US=\"%s\" is not a number of "
+			snprintf(err, cap, "RING_POLL_US=\"%s\" is not auto or a number of "
 				 "microseconds in 0..%d", s, LR_MAX_POLL_US);
 			return RING_EINVAL;
 		}
@@ -584,6 +585,7 @@ lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
 	env->local_size = 1;
 	env->source = "none";
 	env->timeout_ms = LR_DEFAULT_TIMEOUT_MS;
+	env->poll_us = LR_POLL_AUTO;
 	env->arena_bytes = (size_t)LR_DEFAULT_ARENA_MB << 20;
 	s = env_get("RING_DEBUG");
 	env->debug = s && strcmp(s, "0") != 0;

@@ -31,6 +31,12 @@
 #define LR_DEFAULT_ARENA_MB	1024
 #define LR_MAX_ARENA_MB		(1u << 20)	/* 1 TiB: a typo guard, not a policy */
 #define LR_MAX_POLL_US		100000		/* RING_POLL_US: 0.1 s, a typo guard */
+#define LR_POLL_AUTO		(-1)		/* RING_POLL_US=auto: the spin adapts */
+/* The adaptive spin of a wait (req.c): per size class of the piece waited
+ * for (log4 of its bytes), a window between these bounds (us). */
+#define LR_SPIN_CLASSES		16
+#define LR_SPIN_MIN_US		4
+#define LR_SPIN_MAX_US		300
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
@@ -169,7 +175,8 @@ struct lr_env {
 	char job[PROTO_JOB_MAX + 1];	/* job name (charset checked by comm.c) */
 	int timeout_ms;			/* per-operation bound, > 0 */
 	size_t arena_bytes;		/* requested arena size */
-	int poll_us;			/* RING_POLL_US: spin this long before sleeping */
+	int poll_us;			/* RING_POLL_US: spin this long before sleeping
+					 * (LR_POLL_AUTO: adaptive) */
 	int algo;			/* RING_ALGO: enum proto_algo */
 	int wire;			/* RING_WIRE: enum proto_wire */
 	int rank, size;			/* from the launcher, or -1 each */
@@ -236,7 +243,9 @@ struct ring_comm {
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
 	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
-	int poll_us;			/* busy-poll window of a wait (0: none) */
+	int poll_us;			/* spin of a wait before sleeping: N us, 0
+					 * none, LR_POLL_AUTO adaptive (spin_us) */
+	uint32_t spin_us[LR_SPIN_CLASSES]; /* the adaptive windows, by size class */
 	int algo;			/* enum proto_algo every collective asks for */
 	int wire;			/* enum proto_wire of the collectives it applies to */
 	struct lr_copier *copier;	/* engine of later operations; NULL: host */
@@ -470,6 +479,11 @@ struct ring_request *lr_req_new(struct ring_comm *c, const char *fn,
 struct ring_request *lr_req_done(struct ring_comm *c, const char *fn, int status);
 /* Waits for req with c locked (and unlocked while asleep); its status. */
 int lr_req_wait_locked(struct ring_request *req);
+/* Whether this thread may move r (its engine is the host's, or it issued it). */
+bool lr_req_is_owner(const struct ring_request *r);
+/* The earliest bound of an outstanding piece (its index in *which), or -1
+ * when nothing is outstanding. */
+int64_t lr_req_deadline(const struct ring_comm *c, int *which);
 /* Unlinks and frees a complete request (c locked). */
 void lr_req_release(struct ring_request *req);
 /* ring_close: fails every request still running with RING_ECLOSED and lets go
@@ -507,6 +521,14 @@ void lr_compound_part_done(struct ring_request *part);
  * memory (the parts are failed and let go of). */
 struct ring_request *lr_req_compound(struct ring_comm *c, const char *fn,
 				     struct lr_compound *cpd);
+
+/* ---- wait.c: sleeping until ringd answers ---- */
+
+/* Sleeps until something may have changed for r: an answer on the session,
+ * another thread's progress, or the earliest bound of an outstanding piece
+ * (the op timeout plus the grace when nothing is outstanding).  Called and
+ * returns with c->mu held. */
+void lr_wait_sleep(struct ring_comm *c, const struct ring_request *r);
 
 /* ---- coll.c: the checks and the issue shared by every entry point ---- */
 

@@ -43,8 +43,6 @@
  * does, and every request waiting on it fails with the reason.
  */
 #include <errno.h>
-#include <poll.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +68,8 @@ lr_req_err(struct ring_request *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-static bool
-req_is_owner(const struct ring_request *r)
+bool
+lr_req_is_owner(const struct ring_request *r)
 {
 	return !r->owned || pthread_equal(r->owner, pthread_self());
 }
@@ -110,8 +108,8 @@ out_deadline(const struct ring_comm *c, int i)
 
 /* The earliest bound of an outstanding piece (its index in *which), or -1
  * when nothing is outstanding. */
-static int64_t
-req_deadline(const struct ring_comm *c, int *which)
+int64_t
+lr_req_deadline(const struct ring_comm *c, int *which)
 {
 	int64_t best = -1, d;
 	int i;
@@ -480,7 +478,7 @@ static bool
 req_check_bounds(struct ring_comm *c)
 {
 	int i = 0;
-	int64_t d = req_deadline(c, &i);
+	int64_t d = lr_req_deadline(c, &i);
 
 	if (d < 0 || proto_now_ms() < d)
 		return false;
@@ -527,7 +525,7 @@ req_progress(struct ring_comm *c)
 		moved |= req_check_bounds(c);
 		for (r = TAILQ_FIRST(&c->active); r; r = next) {
 			next = TAILQ_NEXT(r, live);
-			if (!req_is_owner(r))
+			if (!lr_req_is_owner(r))
 				continue;
 			moved |= req_step(r);
 			if (r->state == LR_REQ_DONE && r->freed)
@@ -538,151 +536,6 @@ req_progress(struct ring_comm *c)
 	if (any)
 		req_wake(c);
 	return any;
-}
-
-/* ---- sleeping ---- */
-
-static void
-req_cond_wait(struct ring_comm *c, int64_t deadline_ms)
-{
-	struct timespec ts;
-
-	ts.tv_sec = (time_t)(deadline_ms / 1000);
-	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
-	(void)pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-}
-
-/* RING_POLL_US: asks without sleeping (poll with no timeout, yielding the
- * processor between looks) for up to that long, so that an answer that comes
- * meanwhile costs no wake-up; true when one of pfd is ready.  Called without
- * c->mu. */
-static bool
-req_spin(const struct ring_comm *c, struct pollfd pfd[2])
-{
-	int64_t until;
-
-	if (c->poll_us <= 0)
-		return false;
-	until = proto_now_us() + c->poll_us;
-	do {
-		if (poll(pfd, 2, 0) > 0)
-			return true;
-		sched_yield();
-	} while (proto_now_us() < until);
-	return false;
-}
-
-/* Whether anything came for the local hop's sleeper since it looked: a
- * completion past cq (the head it had), a message on the socket past seen, or
- * a wake (ringd's or another thread's) past wake. */
-static bool
-req_shm_moved(const struct proto_shm *h, uint32_t cq, uint32_t seen, uint32_t wake)
-{
-	return __atomic_load_n(&h->cq_tail, __ATOMIC_SEQ_CST) != cq ||
-	       __atomic_load_n(&h->sock_seq, __ATOMIC_SEQ_CST) != seen ||
-	       __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST) != wake;
-}
-
-/*
- * The local hop's sleep, without c->mu: a spin of RING_POLL_US on the shared
- * words, yielding the processor between looks, then sleeps on the futex in
- * slices of LR_SHM_SLICE_MS until deadline.  `sleeping` is set before the
- * word is read for the futex, and ringd bumps the word before it reads
- * `sleeping`, so a completion either is seen here or wakes the futex.  Between
- * slices the socket is polled: a daemon that died wakes no futex, but its
- * socket hangs up.  True when the socket has something (an ERROR, the
- * hang-up).
- */
-static bool
-req_shm_sleep(const struct ring_comm *c, struct proto_shm *h, uint32_t cq, uint32_t seen,
-	      int64_t deadline)
-{
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-	uint32_t wake = __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST);
-	struct timespec ts;
-	int64_t until;
-	int ms;
-
-	if (req_shm_moved(h, cq, seen, wake))
-		return false;
-	if (c->poll_us > 0) {
-		until = proto_now_us() + c->poll_us;
-		do {
-			sched_yield();
-			if (req_shm_moved(h, cq, seen, wake))
-				return false;
-		} while (proto_now_us() < until);
-	}
-	__atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
-	for (;;) {
-		wake = __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST);
-		if (req_shm_moved(h, cq, seen, wake))
-			break;
-		ms = proto_ms_left(deadline);
-		if (ms > LR_SHM_SLICE_MS)
-			ms = LR_SHM_SLICE_MS;
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)ms * 1000000L;
-		syscall(SYS_futex, &h->wake, FUTEX_WAIT, wake, &ts, NULL, 0);
-		if (req_shm_moved(h, cq, seen, wake))
-			break;
-		if (poll(&pfd, 1, 0) > 0 || proto_ms_left(deadline) == 0)
-			break;
-	}
-	__atomic_store_n(&h->sleeping, 0, __ATOMIC_SEQ_CST);
-	return pfd.revents != 0;
-}
-
-/*
- * Sleeps until something may have changed for r: an answer on the session,
- * another thread's progress, or the earliest bound of an outstanding piece
- * (the op timeout plus the grace when nothing is outstanding).  Called and
- * returns with c->mu held.
- */
-static void
-req_sleep(struct ring_comm *c, const struct ring_request *r)
-{
-	int64_t deadline = req_deadline(c, NULL);
-	struct pollfd pfd[2];
-	uint64_t v;
-
-	if (deadline < 0)
-		deadline = proto_now_ms() + c->timeout_ms + LR_GRACE_MS;
-	/* Someone else listens on the session, or moves r: they will wake us. */
-	if (c->polling || c->broken || !req_is_owner(r)) {
-		req_cond_wait(c, deadline);
-		return;
-	}
-	c->polling = true;
-	if (c->shm) {
-		uint32_t cq = c->cq.mine, seen = c->sock_seen;
-		bool sock;
-
-		lr_comm_unlock(c);
-		sock = req_shm_sleep(c, c->shm, cq, seen, deadline);
-		lr_comm_lock(c);
-		c->polling = false;
-		/* Look even with nothing outstanding: an ERROR may be waiting. */
-		c->rx_ready = true;
-		if (sock)
-			c->sock_look = true;
-		pthread_cond_broadcast(&c->cv);
-		return;
-	}
-	pfd[0] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = c->wakefd, .events = POLLIN };
-	lr_comm_unlock(c);
-	if (!req_spin(c, pfd) && poll(pfd, 2, proto_ms_left(deadline)) < 0 && errno != EINTR)
-		poll(NULL, 0, 1);	/* cannot happen with valid fds; do not spin */
-	lr_comm_lock(c);
-	c->polling = false;
-	if (pfd[0].revents)
-		c->rx_ready = true;
-	if (pfd[1].revents && read(c->wakefd, &v, sizeof(v)) < 0) {
-		/* nothing to clear: someone else read it */
-	}
-	/* Another sleeper may take over the socket. */
-	pthread_cond_broadcast(&c->cv);
 }
 
 int
@@ -699,7 +552,7 @@ lr_req_wait_locked(struct ring_request *r)
 		/* Nothing outstanding and nothing moving for a whole op bound: a
 		 * request that can never complete fails rather than hang its
 		 * caller. */
-		if (c->nout == 0 && req_is_owner(r) && r->state != LR_REQ_PACKED &&
+		if (c->nout == 0 && lr_req_is_owner(r) && r->state != LR_REQ_PACKED &&
 		    r->state != LR_REQ_COMPOUND &&
 		    proto_now_ms() - idle_since > c->timeout_ms + LR_GRACE_MS) {
 			r->rc = RING_ETIMEDOUT;
@@ -712,7 +565,7 @@ lr_req_wait_locked(struct ring_request *r)
 			req_wake(c);
 			break;
 		}
-		req_sleep(c, r);
+		lr_wait_sleep(c, r);
 	}
 	return r->status;
 }

@@ -26,8 +26,9 @@
  * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
- * its stream (a link of several TCP connections) */
-#define PROTO_VERSION 11
+ * its stream (a link of several TCP connections); 12: the local hop's
+ * `looking` word (the doorbell is rung only while the daemon sleeps) */
+#define PROTO_VERSION 12
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -554,6 +555,13 @@ struct proto_arena_ctl {
  * daemon bumps `wake` after every completion it publishes and every message
  * it sends on the socket (then counting it in `sock_seq`), and FUTEX_WAKEs it
  * when `sleeping` is set.
+ *
+ * The doorbell the other way: while the daemon's loop spins (it looks at the
+ * submission ring itself between its other looks) it sets `looking`, and a
+ * client that reads it set after putting an entry rings no doorbell.  Both
+ * sides order a store and a load with sequential consistency (the client:
+ * the tail, then `looking`; the daemon: `looking` cleared, then the tail),
+ * so either the client rings or the daemon sees the entry before it sleeps.
  */
 #define PROTO_SHM_MAGIC 0x31504f48474e4952ull /* "RINGHOP1" */
 #define PROTO_SHM_SQ_N 64u                    /* submission entries: libring's window */
@@ -567,6 +575,7 @@ struct proto_shm {
 	uint64_t magic;                                /* PROTO_SHM_MAGIC (client) */
 	uint32_t sq_tail __attribute__((aligned(64))); /* OPs put (client) */
 	uint32_t sq_head __attribute__((aligned(64))); /* OPs taken (daemon) */
+	uint32_t looking;                              /* 1: the daemon polls: no doorbell */
 	uint32_t cq_tail __attribute__((aligned(64))); /* DONEs put (daemon) */
 	uint32_t wake;                                 /* futex word (daemon; client threads) */
 	uint32_t sock_seq;                             /* messages sent on the socket (daemon) */

@@ -83,7 +83,7 @@ const struct key_def config_keys[] = {
 	{ "rejoin_after_ms",	K_U32,		F(rejoin_after_ms),	0, 3600000,	RESTART },
 	{ "op_timeout_ms",	K_U32,		F(op_timeout_ms),	10, 86400000,
 	  LIVE("operations from now on") },
-	{ "poll_us",		K_U32,		F(poll_us),		0, 100000,
+	{ "poll_us",		K_POLL,		F(poll_us),		0, 100000,
 	  LIVE("the event loop, at once") },
 	{ "connect_timeout_ms",	K_U32,		F(connect_timeout_ms),	10, 600000,	RESTART },
 	{ "max_direct_links",	K_INT,		F(max_direct_links),	0, 4096,
@@ -154,6 +154,7 @@ config_defaults(struct config *c)
 	c->evict_after_ms = 15000;
 	c->rejoin_after_ms = 2000;
 	c->op_timeout_ms = 60000;
+	c->poll_us = CONFIG_POLL_AUTO;
 	c->connect_timeout_ms = 5000;
 	c->max_direct_links = 16;
 	c->direct_idle_ms = 30000;
@@ -506,12 +507,17 @@ set_number(const struct key_def *k, void *field, const char *value, char *err, s
 		*(int *)field = -1;
 		return 0;
 	}
+	if (k->type == K_POLL && strcasecmp(value, "auto") == 0) {
+		*(uint32_t *)field = CONFIG_POLL_AUTO;
+		return 0;
+	}
 	if (parse_int64(value, &v) < 0 || v < k->min || v > k->max) {
-		config_err(err, errlen, "%s: expected an integer from %" PRId64 " to %" PRId64
-			   ", got '%.64s'", k->name, k->min, k->max, value);
+		config_err(err, errlen, "%s: expected %san integer from %" PRId64 " to %" PRId64
+			   ", got '%.64s'", k->name, k->type == K_POLL ? "auto or " : "", k->min,
+			   k->max, value);
 		return -1;
 	}
-	if (k->type == K_U32)
+	if (k->type == K_U32 || k->type == K_POLL)
 		*(uint32_t *)field = (uint32_t)v;
 	else if (k->type == K_VERBOSE)
 		*(int *)field = v >= 1 ? 7 : 6;	/* info, then debug: there is no more */
@@ -582,6 +588,7 @@ apply(struct config *c, const struct key_def *k, const char *value, char *err, s
 		return 0;
 	case K_INT:
 	case K_U32:
+	case K_POLL:
 	case K_RANK:
 	case K_VERBOSE:
 		return set_number(k, field, value, err, errlen);

@@ -19,6 +19,8 @@
 /* latency_doubling's values. */
 enum { CONFIG_LOG_NO = 0, CONFIG_LOG_YES = 1, CONFIG_LOG_AUTO = 2 };
 const char *config_log_name(int v);	/* "auto", "yes", "no" */
+/* poll_us = auto: the loop's spin adapts (loop.c). */
+#define CONFIG_POLL_AUTO UINT32_MAX
 
 struct config {
 	char hosts[CONFIG_PATH_MAX];	/* hosts = FILE: the hostfile (required) */
@@ -44,7 +46,8 @@ struct config {
 					 * doubled for each recent flap */
 	uint32_t peer_timeout_ms;	/* peer_timeout_ms = N (10000) */
 	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
-	uint32_t poll_us;		/* poll_us = N: busy-poll window after work (0: off) */
+	uint32_t poll_us;		/* the loop's spin after work: CONFIG_POLL_AUTO
+					 * (adaptive), N us, or 0 (off) */
 	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
 	int max_direct_links;		/* max_direct_links = N (16): direct links held */
 	uint32_t direct_idle_ms;	/* direct_idle_ms = N (30000): unused that long,

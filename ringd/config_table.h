@@ -23,6 +23,7 @@ enum key_type {
 	K_BOOL,		/* bool */
 	K_INT,		/* int in [min, max] */
 	K_U32,		/* uint32_t in [min, max] */
+	K_POLL,		/* uint32_t in [min, max], "auto" = CONFIG_POLL_AUTO */
 	K_SIZE32,	/* uint32_t size in [min, max] */
 	K_SIZE64,	/* uint64_t size in [min, max] */
 	K_RANK,		/* int, "auto" = -1 */

@@ -743,7 +743,7 @@ ctl_start(struct ringd *rd)
 		snprintf(ctl.path, sizeof(ctl.path), "%s", rd->cfg.control);
 	else
 		snprintf(ctl.path, sizeof(ctl.path), "%s.ctl", rd->cfg.socket);
-	ctl.fd = sess_unix_listen(ctl.path, SOCK_STREAM, 0660);
+	ctl.fd = listener_unix(ctl.path, SOCK_STREAM, 0660);
 	if (ctl.fd < 0)
 		return -1;
 	access_socket_group(ctl.path);

@@ -62,3 +62,14 @@ engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	return NULL;
 }
 
+void
+engine_turn(struct ringd *rd)
+{
+	(void)rd;
+}
+
+bool
+engine_busy(const struct ringd *rd)
+{
+	return rd->ops_live > 0;
+}

@@ -29,7 +29,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include "ringd.h"
 #include "../proto/log.h"
@@ -182,4 +185,38 @@ listener_warn(struct listener_warn *w, const char *fmt, ...)
 		log_warn("%s", text);
 	w->last_ms = now;
 	w->more = 0;
+}
+
+/* Binds a Unix socket at path, refusing to start over a live instance. */
+int
+listener_unix(const char *path, int type, unsigned int mode)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("socket path too long: %s", path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		log_err("another ringd is serving %s", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, mode) != 0 ||
+	    listen(fd, 128) != 0) {
+		log_err("cannot listen on %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
 }

@@ -19,7 +19,6 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <event2/thread.h>
 
 #include "coll.h"
+#include "loop.h"
 #include "pool.h"
 #include "../proto/log.h"
 
@@ -45,6 +45,14 @@ static const struct ring_events engine_events = {
 	.direct_down = fail_direct_down,
 	.ready = fail_ring_ready,
 	.room = exec_pump,
+};
+
+/* What the loop asks of the engine and the front. */
+static const struct loop_hooks loop_hooks = {
+	.turn = engine_turn,
+	.busy = engine_busy,
+	.look = sess_look,
+	.looking = sess_looking,
 };
 
 static void
@@ -75,44 +83,6 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	 * not as the ring breaking */
 	ring_notify("STOPPING=1\nSTATUS=stopping (%s)", strsignal((int)sig));
 	event_base_loopexit(rd->base, NULL);
-}
-
-/*
- * The event loop.  With poll_us (ringd.conf), after each piece of work it
- * keeps asking the kernel for more without sleeping (epoll with no timeout)
- * for that long before it sleeps in epoll_wait: a frame that comes meanwhile
- * is read at once instead of after a wake-up.  Between looks it yields the
- * processor, so that on a host with fewer cores than busy processes the
- * client or peer it waits for still runs (without the yield, spinning made
- * an 8-byte all-reduce on 2 cores slower; with it, 79 -> 31 us).  Spinning
- * costs processor time, so it is off by default.
- */
-static void
-run_loop(struct ringd *rd)
-{
-	struct event_base *b = rd->base;
-	uint64_t seen, until;
-
-	for (;;) {
-		if (rd->cfg.poll_us > 0) {
-			seen = rd->wakes;
-			until = now_us() + rd->cfg.poll_us;
-			do {
-				if (event_base_loop(b, EVLOOP_NONBLOCK) != 0 ||
-				    event_base_got_exit(b) || event_base_got_break(b))
-					return;
-				if (rd->wakes != seen) {
-					seen = rd->wakes;
-					until = now_us() + rd->cfg.poll_us;
-				} else {
-					sched_yield();
-				}
-			} while (now_us() < until);
-		}
-		if (event_base_loop(b, EVLOOP_ONCE) != 0 || event_base_got_exit(b) ||
-		    event_base_got_break(b))
-			return;
-	}
 }
 
 static void
@@ -256,6 +226,7 @@ main(int argc, char **argv)
 	rd->client_fd = -1;
 	rd->peer_fd = -1;
 	rd->state = RING_FORMING;
+	loop_init(rd);
 	coll_init(rd);
 	if (sess_start(rd) != 0)
 		fatal("cannot open the client socket %s", rd->cfg.socket);
@@ -282,7 +253,7 @@ main(int argc, char **argv)
 		 RING_VERSION_STRING, rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes,
 		 rd->cfg.window_bytes, rd->cfg.streams > 0 ? rd->cfg.streams : pool_threads(),
 		 pool_threads());
-	run_loop(rd);
+	loop_run(rd, &loop_hooks);
 
 	rd->state = RING_STOPPED;
 	ctl_stop(rd);

@@ -79,6 +79,7 @@ op_new(struct ringd *rd, struct job *j, const struct proto_op *m, int nc, uint32
 	op->peer = m->peer;
 	op->started_ms = now_ms();
 	op->tmo_ms = tmo_ms;
+	rd->ops_live++;
 	return op;
 }
 
@@ -103,6 +104,7 @@ op_free(struct op *op)
 {
 	int i;
 
+	op->rd->ops_live--;
 	timer_free(op->timer);
 	for (i = 0; i < op->nc; i++)
 		arena_unref(op->c[i].arena);

@@ -199,8 +199,16 @@ struct ringd {
 	int argc;			/* the command line, read again by a reload */
 	char **argv;
 	uint64_t ops_completed, ops_failed, bytes_reduced, clients_total;
-	uint64_t wakes;			/* reads of a link or a client: poll_us's
+	uint64_t wakes;			/* reads of a link or a client: the loop's
 					 * sign that work came in */
+	uint64_t ops_live;		/* operations made and not yet freed (op.c):
+					 * the loop spins longer while any is */
+	struct {			/* the loop's waiting (loop.c) */
+		uint32_t window[2];	/* adaptive spin windows (us): after work with
+					 * nothing in flight, and with an op in flight */
+		uint64_t hits, misses;	/* spins that caught the next event, or not */
+		uint64_t sleeps;	/* times it slept in epoll_wait */
+	} loop;
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */
 	char ring_error[PROTO_TEXT_MAX + 1];	/* why the ring is not whole, if it is not */
@@ -430,6 +438,10 @@ void link_ping_host_start(struct ringd *rd, int host, int count, uint32_t wait_m
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
 /* ring_events.frame and .place: the engine's frames, to their handlers. */
+/* The engine loop's hooks: the work events caused, run after them
+ * (engine_turn); whether an operation is in flight (engine_busy). */
+void engine_turn(struct ringd *rd);
+bool engine_busy(const struct ringd *rd);
 int engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	       const uint8_t *pl);
 uint8_t *engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
@@ -456,10 +468,13 @@ int fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame
 int fail_rx_abort(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		  const uint8_t *pl);
 
-/* sess.c: client sessions. */
+/* sess.c: client sessions.  sess_look drains the submission rings that hold
+ * entries (the loop spins and looks itself; true if it found any);
+ * sess_looking tells every client whether the loop looks (no doorbell). */
 int sess_start(struct ringd *rd);
-int sess_unix_listen(const char *path, int type, unsigned int mode);
 void sess_stop(struct ringd *rd);
+bool sess_look(struct ringd *rd);
+void sess_looking(struct ringd *rd, bool on);
 
 /* arena.c: a mapping of a client's memfd, with references (the session, link
  * output pointing into it, payloads read into it); the last unmaps it.
@@ -476,6 +491,9 @@ void arena_unref(struct arena *a);
  * listener_forget must be called before ev is freed; listener_rests counts
  * the rests since the start (metrics). */
 int listener_accept(struct event *ev, const char *what);
+/* Binds and listens on a Unix socket of type at path with mode, refusing to
+ * start over a live instance: the fd, or -1 (logged). */
+int listener_unix(const char *path, int type, unsigned int mode);
 void listener_forget(struct event *ev);
 uint64_t listener_rests(void);
 /* log_warn for what a neighbour can repeat at will (refusals, timeouts): one

@@ -18,15 +18,13 @@
  * sealed against shrinking: a file the client could truncate under the
  * daemon's mapping would make the daemon fault on access.
  *
- * The local hop: a client that asks in its arena's control page (proto.h) and
- * has room for the rings gets, with WELCOME, an eventfd: its doorbell,
- * registered in the loop.  When it rings, the submission ring is drained
- * (at most its size a turn of the loop) and each entry copied out and run
- * exactly as an OP from the socket; a DONE that fits goes into the completion
- * ring, the rest (an error's reason, ERROR) over the socket, after which the
- * client's futex is bumped and woken.  The client owns that memory: every
- * index and length read there is checked, and garbage drops that session
- * with the reason, like any malformed message.
+ * The local hop (localhop.c): a client that asks for the rings in its arena
+ * gets a doorbell with WELCOME.  When it rings, or when the engine loop looks
+ * while it spins (sess_look), the submission ring is drained (at most its
+ * size a turn of the loop) and each entry run exactly as an OP from the
+ * socket; a DONE that fits goes into the completion ring, the rest (an
+ * error's reason, ERROR) over the socket.  Garbage in the rings drops that
+ * session with the reason, like any malformed message.
  *
  * What a connection may hold: one of max_clients slots, of which one user
  * (uid) may hold max_clients_per_user, so a user's idle connections leave the
@@ -41,18 +39,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <linux/futex.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <libgen.h>
 #include <event2/event.h>
 
 #include "coll.h"
 #include "link.h"
+#include "localhop.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -76,11 +71,7 @@ struct sess {
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
-	/* The local hop (NULL shm: operations over the socket only). */
-	struct proto_shm *shm;    /* the rings' header, in the client's arena */
-	struct proto_shmq sq, cq; /* our own indices in mine */
-	int bell;                 /* the doorbell eventfd; -1 when none */
-	struct event *bell_ev;
+	struct hop *hop;		/* the local hop (NULL: the socket only) */
 	TAILQ_ENTRY(sess) entry;
 };
 
@@ -152,15 +143,6 @@ sess_of(struct client *c)
 	return (struct sess *)c;
 }
 
-/* Bumps the client's futex word, and wakes it when a thread sleeps there. */
-static void
-sess_shm_kick(struct sess *s)
-{
-	__atomic_add_fetch(&s->shm->wake, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&s->shm->sleeping, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &s->shm->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 static int
 sess_send(struct sess *s, const uint8_t *buf, int len)
 {
@@ -170,11 +152,8 @@ sess_send(struct sess *s, const uint8_t *buf, int len)
 		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
 		return -1;
 	}
-	if (s->shm) {
-		/* A client asleep on the futex reads the socket when this moves. */
-		__atomic_add_fetch(&s->shm->sock_seq, 1, __ATOMIC_SEQ_CST);
-		sess_shm_kick(s);
-	}
+	if (s->hop != NULL)
+		hop_socket_sent(s->hop);
 	return 0;
 }
 
@@ -204,17 +183,6 @@ sess_send_fd(struct sess *s, const uint8_t *buf, int len, int fd)
 		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
 		return -1;
 	}
-	return 0;
-}
-
-/* A DONE into the completion ring: 0, or -1 when it goes over the socket (it
- * does not fit, or the ring is full by the indices the client wrote). */
-static int
-sess_shm_done(struct sess *s, const uint8_t *buf, int len)
-{
-	if (len <= 0 || proto_shmq_put(&s->cq, buf, (size_t)len) != 0)
-		return -1;
-	sess_shm_kick(s);
 	return 0;
 }
 
@@ -252,7 +220,7 @@ sess_op_done(struct client *c, uint64_t reqid, int status, const char *text)
 		return;
 	link_write_ahead(s->rd->next);
 	n = proto_encode_done(buf, sizeof(buf), &d);
-	if (s->shm && sess_shm_done(s, buf, n) == 0)
+	if (s->hop != NULL && hop_done(s->hop, buf, n) == 0)
 		return;
 	if (sess_send(s, buf, n) != 0)
 		sess_close_later(s, "cannot reply");
@@ -317,12 +285,8 @@ sess_close(struct sess *s, const char *why)
 		event_free(s->hello_ev);
 	event_free(s->close_ev);
 	close(s->fd);
-	if (s->shm) {
-		/* A client asleep on the futex looks at the socket and finds it closed. */
-		event_free(s->bell_ev);
-		close(s->bell);
-		sess_shm_kick(s);
-	}
+	hop_close(s->hop);
+	s->hop = NULL;
 	TAILQ_REMOVE(&rd->sessions, s, entry);
 	rd->nsessions--;
 	/* never freed inside its own callback */
@@ -535,79 +499,71 @@ sess_on_job_msg(struct sess *s, uint16_t type)
 		sess_close(s, "cannot reply");
 }
 
-/* The doorbell rang: every OP the submission ring holds, in order, at most a
- * ring's worth a turn of the loop (the rest on the next).  Garbage (an index
- * past the entries, an entry's length that is not a message's, a message that
- * is not an OP) drops the session with the reason. */
+/* Every OP the submission ring holds, in order, at most a ring's worth a
+ * turn of the loop (the rest on the next).  Garbage (an index past the
+ * entries, an entry's length that is not a message's, a message that is not
+ * an OP) drops the session with the reason. */
 static void
-sess_bell_cb(evutil_socket_t fd, short what, void *arg)
+sess_hop_drain(struct sess *s)
 {
-	struct sess *s = arg;
 	uint8_t buf[PROTO_SHM_SQ_ENTRY];
 	char why[128];
-	uint64_t v;
 	uint32_t k, at;
-	uint16_t type;
 	int n;
 
-	(void)what;
-	s->rd->wakes++;
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_debug("client pid %d: doorbell: %s", (int)s->c.pid, strerror(errno));
 	for (k = 0; k < PROTO_SHM_SQ_N && !s->dead && !s->closing; k++) {
-		at = s->sq.mine;
-		n = proto_shmq_get(&s->sq, buf, sizeof(buf));
-		if (n == 0)
+		if ((n = hop_take(s->hop, buf, sizeof(buf), &at, why, sizeof(why))) == 0)
 			return;
-		if (n < 0 || proto_msg_peek(buf, (size_t)n, &type) != 0 || type != PROTO_M_OP) {
-			snprintf(why, sizeof(why),
-				 "garbage in the submission ring at entry %u (%s)", at,
-				 n == -1 ? "its index is past the ring's entries" :
-				 n == -2 ? "its length is not a message's" :
-					   "not an operation request");
+		if (n < 0) {
 			sess_drop(s, why);
 			return;
 		}
 		sess_on_op(s, buf, (size_t)n, at);
 	}
 	if (!s->dead && !s->closing)
-		event_active(s->bell_ev, EV_READ, 0); /* more than a ring's worth */
+		hop_again(s->hop); /* more than a ring's worth */
 }
 
-/* The local hop, when the client asked in its control page and the rings lie
- * in its arena: the doorbell is made here and handed over with WELCOME.
- * Without it (an older client never asks) the session keeps to the socket. */
+/* The doorbell rang. */
 static void
-sess_shm_setup(struct sess *s)
+sess_bell_cb(evutil_socket_t fd, short what, void *arg)
 {
-	const struct arena *a = s->c.arena;
-	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)a->base;
-	uint64_t off;
-	int bell;
+	struct sess *s = arg;
 
-	if (__atomic_load_n(&ctl->shm_magic, __ATOMIC_ACQUIRE) != PROTO_SHM_MAGIC)
-		return;
-	off = __atomic_load_n(&ctl->shm_off, __ATOMIC_RELAXED);
-	if (off < PROTO_ARENA_CTL || off % 64 != 0 || off > a->len ||
-	    a->len - off < PROTO_SHM_BYTES) {
-		log_info("client pid %d: its submission rings at offset %llu do not lie in "
-			 "its %zu-byte arena; operations over the socket",
-			 (int)s->c.pid, (unsigned long long)off, a->len);
-		return;
+	(void)fd;
+	(void)what;
+	s->rd->wakes++;
+	hop_clear_bell(s->hop);
+	sess_hop_drain(s);
+}
+
+bool
+sess_look(struct ringd *rd)
+{
+	struct sess *s, *next;
+	bool any = false;
+
+	for (s = TAILQ_FIRST(&rd->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (s->hop != NULL && s->welcomed && !s->dead && !s->closing &&
+		    hop_pending(s->hop)) {
+			any = true;
+			sess_hop_drain(s);
+		}
 	}
-	if ((bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
-		return;
-	s->bell_ev = event_new(s->rd->base, bell, EV_READ | EV_PERSIST, sess_bell_cb, s);
-	if (s->bell_ev == NULL || event_add(s->bell_ev, NULL) != 0) {
-		if (s->bell_ev != NULL)
-			event_free(s->bell_ev);
-		s->bell_ev = NULL;
-		close(bell);
-		return;
-	}
-	s->bell = bell;
-	s->shm = (struct proto_shm *)(void *)(a->base + off);
-	proto_shm_views(s->shm, &s->sq, &s->cq);
+	if (any)
+		rd->wakes++;
+	return any;
+}
+
+void
+sess_looking(struct ringd *rd, bool on)
+{
+	struct sess *s;
+
+	TAILQ_FOREACH(s, &rd->sessions, entry)
+		if (s->hop != NULL)
+			hop_looking(s->hop, on);
 }
 
 static int
@@ -668,7 +624,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
 	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
-	sess_shm_setup(s);
+	s->hop = hop_open(rd->base, a, s->c.pid, sess_bell_cb, s);
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
 		return rc;
@@ -706,11 +662,12 @@ sess_welcome(struct client *c)
 			w.flags |= PROTO_WELCOME_RS_INPLACE;
 	snprintf(w.version, sizeof(w.version), "%s", RING_VERSION_STRING);
 	s->welcomed = true;
-	if (s->shm) {
+	if (s->hop != NULL) {
 		w.flags |= PROTO_WELCOME_SHM;
-		__atomic_store_n(&s->shm->served, 1, __ATOMIC_RELEASE);
+		hop_serve(s->hop);
 	}
-	if (sess_send_fd(s, out, proto_encode_welcome(out, sizeof(out), &w), s->bell) != 0)
+	if (sess_send_fd(s, out, proto_encode_welcome(out, sizeof(out), &w),
+			 s->hop != NULL ? hop_bell(s->hop) : -1) != 0)
 		sess_close_later(s, "cannot send WELCOME");
 }
 
@@ -888,7 +845,6 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 	s->rd = rd;
 	s->fd = fd;
-	s->bell = -1;
 	s->c.ev = &sess_client_events;
 	s->c.rank = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
@@ -915,40 +871,6 @@ sess_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 	TAILQ_INSERT_TAIL(&rd->sessions, s, entry);
 	rd->nsessions++;
-}
-
-/* Binds a Unix socket at path, refusing to start over a live instance. */
-int
-sess_unix_listen(const char *path, int type, unsigned int mode)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("socket path too long: %s", path);
-		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		log_err("another ringd is serving %s", path);
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	unlink(path);
-	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, mode) != 0 ||
-	    listen(fd, 128) != 0) {
-		log_err("cannot listen on %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 /*
@@ -983,7 +905,7 @@ sess_start(struct ringd *rd)
 	TAILQ_INIT(&rd->sessions);
 	if (runtime_dir(rd->cfg.socket) != 0)
 		return -1;
-	rd->client_fd = sess_unix_listen(rd->cfg.socket, SOCK_SEQPACKET, 0660);
+	rd->client_fd = listener_unix(rd->cfg.socket, SOCK_SEQPACKET, 0660);
 	if (rd->client_fd < 0)
 		return -1;
 	access_socket_group(rd->cfg.socket);

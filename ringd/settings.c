@@ -226,6 +226,12 @@ config_key_text(const struct config *c, const char *name, char *buf, size_t len)
 	case K_VERBOSE:
 		snprintf(buf, len, "%d", *v >= 7);
 		break;
+	case K_POLL:
+		if (*(const uint32_t *)f == CONFIG_POLL_AUTO) {
+			snprintf(buf, len, "auto");
+			break;
+		}
+		/* fall through */
 	case K_U32:
 	case K_SIZE32:
 		snprintf(buf, len, "%" PRIu32, *(const uint32_t *)f);
