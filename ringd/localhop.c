@@ -24,7 +24,7 @@
 #include "localhop.h"
 #include "../proto/log.h"
 
-struct hop {
+struct lhop {
 	struct proto_shm *shm;		/* the rings' header, in the client's arena */
 	struct proto_shmq sq, cq;	/* our own indices */
 	int bell;			/* the doorbell eventfd */
@@ -32,12 +32,12 @@ struct hop {
 	int pid;			/* the client's, for messages */
 };
 
-struct hop *
+struct lhop *
 hop_open(struct event_base *base, const struct arena *a, int pid, event_callback_fn rang,
 	 void *arg)
 {
 	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)a->base;
-	struct hop *h;
+	struct lhop *h;
 	uint64_t off;
 
 	if (__atomic_load_n(&ctl->shm_magic, __ATOMIC_ACQUIRE) != PROTO_SHM_MAGIC)
@@ -71,19 +71,19 @@ hop_open(struct event_base *base, const struct arena *a, int pid, event_callback
 }
 
 int
-hop_bell(const struct hop *h)
+hop_bell(const struct lhop *h)
 {
 	return h->bell;
 }
 
 void
-hop_serve(struct hop *h)
+hop_serve(struct lhop *h)
 {
 	__atomic_store_n(&h->shm->served, 1, __ATOMIC_RELEASE);
 }
 
 void
-hop_kick(struct hop *h)
+hop_kick(struct lhop *h)
 {
 	__atomic_add_fetch(&h->shm->wake, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&h->shm->sleeping, __ATOMIC_SEQ_CST) != 0)
@@ -91,7 +91,7 @@ hop_kick(struct hop *h)
 }
 
 void
-hop_socket_sent(struct hop *h)
+hop_socket_sent(struct lhop *h)
 {
 	/* a client asleep on the futex reads the socket when this moves */
 	__atomic_add_fetch(&h->shm->sock_seq, 1, __ATOMIC_SEQ_CST);
@@ -99,7 +99,7 @@ hop_socket_sent(struct hop *h)
 }
 
 int
-hop_done(struct hop *h, const uint8_t *buf, int len)
+hop_done(struct lhop *h, const uint8_t *buf, int len)
 {
 	if (len <= 0 || proto_shmq_put(&h->cq, buf, (size_t)len) != 0)
 		return -1;
@@ -108,7 +108,7 @@ hop_done(struct hop *h, const uint8_t *buf, int len)
 }
 
 void
-hop_clear_bell(struct hop *h)
+hop_clear_bell(struct lhop *h)
 {
 	uint64_t v;
 
@@ -117,7 +117,7 @@ hop_clear_bell(struct hop *h)
 }
 
 int
-hop_take(struct hop *h, uint8_t *buf, size_t cap, uint32_t *at, char *why, size_t whylen)
+hop_take(struct lhop *h, uint8_t *buf, size_t cap, uint32_t *at, char *why, size_t whylen)
 {
 	uint16_t type;
 	int n;
@@ -137,25 +137,25 @@ hop_take(struct hop *h, uint8_t *buf, size_t cap, uint32_t *at, char *why, size_
 }
 
 bool
-hop_pending(const struct hop *h)
+hop_pending(const struct lhop *h)
 {
 	return __atomic_load_n(h->sq.prod, __ATOMIC_ACQUIRE) != h->sq.mine;
 }
 
 void
-hop_looking(struct hop *h, bool on)
+hop_looking(struct lhop *h, bool on)
 {
 	__atomic_store_n(&h->shm->looking, on ? 1u : 0u, __ATOMIC_SEQ_CST);
 }
 
 void
-hop_again(struct hop *h)
+hop_again(struct lhop *h)
 {
 	event_active(h->bell_ev, EV_READ, 0);
 }
 
 void
-hop_close(struct hop *h)
+hop_close(struct lhop *h)
 {
 	if (h == NULL)
 		return;

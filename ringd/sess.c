@@ -71,7 +71,7 @@ struct sess {
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
-	struct hop *hop;		/* the local hop (NULL: the socket only) */
+	struct lhop *hop;		/* the local hop (NULL: the socket only) */
 	TAILQ_ENTRY(sess) entry;
 };
 
