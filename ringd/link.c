@@ -27,7 +27,7 @@
 #include <event2/event.h>
 #include <openssl/rand.h>
 
-#include "coll.h"
+#include "ringd.h"
 #include "link.h"
 #include "pool.h"
 #include "../proto/log.h"

@@ -141,6 +141,17 @@ link_kick(struct link *l)
 		event_active(l->flush_ev, EV_WRITE, 0);
 }
 
+void
+link_count_tx(struct link *l, struct link *s, size_t bytes)
+{
+	l->bytes_tx += bytes;
+	l->frames_tx++;
+	if (s != l) {
+		s->bytes_tx += bytes;
+		s->frames_tx++;
+	}
+}
+
 int
 link_send(struct link *l, const struct proto_frame *f, const void *payload)
 {

@@ -141,6 +141,12 @@ loop_spin(struct ringd *rd, const struct loop_hooks *h, int *k, uint64_t *since)
 }
 
 void
+loop_woke(struct ringd *rd)
+{
+	rd->wakes++;
+}
+
+void
 loop_init(struct ringd *rd)
 {
 	rd->loop.window[SPIN_IDLE] = 50;

@@ -492,12 +492,7 @@ op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uin
 			return -1;
 		op->tx_refs++;
 	}
-	l->bytes_tx += sizeof(hdr) + len;
-	l->frames_tx++;
-	if (s != l) {
-		s->bytes_tx += sizeof(hdr) + len;
-		s->frames_tx++;
-	}
+	link_count_tx(l, s, sizeof(hdr) + len);
 	link_kick(s);
 	return 0;
 }

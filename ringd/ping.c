@@ -10,7 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "coll.h"
+#include "ringd.h"
 #include "link.h"
 #include "../proto/log.h"
 

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "plan.h"
+#include "../proto/proto.h"
 
 struct region
 plan_span(uint8_t *base, uint64_t len)

@@ -220,6 +220,9 @@ struct ringd {
 	uint8_t zero_page[64];		/* empty-frame payload source */
 };
 
+/* loop.c: work came in (a frame, a request): the loop spins on after it. */
+void loop_woke(struct ringd *rd);
+
 /* timer.c: one-shot timers on the engine thread (the simulation of tests/sim
  * links its own, on a virtual clock).  timer_add (re)arms it ms from now (0:
  * on the loop's next turn); fn runs on the engine thread. */
@@ -376,6 +379,9 @@ void link_stop(struct ringd *rd);
 int link_send(struct link *l, const struct proto_frame *f, const void *payload);
 /* Has queued output written soon (frames added straight to link_output()). */
 void link_kick(struct link *l);
+/* Counts a frame of `bytes` added straight to the output of stream s of link
+ * l (s == l: the link itself). */
+void link_count_tx(struct link *l, struct link *s, size_t bytes);
 /* Output room left before the high watermark (0 = wait for the write callback);
  * of a link with streams, the most any stream that is up has. */
 size_t link_tx_room(const struct link *l);

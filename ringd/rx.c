@@ -452,7 +452,7 @@ link_read_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (l->wio != NULL)
 		return; /* a worker reads it: a wake-up left from before */
-	l->rd->wakes++;
+	loop_woke(l->rd);
 	l->drained = false;
 	if (l->state == LINK_HANDSHAKE && l->hs.stage == LINK_HS_TRANSPORT) {
 		hs_transport_ready(l);

@@ -532,7 +532,7 @@ sess_bell_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	s->rd->wakes++;
+	loop_woke(s->rd);
 	hop_clear_bell(s->hop);
 	sess_hop_drain(s);
 }
@@ -552,7 +552,7 @@ sess_look(struct ringd *rd)
 		}
 	}
 	if (any)
-		rd->wakes++;
+		loop_woke(rd);
 	return any;
 }
 
@@ -711,7 +711,7 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
-	s->rd->wakes++;
+	loop_woke(s->rd);
 	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;

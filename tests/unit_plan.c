@@ -17,7 +17,8 @@
 
 #include <criterion/criterion.h>
 
-#include "ringd/coll.h"
+#include "ringd/plan.h"
+#include "proto/proto.h"
 
 #define MAXH	9
 

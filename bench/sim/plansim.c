@@ -47,7 +47,8 @@
 #include <string.h>
 
 #include "plansim.h"
-#include "ringd/coll.h"
+#include "ringd/plan.h"
+#include "proto/proto.h"
 
 #define ESZ 4				/* float32 */
 
