@@ -27,7 +27,8 @@
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
  * its stream (a link of several TCP connections); 12: the local hop's
- * `looking` word (the doorbell is rung only while the daemon sleeps) */
+ * `looking` word (the doorbell is rung only while the daemon sleeps), and the
+ * arena's control page without the progress counters no one read */
 #define PROTO_VERSION 12
 
 /* ---- limits shared by both sides ---- */
@@ -510,15 +511,13 @@ uint32_t proto_job_id(const char *name);
 /* The arena's control page                                            */
 /* =================================================================== */
 /* The first PROTO_ARENA_CTL bytes of every arena belong to the protocol: the
- * daemon publishes the progress of the running operation there, so a staging
- * client (CUDA) can overlap its copies with the network. */
+ * client's magic, and where it asks for the local hop's rings.  (A staging
+ * client overlaps its copies with the network piece by piece, each piece its
+ * own request: the daemon publishes no progress within one.) */
 #define PROTO_ARENA_CTL		4096
 #define PROTO_ARENA_MAGIC	0x414e4552474e4952ull	/* "RINGRENA" */
 struct proto_arena_ctl {
 	uint64_t magic;		/* PROTO_ARENA_MAGIC, written by the client */
-	uint64_t reqid;		/* the op the counters below describe (daemon) */
-	uint64_t done_bytes;	/* bytes of its result that are final (daemon, release) */
-	uint64_t total_bytes;	/* bytes of its result in all (daemon) */
 	/* The local hop's ask (client, before HELLO): PROTO_SHM_MAGIC when the
 	 * client wants its operations over the rings at shm_off (struct
 	 * proto_shm).  A daemon that knows them answers with PROTO_WELCOME_SHM

@@ -281,14 +281,6 @@ exec_check_done(struct ringd *rd, struct op *op)
 	}
 }
 
-static void
-publish_progress(struct op *op, uint64_t done)
-{
-	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)op_arena(op)->base;
-
-	__atomic_store_n(&ctl->done_bytes, done, __ATOMIC_RELEASE);
-}
-
 bool
 exec_sends_over(struct op *op, const struct link *l)
 {
@@ -491,7 +483,6 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 		ring->rx_i++;
 		ring->rx_off = 0;
 	}
-	publish_progress(op, (uint64_t)ring->rx_i);
 	flow_rx_credit(rd, j, src, false);
 	/* the next step's segments may wait in the stash: its host may have
 	 * sent already, or (a link of several streams) the same host's came
