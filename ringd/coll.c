@@ -399,30 +399,22 @@ void
 coll_sess_gone(struct ringd *rd, struct client *s)
 {
 	struct job *j = s->job;
-	struct contrib *c = NULL;
+	struct contrib *c;
 	struct op *op;
 
 	if (j == NULL)
 		return;
-	/* every collective it asked for or was still to ask for; each one handled
-	 * is no longer its, and handling one may end or start others: look again
-	 * from the first */
-	for (;;) {
-		bool was_finished;
-
-		for (op = coll_first(j); op != NULL; op = op_next(op))
-			if ((c = op_contrib_of(op, s)) != NULL)
-				break;
-		if (op == NULL)
-			break;
-		was_finished = op_finished(op);
-
+	/* every collective it asked for or was still to ask for (ops end in the
+	 * turn, so the list stays as it is while it is walked) */
+	for (op = coll_first(j); op != NULL; op = op_next(op)) {
+		if ((c = op_contrib_of(op, s)) == NULL)
+			continue;
 		c->sess = NULL;
 		if (!c->in) {	/* it will never ask now */
 			c->in = true;
 			c->replied = true;
 		}
-		if (!was_finished)
+		if (!op_finished(op))
 			op_finish(rd, op, RING_EABORTED, "rank %d (a process on host %d) went "
 				  "away", s->rank, rd->rank);
 		else
@@ -431,9 +423,9 @@ coll_sess_gone(struct ringd *rd, struct client *s)
 	p2p_sess_gone(rd, j, s);
 }
 
-/* An operation of j is over and answered: off its list and freed; the next
- * collective may start, its early frames may be waiting, or it was the last
- * thing of a formation whose processes have left. */
+/* An operation of j is over and answered (in the turn): off its list and
+ * freed; the turn then starts the next collective, takes its early frames,
+ * or finds the formation over once its processes have left. */
 static void
 coll_op_over(struct ringd *rd, struct op *op)
 {
@@ -445,11 +437,28 @@ coll_op_over(struct ringd *rd, struct op *op)
 	else
 		p2p_op_over(op);
 	op_free(op);
-	if (coll)
+	job_want(rd, j, (coll ? JOB_WORK_ADVANCE : 0) | JOB_WORK_DRAIN | JOB_WORK_SETTLE);
+}
+
+void
+coll_work(struct ringd *rd, struct job *j, unsigned what)
+{
+	struct op *op;
+
+	if (what & JOB_WORK_ADVANCE)
 		coll_advance(rd, j);
-	if (coll_active(j) == NULL)
-		flow_drain(rd, j);
-	job_settle(rd, j);
+	if (what & JOB_WORK_PUMP) {
+		if ((op = coll_active(j)) != NULL && !op_finished(op)) {
+			exec_tx(rd, op);
+			exec_check_done(rd, op);
+		}
+		p2p_pump(rd, j);
+	}
+	if (what & JOB_WORK_DRAIN)
+		flow_drain_now(rd, j);
+	/* last: the job may be forgotten once it is over */
+	if (what & JOB_WORK_SETTLE)
+		job_settle(rd, j);
 }
 
 static const struct engine_hooks coll_hooks = {
@@ -467,6 +476,8 @@ void
 coll_init(struct ringd *rd)
 {
 	TAILQ_INIT(&rd->jobs);
+	TAILQ_INIT(&rd->work);
+	TAILQ_INIT(&rd->done);
 	rd->njobs = 0;
 	rd->eng = &coll_hooks;
 }

@@ -189,9 +189,14 @@ void op_fail_early(struct op *op, int status, const char *text);
  * are answered once no link holds a reference into its arena. */
 void op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Replies to the clients, then hands the op to rd->eng->op_over, once no link
- * holds a reference. */
+/* Queues the op to be completed in the engine's turn (engine_turn): its
+ * clients are answered and it goes to rd->eng->op_over there, once no link
+ * holds a reference into its arena, never on the caller's stack. */
 void op_complete(struct ringd *rd, struct op *op);
+/* The turn's: the next op queued by op_complete (NULL: none), and completing
+ * it now. */
+struct op *op_next_done(struct ringd *rd);
+void op_complete_now(struct ringd *rd, struct op *op);
 /* Queues a frame whose payload stays in the op's arena until the link wrote it. */
 int op_send_data(struct ringd *rd, struct op *op, struct link *l, uint16_t type, uint32_t aux,
 		 uint32_t route, uint64_t seq, uint64_t off, const uint8_t *p, uint32_t len);
@@ -288,6 +293,30 @@ int job_table_busy(const struct ringd *rd, char *why, size_t len);
 void job_table_free(struct ringd *rd);
 /* Frees the member list of a formation. */
 void job_members_free(struct job *j);
+/*
+ * The engine's turn (engine.c): what an event causes in a job is not called
+ * there but asked for here, and run after the event, one job's work at a
+ * time in a fixed order (start its next collective, send what is ready,
+ * take what its stash holds, see whether it is over).  job_want asks for
+ * some of it (asking twice before it runs asks once); job_want_all for the
+ * daemon's own: every job's sends after output room or credit (PUMP), the
+ * links' input blocked on the engine offered again (RESUME).
+ */
+enum {
+	JOB_WORK_ADVANCE = 1 << 0,	/* its next collective may start */
+	JOB_WORK_PUMP = 1 << 1,		/* send what is ready, see what is done */
+	JOB_WORK_DRAIN = 1 << 2,	/* its stashed frames may be taken */
+	JOB_WORK_SETTLE = 1 << 3,	/* its formation may be over here */
+};
+enum { ENGINE_WORK_PUMP = 1 << 0, ENGINE_WORK_RESUME = 1 << 1 };
+void job_want(struct ringd *rd, struct job *j, unsigned what);
+void job_want_all(struct ringd *rd, unsigned what);
+/* The turn's: the next job with work asked for (NULL: none), its work in
+ * *what; and whether the daemon's work `what` was asked for (taken). */
+struct job *job_work_next(struct ringd *rd, unsigned *what);
+bool job_take_all(struct ringd *rd, unsigned what);
+/* Whether any work is asked for. */
+bool job_work_pending(const struct ringd *rd);
 uint32_t job_id(const struct job *j);
 const char *job_name(const struct job *j);	/* "" until a client or JOIN names it */
 uint32_t job_gen(const struct job *j);	/* the current (or last) formation */
@@ -395,7 +424,11 @@ void flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset);
 /* Grants host from more credit once a quarter of the window is used (flush: a
  * sixteenth). */
 void flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush);
+/* Asks the turn to run the job's stashes through its operations
+ * (JOB_WORK_DRAIN); flow_drain_now runs them, each in arrival order, until
+ * none has a frame they take. */
 void flow_drain(struct ringd *rd, struct job *j);
+void flow_drain_now(struct ringd *rd, struct job *j);
 /* Keeps the stashed frames of formation gen (and, with later, of those after
  * it); drops the others. */
 void flow_keep(struct job *j, uint32_t gen, bool later);
@@ -521,6 +554,8 @@ void coll_advance(struct ringd *rd, struct job *j);
 int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
 		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
 void coll_sess_gone(struct ringd *rd, struct client *s);
+/* The turn's: j's work asked for (JOB_WORK_*), in its order. */
+void coll_work(struct ringd *rd, struct job *j, unsigned what);
 
 /* fail.c: timeouts, a lost link, aborts (the rest is declared in ringd.h) */
 void fail_op_timeout(void *arg);

@@ -62,10 +62,42 @@ engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 	return NULL;
 }
 
-void
+/*
+ * The engine's turn: the work the events asked for (job_want, op_complete,
+ * exec_pump), run after them, one piece at a time, until none is left: each
+ * operation that is over completed (its processes answered, the op freed),
+ * then each job's work in its fixed order (coll_work), then the daemon's
+ * (every job's sends; the links' blocked input offered again).  Nothing
+ * here runs on the stack of the event that asked for it, so no handler
+ * finds the world changed under it.  Offering the links' input again can
+ * ask for more work without end when a frame blocks again at once: a turn
+ * offers it TURN_RESUMES times at most and leaves the rest to the next
+ * (true: some is left, the loop must not sleep).
+ */
+#define TURN_RESUMES 8
+
+bool
 engine_turn(struct ringd *rd)
 {
-	(void)rd;
+	struct op *op;
+	struct job *j;
+	unsigned what;
+	int resumes = 0;
+
+	for (;;) {
+		if ((op = op_next_done(rd)) != NULL)
+			op_complete_now(rd, op);
+		else if ((j = job_work_next(rd, &what)) != NULL)
+			coll_work(rd, j, what);
+		else if (job_take_all(rd, ENGINE_WORK_PUMP))
+			exec_pump_now(rd);
+		else if (resumes < TURN_RESUMES && job_take_all(rd, ENGINE_WORK_RESUME)) {
+			resumes++;
+			link_rx_resume_all(rd);
+		} else
+			break;
+	}
+	return job_work_pending(rd) || !TAILQ_EMPTY(&rd->done);
 }
 
 bool

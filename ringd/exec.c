@@ -381,24 +381,18 @@ rx_later_step(const struct op_ring *ring, int q, uint32_t id)
 	return false;
 }
 
-/* One DATA frame for the active op from the host at position q, its whole
- * payload at pl: for the current received step at any offset not done yet,
- * or (from another host, or for a later step) early. */
+/* Where a DATA frame from the host at position q goes, checked: -1 with its
+ * step in *x, its place in *d and whether it is ahead of the step's first
+ * missing byte in *ahead; else what to answer the link (it waits in the
+ * stash, blocks, or failed the op). */
 static int
-exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, const uint8_t *pl)
+rx_data_where(struct ringd *rd, struct op *op, int q, const struct proto_frame *f,
+	      uint64_t flen, struct rx_step **x, uint8_t **d, bool *ahead)
 {
 	struct op_ring *ring = op_ring(op);
-	struct job *j = op_job(op);
-	int src = PROTO_ROUTE_SRC(f->route), step = ring->rx_i;
-	/* the float32 bytes the frame stands for */
-	uint64_t flen = ring->wire != PROTO_WIRE_F32 ? (uint64_t)f->length * 2 : f->length;
-	uint64_t off = f->offset;
-	size_t n = flen / op_esz(op);
-	struct rx_step *x;
-	uint64_t contig = 0;
-	uint8_t *d = NULL, *fin = NULL;
+	int src = PROTO_ROUTE_SRC(f->route);
+	uint64_t off = f->offset, contig = 0;
 	char fp[160];
-	bool other, ahead;
 
 	if (ring->rx_i < ring->plan.nrx && ring->plan.rx[ring->rx_i].from != q &&
 	    hdr_index(&ring->plan, q, true) >= 0)
@@ -412,68 +406,100 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src);
 		return RX_DONE;
 	}
-	x = &ring->plan.rx[ring->rx_i];
-	if (f->aux != x->id && rx_later_step(ring, q, f->aux))
+	*x = &ring->plan.rx[ring->rx_i];
+	if (f->aux != (*x)->id && rx_later_step(ring, q, f->aux))
 		return EXEC_RX_STASH;
-	ahead = off != ring->rx_off;
-	if (off < x->dst.len)
-		d = plan_at(&x->dst, off, &contig);
-	if (f->aux != x->id || off < ring->rx_off || off > x->dst.len || flen > contig ||
-	    (off < x->dst.len && flen == 0) || flen % op_esz(op) != 0 ||
-	    (ahead && ahead_overlaps(ring, off, flen))) {
+	*ahead = off != ring->rx_off;
+	*d = off < (*x)->dst.len ? plan_at(&(*x)->dst, off, &contig) : NULL;
+	if (f->aux != (*x)->id || off < ring->rx_off || off > (*x)->dst.len || flen > contig ||
+	    (off < (*x)->dst.len && flen == 0) || flen % op_esz(op) != 0 ||
+	    (*ahead && ahead_overlaps(ring, off, flen))) {
 		op_finish(rd, op, RING_EPROTO,
 			  "%s: frame out of order from host %d (step %u offset %llu "
 			  "length %u, expected step %u offset %llu)",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), src, f->aux,
-			  (unsigned long long)off, f->length, x->id,
+			  (unsigned long long)off, f->length, (*x)->id,
 			  (unsigned long long)ring->rx_off);
 		return RX_DONE;
 	}
-	if (ahead && ring->nahead == EXEC_AHEAD_MAX)
+	if (*ahead && ring->nahead == EXEC_AHEAD_MAX)
 		return EXEC_RX_STASH; /* too far ahead to keep count: later */
 	/* reduce-scatter reuses its result buffer step after step: the previous
 	 * step's sum must be on its way to next before this one overwrites it */
-	if (x->wait_tx >= 0 && !tx_past(ring, x->wait_tx, off, flen))
+	if ((*x)->wait_tx >= 0 && !tx_past(ring, (*x)->wait_tx, off, flen))
 		return RX_BLOCKED;
-	if (flen > 0) {
-		if (x->local.base != NULL) {
-			uint64_t lc;
-			const uint8_t *lo = plan_at(&x->local, off, &lc);
-			float *df = (float *)(void *)d;
-			const float *lf = (const float *)(const void *)lo;
-			const uint16_t *ph = (const uint16_t *)(const void *)pl;
+	return -1;
+}
 
-			if (ring->lazy_local)
-				local_combine_range(op, lo, flen);
-			if (ring->wire == PROTO_WIRE_F32)
-				pool_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
-			else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
-				pool_wire_sum_round(df, lf, ph, n, ring->wire);
-			else
-				pool_wire_sum(df, lf, ph, n, ring->wire);
-			rd->bytes_reduced += flen;
-			if (x->scale)
-				proto_scale(d, n, op_dtype(op), (uint32_t)job_world(j));
-			/* an average is rounded once divided (its step is the last) */
-			if (ring->wire != PROTO_WIRE_F32 && x->scale)
-				proto_wire_round(df, n, ring->wire);
-		} else if (ring->wire != PROTO_WIRE_F32) {
-			pool_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
-					 ring->wire);
-			if (!ahead) {
-				/* sent on at once (exec_tx below) as it came */
-				ring->wire_fwd = pl;
-				ring->wire_fwd_at = d;
-				ring->wire_fwd_len = flen;
-			}
-		} else if (pl != d) {
-			pool_copy(d, pl, f->length); /* else it was read in place */
+/* A received segment of flen (float32) bytes at pl into its place d of step
+ * x: reduced with the local operand, decoded, or copied.  Its place when it
+ * is final and the other local processes get it (NULL: not). */
+static uint8_t *
+rx_data_take(struct ringd *rd, struct op *op, const struct rx_step *x, const uint8_t *pl,
+	     uint8_t *d, uint64_t off, uint64_t flen, bool ahead)
+{
+	struct op_ring *ring = op_ring(op);
+	size_t n = flen / op_esz(op);
+
+	if (flen == 0)
+		return NULL;
+	if (x->local.base != NULL) {
+		uint64_t lc;
+		const uint8_t *lo = plan_at(&x->local, off, &lc);
+		float *df = (float *)(void *)d;
+		const float *lf = (const float *)(const void *)lo;
+		const uint16_t *ph = (const uint16_t *)(const void *)pl;
+
+		if (ring->lazy_local)
+			local_combine_range(op, lo, flen);
+		if (ring->wire == PROTO_WIRE_F32)
+			pool_reduce(d, lo, pl, n, op_dtype(op), op_redop(op));
+		else if (wire_final(&ring->plan, ring->rx_i) && !x->scale)
+			pool_wire_sum_round(df, lf, ph, n, ring->wire);
+		else
+			pool_wire_sum(df, lf, ph, n, ring->wire);
+		rd->bytes_reduced += flen;
+		if (x->scale)
+			proto_scale(d, n, op_dtype(op), (uint32_t)job_world(op_job(op)));
+		/* an average is rounded once divided (its step is the last) */
+		if (ring->wire != PROTO_WIRE_F32 && x->scale)
+			proto_wire_round(df, n, ring->wire);
+	} else if (ring->wire != PROTO_WIRE_F32) {
+		pool_wire_decode((float *)(void *)d, (const uint16_t *)(const void *)pl, n,
+				 ring->wire);
+		if (!ahead) {
+			/* sent on at once (exec_tx) as it came */
+			ring->wire_fwd = pl;
+			ring->wire_fwd_at = d;
+			ring->wire_fwd_len = flen;
 		}
-		if (ring->lazy_local && ring->rx_i >= ring->plan.final_from)
-			fin = d;	/* final: the other local processes get it */
+	} else if (pl != d) {
+		pool_copy(d, pl, flen); /* else it was read in place */
 	}
+	/* final: the other local processes get it */
+	return ring->lazy_local && ring->rx_i >= ring->plan.final_from ? d : NULL;
+}
+
+/* One DATA frame for the active op from the host at position q, its whole
+ * payload at pl: for the current received step at any offset not done yet,
+ * or (from another host, or for a later step) early. */
+static int
+exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, const uint8_t *pl)
+{
+	struct op_ring *ring = op_ring(op);
+	struct job *j = op_job(op);
+	int src = PROTO_ROUTE_SRC(f->route), step = ring->rx_i, r;
+	/* the float32 bytes the frame stands for */
+	uint64_t flen = ring->wire != PROTO_WIRE_F32 ? (uint64_t)f->length * 2 : f->length;
+	struct rx_step *x = NULL;
+	uint8_t *d = NULL, *fin;
+	bool ahead = false;
+
+	if ((r = rx_data_where(rd, op, q, f, flen, &x, &d, &ahead)) >= 0)
+		return r;
+	fin = rx_data_take(rd, op, x, pl, d, f->offset, flen, ahead);
 	if (ahead) {
-		ahead_add(ring, off, flen);
+		ahead_add(ring, f->offset, flen);
 	} else {
 		ring->rx_off += flen;
 		ahead_absorb(ring);
@@ -484,17 +510,16 @@ exec_rx_data(struct ringd *rd, struct op *op, int q, const struct proto_frame *f
 		ring->rx_off = 0;
 	}
 	flow_rx_credit(rd, j, src, false);
-	/* the next step's segments may wait in the stash: its host may have
-	 * sent already, or (a link of several streams) the same host's came
-	 * ahead of this step's last */
-	other = ring->rx_i != step && ring->rx_i < ring->plan.nrx;
 	exec_tx(rd, op);
 	ring->wire_fwd = NULL;	/* pl is the caller's only for this call */
 	/* after the forward, so the copy does not delay the next host */
 	if (fin != NULL && !op_finished(op))
 		local_scatter_range(op, fin, flen);
-	exec_check_done(rd, op);	/* op may be gone after it */
-	if (other)
+	exec_check_done(rd, op);
+	/* the next step's segments may wait in the stash: its host may have
+	 * sent already, or (a link of several streams) the same host's came
+	 * ahead of this step's last */
+	if (ring->rx_i != step && ring->rx_i < ring->plan.nrx)
 		flow_drain(rd, j);
 	return RX_DONE;
 }
@@ -676,20 +701,25 @@ exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f, stru
 void
 exec_pump(struct ringd *rd)
 {
+	job_want_all(rd, ENGINE_WORK_PUMP);
+}
+
+void
+exec_pump_now(struct ringd *rd)
+{
 	struct job *j;
-	struct op *op;
 
 	/* start with a different job each time, so none waits behind another */
 	job_rotate(rd);
 	JOBS_FOREACH(j, rd) {
-		if ((op = coll_active(j)) != NULL && !op_finished(op)) {
-			exec_tx(rd, op);
-			exec_check_done(rd, op);
-		}
-		p2p_pump(rd, j);
-	}
-	link_rx_resume_all(rd);
-	JOBS_FOREACH(j, rd)
+		unsigned what = 0;
+
+		if (coll_active(j) != NULL || p2p_pending(j))
+			what |= JOB_WORK_PUMP;
 		if (coll_active(j) != NULL && !flow_stashes_empty(j))
-			flow_drain(rd, j);
+			what |= JOB_WORK_DRAIN;
+		if (what != 0)
+			job_want(rd, j, what);
+	}
+	job_want_all(rd, ENGINE_WORK_RESUME);
 }

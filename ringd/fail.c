@@ -54,10 +54,8 @@ fail_op_timeout(void *arg)
 	struct job *j = op_job(op);
 	char fp[160];
 
-	if (op_finished(op)) {
-		op_complete(rd, op);	/* deferred from op_ref_done_cb */
-		return;
-	}
+	if (op_finished(op))
+		return;	/* cannot happen: op_finish cancels it */
 	proto_fp_format(op_fp(op), fp, sizeof(fp));
 	if (COLL_IS_P2P(op_fp(op)->coll)) {
 		op_finish(rd, op, RING_ETIMEDOUT,

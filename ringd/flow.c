@@ -52,7 +52,6 @@ struct flow {
 	struct stream *st;		/* [nhosts], by host rank */
 	int nhosts;
 	int nstashed;			/* streams whose stash holds a frame */
-	bool draining;			/* flow_drain is running */
 };
 
 static struct flow *
@@ -562,20 +561,21 @@ stream_drain(struct ringd *rd, struct job *j, struct stream *s)
 	return took;
 }
 
-/* Runs the stashes of a job through its operations, each in arrival order,
- * until none has a frame they take. */
 void
 flow_drain(struct ringd *rd, struct job *j)
+{
+	job_want(rd, j, JOB_WORK_DRAIN);
+}
+
+void
+flow_drain_now(struct ringd *rd, struct job *j)
 {
 	struct flow *fl = fl_of(j);
 	bool took;
 	int h;
 
-	/* An op that completes while its frames are drained calls back here; the
-	 * outer loop goes on with the next frame itself. */
-	if (fl->draining || fl->nstashed == 0)
+	if (fl->nstashed == 0)
 		goto resume;
-	fl->draining = true;
 	do {
 		took = false;
 		for (h = 0; h < fl->nhosts; h++)
@@ -586,10 +586,9 @@ flow_drain(struct ringd *rd, struct job *j)
 		for (fl->nstashed = 0, h = 0; h < fl->nhosts; h++)
 			fl->nstashed += stash_len(&fl->st[h]) > 0;
 	} while (took && fl->nstashed > 0);
-	fl->draining = false;
 resume:
 	if (fl->nstashed == 0)
-		link_rx_resume_all(rd);
+		job_want_all(rd, ENGINE_WORK_RESUME);
 }
 
 /* A frame this job cannot take (of an older formation, or beyond what it may

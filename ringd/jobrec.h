@@ -54,6 +54,9 @@ struct job {
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */
+	unsigned work;			/* JOB_WORK_*: asked for, to run in the turn */
+	bool working;			/* on rd->work */
+	TAILQ_ENTRY(job) work_entry;
 	TAILQ_ENTRY(job) entry;
 };
 

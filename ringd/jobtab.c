@@ -82,11 +82,58 @@ job_idle(const struct ringd *rd, const struct job *j)
 	return j->nloc == 0 && j->world == 0 && part_busy(rd, j) < 0 && held_none(rd, j);
 }
 
+void
+job_want(struct ringd *rd, struct job *j, unsigned what)
+{
+	j->work |= what;
+	if (!j->working) {
+		j->working = true;
+		TAILQ_INSERT_TAIL(&rd->work, j, work_entry);
+	}
+}
+
+void
+job_want_all(struct ringd *rd, unsigned what)
+{
+	rd->work_all |= what;
+}
+
+struct job *
+job_work_next(struct ringd *rd, unsigned *what)
+{
+	struct job *j = TAILQ_FIRST(&rd->work);
+
+	if (j == NULL)
+		return NULL;
+	TAILQ_REMOVE(&rd->work, j, work_entry);
+	j->working = false;
+	*what = j->work;
+	j->work = 0;
+	return j;
+}
+
+bool
+job_take_all(struct ringd *rd, unsigned what)
+{
+	if (!(rd->work_all & what))
+		return false;
+	rd->work_all &= ~what;
+	return true;
+}
+
+bool
+job_work_pending(const struct ringd *rd)
+{
+	return !TAILQ_EMPTY(&rd->work) || rd->work_all != 0;
+}
+
 static void
 job_free(struct ringd *rd, struct job *j)
 {
 	int h, k;
 
+	if (j->working)
+		TAILQ_REMOVE(&rd->work, j, work_entry);
 	if (j->entry.tqe_prev != NULL) {
 		TAILQ_REMOVE(&rd->jobs, j, entry);
 		rd->njobs--;

@@ -87,10 +87,12 @@ loop_pass(struct ringd *rd, const struct loop_hooks *h, bool block)
 {
 	struct event_base *b = rd->base;
 
+	if (rd->loop.more)
+		block = false;
 	if (event_base_loop(b, block ? EVLOOP_ONCE : EVLOOP_NONBLOCK) != 0 ||
 	    event_base_got_exit(b) || event_base_got_break(b))
 		return false;
-	h->turn(rd);
+	rd->loop.more = h->turn(rd);
 	return true;
 }
 
@@ -111,7 +113,7 @@ loop_spin(struct ringd *rd, const struct loop_hooks *h, int *k, uint64_t *since)
 		if (!loop_pass(rd, h, false))
 			return false;
 		if (h->look(rd))
-			h->turn(rd);
+			rd->loop.more = h->turn(rd);
 		t = now_us();
 		if (rd->wakes != seen) {
 			if (rd->cfg.poll_us == CONFIG_POLL_AUTO)
@@ -128,7 +130,7 @@ loop_spin(struct ringd *rd, const struct loop_hooks *h, int *k, uint64_t *since)
 			h->looking(rd, false);
 			if (!h->look(rd))
 				break;
-			h->turn(rd);
+			rd->loop.more = h->turn(rd);
 			h->looking(rd, true);
 			seen = rd->wakes;
 			start = now_us();

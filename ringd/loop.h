@@ -10,8 +10,9 @@
 struct ringd;
 
 struct loop_hooks {
-	/* runs the work the events of a pass caused (the engine's queue) */
-	void (*turn)(struct ringd *rd);
+	/* runs the work the events of a pass caused (the engine's queue); true
+	 * when some is left for the next pass (which then does not block) */
+	bool (*turn)(struct ringd *rd);
 	/* whether an operation is in flight: its next frame is due */
 	bool (*busy)(const struct ringd *rd);
 	/* looks for work that rings no bell while the loop spins (the clients'

@@ -266,8 +266,9 @@ main(int argc, char **argv)
 	event_free(rd->sig_hup);
 	if (rd->watchdog_ev != NULL)
 		event_free(rd->watchdog_ev);
-	/* run the deferred frees */
+	/* run the deferred frees, and what they ask of the engine */
 	event_base_loop(rd->base, EVLOOP_NONBLOCK);
+	engine_turn(rd);
 	pool_stop(); /* the links on its loops are closed */
 	event_base_free(rd->base);
 	hostfile_free(&rd->hf);

@@ -45,7 +45,8 @@ struct op {
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */
-	bool completing;		/* op_complete is running for it */
+	bool done_queued;		/* on rd->done, to complete in the turn */
+	TAILQ_ENTRY(op) done_entry;
 	bool from_wire;			/* the failure came from another host: do not echo it */
 	int status;
 	char text[PROTO_TEXT_MAX + 1];
@@ -105,6 +106,8 @@ op_free(struct op *op)
 	int i;
 
 	op->rd->ops_live--;
+	if (op->done_queued)
+		TAILQ_REMOVE(&op->rd->done, op, done_entry);
 	timer_free(op->timer);
 	for (i = 0; i < op->nc; i++)
 		arena_unref(op->c[i].arena);
@@ -321,24 +324,44 @@ op_next(const struct op *op)
 	return TAILQ_NEXT(op, entry);
 }
 
-/* Replies to the clients, then hands the op to its owner (rd->eng->op_over)
- * once no link holds a reference into an arena.  A collective that failed
- * before every local process asked stays queued, so that the late ones get the
- * same answer for the same sequence number instead of starting the next one out
- * of step. */
 void
 op_complete(struct ringd *rd, struct op *op)
+{
+	if (op->done_queued)
+		return;
+	op->done_queued = true;
+	TAILQ_INSERT_TAIL(&rd->done, op, done_entry);
+}
+
+struct op *
+op_next_done(struct ringd *rd)
+{
+	struct op *op = TAILQ_FIRST(&rd->done);
+
+	if (op != NULL) {
+		TAILQ_REMOVE(&rd->done, op, done_entry);
+		op->done_queued = false;
+	}
+	return op;
+}
+
+/* Replies to the clients, then hands the op to its owner (rd->eng->op_over)
+ * once no link holds a reference into an arena (the last one's release
+ * queues it again).  A collective that failed before every local process
+ * asked stays queued, so that the late ones get the same answer for the same
+ * sequence number instead of starting the next one out of step.  Run by the
+ * turn alone, so nothing of the engine is on the stack: a reply that fails
+ * only marks its session, which closes later. */
+void
+op_complete_now(struct ringd *rd, struct op *op)
 {
 	struct job *j = op->job;
 	bool coll = !COLL_IS_P2P(op->fp.coll);
 	struct client *cl;
 	int i;
 
-	if (op->tx_refs > 0 || op->completing)
+	if (op->tx_refs > 0)
 		return;
-	/* a reply that fails closes its session, which comes back here for the
-	 * same op: the outer call finishes the job */
-	op->completing = true;
 	for (i = 0; i < op->nc; i++)
 		if (op->c[i].in && !op->c[i].replied) {
 			op->c[i].replied = true;
@@ -358,7 +381,6 @@ op_complete(struct ringd *rd, struct op *op)
 			ops_record(j, &op->fp, op_plan_name(op), op->started_ms, op->status,
 				   op->text);
 	}
-	op->completing = false;
 	if (coll && op_njoined(op) < op->nc)
 		return;
 	rd->eng->op_over(rd, op);
@@ -449,8 +471,8 @@ op_finish(struct ringd *rd, struct op *op, int status, const char *fmt, ...)
 
 /* evbuffer reference cleanup: the link wrote (or dropped) a piece of the arena.
  * This runs inside libevent while it drains that very output buffer, so nothing
- * may be done here that could add to a buffer: the completion is deferred to the
- * loop (the op's timer, with no delay). */
+ * may be done here that could add to a buffer: the completion is queued for
+ * the engine's turn. */
 static void
 op_ref_done_cb(const void *data, size_t len, void *arg)
 {
@@ -460,7 +482,7 @@ op_ref_done_cb(const void *data, size_t len, void *arg)
 	(void)len;
 	op->tx_refs--;
 	if (op->tx_refs == 0 && op->finished)
-		timer_add(op->timer, 0);
+		op_complete(op->rd, op);
 }
 
 int

@@ -203,11 +203,16 @@ struct ringd {
 					 * sign that work came in */
 	uint64_t ops_live;		/* operations made and not yet freed (op.c):
 					 * the loop spins longer while any is */
+	/* The engine's turn (engine.c): the work events asked for. */
+	TAILQ_HEAD(, job) work;		/* jobs with work (jobtab.c) */
+	unsigned work_all;		/* ENGINE_WORK_*: the daemon's own (jobtab.c) */
+	TAILQ_HEAD(, op) done;		/* ops to complete (op.c) */
 	struct {			/* the loop's waiting (loop.c) */
 		uint32_t window[2];	/* adaptive spin windows (us): after work with
 					 * nothing in flight, and with an op in flight */
 		uint64_t hits, misses;	/* spins that caught the next event, or not */
 		uint64_t sleeps;	/* times it slept in epoll_wait */
+		bool more;		/* the engine's turn left work for the next */
 	} loop;
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */
@@ -443,24 +448,27 @@ void link_ping_host_start(struct ringd *rd, int host, int count, uint32_t wait_m
 
 /* coll.c: the collective engine. */
 void coll_init(struct ringd *rd);
-/* ring_events.frame and .place: the engine's frames, to their handlers. */
-/* The engine loop's hooks: the work events caused, run after them
- * (engine_turn); whether an operation is in flight (engine_busy). */
-void engine_turn(struct ringd *rd);
+/* The engine loop's hooks (engine.c): the work the events caused, run after
+ * them (engine_turn; true when some is left for the next turn); whether an
+ * operation is in flight (engine_busy). */
+bool engine_turn(struct ringd *rd);
 bool engine_busy(const struct ringd *rd);
+/* ring_events.frame and .place: the engine's frames, to their handlers. */
 int engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	       const uint8_t *pl);
 uint8_t *engine_place(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		    struct arena **arena, const void **owner);
 /* A frame of a job (OPHDR/DATA/CREDIT/ABORT) arrived with its whole payload.
- * RX_BLOCKED: the link keeps it and offers it again after exec_pump. */
+ * RX_BLOCKED: the link keeps it and offers it again in the engine's turn. */
 int exec_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *payload);
 /* Where the payload of a DATA frame about to be read should go, when the engine
  * can take it as is (a copy step of the running op); NULL: read it into rxbuf. */
 uint8_t *exec_rx_dest(struct ringd *rd, struct link *l, const struct proto_frame *f,
 		      struct arena **arena, const void **owner);
-/* Output space or credit may have become available. */
+/* Output space or credit may have become available: the turn sends what
+ * waits (exec_pump_now) and offers the links' blocked input again. */
 void exec_pump(struct ringd *rd);
+void exec_pump_now(struct ringd *rd);
 
 /* fail.c: what a lost link or a failed operation does to the jobs */
 /* A link went down: fail every in-flight operation with the reason. */

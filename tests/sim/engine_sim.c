@@ -57,13 +57,13 @@ struct schedule {
 	uint64_t steps, frames_cut;
 };
 
-enum act { A_XMIT, A_RECV, A_TIMER, A_PROC, A_EVENT };
+enum act { A_XMIT, A_RECV, A_TIMER, A_PROC, A_EVENT, A_TURN };
 struct cand {
 	enum act a;
 	int i;
 	struct sim_link *end;
 };
-#define CANDS_MAX (4 * SIM_HOSTS_MAX + SIM_PROCS_MAX + EVENTS_MAX + 1)
+#define CANDS_MAX (5 * SIM_HOSTS_MAX + SIM_PROCS_MAX + EVENTS_MAX + 1)
 
 static struct sim_link *
 end_at(struct schedule *s, int i)
@@ -156,6 +156,10 @@ candidates(struct schedule *s, struct cand *c)
 	for (i = 0; i < s->nev; i++)
 		if (!s->ev[i].done && s->ev[i].at <= now)
 			c[n++] = (struct cand){ A_EVENT, i, NULL };
+	/* a turn that left work (ringd's loop runs another at once) */
+	for (i = 0; i < s->nhosts; i++)
+		if (s->net.h[i].more)
+			c[n++] = (struct cand){ A_TURN, i, NULL };
 	return n;
 }
 
@@ -190,6 +194,8 @@ chunk(struct schedule *s)
 static void
 act(struct schedule *s, const struct cand *c)
 {
+	int h;
+
 	switch (c->a) {
 	case A_XMIT:
 		sim_xmit(c->end, chunk(s));
@@ -206,7 +212,13 @@ act(struct schedule *s, const struct cand *c)
 	case A_EVENT:
 		run_event(s, &s->ev[c->i]);
 		break;
+	case A_TURN:
+		break;
 	}
+	/* what the step caused, run after it as ringd's loop does after each
+	 * pass: never on the stack of the handler that asked for it */
+	for (h = 0; h < s->nhosts; h++)
+		s->net.h[h].more = engine_turn(&s->net.h[h].rd);
 }
 
 /* One step; false when nothing will ever happen again. */
