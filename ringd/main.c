@@ -187,16 +187,13 @@ daemonize(void)
 	}
 }
 
-int
-main(int argc, char **argv)
+/* The hostfile, our place in it, and what must be refused before the
+ * daemon detaches (so the refusal reaches the operator's terminal). */
+static void
+setup_config(struct ringd *rd)
 {
-	struct ringd *rd = &the_ringd;
 	char err[512];
-	bool fg = false;
 
-	if (parse_args(rd, argc, argv, &fg) != 0)
-		return LOG_EXIT_CONFIG;
-	log_init("ringd", rd->cfg.log_level, 0);
 	if (hostfile_load(&rd->hf, rd->cfg.hosts, HOSTFILE_DEFAULT_PORT, err, sizeof(err)) != 0)
 		fatal_config("hostfile %s: %s", rd->cfg.hosts, err);
 	rd->world = rd->hf.n;
@@ -206,13 +203,16 @@ main(int argc, char **argv)
 		      "give --rank", rd->cfg.hosts);
 	if (rd->rank >= rd->world)
 		fatal_config("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
-	/* before detaching, so that a refusal reaches the operator's terminal */
 	if (auth_init(rd, err, sizeof(err)) != 0)
 		fatal_config("%s", err);
 	if (access_init(&rd->cfg, err, sizeof(err)) != 0)
 		fatal_config("%s", err);
-	if (!fg)
-		daemonize();
+}
+
+/* The loop, the threads, the sockets, the ring and the signals. */
+static void
+setup_daemon(struct ringd *rd)
+{
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() != 0)
 		fatal("libevent has no thread support");
@@ -248,13 +248,12 @@ main(int argc, char **argv)
 	evsignal_add(rd->sig_int, NULL);
 	evsignal_add(rd->sig_term, NULL);
 	evsignal_add(rd->sig_hup, NULL);
-	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u, streams %d, "
-		 "threads %d",
-		 RING_VERSION_STRING, rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes,
-		 rd->cfg.window_bytes, rd->cfg.streams > 0 ? rd->cfg.streams : pool_threads(),
-		 pool_threads());
-	loop_run(rd, &loop_hooks);
+}
 
+/* After the loop: everything stopped and freed, in the order it depends. */
+static void
+teardown(struct ringd *rd)
+{
 	rd->state = RING_STOPPED;
 	ctl_stop(rd);
 	sess_stop(rd);
@@ -273,6 +272,28 @@ main(int argc, char **argv)
 	event_base_free(rd->base);
 	hostfile_free(&rd->hf);
 	auth_fini();
+}
+
+int
+main(int argc, char **argv)
+{
+	struct ringd *rd = &the_ringd;
+	bool fg = false;
+
+	if (parse_args(rd, argc, argv, &fg) != 0)
+		return LOG_EXIT_CONFIG;
+	log_init("ringd", rd->cfg.log_level, 0);
+	setup_config(rd);
+	if (!fg)
+		daemonize();
+	setup_daemon(rd);
+	log_info("ringd %s: host %d of %d, cluster %s, segment %u, window %u, streams %d, "
+		 "threads %d",
+		 RING_VERSION_STRING, rd->rank, rd->world, rd->cfg.cluster, rd->cfg.segment_bytes,
+		 rd->cfg.window_bytes, rd->cfg.streams > 0 ? rd->cfg.streams : pool_threads(),
+		 pool_threads());
+	loop_run(rd, &loop_hooks);
+	teardown(rd);
 	log_info("stopped");
 	return 0;
 }

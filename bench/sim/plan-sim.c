@@ -184,69 +184,123 @@ table(const int *hosts, int nh, uint64_t big, const struct psim_model *base)
 	return bad;
 }
 
-int
-main(int argc, char **argv)
-{
-	static int hosts[LIST_MAX];
-	uint64_t sizes[64] = { 8, 64u << 20 };
-	int nh = parse_hosts("pow2", hosts), ns = 2, i, k, c, bad = 0;
-	bool want[NCOLLS], do_table = false;
-	const char *dbl = "both";
+/* What the command line asks for. */
+struct args {
+	int hosts[LIST_MAX], nh;
+	uint64_t sizes[64];
+	int ns;
+	bool want[NCOLLS], table;
+	const char *dbl;	/* --doubling: yes, no, auto, both or all */
 	struct psim_model m;
+};
 
-	psim_init();
-	psim_model_defaults(&m);
+/* 0, or -1 on a bad option (and, for -h, 1). */
+static int
+parse_args(int argc, char **argv, struct args *o)
+{
+	int i, c;
+
+	o->nh = parse_hosts("pow2", o->hosts);
+	o->sizes[0] = 8;
+	o->sizes[1] = 64u << 20;
+	o->ns = 2;
+	o->dbl = "both";
+	psim_model_defaults(&o->m);
 	for (c = 0; c < NCOLLS; c++)
-		want[c] = true;
+		o->want[c] = true;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t x;
 
-		if (strcmp(a, "-n") == 0 && v && (nh = parse_hosts(v, hosts)) > 0)
+		if (strcmp(a, "-n") == 0 && v && (o->nh = parse_hosts(v, o->hosts)) > 0)
 			i++;
-		else if (strcmp(a, "-s") == 0 && v && (ns = parse_sizes(v, sizes)) > 0)
+		else if (strcmp(a, "-s") == 0 && v && (o->ns = parse_sizes(v, o->sizes)) > 0)
 			i++;
 		else if (strcmp(a, "-c") == 0 && v) {
 			for (c = 0; c < NCOLLS; c++)
-				want[c] = strstr(v, colls[c].name) != NULL;
+				o->want[c] = strstr(v, colls[c].name) != NULL;
 			i++;
-		} else if (strcmp(a, "--hop-us") == 0 && v && (m.hop_us = atof(v)) >= 0)
+		} else if (strcmp(a, "--hop-us") == 0 && v && (o->m.hop_us = atof(v)) >= 0)
 			i++;
 		else if (strcmp(a, "--gbps") == 0 && v && atof(v) > 0)
-			m.byte_ns = 8.0 / atof(argv[++i]);
+			o->m.byte_ns = 8.0 / atof(argv[++i]);
 		else if (strcmp(a, "--segment") == 0 && v && parse_size(v, &x) > 0 && x >= 4096 &&
 			 x <= (16u << 20))
-			m.segment_bytes = (uint32_t)x, i++;
+			o->m.segment_bytes = (uint32_t)x, i++;
 		else if (strcmp(a, "--doubling") == 0 && v &&
 			 (!strcmp(v, "yes") || !strcmp(v, "no") || !strcmp(v, "auto") ||
 			  !strcmp(v, "both") || !strcmp(v, "all")))
-			dbl = argv[++i];
+			o->dbl = argv[++i];
 		else if (strcmp(a, "--no-direct") == 0)
-			m.direct = false;
+			o->m.direct = false;
 		else if (strcmp(a, "--untimed") == 0)
-			m.untimed = true;
+			o->m.untimed = true;
 		else if (strcmp(a, "--table") == 0)
-			do_table = true;
+			o->table = true;
 		else
-			return usage(strcmp(a, "-h") == 0 ? stdout : stderr);
+			return strcmp(a, "-h") == 0 ? 1 : -1;
 	}
-	if (nh <= 0 || ns <= 0)
-		return usage(stderr);
+	return o->nh > 0 && o->ns > 0 ? 0 : -1;
+}
+
+/* One row per collective, size, host count and doubling asked for. */
+static int
+listing(const struct args *o, int c, int k, int i)
+{
+	bool latency = colls[c].coll != PROTO_COLL_REDUCE_SCATTER;
+	bool many = !strcmp(o->dbl, "both") || !strcmp(o->dbl, "all");
+	int d, bad = 0;
+
+	for (d = 0; d < 3; d++) {
+		static const char *const dname[] = { "no", "yes", "auto" };
+		struct psim_model mm = o->m;
+		struct psim_result r;
+		const char *dcol = dname[d];
+		char sz[32];
+
+		if (many ? (d == 2 && strcmp(o->dbl, "all")) : strcmp(o->dbl, dname[d]))
+			continue;
+		/* the doubling changes the latency paths alone */
+		if (d > 0 && many && !latency)
+			continue;
+		mm.doubling = d == 1;
+		mm.model = d == 2;
+		if (d == 0 && many && !latency)
+			dcol = "-";
+		bad |= run_one(colls[c].coll, o->hosts[i], o->sizes[k], &mm, &r);
+		fmt_size(r.bytes, sz, sizeof(sz));
+		printf("%-15s %9s %6d %-16s %9s %6d %14llu %10llu %12.1f\n", colls[c].name, sz,
+		       o->hosts[i], r.plan, dcol, r.hops, (unsigned long long)r.busiest_bytes,
+		       (unsigned long long)r.frames, r.time_us);
+		fflush(stdout);
+	}
+	return bad;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct args o;
+	int i, k, c, bad = 0, rc;
+
+	psim_init();
+	if ((rc = parse_args(argc, argv, &o)) != 0)
+		return usage(rc > 0 ? stdout : stderr);
 	printf("# plan-sim: %.1f us a hop, %.3f ns a byte (%.1f Gb/s), segment %u B, %s links\n",
-	       m.hop_us, m.byte_ns, 8.0 / m.byte_ns, m.segment_bytes,
-	       m.direct ? "direct" : "ring-only");
-	if (do_table) {
+	       o.m.hop_us, o.m.byte_ns, 8.0 / o.m.byte_ns, o.m.segment_bytes,
+	       o.m.direct ? "direct" : "ring-only");
+	if (o.table) {
 		uint64_t big = 0;
 
-		for (k = 0; k < ns; k++)
-			if (sizes[k] > big)
-				big = sizes[k];
-		return table(hosts, nh, big, &m);
+		for (k = 0; k < o.ns; k++)
+			if (o.sizes[k] > big)
+				big = o.sizes[k];
+		return table(o.hosts, o.nh, big, &o.m);
 	}
 	printf("%-15s %9s %6s %-16s %9s %6s %14s %10s %12s\n", "collective", "size", "hosts",
 	       "plan", "doubling", "hops", "busiest_link_B", "frames", "time_us");
 	for (c = 0; c < NCOLLS; c++) {
-		if (!want[c])
+		if (!o.want[c])
 			continue;
 		if (colls[c].coll == 0) {
 			printf("%-15s  no plan in ringd/plan.c: libring runs it as a barrier, then "
@@ -254,39 +308,9 @@ main(int argc, char **argv)
 			       colls[c].name);
 			continue;
 		}
-		for (k = 0; k < ns; k++) {
-			for (i = 0; i < nh; i++) {
-				bool latency = colls[c].coll != PROTO_COLL_REDUCE_SCATTER;
-				int d;
-
-				for (d = 0; d < 3; d++) {
-					static const char *const dname[] = { "no", "yes", "auto" };
-					struct psim_model mm = m;
-					struct psim_result r;
-					const char *dcol = dname[d];
-					bool many = !strcmp(dbl, "both") || !strcmp(dbl, "all");
-					char sz[32];
-
-					if (many ? (d == 2 && strcmp(dbl, "all")) :
-						   strcmp(dbl, dname[d]))
-						continue;
-					/* the doubling changes the latency paths alone */
-					if (d > 0 && many && !latency)
-						continue;
-					mm.doubling = d == 1;
-					mm.model = d == 2;
-					if (d == 0 && many && !latency)
-						dcol = "-";
-					bad |= run_one(colls[c].coll, hosts[i], sizes[k], &mm, &r);
-					fmt_size(r.bytes, sz, sizeof(sz));
-					printf("%-15s %9s %6d %-16s %9s %6d %14llu %10llu %12.1f\n",
-					       colls[c].name, sz, hosts[i], r.plan, dcol, r.hops,
-					       (unsigned long long)r.busiest_bytes,
-					       (unsigned long long)r.frames, r.time_us);
-					fflush(stdout);
-				}
-			}
-		}
+		for (k = 0; k < o.ns; k++)
+			for (i = 0; i < o.nh; i++)
+				bad |= listing(&o, c, k, i);
 	}
 	return bad;
 }
