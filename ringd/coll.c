@@ -131,6 +131,11 @@ op_start(struct ringd *rd, struct op *op)
 		op_set_esz(op, 1);
 		count = 0;	/* a barrier is an empty all-reduce */
 	}
+	if (job_nhosts(j) == 1 && coll == PROTO_COLL_ALLREDUCE && op_ncontrib(op) > 1) {
+		local_allreduce_only(op);
+		exec_check_done(rd, op);	/* a plan of no step */
+		return;
+	}
 	ring->tiny = plan_tiny_ok(coll, op_esz(op), job_nhosts(j), count);
 	/* compression runs on the ring's plan, which halving-doubling would
 	 * take over for medium sizes; the tiny plan stays uncompressed */

@@ -98,6 +98,9 @@ struct op_ring {
 	 * reaches it (see local_combine_range), not before and after it */
 	bool lazy_local;
 	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
+	/* a single-host all-reduce: local_allreduce_only did it all, the
+	 * copies to the other processes included */
+	bool local_all;
 	/* a small all-reduce or a barrier: every host's vector goes once round
 	 * the ring and each host reduces them all in host order (plan_tiny) */
 	bool tiny;
@@ -495,6 +498,8 @@ void local_scatter(struct op *op);
 void local_combine_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_scatter_range(struct op *op, const uint8_t *at, uint64_t len);
 void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
+/* A single-host all-reduce of several processes, all of it (fused). */
+void local_allreduce_only(struct op *op);
 
 /* exec.c: the executor, which runs a collective's plan (op_ring) */
 /* Sends what is ready of op's plan, as credit and output room allow. */

@@ -89,7 +89,7 @@ local_scatter(struct op *op)
 			continue;
 		switch (op_fp(op)->coll) {
 		case PROTO_COLL_ALLREDUCE:
-			if (op_ring(op)->lazy_local)
+			if (op_ring(op)->lazy_local || op_ring(op)->local_all)
 				break;	/* copied as each segment became final */
 			/* fall through */
 		case PROTO_COLL_BROADCAST:
@@ -146,6 +146,45 @@ local_scatter_range(struct op *op, const uint8_t *at, uint64_t len)
 	for (i = 0; i < op_ncontrib(op); i++)
 		if (i != op_leader(op) && len > 0)
 			pool_copy(op_contrib(op, i)->recv + off, at, len);
+}
+
+/* The block of the fused single-host all-reduce: the sum of a block is
+ * copied to the other processes while it is still in the cache. */
+#define LOCAL_BLOCK (64u << 10)
+
+/*
+ * A single-host all-reduce of several processes, fused: block by block, the
+ * processes' operands are reduced into the leader's result in local-rank
+ * order (the same sums as local_gather's), averaged when asked, and copied to
+ * the others' results at once, so each byte of the sum is read back from the
+ * cache rather than from memory.  A process whose result is its operand (in
+ * place) has that block read before its result is written.
+ */
+void
+local_allreduce_only(struct op *op)
+{
+	struct job *j = op_job(op);
+	struct contrib *L = op_contrib(op, op_leader(op));
+	size_t esz = op_esz(op);
+	uint64_t bytes = L->count * esz, blk = LOCAL_BLOCK - LOCAL_BLOCK % esz, off;
+	int i;
+
+	op_ring(op)->local_all = true;
+	for (off = 0; off < bytes; off += blk) {
+		uint64_t len = bytes - off < blk ? bytes - off : blk;
+		size_t n = len / esz;
+
+		pool_reduce(L->recv + off, op_contrib(op, 0)->send + off,
+			    op_contrib(op, 1)->send + off, n, op_dtype(op), op_redop(op));
+		for (i = 2; i < op_ncontrib(op); i++)
+			pool_reduce(L->recv + off, L->recv + off, op_contrib(op, i)->send + off, n,
+				    op_dtype(op), op_redop(op));
+		if (op_redop(op) == RING_AVG)
+			proto_scale(L->recv + off, n, op_dtype(op), (uint32_t)job_world(j));
+		for (i = 0; i < op_ncontrib(op); i++)
+			if (i != op_leader(op))
+				memcpy(op_contrib(op, i)->recv + off, L->recv + off, len);
+	}
 }
 
 /* A single-host job: the local phases are the whole operation. */
