@@ -283,6 +283,31 @@ model_ops(json_t *fams, struct ringd *rd)
 	}
 }
 
+/* The engine loop's waiting: how often it slept, and how its spins fared. */
+static void
+model_loop(json_t *fams, struct ringd *rd)
+{
+	json_t *s;
+
+	s = family(fams, "ringd_loop_sleeps_total", "counter",
+		   "Times the engine loop slept in epoll_wait (each one a wake-up later)");
+	sample_u(s, "ringd_loop_sleeps_total", NULL, rd->loop.sleeps);
+	s = family(fams, "ringd_loop_spins_total", "counter",
+		   "Spins of the engine loop after work, by outcome: the next event came "
+		   "within the window (hit), or the loop slept (miss)");
+	sample_u(s, "ringd_loop_spins_total", json_pack("{s:s}", "outcome", "hit"),
+		 rd->loop.hits);
+	sample_u(s, "ringd_loop_spins_total", json_pack("{s:s}", "outcome", "miss"),
+		 rd->loop.misses);
+	s = family(fams, "ringd_loop_spin_window_seconds", "gauge",
+		   "The adaptive spin window: after work with nothing in flight (idle), "
+		   "with an operation in flight (busy)");
+	sample(s, "ringd_loop_spin_window_seconds", json_pack("{s:s}", "state", "idle"),
+	       json_real(rd->loop.window[0] / 1e6));
+	sample(s, "ringd_loop_spin_window_seconds", json_pack("{s:s}", "state", "busy"),
+	       json_real(rd->loop.window[1] / 1e6));
+}
+
 static json_t *
 metrics_model(struct ringd *rd)
 {
@@ -294,6 +319,7 @@ metrics_model(struct ringd *rd)
 	model_ports(fams, rd);
 	model_jobs(fams, rd);
 	model_ops(fams, rd);
+	model_loop(fams, rd);
 	return fams;
 }
 

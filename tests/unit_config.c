@@ -145,7 +145,7 @@ Test(config, defaults)
 	cr_assert_eq(c.peer_timeout_ms, 10000);
 	cr_assert_eq(c.op_timeout_ms, 60000);
 	cr_assert_eq(c.connect_timeout_ms, 5000);
-	cr_assert_eq(c.poll_us, 0);
+	cr_assert_eq(c.poll_us, CONFIG_POLL_AUTO, "the loop spins adaptively by default");
 	cr_assert_eq(c.max_clients, 256);
 	cr_assert_eq(c.max_clients_per_user, 64);
 	cr_assert_eq(c.hello_timeout_ms, 5000);
@@ -370,7 +370,9 @@ Test(config, number_ranges)
 		  "max_clients: expected an integer from 1 to 65536, got '0'");
 	set_fails("max_jobs", "4097", NULL);
 	set_fails("poll_us", "100001",
-		  "poll_us: expected an integer from 0 to 100000, got '100001'");
+		  "poll_us: expected auto or an integer from 0 to 100000, got '100001'");
+	set_fails("poll_us", "sometimes",
+		  "poll_us: expected auto or an integer from 0 to 100000, got 'sometimes'");
 	set_fails("max_clients_per_user", "0",
 		  "max_clients_per_user: expected an integer from 1 to 65536, got '0'");
 	set_fails("hello_timeout_ms", "99",
@@ -381,6 +383,22 @@ Test(config, number_ranges)
 	set_fails("op_timeout_ms", "1e3", NULL);
 	set_fails("connect_timeout_ms", " 100", NULL);
 	set_fails("verbose", "-1", NULL);
+}
+
+/* poll_us: auto (the default, the loop's adaptive spin), off, or fixed. */
+Test(config, poll_auto)
+{
+	struct config c;
+
+	config_defaults(&c);
+	set_ok(&c, "poll_us", "0");
+	cr_assert_eq(c.poll_us, 0);
+	set_ok(&c, "poll_us", "AUTO");
+	cr_assert_eq(c.poll_us, CONFIG_POLL_AUTO);
+	set_ok(&c, "poll-us", "250");
+	cr_assert_eq(c.poll_us, 250);
+	set_ok(&c, "poll_us", "auto");
+	cr_assert_eq(c.poll_us, CONFIG_POLL_AUTO);
 }
 
 Test(config, log_level)

@@ -135,6 +135,22 @@ Test(env, environment_then_options)
 	cr_assert_eq(env.local_size, 2);
 }
 
+/* RING_POLL_US: auto by default and when asked, 0 off, N fixed, else refused. */
+Test(env, poll_us)
+{
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_eq(env.poll_us, LR_POLL_AUTO);
+	set("RING_POLL_US", "auto");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_eq(env.poll_us, LR_POLL_AUTO);
+	set("RING_POLL_US", "0");
+	cr_assert_eq(resolve(NULL), 0, "%s", err);
+	cr_assert_eq(env.poll_us, 0);
+	set("RING_POLL_US", "soon");
+	cr_assert_eq(resolve(NULL), RING_EINVAL);
+	cr_assert(strstr(err, "RING_POLL_US=\"soon\" is not auto or a number") != NULL, "%s", err);
+}
+
 Test(env, empty_means_unset)
 {
 	set("RING_SOCKET", "");
