@@ -850,6 +850,44 @@ Test(config, man_page_has_every_key)
 	free(page);
 }
 
+/* The example configuration shows every key, set or commented out at its
+ * default, and nothing the table does not know: it cannot drift from the
+ * keys again. */
+Test(config, example_has_every_key)
+{
+	char path[PATH_MAX + 32], line[1024], key[64];
+	const char *name;
+	bool seen[128] = { false };
+	enum config_live live;
+	FILE *f;
+	int i;
+
+	src_path(path, sizeof(path), "systemd/ringd.conf.example");
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "cannot read %s (set RING_SRC_DIR)", path);
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = line + (line[0] == '#');
+		size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+		char err[512] = "";
+		struct config c;
+
+		if (k == 0 || k >= sizeof(key) || p[k + strspn(p + k, " ")] != '=')
+			continue;	/* prose, not a key's line */
+		snprintf(key, sizeof(key), "%.*s", (int)k, p);
+		config_defaults(&c);
+		config_set(&c, key, "\x01", err, sizeof(err));
+		cr_expect(strncmp(err, "unknown", 7) != 0, "ringd.conf.example sets %s: %s", key,
+			  err);
+		for (i = 0; (name = config_key_at(i, &live)) != NULL && i < 128; i++)
+			if (strcmp(name, key) == 0)
+				seen[i] = true;
+	}
+	fclose(f);
+	for (i = 0; (name = config_key_at(i, &live)) != NULL && i < 128; i++)
+		cr_expect(seen[i] || strcmp(name, "verbose") == 0,
+			  "systemd/ringd.conf.example does not show the key %s", name);
+}
+
 /* ---- hostfile: the formats ---- */
 
 Test(hostfile, ringd_format)
