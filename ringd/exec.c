@@ -5,12 +5,18 @@
  * knows nothing of the algorithm that made the plan: coll.c chooses and makes
  * it, and starts it here.
  *
- * A plan is one send stream to the job's next host and one receive stream
- * from its previous.  A send step forwards what an earlier received step
- * produced, as soon as it has arrived; a received step is reduced with a local
- * operand or copied into place; a plan may end with a fold of vectors it
- * gathered (plan.fold).  Failures are fail.c's, the operation's life op.c's,
- * the local combine local.c's, the job's credit and stash flow.c's.
+ * A plan is a list of sent steps, each to one host of the job, and a list of
+ * received steps, each from one (the ring's are its next and previous hosts;
+ * a log-depth plan's are 2^k hosts on).  Operation headers go first to every
+ * host sent to; each host's frames take the link the op chose for it as it
+ * started (exec_via).  A send step forwards what an earlier received step
+ * produced, as soon as it has arrived (byte by byte, or whole); a received
+ * step is reduced with a local operand or copied into place, its segments in
+ * any order a link's streams deliver them (ring.ahead); a plan may end with a
+ * fold of vectors it gathered (plan.fold).  Failures are fail.c's, the
+ * operation's life op.c's, the local combine local.c's, the job's credit and
+ * stash flow.c's; what a frame causes beyond its op (the next op, a drain) is
+ * asked of the engine's turn, never run here.
  *
  * Compression on the wire (ring.wire): a segment is encoded as it goes out and
  * decoded as it comes in, where it is added to the local operand in float32;

@@ -1,11 +1,17 @@
 /*
- * ringd.h - the daemon's shared state and the interfaces between its modules.
+ * ringd.h - the daemon's shared state and the interfaces between its floors
+ * (base < transport < link < ring < engine < front < main): what a floor offers
+ * those above it, and the tables of callbacks through which it reports up.
  *
- * One engine thread owns everything that moves data: the peer links (link.c),
- * the client sessions (sess.c) and the collective engine (coll.c, p2p.c), all on
- * one libevent base.  The control socket (ctl.c) runs on a thread of its own and
- * asks the engine thread for a snapshot through a queue, so a slow reduction never
- * holds up ringctl and ringctl never touches engine memory.
+ * One engine thread owns every decision and all the engine's state: the ring's
+ * links (link.c), the client sessions (sess.c) and the engine (coll.c and its
+ * rooms), on one libevent base run by the loop (loop.c), which runs the
+ * engine's turn after each pass (engine.c).  Worker threads (pool.c) read and
+ * write a link's other streams (wio.c) and split large kernels, each with a
+ * loop of its own, and hand whole frames to the engine thread through queues.
+ * The control socket (ctl.c) runs on a thread of its own and asks the engine
+ * thread for a snapshot through a queue, so a slow reduction never holds up
+ * ringctl and ringctl never touches engine memory.
  */
 #ifndef RINGD_RINGD_H
 #define RINGD_RINGD_H
