@@ -97,7 +97,8 @@ p2p_idle(const void *part)
 {
 	const struct p2p_job *p = part;
 
-	return TAILQ_EMPTY(&p->sends) && TAILQ_EMPTY(&p->recvs) && TAILQ_EMPTY(&p->rts_in);
+	/* an RTS no receive took only waits: it goes with a job that is over */
+	return TAILQ_EMPTY(&p->sends) && TAILQ_EMPTY(&p->recvs);
 }
 
 const struct job_part p2p_part = {
@@ -718,7 +719,7 @@ p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 
 	for (e = TAILQ_FIRST(&p->rts_in); e != NULL; e = nx) {
 		nx = TAILQ_NEXT(e, entry);
-		if (e->gen == gen || (later && proto_gen_after(e->gen, gen)))
+		if (later ? proto_gen_after(e->gen, gen) : e->gen == gen)
 			continue;
 		TAILQ_REMOVE(&p->rts_in, e, entry);
 		p->nrts--;
