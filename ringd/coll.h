@@ -597,6 +597,26 @@ bool p2p_pending(const struct job *j);
  * alone); drops the others (as flow_keep). */
 void p2p_keep_rts(struct job *j, uint32_t gen, bool later);
 void p2p_op_over(struct op *op);	/* off its list */
+/* A send or receive ran out of time: it fails, and so does its other side's
+ * of the same message, now or when it comes (the pair stays in step). */
+void p2p_timeout(struct ringd *rd, struct op *op);
+
+/* msgnum.c: the numbers of a job's messages in each pair of ranks (src, dst,
+ * comm of an RTS), and the messages one side gave up on (p2p.c's) */
+struct msgnum;
+#define MSGNUM_TEXT (PROTO_TEXT_MAX / 2) /* bytes of a failure's why kept */
+struct msgnum *msgnum_make(void);
+void msgnum_reset(struct msgnum *t); /* a formation: from 1 again */
+void msgnum_free(struct msgnum *t);
+/* The number of the next send (or receive) of r's pair here; 0: out of memory. */
+uint64_t msgnum_next(struct msgnum *t, const struct proto_rts *r, bool send);
+/* How many sends (receives) of r's pair were posted here. */
+uint64_t msgnum_count(const struct msgnum *t, const struct proto_rts *r, bool send);
+/* Message n of r's pair failed on one side (status, why): kept for the other. */
+void
+msgnum_fail(struct msgnum *t, const struct proto_rts *r, uint64_t n, int status, const char *text);
+/* The failure kept for message n of r's pair, taken (why into text); 0: none. */
+int msgnum_take(struct msgnum *t, const struct proto_rts *r, uint64_t n, char *text, size_t cap);
 
 /* local.c: the processes of this host in one collective */
 void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);
