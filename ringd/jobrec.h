@@ -54,6 +54,8 @@ struct job {
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */
+	bool over;                      /* the table's sweep found it over here ... */
+	uint64_t over_ms;               /* ... at this time (jobtab.c) */
 	TAILQ_ENTRY(job) entry;
 };
 
