@@ -26,10 +26,12 @@
  * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
- * its stream (a link of several TCP connections); 12: the local hop's
- * `looking` word (the doorbell is rung only while the daemon sleeps), and the
- * arena's control page without the progress counters no one read */
-#define PROTO_VERSION 12
+ * its stream (a link of several TCP connections); 12: an RTS carries its
+ * message's number, a CTS with aux 1 says the other side gave up; 13: the
+ * local hop's `looking` word (the doorbell is rung only while the daemon
+ * sleeps), and the arena's control page without the progress counters no
+ * one read */
+#define PROTO_VERSION 13
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -197,9 +199,14 @@ enum proto_frame_type {
 	PROTO_F_REVOKE = 21, /* a rank revoked the job's formation (gen): i32 code +
 				 * reason; straight to each of its hosts, route =
 				 * (origin, that host), never passed on round */
-	/* 32..47: point-to-point; seq = message id */
+	/* 32..47: point-to-point; seq = message id (the sender's), offset (RTS,
+	 * CTS) = the message's number in its pair of ranks, counted from 1 per
+	 * formation: the nth send from src to dst meets the nth recv */
 	PROTO_F_P2P_RTS = 32,  /* struct proto_rts: a send is waiting */
-	PROTO_F_P2P_CTS = 33,  /* struct proto_cts: the recv is posted (or refused) */
+	PROTO_F_P2P_CTS = 33,  /* struct proto_cts: the recv is posted (or refused);
+				 * aux 1: one side gave up on the message (status
+				 * < 0 and why), sender to receiver or receiver
+				 * answering the RTS: the other side fails too */
 	PROTO_F_P2P_DATA = 34, /* payload bytes at offset */
 	/* 48..63: diagnostics (ringctl ping); no payload.  seq = the prober's probe
 	 * id, offset = its monotonic us when sent (echoed, for the logs). */

@@ -279,7 +279,9 @@ struct job_part {
 	const char *name;		/* what job_table_busy says of it */
 	void *(*make)(struct ringd *rd);
 	void (*free)(void *part);
-	bool (*idle)(const void *part);	/* nothing of it in flight or waiting */
+	/* nothing of it in flight (NULL: never); what only waits (frames, a
+	 * message not received) goes with a job that is over */
+	bool (*idle)(const void *part);
 };
 void *job_part(const struct job *j, int which);
 struct job *job_lookup(struct ringd *rd, uint32_t id);
@@ -290,10 +292,16 @@ struct job *job_next(const struct job *j);
 #define JOBS_FOREACH(j, rd) for ((j) = job_first(rd); (j) != NULL; (j) = job_next(j))
 /* Moves the first job to the end, so that no job always waits behind another. */
 void job_rotate(struct ringd *rd);
-/* The jobs that are not idle (a process, a formation, something in flight or
- * waiting), the first described in why; and every job freed (the end). */
+/* The jobs that are not over (a process, a formation, something in flight),
+ * the first described in why; and every job freed (the end). */
 int job_table_busy(const struct ringd *rd, char *why, size_t len);
 void job_table_free(struct ringd *rd);
+/* Something of job j ended (j NULL: of some job): the table looks, from the
+ * loop, for jobs that are over, and forgets them once they have been so for
+ * a while. */
+void job_table_note(struct ringd *rd, struct job *j);
+/* The jobs the table holds (ringctl status, the metrics). */
+int job_table_count(const struct ringd *rd);
 /* Frees the member list of a formation. */
 void job_members_free(struct job *j);
 /*
@@ -432,8 +440,8 @@ void flow_rx_credit(struct ringd *rd, struct job *j, int from, bool flush);
  * none has a frame they take. */
 void flow_drain(struct ringd *rd, struct job *j);
 void flow_drain_now(struct ringd *rd, struct job *j);
-/* Keeps the stashed frames of formation gen (and, with later, of those after
- * it); drops the others. */
+/* Formation gen formed: keeps its stashed frames, drops the others; or (later)
+ * it dissolved: keeps those of the formations after it alone. */
 void flow_keep(struct job *j, uint32_t gen, bool later);
 /* Keeps an early frame in its sender's stash within the credit granted for
  * it; a frame the job cannot take is dropped (flow_drop: counted, logged),
@@ -487,10 +495,30 @@ void p2p_link_gone(struct ringd *rd, struct job *j, const struct link *l, const 
 void p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s);
 /* Whether a send or a receive of the job is posted here. */
 bool p2p_pending(const struct job *j);
-/* Keeps the early RTS frames of formation gen (and, with later, of those after
- * it); drops the others (as flow_keep). */
+/* Keeps the early RTS frames of formation gen (later: of those after it
+ * alone); drops the others (as flow_keep). */
 void p2p_keep_rts(struct job *j, uint32_t gen, bool later);
 void p2p_op_over(struct op *op);	/* off its list */
+/* A send or receive ran out of time: it fails, and so does its other side's
+ * of the same message, now or when it comes (the pair stays in step). */
+void p2p_timeout(struct ringd *rd, struct op *op);
+
+/* msgnum.c: the numbers of a job's messages in each pair of ranks (src, dst,
+ * comm of an RTS), and the messages one side gave up on (p2p.c's) */
+struct msgnum;
+#define MSGNUM_TEXT (PROTO_TEXT_MAX / 2) /* bytes of a failure's why kept */
+struct msgnum *msgnum_make(void);
+void msgnum_reset(struct msgnum *t); /* a formation: from 1 again */
+void msgnum_free(struct msgnum *t);
+/* The number of the next send (or receive) of r's pair here; 0: out of memory. */
+uint64_t msgnum_next(struct msgnum *t, const struct proto_rts *r, bool send);
+/* How many sends (receives) of r's pair were posted here. */
+uint64_t msgnum_count(const struct msgnum *t, const struct proto_rts *r, bool send);
+/* Message n of r's pair failed on one side (status, why): kept for the other. */
+void
+msgnum_fail(struct msgnum *t, const struct proto_rts *r, uint64_t n, int status, const char *text);
+/* The failure kept for message n of r's pair, taken (why into text); 0: none. */
+int msgnum_take(struct msgnum *t, const struct proto_rts *r, uint64_t n, char *text, size_t cap);
 
 /* local.c: the processes of this host in one collective */
 void local_gather(struct op *op, uint8_t **send, uint8_t **recv, bool *inplace);

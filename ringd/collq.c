@@ -112,8 +112,16 @@ collq_push(struct job *j, struct op *op)
 	op_enqueue(op, &q->colls);
 	q->ncolls++;
 	if (a->seq == seq && a->gen == op_gen(op)) {
-		/* another host failed it already: same answer here */
-		op_fail_early(op, a->code, a->text);
+		/* another host failed it already: same answer here, and the ranks
+		 * that call it now hear that they came after (the reason may say
+		 * they never called it: they had not, then) */
+		char text[PROTO_TEXT_MAX + 1];
+
+		snprintf(text, sizeof(text),
+			 "%.*s (it had failed on another host before "
+			 "it was called here)",
+			 PROTO_TEXT_MAX - 64, a->text);
+		op_fail_early(op, a->code, text);
 		a->seq = 0;
 	}
 }

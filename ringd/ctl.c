@@ -388,6 +388,10 @@ ctl_status_json(struct ringd *rd)
 			      (json_int_t)rd->cfg.evict_after_ms, "rejoin_after_ms",
 			      (json_int_t)rd->cfg.rejoin_after_ms, "evictions",
 			      (json_int_t)rd->evictions, "rejoins", (json_int_t)rd->rejoins));
+	if (doc != NULL) /* every job the table holds, listed above or not */
+		json_object_set_new(doc, "job_table",
+				    json_pack("{s:i, s:i}", "jobs", job_table_count(rd), "max_jobs",
+					      rd->cfg.max_jobs));
 	if (doc != NULL)	/* why the ring is not whole, while it is not */
 		json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
 	if (doc == NULL)

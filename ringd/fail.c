@@ -56,15 +56,11 @@ fail_op_timeout(void *arg)
 
 	if (op_finished(op))
 		return;	/* cannot happen: op_finish cancels it */
-	proto_fp_format(op_fp(op), fp, sizeof(fp));
 	if (COLL_IS_P2P(op_fp(op)->coll)) {
-		op_finish(rd, op, RING_ETIMEDOUT,
-			  "%s with rank %d timed out after %llu ms (the other rank never "
-			  "posted the matching %s)",
-			  fp, op_peer(op), (unsigned long long)(now_ms() - op_started_ms(op)),
-			  op_fp(op)->coll == PROTO_COLL_SEND ? "recv" : "send");
+		p2p_timeout(rd, op); /* fails it here and for its other side */
 		return;
 	}
+	proto_fp_format(op_fp(op), fp, sizeof(fp));
 	if (!op_probing(op) && job_nhosts(j) > 1 && rd->state == RING_READY && rd->next != NULL &&
 	    rd->next->state == LINK_UP) {
 		/* ask round the ring who never called it, then fail with the answer */

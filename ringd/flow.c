@@ -115,19 +115,12 @@ flow_free(void *part)
 	free(fl);
 }
 
-static bool
-flow_idle(const void *part)
-{
-	const struct flow *fl = part;
-
-	return fl->nstashed == 0;
-}
-
+/* No idle: a stash only waits (jobtab.c's job_idle), and goes with a job
+ * that is over. */
 const struct job_part flow_part = {
 	.name = "stash",
 	.make = flow_make,
 	.free = flow_free,
-	.idle = flow_idle,
 };
 
 void
@@ -472,7 +465,7 @@ stream_keep(struct job *j, struct flow *fl, struct stream *s, uint32_t gen, bool
 	struct proto_frame f;
 
 	while (stash_front(s, &f)) {
-		if (keep != NULL && (f.gen == gen || (later && proto_gen_after(f.gen, gen)))) {
+		if (keep != NULL && (later ? proto_gen_after(f.gen, gen) : f.gen == gen)) {
 			evbuffer_remove_buffer(s->stash, keep, stash_entry(f.length));
 		} else {
 			/* of what is over here: it goes, nothing is credited */
@@ -494,6 +487,10 @@ stream_keep(struct job *j, struct flow *fl, struct stream *s, uint32_t gen, bool
 	s->early_bytes = later ? s->stash_bytes : 0;
 }
 
+/* Formation gen formed (later false): what the stashes hold of it stays, the
+ * rest goes.  It dissolved (later true): what they hold of it, or of any
+ * before it, can never be taken now and goes; that of formations after it
+ * stays for them. */
 void
 flow_keep(struct job *j, uint32_t gen, bool later)
 {

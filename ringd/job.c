@@ -463,6 +463,7 @@ job_settle(struct ringd *rd, struct job *j)
 {
 	int h;
 
+	job_table_note(rd, j); /* it may be over here: the table looks later */
 	if (j->world == 0 || !job_dissolved(rd, j))
 		return;
 	free(j->host_of);

@@ -57,6 +57,8 @@ struct job {
 	unsigned work;			/* JOB_WORK_*: asked for, to run in the turn */
 	bool working;			/* on rd->work */
 	TAILQ_ENTRY(job) work_entry;
+	bool over;                      /* the table's sweep found it over here ... */
+	uint64_t over_ms;               /* ... at this time (jobtab.c) */
 	TAILQ_ENTRY(job) entry;
 };
 

@@ -1,15 +1,37 @@
 /*
  * jobtab.c - the job record and the daemon's table of jobs: found by id, made on
  * first sight (from a client's attach or a frame of the wire) with a part for
- * each room of the engine that keeps state of it, forgotten when nothing refers
- * to them any more and max_jobs is reached.  The bottom of the engine: the
- * rooms above read a job through the functions here, and keep their own state
- * of it in their part.
+ * each room of the engine that keeps state of it, and forgotten once it is
+ * over here: no process of it attached, no formation known, nothing of it in
+ * flight.  What its parts may still hold then (frames of a formation that
+ * will never form here, a message no receive will take) goes with it.  A
+ * sweep from the loop forgets such a job JOB_LINGER_MS after it was first
+ * found over, and at max_jobs a new job takes the place of one over at once;
+ * so the table holds what `ringctl status` and the metrics count, and a
+ * long-lived daemon serves any number of jobs one after another.  The bottom
+ * of the engine: the rooms above read a job through the functions here, and
+ * keep their own state of it in their part.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "jobrec.h"
+
+/*
+ * How long a job stays in the table after it was found over, and how often
+ * the table looks.  The record remembers the job's last formation (frames of
+ * it still on the way are dropped, not taken for the next) and why it could
+ * not form (told to the processes of a failed start that come late); a few
+ * seconds cover both, and a job that comes back within them finds it.
+ */
+#define JOB_LINGER_MS 5000
+#define JOB_SWEEP_MS 1000
+
+/* The table's own state beside rd->jobs: the sweep's timer. */
+struct jobtab {
+	struct timer *sweep; /* forgets the jobs that are over */
+	bool armed;          /* ... and is due */
+};
 
 void *
 job_part(const struct job *j, int which)
@@ -62,7 +84,7 @@ held_none(const struct ringd *rd, const struct job *j)
 	return true;
 }
 
-/* The first part of the job with something in flight or waiting (-1: none). */
+/* The first part of the job with something in flight (-1: none). */
 static int
 part_busy(const struct ringd *rd, const struct job *j)
 {
@@ -74,8 +96,11 @@ part_busy(const struct ringd *rd, const struct job *j)
 	return -1;
 }
 
-/* A job nothing refers to any more: no process here, no formation known, nothing
- * in flight or waiting. */
+/* A job that is over here: no process, no formation known, no JOIN held for
+ * the next, nothing in flight.  What waits in its parts can never be taken:
+ * frames and messages come only to a host whose processes claimed their ranks
+ * in the formation they belong to, which makes the formation known here (world)
+ * until it has dissolved. */
 static bool
 job_idle(const struct ringd *rd, const struct job *j)
 {
@@ -151,17 +176,63 @@ job_free(struct ringd *rd, struct job *j)
 	free(j);
 }
 
-/* At max_jobs: forget the jobs that are over, so a long-lived daemon serves any
- * number of jobs one after another. */
-static void
-job_gc(struct ringd *rd)
+/* Forgets the jobs that are over (linger: those over for JOB_LINGER_MS);
+ * whether one over is left for later.  Never called with a job on the stack:
+ * from the loop (the sweep), or before a job is made. */
+static bool
+job_gc(struct ringd *rd, bool linger)
 {
+	uint64_t now = now_ms();
 	struct job *j, *nx;
+	bool left = false;
 
 	for (j = TAILQ_FIRST(&rd->jobs); j != NULL; j = nx) {
 		nx = TAILQ_NEXT(j, entry);
-		if (job_idle(rd, j))
+		if (!job_idle(rd, j)) {
+			j->over = false;
+			continue;
+		}
+		if (!j->over) {
+			j->over = true;
+			j->over_ms = now;
+		}
+		if (!linger || now - j->over_ms >= JOB_LINGER_MS)
 			job_free(rd, j);
+		else
+			left = true;
+	}
+	return left;
+}
+
+static void
+job_sweep_cb(void *arg)
+{
+	struct ringd *rd = arg;
+
+	rd->jobtab->armed = false;
+	if (job_gc(rd, true))
+		job_table_note(rd, NULL);
+}
+
+void
+job_table_note(struct ringd *rd, struct job *j)
+{
+	struct jobtab *t = rd->jobtab;
+
+	if (j != NULL)
+		j->over = false; /* over from now on, if it is */
+	if (t == NULL) {
+		if ((t = calloc(1, sizeof(*t))) == NULL)
+			return;
+		if ((t->sweep = timer_new(rd, job_sweep_cb, rd)) == NULL) {
+			free(t);
+			return;
+		}
+		rd->jobtab = t;
+	}
+	if (!t->armed) {
+		t->armed = true;
+		timer_add(t->sweep, JOB_SWEEP_MS);
 	}
 }
 
@@ -186,6 +257,17 @@ job_table_free(struct ringd *rd)
 {
 	while (!TAILQ_EMPTY(&rd->jobs))
 		job_free(rd, TAILQ_FIRST(&rd->jobs));
+	if (rd->jobtab != NULL) {
+		timer_free(rd->jobtab->sweep);
+		free(rd->jobtab);
+		rd->jobtab = NULL;
+	}
+}
+
+int
+job_table_count(const struct ringd *rd)
+{
+	return rd->njobs;
 }
 
 struct job *
@@ -197,7 +279,7 @@ job_wire(struct ringd *rd, uint32_t id)
 	if (j != NULL)
 		return j;
 	if (rd->njobs >= rd->cfg.max_jobs)
-		job_gc(rd);
+		(void)job_gc(rd, false); /* room for this one now */
 	if (rd->njobs >= rd->cfg.max_jobs)
 		return NULL;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
@@ -217,6 +299,7 @@ job_wire(struct ringd *rd, uint32_t id)
 	}
 	TAILQ_INSERT_TAIL(&rd->jobs, j, entry);
 	rd->njobs++;
+	job_table_note(rd, j); /* a frame's job may be over at once (dropped) */
 	return j;
 }
 

@@ -218,6 +218,10 @@ model_jobs(json_t *fams, struct ringd *rd)
 	}
 	s = family(fams, "ringd_jobs", "gauge", "Jobs with processes attached to this daemon");
 	sample_u(s, "ringd_jobs", NULL, (uint64_t)jobs);
+	s = family(fams, "ringd_job_table", "gauge",
+		   "Jobs this daemon keeps state of (at most max_jobs): attached here, or "
+		   "formed with ranks here, or over for less than a few seconds");
+	sample_u(s, "ringd_job_table", NULL, (uint64_t)job_table_count(rd));
 	s = family(fams, "ringd_clients", "gauge", "Client processes attached now");
 	sample_u(s, "ringd_clients", NULL, (uint64_t)rd->nsessions);
 	s = family(fams, "ringd_clients_connected_total", "counter",

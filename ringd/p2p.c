@@ -7,7 +7,10 @@
  * answers with a clear-to-send (CTS) — or with a refusal that carries both
  * descriptions, in which case no payload is ever sent, so the pair's stream stays
  * aligned for the next message.  Only then does data flow, in segments, straight
- * from the sender's arena into the receiver's.  The frames go straight over a
+ * from the sender's arena into the receiver's.  A send and a receive meet by
+ * their number in their pair of ranks (msgnum.c), which the RTS carries; a side
+ * that gives up on a message (a timeout) leaves its failure for the other
+ * side's, so the pair stays in step (p2p_timeout).  The frames go straight over a
  * link to the peer's host (a ring neighbour's, or a direct link) when one is up,
  * else round the ring, daemons in between passing them on; messages between a
  * pair keep their order (see rts_way).  Two ranks on the same host never touch
@@ -23,6 +26,12 @@
 #include "../proto/log.h"
 
 #define MAX_RTS_PER_JOB 4096
+
+/* A CTS frame's aux: 0, the receiver's answer to an RTS; P2P_GAVE_UP, one side
+ * gave up on the message (its status and why), to the other: the sender to the
+ * receiver (seq: its message id), or the receiver answering an RTS that came
+ * after it gave up. */
+#define P2P_GAVE_UP 1
 
 /* The part of an operation only a send or a receive has: this file's own. */
 struct op_p2p {
@@ -45,6 +54,7 @@ struct op_p2p {
 struct rts_entry {
 	struct proto_rts rts;		/* what the sender announced */
 	uint64_t id;			/* its message id */
+	uint64_t n;                     /* its number in its pair (msgnum.c) */
 	int src_host;			/* where it came from */
 	uint32_t gen;			/* the job's formation it was sent in */
 	TAILQ_ENTRY(rts_entry) entry;
@@ -57,6 +67,8 @@ struct p2p_job {
 	TAILQ_HEAD(, rts_entry) rts_in;	/* RTS frames that arrived before their recv */
 	int nrts;			/* their number (bounded) */
 	uint64_t next_id;		/* ids of our sends */
+	struct msgnum *num;             /* the messages' numbers, and failures left
+					 * for the other side (this formation's) */
 };
 
 static struct p2p_job *
@@ -71,6 +83,10 @@ p2p_make(struct ringd *rd)
 	struct p2p_job *p = calloc(1, sizeof(*p));
 
 	(void)rd;
+	if (p != NULL && (p->num = msgnum_make()) == NULL) {
+		free(p);
+		return NULL;
+	}
 	if (p != NULL) {
 		TAILQ_INIT(&p->sends);
 		TAILQ_INIT(&p->recvs);
@@ -89,6 +105,7 @@ p2p_free(void *part)
 		TAILQ_REMOVE(&p->rts_in, e, entry);
 		free(e);
 	}
+	msgnum_free(p->num);
 	free(p);
 }
 
@@ -97,7 +114,8 @@ p2p_idle(const void *part)
 {
 	const struct p2p_job *p = part;
 
-	return TAILQ_EMPTY(&p->sends) && TAILQ_EMPTY(&p->recvs) && TAILQ_EMPTY(&p->rts_in);
+	/* an RTS no receive took only waits: it goes with a job that is over */
+	return TAILQ_EMPTY(&p->sends) && TAILQ_EMPTY(&p->recvs);
 }
 
 const struct job_part p2p_part = {
@@ -221,16 +239,19 @@ kept_way(struct ringd *rd, const struct op_p2p *pp, int host)
 	return link_toward(rd, host, false) == pp->way ? pp->way : NULL;
 }
 
+/* An RTS or CTS of message id, number n in its pair (aux: P2P_GAVE_UP or 0). */
 static int
-send_ctl(struct ringd *rd, struct job *j, struct link *l, uint16_t type, uint64_t id, int dst_host,
-	 const uint8_t *pl, int len)
+send_ctl(struct ringd *rd, struct job *j, struct link *l, uint16_t type, uint32_t aux, uint64_t id,
+	 uint64_t n, int dst_host, const uint8_t *pl, int len)
 {
 	struct proto_frame f = {
 		.type = type,
 		.job = job_id(j),
+		.aux = aux,
 		.route = PROTO_ROUTE(rd->rank, dst_host),
 		.epoch = rd->epoch,
 		.seq = id,
+		.offset = n,
 		.length = (uint32_t)len,
 		.gen = job_gen(j),
 	};
@@ -272,13 +293,13 @@ p2p_match(struct ringd *rd, struct op *op, const struct proto_rts *rts, uint64_t
 	if (!rts_same(rts, &pp->rts)) {
 		c.status = RING_EMISMATCH;
 		mismatch_text(&pp->rts, rts, c.text, sizeof(c.text));
-		send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, id, src_host, buf,
-			 proto_encode_cts(buf, sizeof(buf), &c));
+		send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, 0, id,
+			 op_fp(op)->seq, src_host, buf, proto_encode_cts(buf, sizeof(buf), &c));
 		op_finish(rd, op, RING_EMISMATCH, "%s", c.text);
 		return;
 	}
-	if (send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, id, src_host, buf,
-		     proto_encode_cts(buf, sizeof(buf), &c)) != 0) {
+	if (send_ctl(rd, op_job(op), any_way(rd, src_host), PROTO_F_P2P_CTS, 0, id, op_fp(op)->seq,
+		     src_host, buf, proto_encode_cts(buf, sizeof(buf), &c)) != 0) {
 		op_finish(rd, op, RING_EPEER, "recv from rank %u: the ring is down", rts->src);
 		return;
 	}
@@ -324,16 +345,44 @@ p2p_post(struct ringd *rd, struct client *s, struct job *j, const struct proto_o
 	return p2p_submit(rd, op);
 }
 
-/* A local send or recv of the other kind that meets op, if one is posted. */
+/* A local send or recv of the other kind that meets op (the same number in
+ * the same pair), if one is posted. */
 static struct op *
-local_partner(struct opq *q, const struct op_p2p *pp)
+local_partner(struct opq *q, const struct op *op)
 {
+	const struct op_p2p *pp = op_p2p(op);
 	struct op *o;
 
 	OPQ_FOREACH(o, q)
-		if (op_p2p(o)->local_peer && !op_finished(o) && rts_pair(&op_p2p(o)->rts, &pp->rts))
+		if (op_p2p(o)->local_peer && !op_finished(o) &&
+		    rts_pair(&op_p2p(o)->rts, &pp->rts) && op_fp(o)->seq == op_fp(op)->seq)
 			return o;
 	return NULL;
+}
+
+/* op fails because its other side gave up on their message (why: that side's
+ * message). */
+static void
+fail_behind(struct ringd *rd, struct op *op, int status, const char *why)
+{
+	char fp[160];
+
+	op_finish(rd, op, status, "%s with rank %d failed: rank %d gave up on the matching %s: %s",
+		  proto_fp_format(op_fp(op), fp, sizeof(fp)), op_peer(op), op_peer(op),
+		  op_fp(op)->coll == PROTO_COLL_SEND ? "recv" : "send", why);
+}
+
+/* The other side gave up on op's message before op came: op fails with it. */
+static bool
+failed_before(struct ringd *rd, struct job *j, struct op *op)
+{
+	char why[MSGNUM_TEXT];
+	int status = msgnum_take(pj(j)->num, &op_p2p(op)->rts, op_fp(op)->seq, why, sizeof(why));
+
+	if (status == 0)
+		return false;
+	fail_behind(rd, op, status, why);
+	return true;
 }
 
 /* A recv meets an RTS that came before it, if one did. */
@@ -344,7 +393,8 @@ p2p_match_early(struct ringd *rd, struct job *j, struct op *op)
 	struct rts_entry *e;
 
 	TAILQ_FOREACH(e, &p->rts_in, entry)
-		if (e->gen == job_gen(j) && rts_pair(&e->rts, &op_p2p(op)->rts))
+		if (e->gen == job_gen(j) && rts_pair(&e->rts, &op_p2p(op)->rts) &&
+		    e->n == op_fp(op)->seq)
 			break;
 	if (e != NULL) {
 		TAILQ_REMOVE(&p->rts_in, e, entry);
@@ -365,16 +415,23 @@ p2p_submit(struct ringd *rd, struct op *op)
 	uint8_t buf[256];
 	struct op *o;
 
-	op_set_seq(op, 0);
 	pp->rts.src = (uint32_t)(send ? self : op_peer(op));
 	pp->rts.dst = (uint32_t)(send ? op_peer(op) : self);
 	pp->rts.dtype = (uint8_t)op_dtype(op);
 	pp->rts.bytes = send ? pp->tx0_len : pp->len;
 	pp->local_peer = peer_host == rd->rank;
 	pp->hdr_sent = true;
+	/* its number in its pair, as the other side numbers its own */
+	op_set_seq(op, msgnum_next(p->num, &pp->rts, send));
 	op_enqueue(op, send ? &p->sends : &p->recvs);
+	if (op_fp(op)->seq == 0) {
+		op_finish(rd, op, RING_ENOMEM, "out of memory");
+		return 0;
+	}
+	if (failed_before(rd, j, op))
+		return 0;
 	if (pp->local_peer) {
-		if ((o = local_partner(send ? &p->recvs : &p->sends, pp)) != NULL)
+		if ((o = local_partner(send ? &p->recvs : &p->sends, op)) != NULL)
 			p2p_local(rd, send ? op : o, send ? o : op);
 		return 0;
 	}
@@ -383,7 +440,8 @@ p2p_submit(struct ringd *rd, struct op *op)
 		return 0;
 	}
 	pp->id = ++p->next_id;
-	if (send_ctl(rd, j, rts_way(rd, j, op, peer_host), PROTO_F_P2P_RTS, pp->id, peer_host, buf,
+	if (send_ctl(rd, j, rts_way(rd, j, op, peer_host), PROTO_F_P2P_RTS, 0, pp->id,
+		     op_fp(op)->seq, peer_host, buf,
 		     proto_encode_rts(buf, sizeof(buf), &pp->rts)) != 0)
 		op_finish(rd, op, RING_EPEER, "send to rank %d: the ring is not ready",
 			  op_peer(op));
@@ -490,7 +548,24 @@ p2p_rx_data(struct ringd *rd, const struct proto_frame *f, const uint8_t *pl)
 		op_finish(rd, op, 0, NULL);
 }
 
-/* A send waits for us: match it with a posted receive, or keep it (bounded). */
+/* An RTS whose receive gave up on it before it came: refused with the why, so
+ * the send fails with it and the pair stays in step.  Whether it was. */
+static bool
+refuse_late(struct ringd *rd, struct job *j, const struct proto_frame *f, const struct proto_rts *m)
+{
+	struct proto_cts c = { .src = m->src, .dst = m->dst };
+	int src_host = PROTO_ROUTE_SRC(f->route);
+	uint8_t buf[PROTO_TEXT_MAX + 64];
+
+	if ((c.status = msgnum_take(pj(j)->num, m, f->offset, c.text, MSGNUM_TEXT)) == 0)
+		return false;
+	send_ctl(rd, j, any_way(rd, src_host), PROTO_F_P2P_CTS, P2P_GAVE_UP, f->seq, f->offset,
+		 src_host, buf, proto_encode_cts(buf, sizeof(buf), &c));
+	return true;
+}
+
+/* A send waits for us: match it with a posted receive (the same number in the
+ * same pair), or keep it (bounded). */
 static int
 p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_frame *f,
 	   const uint8_t *pl)
@@ -518,11 +593,13 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 		return RX_DONE;	/* of a formation that is over here */
 	}
 	p = pj(j);
+	if (f->gen == job_gen(j) && refuse_late(rd, j, f, &m))
+		return RX_DONE;
 	OPQ_FOREACH(op, &p->recvs) {
 		const struct op_p2p *pp = op_p2p(op);
 
 		if (f->gen == job_gen(j) && !pp->cts && !op_finished(op) && !pp->local_peer &&
-		    rts_pair(&pp->rts, &m))
+		    rts_pair(&pp->rts, &m) && op_fp(op)->seq == f->offset)
 			break;
 	}
 	if (op != NULL) {
@@ -539,11 +616,36 @@ p2p_rx_rts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	}
 	e->rts = m;
 	e->id = f->seq;
+	e->n = f->offset;
 	e->src_host = src_host;
 	e->gen = f->gen;
 	TAILQ_INSERT_TAIL(&p->rts_in, e, entry);
 	p->nrts++;
 	return RX_DONE;
+}
+
+/* The sender gave up on message f->seq (c: its status and why): the receive
+ * that matched it fails with that; one not posted yet fails when it comes. */
+static void
+p2p_rx_cancel(struct ringd *rd, struct job *j, const struct proto_frame *f,
+	      const struct proto_cts *c)
+{
+	int src_host = PROTO_ROUTE_SRC(f->route);
+	struct p2p_job *p = pj(j);
+	struct rts_entry *e;
+	struct op *op;
+
+	TAILQ_FOREACH(e, &p->rts_in, entry)
+		if (e->src_host == src_host && e->id == f->seq && e->gen == f->gen)
+			break;
+	if (e != NULL) {
+		msgnum_fail(p->num, &e->rts, e->n, c->status, c->text);
+		TAILQ_REMOVE(&p->rts_in, e, entry);
+		p->nrts--;
+		free(e);
+	} else if ((op = p2p_recv_for(rd, f)) != NULL) {
+		fail_behind(rd, op, c->status, c->text);
+	}
 }
 
 /* The receiver is ready (or refused): stream the data, or fail the send. */
@@ -555,12 +657,16 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	struct op_p2p *pp = NULL;
 	struct op *op;
 
-	if (proto_decode_cts(pl, f->length, &c) != 0) {
+	if (proto_decode_cts(pl, f->length, &c) != 0 || (f->aux == P2P_GAVE_UP && c.status >= 0)) {
 		snprintf(l->last_error, sizeof(l->last_error), "malformed CTS");
 		return RX_ERROR;
 	}
 	if (j == NULL || f->gen != job_gen(j))
 		return RX_DONE;
+	if (f->aux == P2P_GAVE_UP && job_host_of(j, (int)c.src) != rd->rank) {
+		p2p_rx_cancel(rd, j, f, &c); /* the sender's: for a receive here */
+		return RX_DONE;
+	}
 	OPQ_FOREACH(op, &pj(j)->sends) {
 		pp = op_p2p(op);
 		if (pp->id == f->seq && !pp->cts && !op_finished(op) && !pp->local_peer)
@@ -568,6 +674,10 @@ p2p_rx_cts(struct ringd *rd, struct link *l, struct job *j, const struct proto_f
 	}
 	if (op == NULL)
 		return RX_DONE;	/* the send gave up already */
+	if (f->aux == P2P_GAVE_UP) {
+		fail_behind(rd, op, c.status, c.text);
+		return RX_DONE;
+	}
 	if (c.status != 0) {
 		op_finish(rd, op, c.status, "%s", c.text);
 		return RX_DONE;
@@ -716,9 +826,12 @@ p2p_keep_rts(struct job *j, uint32_t gen, bool later)
 	struct p2p_job *p = pj(j);
 	struct rts_entry *e, *nx;
 
+	/* a formation formed or dissolved: its messages are numbered from 1 */
+	msgnum_reset(p->num);
+
 	for (e = TAILQ_FIRST(&p->rts_in); e != NULL; e = nx) {
 		nx = TAILQ_NEXT(e, entry);
-		if (e->gen == gen || (later && proto_gen_after(e->gen, gen)))
+		if (later ? proto_gen_after(e->gen, gen) : e->gen == gen)
 			continue;
 		TAILQ_REMOVE(&p->rts_in, e, entry);
 		p->nrts--;
@@ -731,4 +844,50 @@ p2p_sess_gone(struct ringd *rd, struct job *j, struct client *s)
 {
 	fail_list(rd, &pj(j)->sends, s, RING_EABORTED, "the client went away");
 	fail_list(rd, &pj(j)->recvs, s, RING_EABORTED, "the client went away");
+}
+
+/*
+ * A send or receive ran out of time.  Its message fails on both sides: the
+ * other side's send or receive of the same number, posted later or waiting
+ * already, fails with this one's reason instead of meeting the pair's next
+ * message, so the pair stays in step (as a timed-out collective fails on
+ * every rank, and the next one meets the next).  A send's reason goes to the
+ * receiver's host over the way its RTS took, behind it.  A receive that had
+ * its data coming leaves nothing: its send was matched, and is done or fails
+ * alone.
+ */
+void
+p2p_timeout(struct ringd *rd, struct op *op)
+{
+	const struct op_p2p *pp = op_p2p(op);
+	bool send = op_fp(op)->coll == PROTO_COLL_SEND;
+	struct p2p_job *p = pj(op_job(op));
+	struct proto_cts c = { .src = pp->rts.src, .dst = pp->rts.dst, .status = RING_ETIMEDOUT };
+	uint64_t n = op_fp(op)->seq;
+	int peer = op_peer(op), host = job_host_of(op_job(op), peer);
+	char fp[160], what[160];
+	uint8_t buf[PROTO_TEXT_MAX + 64];
+
+	if (!pp->cts)
+		snprintf(what, sizeof(what), "rank %d had not posted the matching %s", peer,
+			 send ? "recv" : "send");
+	else
+		snprintf(what, sizeof(what), "%llu of %llu bytes %s",
+			 (unsigned long long)(send ? pp->tx0_off : pp->rx_off),
+			 (unsigned long long)(send ? pp->tx0_len : pp->len),
+			 send ? "sent" : "received");
+	snprintf(c.text, MSGNUM_TEXT, "%s with rank %d timed out after %llu ms (%s)",
+		 proto_fp_format(op_fp(op), fp, sizeof(fp)), peer,
+		 (unsigned long long)(now_ms() - op_started_ms(op)), what);
+	/* before op_finish, which may free the op */
+	if (pp->local_peer) {
+		if (msgnum_count(p->num, &pp->rts, !send) < n)
+			msgnum_fail(p->num, &pp->rts, n, RING_ETIMEDOUT, c.text);
+	} else if (send) {
+		(void)send_ctl(rd, op_job(op), kept_way(rd, pp, host), PROTO_F_P2P_CTS, P2P_GAVE_UP,
+			       pp->id, n, host, buf, proto_encode_cts(buf, sizeof(buf), &c));
+	} else if (!pp->cts) {
+		msgnum_fail(p->num, &pp->rts, n, RING_ETIMEDOUT, c.text);
+	}
+	op_finish(rd, op, RING_ETIMEDOUT, "%s", c.text);
 }

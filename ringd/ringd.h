@@ -37,6 +37,7 @@ enum link_dir { LINK_NEXT, LINK_PREV, LINK_DIRECT, LINK_STREAM };
 
 struct ringd;
 struct job;
+struct jobtab;
 struct sess;
 
 /* A TCP link to a neighbour, or a direct link to any host of the ring (direct.c);
@@ -197,6 +198,7 @@ struct ringd {
 	int nsessions;
 	TAILQ_HEAD(, job) jobs;		/* known jobs (attached or seen on the wire) */
 	int njobs;
+	struct jobtab *jobtab;          /* the table's sweep (jobtab.c's own) */
 	struct event *ctl_ev;		/* control thread's requests */
 	struct event *sig_int, *sig_term, *sig_hup;
 	struct event *watchdog_ev;	/* systemd watchdog pings (WATCHDOG_USEC) */
