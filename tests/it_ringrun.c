@@ -643,7 +643,12 @@ Test(ringrun_hosts, bad_input_refused, .init = dry_setup, .fini = teardown, .tim
 	} cases[] = {
 		{ "dup", "a:1\nb:2\na:1\n", "line 3: duplicate host:port a:1 (also line 1)" },
 		{ "slots", "a slots=0\n", "line 1: bad slots '0'" },
-		{ "attr", "a\nb color=red\n", "line 2: unexpected 'color=red'" },
+		{ "attr", "a\nb color=red\n",
+		  "line 2: unknown attribute 'color=red' of the host 'b'" },
+		{ "prose", "this is not a host\n",
+		  "line 1: 'is' after the host 'this': a line is "
+		  "one host (HOST, HOST:PORT or [IPV6]:PORT), optionally followed by slots=N and "
+		  "max_slots=N; '#' starts a comment" },
 		{ "port", "a:70000\n", "line 1: bad port '70000'" },
 		{ "name", "-oProxyCommand=x\n", "line 1: bad host name" },
 		{ "empty", "# nothing\n", "no hosts listed" },
