@@ -463,6 +463,28 @@ Test(systemd, unresolvable_host_named, .timeout = 60)
 	sh(out, sizeof(out), "rm -rf %s", dir);
 }
 
+/* A hostfile ringd refuses is named once, then the line and what a line is. */
+Test(systemd, hostfile_error_names_file_once, .timeout = 60)
+{
+	static char out[OUT_CAP];
+	char ringd[PATH_MAX], dir[PATH_MAX], want[PATH_MAX + 128];
+	int rc;
+
+	harness_bin(ringd, sizeof(ringd), "ringd");
+	scratch_dir(dir, sizeof(dir), "hf");
+	rc = sh(out, sizeof(out),
+		"cd %s && echo 'this is not a host' >hosts && %s --foreground "
+		"--socket c.sock --control c.ctl --hosts %s/hosts --rank 0",
+		dir, ringd, dir);
+	cr_expect_eq(rc, 64, "ringd exited %d, not 64:\n%s", rc, out);
+	snprintf(want, sizeof(want),
+		 "FATAL hostfile %s/hosts: line 1: 'is' after the host "
+		 "'this': a line is one host",
+		 dir);
+	cr_expect(strstr(out, want) != NULL, "no \"%s\" in:\n%s", want, out);
+	sh(out, sizeof(out), "rm -rf %s", dir);
+}
+
 /* ---------------------------------------------------------------------- */
 /* (b) The notify protocol                                                 */
 /* ---------------------------------------------------------------------- */
