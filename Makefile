@@ -444,8 +444,24 @@ uninstall:
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
 LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
-.PHONY: lint
-lint:
+# What lint runs, found before anything runs: a missing one is named with the
+# command that installs it, not met as a tool's failure halfway (bindgen's
+# and clippy's are looked for where rust-lint looks, RUST_LINT_PATH).
+BINDGEN   ?= bindgen
+export BINDGEN
+LINT_TOOLS := shellcheck groff clang-format git-clang-format patch python3 \
+	$(BINDGEN) rustfmt $(CARGO) cargo-clippy
+.PHONY: lint lint-tools
+lint-tools:
+	@missing=; for t in $(LINT_TOOLS); do \
+		(PATH="$(RUST_LINT_PATH)"; command -v $$t) >/dev/null 2>&1 || missing="$$missing $$t"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make lint: not found:$$missing; scripts/install-deps --lint installs what lint runs" >&2; \
+		exit 1; \
+	fi
+
+lint: lint-tools
 	$(Q)shellcheck $(LINT_SH)
 	$(Q)for f in man/*.[0-9]; do \
 		w=$$(groff -ww -man -Tutf8 $$f 2>&1 >/dev/null); \

@@ -85,6 +85,8 @@ struct bench {
 	int64_t wrong_total;
 	double worst_overlap;	/* -a: the largest total / max(compute, operation) */
 	struct bench_cost cost;	/* -v: the last timed loop's */
+	const char *wire;       /* RING_WIRE's bf16 or fp16, NULL when uncompressed */
+	double wire_rel;        /* its error bound's factor, ((H+1)u + N 2^-24) */
 };
 
 /* A tile of BENCH_PERIOD elements of tests/pattern.c's data, encoded. */
@@ -99,6 +101,8 @@ struct bench_data {
 	struct bench_tile in;		/* our input */
 	struct bench_tile expect;	/* reduced / root's / previous rank's */
 	struct bench_tile other;	/* scratch for the allgather check */
+	double *bound;                  /* per element of expect: the error the
+					 * wire format may add; NULL: bit for bit */
 	enum ring_dtype dt;
 	enum ring_op op;
 };
@@ -117,6 +121,9 @@ extern const struct coll_desc bench_colls[COLL_COUNT];
 double bench_now(void);
 /* Reports a failed call of rank b and marks the run failed. */
 void bench_report(struct bench *b, const char *what, int rc);
+/* The wire format the job compresses with (RING_WIRE, as libring reads it)
+ * and its error bound; call after ring_open. */
+void bench_wire_init(struct bench *b);
 /* The reference tiles for (dt, op) of b's collective; 0 or -1 (no memory). */
 int bench_data_init(struct bench *b, struct bench_data *p, enum ring_dtype dt,
 		    enum ring_op op);

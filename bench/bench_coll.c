@@ -3,7 +3,9 @@
  * table of collectives, where each call's operands lie, the timed loop, and
  * the checked iteration after it.  With -c 1 every rank fills its input with
  * tests/pattern.c's data, whose reduction is exact in the dtype, and counts the
- * elements that differ bit for bit from the reference.  The data repeats with
+ * elements that differ bit for bit from the reference; where the job's wire
+ * format compresses (RING_WIRE=bf16 or fp16: float32 sums and averages of the
+ * reducing collectives), those out of the error bound ring.h states for it.  The data repeats with
  * a prime period (BENCH_PERIOD elements) so the fill and the check are
  * memcpy/memcmp of precomputed tiles, yet a segment or chunk landing at the
  * wrong offset (offsets are powers of two) is still caught.
@@ -15,6 +17,7 @@
  * the total comes to max(compute, operation).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +95,28 @@ static void tile_fill(const struct bench_tile *t, void *dst, size_t count, size_
 	}
 }
 
-/* The number of elements of buf that differ from the tile (bitwise). */
-static size_t tile_check(const struct bench_tile *t, const void *buf, size_t count,
-			 size_t first)
+/* The float32 elements of got further from want than bound allows. */
+static size_t
+bound_check(const unsigned char *got, const unsigned char *want, const double *bound, size_t count)
+{
+	size_t wrong = 0;
+
+	for (size_t j = 0; j < count; j++) {
+		float g, w;
+
+		memcpy(&g, got + j * sizeof(g), sizeof(g));
+		memcpy(&w, want + j * sizeof(w), sizeof(w));
+		if (!(fabs((double)g - (double)w) <= bound[j])) /* NaN too */
+			wrong++;
+	}
+	return wrong;
+}
+
+/* The number of elements of buf that differ from the tile: bitwise, or by
+ * more than bound (per element of the tile) when it is given. */
+static size_t
+tile_check(const struct bench_tile *t, const double *bound, const void *buf, size_t count,
+	   size_t first)
 {
 	const unsigned char *b = buf;
 	size_t pos = first % BENCH_PERIOD, wrong = 0;
@@ -104,12 +126,65 @@ static size_t tile_check(const struct bench_tile *t, const void *buf, size_t cou
 
 		if (run > count)
 			run = count;
-		wrong += pattern_compare(b, t->bytes + pos * t->esize, t->dt, run, NULL);
+		if (bound)
+			wrong += bound_check(b, t->bytes + pos * t->esize, bound + pos, run);
+		else
+			wrong += pattern_compare(b, t->bytes + pos * t->esize, t->dt, run, NULL);
 		b += run * t->esize;
 		count -= run;
 		pos = 0;
 	}
 	return wrong;
+}
+
+/* RING_WIRE as libring reads it (ring.h, "Compression on the wire"): bf16 or
+ * fp16 compress, and then a result is within ((H + 1) u + N 2^-24) of the sum
+ * of the ranks' magnitudes, not exact. */
+void
+bench_wire_init(struct bench *b)
+{
+	const char *w = getenv("RING_WIRE");
+	double u = 0;
+
+	if (w && (strcmp(w, "bf16") == 0 || strcmp(w, "bfloat16") == 0))
+		u = 0x1p-8;
+	else if (w && (strcmp(w, "fp16") == 0 || strcmp(w, "float16") == 0))
+		u = 0x1p-11;
+	if (u == 0)
+		return;
+	b->wire = w;
+	b->wire_rel = (ring_host_count(b->comm) + 1) * u + b->size * 0x1p-24;
+}
+
+/* Whether the wire format applies to (dt, op) of b's collective: float32
+ * sums and averages of all-reduce, reduce-scatter and reduce. */
+static bool
+wire_applies(const struct bench *b, enum ring_dtype dt, enum ring_op op)
+{
+	enum coll c = b->o->coll;
+
+	return b->wire && dt == RING_FLOAT32 && (op == RING_SUM || op == RING_AVG) &&
+	       (c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE);
+}
+
+/* The bound of each element of the reduced tile: wire_rel times the sum of
+ * the ranks' magnitudes (their mean for an average). */
+static int
+bound_init(struct bench *b, struct bench_data *p)
+{
+	int n = b->size;
+
+	p->bound = malloc(BENCH_PERIOD * sizeof(*p->bound));
+	if (!p->bound)
+		return -1;
+	for (size_t i = 0; i < BENCH_PERIOD; i++) {
+		double a = 0;
+
+		for (int r = 0; r < n; r++)
+			a += fabs(pattern_value(p->dt, p->op, n, r, i, BENCH_SEED).f);
+		p->bound[i] = b->wire_rel * (p->op == RING_AVG ? a / n : a);
+	}
+	return 0;
 }
 
 int bench_data_init(struct bench *b, struct bench_data *p, enum ring_dtype dt,
@@ -130,6 +205,8 @@ int bench_data_init(struct bench *b, struct bench_data *p, enum ring_dtype dt,
 	case COLL_REDUCE_SCATTER:
 	case COLL_REDUCE:
 		pattern_expect_reduce(p->expect.bytes, dt, pop, n, BENCH_PERIOD, 0, BENCH_SEED);
+		if (wire_applies(b, dt, pop) && bound_init(b, p))
+			return -1;
 		break;
 	case COLL_BROADCAST:
 	case COLL_SCATTER:
@@ -149,6 +226,7 @@ void bench_data_free(struct bench_data *p)
 	free(p->in.bytes);
 	free(p->expect.bytes);
 	free(p->other.bytes);
+	free(p->bound);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -340,14 +418,14 @@ static size_t check_result(struct bench *b, struct bench_data *p, size_t count, 
 	case COLL_ALLREDUCE:
 	case COLL_BROADCAST:
 	case COLL_SENDRECV:
-		return tile_check(&p->expect, r, count, 0);
+		return tile_check(&p->expect, p->bound, r, count, 0);
 	case COLL_SCATTER:
-		return tile_check(&p->expect, r, count, (size_t)me * count);
+		return tile_check(&p->expect, NULL, r, count, (size_t)me * count);
 	case COLL_ALLTOALL:
 		/* block q came from rank q: its input's block `me` */
 		for (int q = 0; q < n; q++) {
 			tile_input(&p->other, p->op, n, q);
-			wrong += tile_check(&p->other, r + (size_t)q * count * es, count,
+			wrong += tile_check(&p->other, NULL, r + (size_t)q * count * es, count,
 					    (size_t)me * count);
 		}
 		return wrong;
@@ -359,12 +437,12 @@ static size_t check_result(struct bench *b, struct bench_data *p, size_t count, 
 	case COLL_ALLGATHER:
 		for (int q = 0; q < n; q++) {
 			tile_input(&p->other, p->op, n, q);
-			wrong += tile_check(&p->other, r + (size_t)q * count * es, count, 0);
+			wrong += tile_check(&p->other, NULL, r + (size_t)q * count * es, count, 0);
 		}
 		return wrong;
 	case COLL_REDUCE_SCATTER:
 		/* our block of the reduced whole starts at element me * count */
-		return tile_check(&p->expect, inplace ? s + (size_t)me * count * es : r,
+		return tile_check(&p->expect, p->bound, inplace ? s + (size_t)me * count * es : r,
 				  count, (size_t)me * count);
 	default:
 		return 0;

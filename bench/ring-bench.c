@@ -10,7 +10,8 @@
  *
  * This file is the driver: options, the launch of -p, and the table.  Running,
  * timing and checking one collective is bench_coll.c (with -c 1 every rank
- * checks one extra iteration bit for bit against tests/pattern.c's reference);
+ * checks one extra iteration bit for bit against tests/pattern.c's reference,
+ * or within ring.h's error bound where RING_WIRE compresses the data);
  * device buffers (-D) are bench_cuda.c.
  *
  * -a (overlap) runs each size through the non-blocking calls (ring_i*): the
@@ -345,6 +346,10 @@ static int print_header(struct bench *b)
 		printf(" warmup iters: %d iters: %d validation: %d buffers: %s%s\n",
 		       o->warmup, o->iters, o->check, o->arena ? "arena" : o->device ? "device" : "host",
 		       o->overlap ? " non-blocking (-a)" : "");
+		if (b->wire)
+			printf("# RING_WIRE=%s: float32 sums and averages checked against its "
+			       "error bound, %.3g x the sum of |x|\n",
+			       b->wire, b->wire_rel);
 		printf("#\n# Using daemons\n");
 		for (int r = 0; r < b->size; r++) {
 			all[r].text[sizeof(all[r].text) - 1] = 0;
@@ -384,6 +389,7 @@ static int bench_rank(const struct bench_opts *o)
 	}
 	b.rank = ring_rank(b.comm);
 	b.size = ring_size(b.comm);
+	bench_wire_init(&b);
 	if (o->coll == COLL_SENDRECV && b.size < 2) {
 		if (b.rank == 0)
 			printf("# sendrecv needs at least 2 ranks; nothing to do\n");

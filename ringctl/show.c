@@ -154,7 +154,7 @@ show_membership(json_t *doc, FILE *out)
 		return;
 	fprintf(out,
 		"  membership: %" PRId64 " of %" PRId64 " hosts in the ring%s; %" PRId64
-		" evicted and %" PRId64 " readmitted since this daemon started\n",
+		" evicted and %" PRId64 " readmitted since this daemon joined it\n",
 		members, world,
 		json_is_true(json_object_get(m, "evicted_here")) ? ", THIS HOST IS EVICTED" : "",
 		evictions, rejoins);

@@ -145,35 +145,45 @@ addr_loopback(const struct sockaddr *sa)
 	return false;
 }
 
-/* Every address the name resolves to is a loopback one (an unknown name is not). */
-static bool
+/* 1 when every address the name resolves to is a loopback one, 0 when one
+ * is not, or getaddrinfo's error (negative: EAI_*) when it does not resolve. */
+static int
 host_loopback(const char *host)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
-	bool all = true;
+	int all = 1, rc;
 
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return false;
+	if ((rc = getaddrinfo(host, NULL, &hints, &res)) != 0)
+		return rc < 0 ? rc : -1;
 	for (ai = res; ai != NULL; ai = ai->ai_next)
 		if (!addr_loopback(ai->ai_addr))
-			all = false;
+			all = 0;
 	freeaddrinfo(res);
 	return all;
 }
 
-/* The first host (or the listen address) outside loopback, or NULL. */
+/* The first host (or the listen address) outside loopback, or NULL; *gai
+ * gets getaddrinfo's error when that is a name that does not resolve (0
+ * otherwise), and *idx its place in the hostfile (-1: the listen address). */
 static const char *
-first_remote(const struct ringd *rd, char *buf, size_t len)
+first_remote(const struct ringd *rd, char *buf, size_t len, int *gai, int *idx)
 {
-	int i, port;
+	int i, port, lo = 1;
 
+	*gai = 0;
 	for (i = 0; i < rd->hf.n; i++)
-		if (!host_loopback(rd->hf.hosts[i].host))
+		if ((lo = host_loopback(rd->hf.hosts[i].host)) != 1) {
+			*gai = lo < 0 ? lo : 0;
+			*idx = i;
 			return rd->hf.hosts[i].host;
+		}
+	*idx = -1;
 	if (rd->cfg.listen[0] != '\0' &&
 	    (config_split_hostport(rd->cfg.listen, buf, len, &port, NULL, 0) != 0 ||
-	     !host_loopback(buf)))
+	     (lo = host_loopback(buf)) != 1)) {
+		*gai = lo < 0 ? lo : 0;
 		return rd->cfg.listen;
+	}
 	return NULL;
 }
 
@@ -205,14 +215,28 @@ auth_init(struct ringd *rd, char *err, size_t errlen)
 	const struct config *c = &rd->cfg;
 	char buf[HOSTFILE_HOST_MAX + 1];
 	const char *remote;
-	int ntls;
+	int ntls, gai, idx;
 
 	if ((ntls = load_credentials(c, secret, &secret_len, err, errlen)) < 0)
 		return -1;
 	if (rd->world < 2 || ntls == 3 || secret_len > 0)
 		return 0;
-	if ((remote = first_remote(rd, buf, sizeof(buf))) == NULL)
+	if ((remote = first_remote(rd, buf, sizeof(buf), &gai, &idx)) == NULL)
 		return 0;
+	if (gai != 0 && !c->insecure) {
+		/* the lookup is what is wrong (a typo, no DNS): say that first */
+		char what[32] = "the listen address";
+
+		if (idx >= 0)
+			snprintf(what, sizeof(what), "host %d of the hostfile", idx);
+		snprintf(err, errlen,
+			 "%s, %s, does not resolve (%s): correct the name or make "
+			 "it resolvable (DNS, /etc/hosts); until it resolves ringd cannot tell "
+			 "whether it is on loopback, and peers beyond loopback need tls_cert, "
+			 "tls_key and tls_ca or secret_file (or insecure = yes)",
+			 what, remote, gai_strerror(gai));
+		return -1;
+	}
 	if (!c->insecure) {
 		snprintf(err, errlen, "%s is not a loopback address and peers would join "
 			 "unauthenticated: set tls_cert, tls_key and tls_ca (scripts/gen-certs) "

@@ -273,9 +273,21 @@ parse_attr(const char *t, size_t n, struct host_entry *e, int *max_slots,
 				  memcmp(t, "max-slots", 9) == 0);
 	long val = 0;
 
-	if (!eq || (!is_slots && !is_max)) {
-		config_err(why, whylen, "unexpected '%.*s' (expected slots=N or max_slots=N)",
-			   (int)(n > 64 ? 64 : n), t);
+	/* Say what a line is, not only what may follow the host: a line of
+	 * prose fails at its second word. */
+	if (!eq) {
+		config_err(why, whylen,
+			   "'%.*s' after the host '%.64s': a line is one host (HOST, "
+			   "HOST:PORT or [IPV6]:PORT), optionally followed by slots=N and "
+			   "max_slots=N; '#' starts a comment",
+			   (int)(n > 64 ? 64 : n), t, e->host);
+		return -1;
+	}
+	if (!is_slots && !is_max) {
+		config_err(why, whylen,
+			   "unknown attribute '%.*s' of the host '%.64s' (a host takes only "
+			   "slots=N and max_slots=N)",
+			   (int)(n > 64 ? 64 : n), t, e->host);
 		return -1;
 	}
 	for (size_t i = 0; i < vn; i++) {

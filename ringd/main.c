@@ -195,7 +195,7 @@ setup_config(struct ringd *rd)
 	char err[512];
 
 	if (hostfile_load(&rd->hf, rd->cfg.hosts, HOSTFILE_DEFAULT_PORT, err, sizeof(err)) != 0)
-		fatal_config("hostfile %s: %s", rd->cfg.hosts, err);
+		fatal_config("hostfile %s", err); /* err starts with the path */
 	rd->world = rd->hf.n;
 	rd->rank = rd->cfg.rank;
 	if (rd->rank < 0 && (rd->rank = hostfile_find_self(&rd->hf)) < 0)

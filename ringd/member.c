@@ -240,6 +240,29 @@ host_moved(struct member *m, int h, uint32_t inc, const char *why)
 	m->probe_gap_ms[h] = PROBE_MIN_MS;
 }
 
+/* A view heard before this daemon was ever part of a ready ring (still
+ * forming: a restarted daemon joining) is the ring as it found it: a host out
+ * of it (or back) moved before this daemon joined, so it is no eviction (or
+ * readmission) seen here, counted or given an age.  A daemon that was ready
+ * hears of later ones in views too, and counts them. */
+static void
+found_moved(struct member *m, int h, uint32_t inc, int from)
+{
+	struct ringd *rd = m->rd;
+
+	rd->view[h] = inc;
+	m->since_ms[h] = 0;
+	m->up_since_ms[h] = 0;
+	m->probe_ms[h] = 0;
+	m->probe_gap_ms[h] = PROBE_MIN_MS;
+	if ((inc & 1u) == 0)
+		return;
+	snprintf(m->why[h], sizeof(m->why[h]),
+		 "out of the ring when this daemon joined it (host %d's view)", from);
+	log_info("membership: host %d (%s:%d) was out of the ring when this daemon joined it", h,
+		 rd->hf.hosts[h].host, rd->hf.hosts[h].port);
+}
+
 /* ------------------------------------------------------------------ */
 /* eviction: the census                                               */
 /* ------------------------------------------------------------------ */
@@ -589,7 +612,10 @@ rx_view(struct link *l, const uint8_t *pl, uint32_t len)
 		return RX_ERROR;
 	}
 	for (h = 0; h < rd->world; h++) {
-		if (v.inc[h] > rd->view[h]) {
+		if (v.inc[h] > rd->view[h] && rd->state == RING_FORMING) {
+			found_moved(m, h, v.inc[h], l->peer);
+			changed = true;
+		} else if (v.inc[h] > rd->view[h]) {
 			snprintf(why, sizeof(why), "the ring %s it (host %d said so)",
 				 v.inc[h] & 1u ? "evicted" : "readmitted", l->peer);
 			host_moved(m, h, v.inc[h], why);

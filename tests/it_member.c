@@ -609,3 +609,48 @@ Test(member, flapping_host, .init = setup, .fini = teardown, .timeout = 120)
 	}
 	cr_assert_eq(cluster_run(&cluster, 4, fresh_rank, NULL), 0);
 }
+
+/* ------------------------------------------------------------------ */
+/* a daemon restarted into a ring that evicted a host before          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Host 2 is evicted; then host 0's daemon restarts and learns of that
+ * eviction from host 1's view.  The eviction happened before it started:
+ * its count (ringctl's "N evicted ... since this daemon joined it", the
+ * metric ringd_ring_evictions_total) stays 0, while host 1, which saw it
+ * happen, counts 1; both still show host 2 out of the ring.
+ */
+Test(member, restart_counts_no_earlier_eviction, .init = setup, .fini = teardown, .timeout = 120)
+{
+	static const int two[] = { 0, 1 };
+	static char out[1 << 16];
+	char last[1024];
+
+	cr_assert_eq(cluster_start(&cluster, 3,
+				   "--insecure yes --heartbeat-ms 200 --peer-timeout-ms 1000 "
+				   "--evict-after-ms 1000 --rejoin-after-ms 500"),
+		     0);
+	cr_assert_eq(cluster_signal(&cluster, 2, SIGKILL), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 2, 10000), 0);
+	cr_assert(wait_members(two, 2, 2, 15, last, sizeof(last)) >= 0,
+		  "host 2 was not evicted: %s", last);
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGTERM), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 0, 10000), 0);
+	cr_assert_eq(cluster_restart(&cluster, 0), 0);
+	cr_assert(wait_members(two, 2, 2, 30, last, sizeof(last)) >= 0,
+		  "host 0 did not come back into the ring of 2: %s", last);
+
+	cr_assert_eq(cluster_ringctl(&cluster, 1, out, sizeof(out), "status", "--json", NULL), 0);
+	cr_expect(strstr(out, "\"evictions\": 1") != NULL,
+		  "host 1 saw host 2 evicted but does not count it:\n%s", out);
+	cr_assert_eq(cluster_ringctl(&cluster, 0, out, sizeof(out), "status", "--json", NULL), 0);
+	cr_expect(strstr(out, "\"evictions\": 0") != NULL,
+		  "the restarted host 0 counts an eviction from before it started:\n%s", out);
+	cr_assert_eq(cluster_ringctl(&cluster, 0, out, sizeof(out), "status", NULL), 0);
+	cr_expect(strstr(out, "2 of 3 hosts in the ring; 0 evicted") != NULL &&
+		      strstr(out, "host 2 evicted: out of the ring when this daemon joined") !=
+			  NULL,
+		  "host 0's status does not show host 2 out, evicted before its start:\n%s", out);
+	fprintf(stderr, "host 0's status after its restart:\n%s", out);
+}

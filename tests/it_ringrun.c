@@ -8,8 +8,10 @@
  * its prefix; a job in which rank 1 exits 3, which ringrun must stop entirely
  * (a rank that ignores SIGTERM included) within a bound, exiting 3 and naming
  * rank 1, with no process of the job left in any namespace; SIGINT to ringrun
- * reaching every rank; and a host whose ringd is down, refused with its name
- * and then started with --start-daemons.  Without namespaces (and without
+ * reaching every rank; with --keep-going, an elastic job (libring/examples/
+ * elastic) whose survivors shrink and finish after a host's ringd is killed;
+ * and a host whose ringd is down, refused with its name and then started with
+ * --start-daemons.  Without namespaces (and without
  * root) --dry-run checks how the three hostfile formats and a Slurm node list
  * become hosts, ranks and environments, and how bad input is refused.
  *
@@ -195,6 +197,25 @@ static bool wait_lines(const char *path, const char *what, int n, double timeout
 		if (k >= n)
 			return true;
 		usleep(50000);
+	} while (harness_now() < end);
+	return false;
+}
+
+/* wait_lines for HOSTS lines of what, cut short when ringrun has exited
+ * (refused its arguments, say); its exit is left to rr_wait. */
+static bool
+wait_started(const struct rr *r, const char *what, double timeout_s)
+{
+	double end = harness_now() + timeout_s;
+	siginfo_t si;
+
+	do {
+		if (wait_lines(r->out, what, HOSTS, 0.5))
+			return true;
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == r->pid)
+			return false;
 	} while (harness_now() < end);
 	return false;
 }
@@ -404,6 +425,54 @@ Test(ringrun, failing_rank_stops_all, .fini = teardown, .timeout = 120)
 	cr_expect(rank_says(r.errs, 1, "rank 1 fails"), "rank 1's stderr not prefixed");
 	cr_expect(strstr(r.errs, "SIGKILL") != NULL,
 		  "rank 2 ignores SIGTERM: ringrun should have said it sent SIGKILL");
+	cr_expect_eq(leftovers(left, sizeof(left), 3), 0,
+		     "processes of the job left in the namespaces: %s", left);
+	rr_free(&r);
+}
+
+/*
+ * --keep-going: the README's elastic loop (libring/examples/elastic) on three
+ * hosts, one rank each; host 1's ringd is killed mid-run.  Its rank fails
+ * (RING_EDAEMON) and exits 1; ringrun says so and lets ranks 0 and 2 go on,
+ * which shrink to a job of two, finish every step with exact averages and
+ * exit 0, and so does ringrun.  Without --keep-going ringrun would have
+ * stopped them (failing_rank_stops_all).
+ */
+Test(ringrun, keep_going_elastic, .fini = teardown, .timeout = 240)
+{
+	char el[PATH_MAX], left[2048];
+	struct rr r;
+	int rc;
+
+	start_hosts();
+	harness_bin(el, sizeof(el), "elastic");
+	rr_start(&r, cluster.dir, "elastic", NULL,
+		 (const char *[]){ CLUSTER_ARGS, "--keep-going", "--", el, "-s", "100", "-c", "50",
+				   NULL });
+	if (!wait_started(&r, "first step done", 60)) {
+		rc = rr_wait(&r, 30);
+		cr_assert_fail("the ranks did not all finish a first step; ringrun exited %d:\n%s",
+			       rc, r.errs);
+	}
+	cr_assert_eq(cluster_signal(&cluster, 1, SIGKILL), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 1, 10000), 0, "ringd 1 did not die");
+	rc = rr_wait(&r, 150);
+	cr_expect_eq(rc, 0, "ringrun --keep-going exited %d, not 0", rc);
+	cr_expect(strstr(r.errs, "rank 1 on host 1 (") &&
+		      strstr(r.errs, "exited with status 1; --keep-going: the other 2 ranks go on"),
+		  "ringrun did not say that rank 1 failed and the others go on");
+	cr_expect(rank_says(r.errs, 1, "the local ringd is unreachable"),
+		  "rank 1 did not fail for its daemon");
+	cr_expect(
+	    rank_says(r.outs, 0, "rank 0 of 2: 100 steps done, started as rank 0 of 3, 1 shrink"),
+	    "rank 0 did not finish as rank 0 of 2 after one shrink");
+	cr_expect(
+	    rank_says(r.outs, 2, "rank 1 of 2: 100 steps done, started as rank 2 of 3, 1 shrink"),
+	    "rank 2 did not finish as rank 1 of 2 after one shrink");
+	cr_expect(strstr(r.errs, "finished: 2 of 3 ranks exited 0; failed: rank 1 (status 1)"),
+		  "no summary naming the failed rank");
+	cr_expect(strstr(r.errs, "SIGTERM") == NULL && strstr(r.errs, "stopping") == NULL,
+		  "ringrun stopped the survivors");
 	cr_expect_eq(leftovers(left, sizeof(left), 3), 0,
 		     "processes of the job left in the namespaces: %s", left);
 	rr_free(&r);
@@ -636,6 +705,31 @@ Test(ringrun_hosts, slurm_nodelist, .init = dry_setup, .fini = teardown, .timeou
 	rr_free(&r);
 }
 
+/* --version says the version the tree builds (ringctl's, the Makefile's);
+ * --keep-going shows in the plan. */
+Test(ringrun_hosts, version_and_keep_going, .init = dry_setup, .fini = teardown, .timeout = 60)
+{
+	const char *f = write_file("kg.hosts", "a\nb\n");
+	char ctl[PATH_MAX], want[300], out[256] = "";
+	char *argv[] = { ctl, "--version", NULL };
+	struct rr r;
+
+	harness_bin(ctl, sizeof(ctl), "ringctl");
+	cr_assert_eq(harness_exec(argv, NULL, out, sizeof(out), 30), 0, "ringctl --version");
+	cr_assert_eq(strncmp(out, "ringctl ", 8), 0, "ringctl --version said: %s", out);
+	snprintf(want, sizeof(want), "ringrun %s", out + 8);
+	cr_assert_eq(dry(&r, "version", NULL, (const char *[]){ "--version", NULL }), 0);
+	cr_expect_str_eq(r.outs, want, "ringrun --version is not the tree's version");
+	rr_free(&r);
+	cr_assert_eq(
+	    dry(&r, "kg", NULL,
+		(const char *[]){ "-f", f, "--dry-run", "--enable-recovery", "--", "app", NULL }),
+	    0);
+	expect_line(r.outs, ", 2 ranks, job ");
+	expect_line(r.outs, ", --keep-going\n");
+	rr_free(&r);
+}
+
 Test(ringrun_hosts, bad_input_refused, .init = dry_setup, .fini = teardown, .timeout = 60)
 {
 	static const struct {
@@ -643,7 +737,12 @@ Test(ringrun_hosts, bad_input_refused, .init = dry_setup, .fini = teardown, .tim
 	} cases[] = {
 		{ "dup", "a:1\nb:2\na:1\n", "line 3: duplicate host:port a:1 (also line 1)" },
 		{ "slots", "a slots=0\n", "line 1: bad slots '0'" },
-		{ "attr", "a\nb color=red\n", "line 2: unexpected 'color=red'" },
+		{ "attr", "a\nb color=red\n",
+		  "line 2: unknown attribute 'color=red' of the host 'b'" },
+		{ "prose", "this is not a host\n",
+		  "line 1: 'is' after the host 'this': a line is "
+		  "one host (HOST, HOST:PORT or [IPV6]:PORT), optionally followed by slots=N and "
+		  "max_slots=N; '#' starts a comment" },
 		{ "port", "a:70000\n", "line 1: bad port '70000'" },
 		{ "name", "-oProxyCommand=x\n", "line 1: bad host name" },
 		{ "empty", "# nothing\n", "no hosts listed" },
@@ -664,6 +763,7 @@ Test(ringrun_hosts, bad_input_refused, .init = dry_setup, .fini = teardown, .tim
 	cr_expect_eq(dry(&r, "help", NULL, (const char *[]){ "--help", NULL }), 0);
 	expect_line(r.outs, "usage: ringrun [OPTIONS] [--] COMMAND [ARGS...]");
 	expect_line(r.outs, "--start-daemons");
+	expect_line(r.outs, "-k, --keep-going");
 	rr_free(&r);
 	cr_expect_eq(dry(&r, "badopt", NULL, (const char *[]){ "--bogus", "app", NULL }), 64);
 	expect_line(r.errs, "unknown option '--bogus'");

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -418,6 +419,69 @@ Test(systemd, configuration_errors_exit_64, .timeout = 120)
 			"%s", dir, ringd, cases[i][1]);
 		cr_expect_eq(rc, 64, "%s: ringd exited %d, not 64:\n%s", cases[i][0], rc, out);
 	}
+	sh(out, sizeof(out), "rm -rf %s", dir);
+}
+
+/* A new directory under $TMPDIR for one test's files, in dir. */
+static void
+scratch_dir(char *dir, size_t cap, const char *what)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(dir, cap, "%s/it_systemd_%s.XXXXXX", t && *t ? t : P_tmpdir, what);
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+}
+
+/*
+ * A host name that does not resolve (RFC 6761's .invalid) is refused for
+ * what it is, a failed name lookup, not with the advice about TLS and
+ * secrets that a host off loopback gets: ringd cannot tell where it is.
+ */
+Test(systemd, unresolvable_host_named, .timeout = 60)
+{
+	static char out[OUT_CAP];
+	char ringd[PATH_MAX], dir[PATH_MAX];
+	struct addrinfo *res;
+	int rc;
+
+	if (getaddrinfo("nosuchhost.invalid", NULL, NULL, &res) == 0) {
+		freeaddrinfo(res);
+		cr_skip_test("this resolver answers for nosuchhost.invalid");
+	}
+	harness_bin(ringd, sizeof(ringd), "ringd");
+	scratch_dir(dir, sizeof(dir), "dns");
+	rc = sh(out, sizeof(out),
+		"cd %s && printf '127.0.0.1:%d\nnosuchhost.invalid:7100\n' "
+		">hosts && %s --foreground --socket c.sock --control c.ctl --hosts hosts --rank 0",
+		dir, harness_free_port(), ringd);
+	cr_expect_eq(rc, 64, "ringd exited %d, not 64:\n%s", rc, out);
+	cr_expect(strstr(out, "host 1 of the hostfile, nosuchhost.invalid, does not resolve") !=
+		      NULL,
+		  "the refusal does not say that host 1's name does not resolve:\n%s", out);
+	cr_expect(strstr(out, "is not a loopback address") == NULL,
+		  "an unresolvable name is called an address off loopback:\n%s", out);
+	sh(out, sizeof(out), "rm -rf %s", dir);
+}
+
+/* A hostfile ringd refuses is named once, then the line and what a line is. */
+Test(systemd, hostfile_error_names_file_once, .timeout = 60)
+{
+	static char out[OUT_CAP];
+	char ringd[PATH_MAX], dir[PATH_MAX], want[PATH_MAX + 128];
+	int rc;
+
+	harness_bin(ringd, sizeof(ringd), "ringd");
+	scratch_dir(dir, sizeof(dir), "hf");
+	rc = sh(out, sizeof(out),
+		"cd %s && echo 'this is not a host' >hosts && %s --foreground "
+		"--socket c.sock --control c.ctl --hosts %s/hosts --rank 0",
+		dir, ringd, dir);
+	cr_expect_eq(rc, 64, "ringd exited %d, not 64:\n%s", rc, out);
+	snprintf(want, sizeof(want),
+		 "FATAL hostfile %s/hosts: line 1: 'is' after the host "
+		 "'this': a line is one host",
+		 dir);
+	cr_expect(strstr(out, want) != NULL, "no \"%s\" in:\n%s", want, out);
 	sh(out, sizeof(out), "rm -rf %s", dir);
 }
 

@@ -15,6 +15,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,4 +377,53 @@ Test(wire, unknown_format_refused_at_open, .fini = teardown, .timeout = 60)
 	cr_assert(strstr(ring_last_error(NULL), "RING_WIRE=\"float8\" is no wire format"), "%s",
 		  ring_last_error(NULL));
 	cr_assert_null(c);
+}
+
+/*
+ * ring-bench under RING_WIRE=bf16 checks the compressed sums and averages
+ * against ring.h's bound, not bit for bit (it printed "Out of bounds values
+ * : N FAILED" for results within it), and everything else still bit for bit;
+ * the sizes cross the tiny plan's 128 KiB.
+ */
+Test(wire, ring_bench_within_the_bound, .fini = teardown, .timeout = 240)
+{
+	static const char *const runs[][2] = { { "allreduce", "all" },
+					       { "reduce_scatter", "avg" } };
+	static char out[1 << 16];
+	char bench[PATH_MAX], s0[CLUSTER_PATH_MAX + 16], s1[CLUSTER_PATH_MAX + 16];
+	const char *env[] = { "RING_WIRE=bf16", "RING_HOSTS=2", s0, s1, NULL };
+
+	cr_assert_eq(cluster_start(&cluster, 2, WIRE_ARGS), 0, "cluster did not start");
+	harness_bin(bench, sizeof(bench), "ring-bench");
+	snprintf(s0, sizeof(s0), "RING_SOCKET_0=%s", cluster.sockets[0]);
+	snprintf(s1, sizeof(s1), "RING_SOCKET_1=%s", cluster.sockets[1]);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		char *argv[] = { bench,
+				 "-t",
+				 (char *)(uintptr_t)runs[i][0],
+				 "-o",
+				 (char *)(uintptr_t)runs[i][1],
+				 "-b",
+				 "32K",
+				 "-e",
+				 "2M",
+				 "-f",
+				 "4",
+				 "-n",
+				 "2",
+				 "-w",
+				 "1",
+				 "-p",
+				 "2",
+				 NULL };
+		int rc = harness_exec(argv, env, out, sizeof(out), 120);
+
+		cr_expect_eq(rc, 0, "ring-bench -t %s -o %s exited %d:\n%s", runs[i][0], runs[i][1],
+			     rc, out);
+		cr_expect(strstr(out, "# RING_WIRE=bf16: float32 sums and averages checked") !=
+				  NULL &&
+			      strstr(out, "# Out of bounds values : 0 OK") != NULL,
+			  "ring-bench -t %s -o %s did not check against the bound:\n%s", runs[i][0],
+			  runs[i][1], out);
+	}
 }

@@ -1064,8 +1064,17 @@ Test(hostfile, errors)
 	hf_fails("n1 slots=99999999999999999999\n",
 		 "line 1: bad slots '9999999999999999' (expected 1..65536)");
 	hf_fails("n1 slots=4 max_slots=2\n", "line 1: slots=4 is more than max_slots=2");
-	hf_fails("n1 cpus=4\n", "line 1: unexpected 'cpus=4' (expected slots=N or max_slots=N)");
-	hf_fails("n1 n2\n", "line 1: unexpected 'n2' (expected slots=N or max_slots=N)");
+	hf_fails("n1 cpus=4\n", "line 1: unknown attribute 'cpus=4' of the host 'n1' (a host "
+				"takes only slots=N and max_slots=N)");
+	/* a line of prose: say what a line should be */
+	hf_fails("this is not a host\n",
+		 "line 1: 'is' after the host 'this': a line is one host "
+		 "(HOST, HOST:PORT or [IPV6]:PORT), optionally followed by slots=N and "
+		 "max_slots=N; '#' starts a comment");
+	hf_fails("n1 n2\n",
+		 "line 1: 'n2' after the host 'n1': a line is one host (HOST, "
+		 "HOST:PORT or [IPV6]:PORT), optionally followed by slots=N and max_slots=N; "
+		 "'#' starts a comment");
 
 	memset(longname, 'h', 256);
 	longname[256] = '\0';

@@ -108,11 +108,17 @@ ProcessGroupRing::recvAnysource(std::vector<at::Tensor> &tensors, int tag)
 	return submit(w);
 }
 
+/* "recv from rank 1 with tag 0 expected 3 float32; rank 1 sent 5 float32":
+ * what the receive asked for, then what the sender sent. */
 static std::string
-describe(int src, int tag, enum ring_dtype dt, size_t count)
+mismatch(int src, int tag, enum ring_dtype want_dt, size_t want, enum ring_dtype dt,
+	 size_t count)
 {
-	return std::to_string(count) + " " + ring_dtype_name(dt) + " from rank " +
-	       std::to_string(src) + " with tag " + std::to_string(tag);
+	std::string from = "rank " + std::to_string(src);
+
+	return "ring: recv from " + from + " with tag " + std::to_string(tag) + " expected " +
+	       std::to_string(want) + " " + ring_dtype_name(want_dt) + "; " + from + " sent " +
+	       std::to_string(count) + " " + ring_dtype_name(dt);
 }
 
 /* Takes a stashed message when one matches, else waits for one. */
@@ -131,9 +137,7 @@ Engine::p2p_post_recv(const WorkPtr &w, at::Tensor buf, int src, int tag,
 		w->keep(a.stash);
 		w->set_source_rank(a.src);
 		if (a.dt != dt || a.count != count) {
-			w->fail("ring: recv: rank " + std::to_string(a.src) + " sent " +
-				describe(a.src, tag, a.dt, a.count) + "; this receive takes " +
-				std::to_string(count) + " " + ring_dtype_name(dt));
+			w->fail(mismatch(a.src, tag, dt, count, a.dt, a.count));
 			return;
 		}
 		size_t bytes = count * ring_dtype_size(dt);
@@ -279,9 +283,7 @@ Engine::p2p_match(Failures &fails)
 		w->set_pending(false);
 		if (!direct) {
 			w->keep(into);
-			fails.emplace_back(w, "ring: recv: rank " + std::to_string(q) + " sent " +
-				describe(q, tag, dt, count) + "; this receive takes " +
-				std::to_string(p->count) + " " + ring_dtype_name(p->dt));
+			fails.emplace_back(w, mismatch(q, tag, p->dt, p->count, dt, count));
 		}
 		match.pending.erase(p);
 	}

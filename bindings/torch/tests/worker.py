@@ -246,7 +246,8 @@ def s_tags():
         try:
             dist.recv(torch.zeros(3), 0, tag=4)
         except RuntimeError as e:
-            if "5 float32 from rank 0 with tag 4" not in str(e):
+            if ("recv from rank 0 with tag 4 expected 3 float32; rank 0 sent 5 float32"
+                    not in str(e)):
                 raise AssertionError(f"unexpected message: {e}")
         else:
             raise AssertionError("a receive of 3 took a message of 5")
