@@ -297,6 +297,11 @@ uint64_t proto_view_digest(const uint32_t *inc, uint32_t n);
 /* REJECT / ABORT payloads: i32 code + string. */
 int proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text);
 int proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, size_t cap);
+/* in, as text that may be shown and stored anywhere (a peer's bytes): valid
+ * UTF-8 (a byte that is not becomes '?', as does a control character) cut
+ * between characters to fit cap with its NUL.  Returns out.  The decoders of
+ * reasons give their text so. */
+char *proto_text_clean(char *out, size_t cap, const char *in);
 
 /* A host's part of a job (JOIN), or its departure (LEAVE: nranks = 0). */
 #define PROTO_JOIN_MAX	1024	/* processes of one job on one host */
