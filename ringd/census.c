@@ -392,8 +392,9 @@ ask_start(struct ringd *rd, struct link *l, struct watch *w, struct ask *a)
 	a->started_ms = now;
 	a->yes = a->heard = a->reached = 0;
 	a->home = a->round;
-	snprintf(a->why, sizeof(a->why), "%.*s", (int)sizeof(a->why) - 1,
-		 l->last_error[0] ? l->last_error : "its link never came up");
+	/* the link's reason may quote a peer: cut between characters */
+	proto_text_clean(a->why, sizeof(a->why),
+			 l->last_error[0] ? l->last_error : "its link never came up");
 	/* our own vote, kept as the others keep theirs */
 	rd->member->ballot[a->host] = a->want;
 	rd->member->ballot_ms[a->host] = now;
@@ -498,7 +499,7 @@ census_poll(struct ringd *rd, int h, uint32_t want, const char *why)
 	a->key = key_new();
 	a->poll = true;
 	a->started_ms = now;
-	snprintf(a->why, sizeof(a->why), "%s", why);
+	proto_text_clean(a->why, sizeof(a->why), why);
 	log_info("membership: asking the others whether host %d stands at incarnation %u "
 		 "(%s; this host holds %u)",
 		 h, want, why, rd->view[h]);

@@ -181,7 +181,7 @@ host_moved(struct member *m, int h, uint32_t inc, const char *why)
 		else
 			m->flaps[h] = 0;
 		rd->evictions++;
-		snprintf(m->why[h], sizeof(m->why[h]), "%s", why);
+		proto_text_clean(m->why[h], sizeof(m->why[h]), why); /* ringctl shows it */
 		log_warn("membership: host %d (%s:%d) evicted: %s", h, rd->hf.hosts[h].host,
 			 rd->hf.hosts[h].port, why);
 	} else if (!out && (rd->view[h] & 1u) != 0) {
