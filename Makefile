@@ -109,7 +109,7 @@ CHAOS := $(BUILD)/tests/it_chaos
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
 SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
 SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c exec.c job.c coll.c \
-	fail.c engine.c ring.c member.c linkout.c arena.c plan.c local.c config.c hostfile.c pool.c))
+	fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c local.c config.c hostfile.c pool.c))
 TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
 # suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to
@@ -245,7 +245,9 @@ $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(TEST_SAN_OBJ)
 $(BUILD)/tests/it_%: $(BUILD)/tests/it_%.o $(HARNESS_OBJ) $(TEST_SAN_OBJ) $(LIB_A)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) -lm
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JANSSON_LIBS) $(CUDA_LIBS) $(IT_LIBS) -lm
+# it_forged proves the cluster secret itself, as a peer that holds it does
+$(BUILD)/tests/it_forged: IT_LIBS := $(SSL_LIBS)
 
 $(SIM_ENGINE): $(call obj,$(wildcard tests/sim/*.c)) $(SIM_RINGD) \
 	$(filter-out $(BUILD)/proto/clock.o,$(PROTO_OBJ))

@@ -509,10 +509,68 @@ proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, s
 	if (pr_done(&r) != 0 || !proto_code_is_error(c))
 		return RING_EPROTO;
 	*code = c;
-	/* The caller's buffer may be smaller: a reason is for humans, truncate it. */
+	/* The caller's buffer may be smaller: a reason is for humans, truncate it
+	 * (between characters), and a peer's bytes become text ringctl and the
+	 * logs can carry. */
 	if (text != NULL && cap > 0)
-		snprintf(text, cap, "%s", t);
+		proto_text_clean(text, cap, t);
 	return 0;
+}
+
+/* The length of the UTF-8 character at s (RFC 3629: no overlong form, no
+ * surrogate, nothing above U+10FFFF), or 0 when the bytes there are none. */
+static size_t
+utf8_char_len(const unsigned char *s)
+{
+	size_t n, i;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1fu;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0fu;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07u;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0u) != 0x80u)
+			return 0; /* a NUL ends it here too */
+		cp = cp << 6 | (s[i] & 0x3fu);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+char *
+proto_text_clean(char *out, size_t cap, const char *in)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0, n;
+
+	if (cap == 0)
+		return out;
+	while (*s != '\0') {
+		n = utf8_char_len(s);
+		if (n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f))) {
+			n = 1;
+			if (o + 1 >= cap)
+				break;
+			out[o++] = '?';
+		} else {
+			if (o + n >= cap)
+				break;
+			memcpy(out + o, s, n);
+			o += n;
+		}
+		s += n;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 /* ---- point-to-point rendezvous ---- */

@@ -27,7 +27,8 @@
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
  * its stream (a link of several TCP connections); 12: an RTS carries its
- * message's number, a CTS with aux 1 says the other side gave up; 13: the
+ * message's number, a CTS with aux 1 says the other side gave up, and EVICT is
+ * a census of any incarnation (gen) and carries its asker's key; 13: the
  * local hop's `looking` word (the doorbell is rung only while the daemon
  * sleeps), and the arena's control page without the progress counters no
  * one read */
@@ -184,11 +185,12 @@ enum proto_frame_type {
 	PROTO_F_CREDIT = 9,    /* job's flow control: offset = cumulative bytes granted */
 	PROTO_F_RING = 10,     /* goes round: aux 0 = is the ring whole? (offset = highest
 				 * epoch seen), aux 1 = it is, epoch = offset */
-	PROTO_F_EVICT = 11,    /* membership's census (ringd/member.c): aux 0 going
-				 * round, 1 home; seq = the host to evict, gen =
-				 * its incarnation the asker holds, offset = the
-				 * census's number, route (asker, asker); two
-				 * bitmaps of the hosts: passed, cannot reach it */
+	PROTO_F_EVICT = 11,    /* membership's census (ringd/census.c): aux 0 going
+				 * round, 1 home; seq = the host asked about, gen =
+				 * the incarnation asked about, offset = the
+				 * census's number, route (asker, asker); payload:
+				 * the asker's u64 key, then three bitmaps of the
+				 * hosts: passed, said yes, vetoed */
 	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
@@ -306,6 +308,11 @@ uint64_t proto_view_digest(const uint32_t *inc, uint32_t n);
 /* REJECT / ABORT payloads: i32 code + string. */
 int proto_encode_reason(uint8_t *buf, size_t cap, int32_t code, const char *text);
 int proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *text, size_t cap);
+/* in, as text that may be shown and stored anywhere (a peer's bytes): valid
+ * UTF-8 (a byte that is not becomes '?', as does a control character) cut
+ * between characters to fit cap with its NUL.  Returns out.  The decoders of
+ * reasons give their text so. */
+char *proto_text_clean(char *out, size_t cap, const char *in);
 
 /* A host's part of a job (JOIN), or its departure (LEAVE: nranks = 0). */
 #define PROTO_JOIN_MAX	1024	/* processes of one job on one host */

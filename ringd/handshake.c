@@ -95,15 +95,16 @@ send_reject(struct link *l, const char *why)
 }
 
 /* Counts a handshake we refused and keeps its reason for ringctl: a refused
- * connection never becomes a link, so no link would show it. */
+ * connection never becomes a link, so no link would show it.  The reason may
+ * hold a peer's words: it is kept as text JSON can carry, cut between
+ * characters (ringctl status builds its document from it). */
 static void
 hs_note_refused(struct link *l, const char *why)
 {
 	struct ringd *rd = l->rd;
 
 	rd->peers_refused++;
-	snprintf(rd->last_refused, sizeof(rd->last_refused), "%.*s",
-		 (int)sizeof(rd->last_refused) - 1, why);
+	proto_text_clean(rd->last_refused, sizeof(rd->last_refused), why);
 }
 
 /* Refuses the peer of a link in handshake: logged here, told to the peer, and
@@ -113,7 +114,7 @@ hs_refuse(struct link *l, const char *why)
 {
 	char copy[256];
 
-	snprintf(copy, sizeof(copy), "%s", why);
+	proto_text_clean(copy, sizeof(copy), why); /* may quote the peer */
 	if (l->handshake_acceptor)
 		log_warn("refused a peer connection: %s", copy);
 	else
@@ -494,19 +495,24 @@ hs_transport_ready(struct link *l)
 static int
 on_reject(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	char text[256], why[300];
+	char text[256], why[400], kept[sizeof(l->last_error)];
 	int32_t code;
 
+	/* the decoder gives valid UTF-8; once a prefix is added, what is kept is
+	 * cut between characters again (ringctl's JSON carries it) */
 	if (proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0)
 		snprintf(text, sizeof(text), "(no reason given)");
-	if (l->handshake_acceptor)
-		snprintf(why, sizeof(why), "refused by the connecting peer: %s", text);
+	if (l->handshake_acceptor) /* a stranger's words, never proven */
+		snprintf(why, sizeof(why),
+			 "refused by the connecting peer (not authenticated), which said: %s",
+			 text);
 	else
 		snprintf(why, sizeof(why), "refused by host %d: %s", l->peer, text);
-	log_warn("link %s: %s", link_dir_name(l), why);
+	proto_text_clean(kept, sizeof(kept), why);
+	log_warn("link %s: %s", link_dir_name(l), kept);
 	if (l->state == LINK_HANDSHAKE)
-		hs_note_refused(l, why);
-	link_fail(l, why);
+		hs_note_refused(l, kept);
+	link_fail(l, kept);
 	return RX_ERROR;
 }
 

@@ -781,6 +781,69 @@ Test(security, no_frame_before_the_proof, .init = setup, .fini = teardown, .time
 	expect_refused(r, "wrong cluster secret");
 }
 
+/*
+ * A stranger's REJECT, before any handshake, on a ring with a secret: its text
+ * (bytes that are no UTF-8, then UTF-8 that the daemon's 256-byte buffer would
+ * cut inside a character) is kept only as valid text, so `ringctl status`
+ * still builds its document and says what the stranger claimed, marked as not
+ * authenticated.
+ */
+static void
+reject_as_stranger(const char *text)
+{
+	uint8_t pl[2048];
+	int fd, n;
+
+	fd = raw_peer_connect();
+	n = proto_encode_reason(pl, sizeof(pl), RING_EPERM, text);
+	cr_assert_gt(n, 0);
+	raw_send_frame(fd, PROTO_F_REJECT, pl, (uint32_t)n);
+	while (raw_read_frame(fd) >= 0)
+		; /* host 0 closes it */
+	close(fd);
+}
+
+Test(security, stranger_reject_keeps_status, .init = setup, .fini = teardown, .timeout = 180)
+{
+	/* the second: 2-byte characters across the cut, made below */
+	static const char *const texts[] = { "bad \xff\xfe bytes \xc3(", NULL };
+	char cut[600] = "x";
+	struct refusal r;
+	json_t *doc;
+	int rc;
+
+	for (size_t i = 1; i + 2 < sizeof(cut); i += 2)
+		memcpy(cut + i, "\xc3\xa9", 2); /* e-acute: odd offsets */
+	cut[sizeof(cut) - 1] = '\0';
+	secret_ring();
+	for (int k = 0; k < 2; k++) {
+		const char *t = texts[k] != NULL ? texts[k] : cut;
+
+		r = before_impostor();
+		reject_as_stranger(t);
+		for (int i = 0; i < REFUSE_S * 10; i++) {
+			rc = status_json(sec.d[0].ctl, &doc);
+			if (doc != NULL && jint(doc, "peers_refused") > r.refused)
+				break;
+			json_decref(doc);
+			doc = NULL;
+			usleep(100 * 1000);
+		}
+		cr_assert_not_null(doc, "text %d: ringctl status printed no document (exit %d)", k,
+				   rc);
+		cr_assert_eq(rc, 0, "text %d: ringctl status exited %d", k, rc);
+		cr_assert(json_object_get(doc, "error") == NULL, "text %d: host 0 answered %s", k,
+			  jstr(doc, "error"));
+		cr_assert_gt(jint(doc, "peers_refused"), r.refused, "text %d: nothing refused", k);
+		cr_assert(strstr(jstr(doc, "last_refused"), "not authenticated") != NULL,
+			  "text %d: last_refused does not say the peer was a stranger: '%s'", k,
+			  jstr(doc, "last_refused"));
+		fprintf(stderr, "text %d: last_refused '%.80s...'\n", k, jstr(doc, "last_refused"));
+		json_decref(doc);
+	}
+	ring_computes("after a stranger's REJECTs");
+}
+
 /* ------------------------------------------------------------------ */
 /* local access                                                       */
 /* ------------------------------------------------------------------ */

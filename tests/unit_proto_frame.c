@@ -769,6 +769,28 @@ Test(reason, texts)
 	cr_assert_eq(proto_decode_reason(buf, (size_t)n + 1, &code, out, sizeof(out)), RING_EPROTO);
 }
 
+/* A peer's text becomes valid UTF-8: bad bytes, overlong forms, surrogates
+ * and control characters are '?', and a cut falls between characters. */
+Test(reason, clean_text)
+{
+	char out[64], tiny[4];
+
+	cr_assert_str_eq(proto_text_clean(out, sizeof(out), "ok \xc3\xa9 \xe2\x82\xac"),
+			 "ok \xc3\xa9 \xe2\x82\xac");
+	cr_assert_str_eq(proto_text_clean(out, sizeof(out), "a\xff\xc3(\xc0\xaf\xed\xa0\x80"),
+			 "a??"
+			 "(?????");
+	cr_assert_str_eq(proto_text_clean(out, sizeof(out), "line\nnext\x7f"), "line?next?");
+	cr_assert_str_eq(proto_text_clean(out, sizeof(out), "\xf4\x90\x80\x80\xf0\x9f\x98\x80"),
+			 "????\xf0\x9f\x98\x80");
+	cr_assert_str_eq(proto_text_clean(tiny, sizeof(tiny),
+					  "a\xc3\xa9"
+					  "b"),
+			 "a\xc3\xa9");
+	cr_assert_str_eq(proto_text_clean(tiny, sizeof(tiny), "ab\xc3\xa9"), "ab");
+	cr_assert_str_eq(proto_text_clean(tiny, 1, "abc"), "");
+}
+
 Test(fp, layout)
 {
 	struct proto_fp fp;
