@@ -56,6 +56,12 @@ direct_room(struct ringd *rd, char *why, size_t len)
 	return true;
 }
 
+void
+link_used(struct link *l)
+{
+	l->used_ms = now_ms();
+}
+
 struct link *
 link_direct(struct ringd *rd, int host, char *why, size_t len)
 {

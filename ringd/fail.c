@@ -184,9 +184,7 @@ ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to)
 {
 	struct job *j;
 
-	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
-	rd->whole = false;
-	ring_update_state(rd);
+	ring_set_broken(rd, why);
 	JOBS_FOREACH(j, rd) {
 		if (job_goes_on(rd, j, lost_from, lost_to)) {
 			p2p_fail_round(rd, j, RING_EPEER, why);
@@ -290,8 +288,7 @@ fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 void
 fail_ring_ready(struct ringd *rd)
 {
-	rd->ring_error[0] = '\0';
-	job_ring_up(rd);
+	job_ring_up(rd);	/* the ring cleared its error as it found itself whole */
 }
 
 /* Which of this host's ranks have not called op #seq (for a timeout's message). */

@@ -103,7 +103,7 @@ send_view(struct link *l)
 		return;
 	f.length = (uint32_t)n;
 	if (link_send(l, &f, buf) == 0)
-		l->view_sent_ms = now_ms();
+		rd->member->view_sent_ms[l->peer] = now_ms();
 }
 
 /* Every link that is up, in turn: the ring's two, then the direct ones. */
@@ -363,7 +363,7 @@ keep_evicted(struct ringd *rd)
 		struct link *l = rd->direct_links != NULL ? rd->direct_links[keeper] : NULL;
 
 		if (l != NULL)
-			l->used_ms = now;
+			link_used(l);
 		else if (now >= m->probe_ms[rd->rank]) {
 			m->probe_ms[rd->rank] = now + PROBE_MIN_MS;
 			(void)link_direct(rd, keeper, why, sizeof(why));
@@ -383,7 +383,7 @@ keep_evicted(struct ringd *rd)
 			}
 			continue;
 		}
-		l->used_ms = now;	/* kept open while it is probed */
+		link_used(l);	/* kept open while it is probed */
 		m->probe_gap_ms[h] = PROBE_MIN_MS;
 		if (m->up_since_ms[h] == 0)
 			m->up_since_ms[h] = now;
@@ -410,7 +410,7 @@ views_spread(struct ringd *rd)
 		struct link *l = link_at(rd, i);
 
 		if (l != NULL && l->peer_digest_known && l->peer_digest != rd->view_digest &&
-		    now - l->view_sent_ms >= rd->cfg.heartbeat_ms)
+		    now - rd->member->view_sent_ms[l->peer] >= rd->cfg.heartbeat_ms)
 			send_view(l);
 	}
 }
@@ -481,6 +481,7 @@ member_start(struct ringd *rd, void (*changed)(struct ringd *rd))
 	m->probe_ms = calloc(n, sizeof(*m->probe_ms));
 	m->probe_gap_ms = calloc(n, sizeof(*m->probe_gap_ms));
 	m->flaps = calloc(n, sizeof(*m->flaps));
+	m->view_sent_ms = calloc(n, sizeof(*m->view_sent_ms));
 	m->ballot = calloc(n, sizeof(*m->ballot));
 	m->ballot_ms = calloc(n, sizeof(*m->ballot_ms));
 	m->poll_quiet_ms = calloc(n, sizeof(*m->poll_quiet_ms));
@@ -496,7 +497,7 @@ member_start(struct ringd *rd, void (*changed)(struct ringd *rd))
 		m->tick = timer_new(rd, member_tick, rd);
 	if (rd->view == NULL || m->since_ms == NULL || m->member_since_ms == NULL ||
 	    m->up_since_ms == NULL || m->probe_ms == NULL || m->probe_gap_ms == NULL ||
-	    m->flaps == NULL || m->ballot == NULL || m->ballot_ms == NULL ||
+	    m->flaps == NULL || m->view_sent_ms == NULL || m->ballot == NULL || m->ballot_ms == NULL ||
 	    m->poll_quiet_ms == NULL || m->why == NULL || (!m->tick_off && m->tick == NULL))
 		return -1;
 	if (!m->tick_off)
@@ -519,6 +520,7 @@ member_stop(struct ringd *rd)
 	free(m->probe_ms);
 	free(m->probe_gap_ms);
 	free(m->flaps);
+	free(m->view_sent_ms);
 	free(m->ballot);
 	free(m->ballot_ms);
 	free(m->poll_quiet_ms);

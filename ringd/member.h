@@ -74,6 +74,7 @@ struct member {
 	uint64_t *probe_ms;        /* [world]: evicted, its next probe */
 	uint32_t *probe_gap_ms;    /* [world]: ... and the wait after that one */
 	uint32_t *flaps;           /* [world]: evictions soon after readmissions */
+	uint64_t *view_sent_ms;    /* [world]: when our view last went to it */
 	/* [world]: the incarnation we last voted to evict it at (census.c) */
 	uint32_t *ballot;
 	uint64_t *ballot_ms;     /* [world]: ... when (0: never) */

@@ -94,6 +94,14 @@ ring_status_text(const struct ringd *rd, char *buf, size_t len)
  * (link_ring_check); a break anywhere (a link here, or a host's report) makes it
  * degraded until a token goes round again. */
 void
+ring_set_broken(struct ringd *rd, const char *why)
+{
+	snprintf(rd->ring_error, sizeof(rd->ring_error), "%s", why);
+	rd->whole = false;
+	ring_update_state(rd);
+}
+
+void
 ring_update_state(struct ringd *rd)
 {
 	enum ring_state old = rd->state, st;

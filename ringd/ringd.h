@@ -88,7 +88,6 @@ struct link {
 	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
 	uint64_t peer_digest;		/* its view's digest, from its heartbeats */
 	bool peer_digest_known;		/* ... once one came on this connection */
-	uint64_t view_sent_ms;		/* when our view last went to it (member.c) */
 	/* Streams: a link may be several TCP connections (cfg.streams, the
 	 * connector's).  The link is its own stream 0; the others are links of
 	 * dir LINK_STREAM that carry the collectives' DATA frames, striped over
@@ -279,6 +278,9 @@ int ring_start(struct ringd *rd, const struct ring_events *ev);
 /* Closes every link and the membership (the daemon stops). */
 void ring_stop(struct ringd *rd);
 void ring_update_state(struct ringd *rd);
+/* The ring is no longer whole, and why (a link lost here or reported): its
+ * state follows, and it is whole again when a RING token next comes home. */
+void ring_set_broken(struct ringd *rd, const char *why);
 const char *ring_state_name(enum ring_state s);
 /* Sends one message (lines "KEY=value") to systemd's NOTIFY_SOCKET, when set;
  * a no-op otherwise.  Never waits more than a second. */
@@ -418,6 +420,8 @@ struct evbuffer *link_output(struct link *l);
  * max_direct_links allows; a neighbour's is its ring link.  NULL with why
  * when there can be none (not a host of the ring, this daemon, the limit). */
 struct link *link_direct(struct ringd *rd, int host, char *why, size_t len);
+/* A direct link is in use now: it stays open direct_idle_ms from here. */
+void link_used(struct link *l);
 /* The link to host itself when one is up (a neighbour's ring link, or a
  * direct link), else NULL (frames to it go round the ring); with open, a
  * direct link to it is opened for later when there is none and room. */

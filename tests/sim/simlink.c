@@ -92,6 +92,12 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 	return NULL;
 }
 
+void
+link_used(struct link *l)
+{
+	l->used_ms = sim_now_ms();
+}
+
 /* No worker threads here (wio.c): no link is ever a worker's. */
 void
 wio_kick(struct link *l)
