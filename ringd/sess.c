@@ -48,6 +48,7 @@
 #include "coll.h"
 #include "link.h"
 #include "localhop.h"
+#include "opcheck.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 
@@ -293,137 +294,6 @@ sess_close(struct sess *s, const char *why)
 	event_base_once(rd->base, -1, EV_TIMEOUT, sess_free_cb, s, NULL);
 }
 
-/* Checks that [off, off+len) lies in the arena, past the control page (-1
- * if not), and that off is aligned to the element size esz (-2 if not): the
- * reduction kernels load whole elements. */
-static int
-arena_span(const struct sess *s, uint64_t off, uint64_t len, uint64_t esz, uint8_t **p)
-{
-	if (off < PROTO_ARENA_CTL || off > s->c.arena->len || len > s->c.arena->len - off)
-		return -1;
-	if (esz > 1 && off % esz != 0)
-		return -2;
-	*p = s->c.arena->base + off;
-	return 0;
-}
-
-static int
-mul_ok(uint64_t a, uint64_t b, uint64_t *out)
-{
-	if (a != 0 && b > UINT64_MAX / a)
-		return -1;
-	*out = a * b;
-	return 0;
-}
-
-/* An op's fields beyond its extents: its reduction, communicator, the root of
- * a rooted API collective (reduce, gather, scatter), its arenas.  0, or
- * RING_EINVAL with why in err. */
-static int
-sess_check_fields(const struct proto_op *m, int n, char *err, size_t errlen)
-{
-	if (proto_reduce_check(m->dtype, m->redop) != 0 &&
-	    (m->coll == PROTO_COLL_ALLREDUCE || m->coll == PROTO_COLL_REDUCE_SCATTER)) {
-		snprintf(err, errlen, "%s is not defined for %s", proto_op_name(m->redop),
-			 proto_dtype_name(m->dtype));
-		return RING_EINVAL;
-	}
-	if (m->comm != 0) {
-		snprintf(err, errlen, "communicator %u does not exist", m->comm);
-		return RING_EINVAL;
-	}
-	if (m->api != 0 && proto_coll_rooted(m->api) && (m->peer < 0 || m->peer >= n)) {
-		snprintf(err, errlen, "%s root %d is not a rank of 0..%d",
-			 proto_coll_name(m->api), m->peer, n - 1);
-		return RING_EINVAL;
-	}
-	if (m->send_arena != 0 || m->recv_arena != 0) {
-		snprintf(err, errlen, "arena %u does not exist (this session has arena 0 only)",
-			 m->send_arena != 0 ? m->send_arena : m->recv_arena);
-		return RING_EINVAL;
-	}
-	return 0;
-}
-
-/* The byte extents an op touches, checked against the arena. */
-static int
-sess_check_op(struct sess *s, const struct proto_op *m, uint8_t **send, uint8_t **recv,
-	      char *err, size_t errlen)
-{
-	uint64_t esz = proto_dtype_size(m->dtype), bytes, stride, big;
-	int n = s->c.size, rc = -1;
-
-	*send = *recv = NULL;
-	if (sess_check_fields(m, n, err, errlen) != 0)
-		return RING_EINVAL;
-	if (mul_ok(m->count, esz, &bytes) != 0)
-		goto bad;
-	stride = m->stride ? m->stride : m->count;
-	switch (m->coll) {
-	case PROTO_COLL_ALLREDUCE:
-	case PROTO_COLL_BARRIER:
-		if (m->coll == PROTO_COLL_BARRIER)
-			bytes = 0;
-		if (bytes > 0 && ((rc = arena_span(s, m->send_off, bytes, esz, send)) != 0 ||
-				  (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0))
-			goto bad;
-		break;
-	case PROTO_COLL_ALLGATHER:
-	case PROTO_COLL_REDUCE_SCATTER:
-		if (stride < m->count || mul_ok(stride, esz * (uint64_t)(n - 1), &big) != 0 ||
-		    big > UINT64_MAX - bytes)
-			goto bad;
-		big += bytes;
-		if (bytes > 0 && ((rc = arena_span(s, m->send_off,
-						   m->coll == PROTO_COLL_ALLGATHER ? bytes : big,
-						   esz, send)) != 0 ||
-				  (rc = arena_span(s, m->recv_off,
-						   m->coll == PROTO_COLL_ALLGATHER ? big : bytes,
-						   esz, recv)) != 0))
-			goto bad;
-		break;
-	case PROTO_COLL_BROADCAST:
-		if (m->peer < 0 || m->peer >= n) {
-			snprintf(err, errlen, "broadcast root %d is not a rank of 0..%d", m->peer,
-				 n - 1);
-			return RING_EINVAL;
-		}
-		if (bytes > 0 && (rc = arena_span(s, m->recv_off, bytes, esz, recv)) != 0)
-			goto bad;
-		*send = *recv;
-		break;
-	case PROTO_COLL_SEND:
-	case PROTO_COLL_RECV:
-		if (m->peer < 0 || m->peer >= n || m->peer == s->c.rank) {
-			snprintf(err, errlen, "%s peer %d is not another rank of 0..%d",
-				 proto_coll_name(m->coll), m->peer, n - 1);
-			return RING_EINVAL;
-		}
-		if (bytes > 0 && (rc = arena_span(s, m->coll == PROTO_COLL_SEND ? m->send_off
-						  : m->recv_off, bytes, esz,
-						  m->coll == PROTO_COLL_SEND ? send : recv)) != 0)
-			goto bad;
-		break;
-	default:
-		snprintf(err, errlen, "unknown operation %d", m->coll);
-		return RING_EINVAL;
-	}
-	return 0;
-bad:
-	if (rc == -2)
-		snprintf(err, errlen, "%s operands (offsets %llu/%llu) are not aligned to the "
-			 "%llu bytes of a %s element", proto_coll_name(m->coll),
-			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-			 (unsigned long long)esz, proto_dtype_name(m->dtype));
-	else
-		snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
-			 "outside the %zu-byte arena", proto_coll_name(m->coll),
-			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-			 (unsigned long long)m->count, proto_dtype_name(m->dtype),
-			 s->c.arena->len);
-	return RING_EINVAL;
-}
-
 /* An OP, from the socket or (ring: its entry's number) the submission ring. */
 static void
 sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
@@ -459,7 +329,7 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 		rc = RING_EINVAL;
 		snprintf(err, sizeof(err), "this client has %d operations in flight (at most %d): "
 			 "wait for some", s->inflight, SESS_INFLIGHT_MAX);
-	} else if ((rc = sess_check_op(s, &m, &send, &recv, err, sizeof(err))) == 0) {
+	} else if ((rc = opcheck(s->c.arena, s->c.size, s->c.rank, &m, &send, &recv, err, sizeof(err))) == 0) {
 		s->inflight++;
 		rc = coll_submit(s->rd, &s->c, s->c.job, &m, send, recv, err, sizeof(err));
 		if (rc != 0)
