@@ -310,16 +310,13 @@ job_json(struct ringd *rd, struct job *j)
 			 inflight, "error", job_error(j), "flow", flow);
 }
 
-char *
-ctl_status_json(struct ringd *rd)
+/* Every link: the ring's two, then the direct ones. */
+static json_t *
+links_json(struct ringd *rd)
 {
-	json_t *doc, *links, *peers, *jobs;
-	struct job *j;
-	char buf[HOSTFILE_HOST_MAX + 16];
-	char *out;
+	json_t *links = json_array();
 	int i;
 
-	links = json_array();
 	if (rd->next != NULL)
 		json_array_append_new(links, link_json(rd, rd->next));
 	if (rd->prev != NULL && rd->prev != rd->next)
@@ -327,14 +324,23 @@ ctl_status_json(struct ringd *rd)
 	for (i = 0; rd->direct_links != NULL && i < rd->world; i++)
 		if (rd->direct_links[i] != NULL)
 			json_array_append_new(links, link_json(rd, rd->direct_links[i]));
+	return links;
+}
 
-	peers = json_array();
+/* Every host of the hostfile, with an evicted one's cause and age and a
+ * readmitted one's. */
+static json_t *
+peers_json(struct ringd *rd)
+{
+	char buf[HOSTFILE_HOST_MAX + 16];
+	json_t *peers = json_array();
+	int i;
+
 	for (i = 0; i < rd->hf.n; i++) {
 		snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[i].host, rd->hf.hosts[i].port);
 		json_t *p = json_pack("{s:i, s:s, s:b, s:b}", "rank", i, "address", buf, "self",
 				      i == rd->rank, "member", ring_is_member(rd, i));
 
-		/* an evicted host's cause and age, and a readmitted one's */
 		if (p != NULL && rd->view != NULL && rd->view[i] != 0) {
 			json_object_set_new(p, "incarnation", json_integer(rd->view[i]));
 			json_object_set_new(p, "why", json_string(member_why(rd, i)));
@@ -347,7 +353,43 @@ ctl_status_json(struct ringd *rd)
 		}
 		json_array_append_new(peers, p);
 	}
-	jobs = json_array();
+	return peers;
+}
+
+/* The direct links, the membership, the job table and the ring's error. */
+static void
+status_more(struct ringd *rd, json_t *doc)
+{
+	json_object_set_new(doc, "direct",
+			    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
+				      rd->cfg.max_direct_links, "direct_idle_ms",
+				      (json_int_t)rd->cfg.direct_idle_ms, "held", rd->ndirect,
+				      "opened", (json_int_t)rd->direct_opened, "closed_idle",
+				      (json_int_t)rd->direct_closed_idle, "last_error",
+				      rd->direct_error));
+	json_object_set_new(
+	    doc, "membership",
+	    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
+		      "evicted_here", !ring_is_member(rd, rd->rank), "evict_after_ms",
+		      (json_int_t)rd->cfg.evict_after_ms, "rejoin_after_ms",
+		      (json_int_t)rd->cfg.rejoin_after_ms, "evictions", (json_int_t)rd->evictions,
+		      "rejoins", (json_int_t)rd->rejoins));
+	/* every job the table holds, listed or not */
+	json_object_set_new(doc, "job_table",
+			    json_pack("{s:i, s:i}", "jobs", job_table_count(rd), "max_jobs",
+				      rd->cfg.max_jobs));
+	/* why the ring is not whole, while it is not */
+	json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
+}
+
+char *
+ctl_status_json(struct ringd *rd)
+{
+	json_t *doc, *jobs = json_array();
+	char buf[HOSTFILE_HOST_MAX + 16];
+	struct job *j;
+	char *out;
+
 	JOBS_FOREACH(j, rd) {
 		json_t *one = job_json(rd, j);
 
@@ -366,36 +408,15 @@ ctl_status_json(struct ringd *rd)
 			"socket", rd->cfg.socket, "pid", (int)getpid(),
 			"peer_auth", auth_mode(rd), "peers_refused", (json_int_t)rd->peers_refused,
 			"last_refused", rd->last_refused,
-			"links", links, "peers", peers, "jobs", jobs,
+			"links", links_json(rd), "peers", peers_json(rd), "jobs", jobs,
 			"counters", "ops_completed", (json_int_t)rd->ops_completed,
 			"ops_failed", (json_int_t)rd->ops_failed,
 			"bytes_reduced", (json_int_t)rd->bytes_reduced,
 			"clients_total", (json_int_t)rd->clients_total,
 			"clients", rd->nsessions);
-	if (doc != NULL)
-		json_object_set_new(doc, "direct",
-				    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
-					      rd->cfg.max_direct_links, "direct_idle_ms",
-					      (json_int_t)rd->cfg.direct_idle_ms, "held",
-					      rd->ndirect, "opened", (json_int_t)rd->direct_opened,
-					      "closed_idle", (json_int_t)rd->direct_closed_idle,
-					      "last_error", rd->direct_error));
-	if (doc != NULL)
-		json_object_set_new(
-		    doc, "membership",
-		    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
-			      "evicted_here", !ring_is_member(rd, rd->rank), "evict_after_ms",
-			      (json_int_t)rd->cfg.evict_after_ms, "rejoin_after_ms",
-			      (json_int_t)rd->cfg.rejoin_after_ms, "evictions",
-			      (json_int_t)rd->evictions, "rejoins", (json_int_t)rd->rejoins));
-	if (doc != NULL) /* every job the table holds, listed above or not */
-		json_object_set_new(doc, "job_table",
-				    json_pack("{s:i, s:i}", "jobs", job_table_count(rd), "max_jobs",
-					      rd->cfg.max_jobs));
-	if (doc != NULL)	/* why the ring is not whole, while it is not */
-		json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the status document\"}");
+	status_more(rd, doc);
 	out = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	return out;
