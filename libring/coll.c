@@ -1,11 +1,11 @@
 /*
  * coll.c - the operations' entry points: the argument checks, the plan of each
- * call (plan.c), and the request that runs it (req.c).  Each operation has a
- * blocking form and a non-blocking one (ring_i*), written once: the blocking
- * call issues a request and waits for it, so both send ringd the same pieces
- * and fail with the same messages.  Every call holds the communicator's mutex
- * from its checks to its issue; a blocking call lets go of it only while it
- * sleeps in the wait.
+ * call (plan.c), and the request that runs it (req.c), recorded instead in an
+ * open group (group.c).  Each operation has a blocking form and a non-blocking
+ * one (ring_i*), written once: the blocking call issues a request and waits
+ * for it, so both send ringd the same pieces and fail with the same messages.
+ * Every call holds the communicator's mutex from its checks to its issue; a
+ * blocking call lets go of it only while it sleeps in the wait.
  *
  * Errors found by the checks are returned by the call itself, blocking or not,
  * with nothing issued (so the ranks stay in step when all of them pass the same
@@ -174,13 +174,30 @@ lr_group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int r
 	return rc;
 }
 
+/* A request for plan: recorded in c's open group (ring_group_end issues it),
+ * else issued now.  NULL with ring_last_error set when out of memory. */
+struct ring_request *
+lr_coll_issue(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
+{
+	struct ring_request *r;
+
+	if (c->group.depth == 0)
+		return lr_req_new(c, fn, pl);
+	r = lr_req_new_held(c, fn, pl);
+	if (r && lr_group_record(c, r) != 0) {
+		lr_req_release(r);
+		return NULL;
+	}
+	return r;
+}
+
 /* Runs the plan as a request: returned in *req (non-blocking), or waited for
  * and freed, its status returned and its message in ring_last_error. */
 int
 lr_coll_run(struct ring_comm *c, const char *fn, const struct lr_plan *pl,
 	 ring_request **req)
 {
-	struct ring_request *r = lr_req_new(c, fn, pl);
+	struct ring_request *r = lr_coll_issue(c, fn, pl);
 	int rc;
 
 	if (!r) {

@@ -3,8 +3,9 @@
  * operation that runs as requests of its own, its parts, issued in stages
  * (exchange.c's all-to-all: the fingerprint's barrier, then the sends and
  * receives; sendrecv: one stage of two).  The compound has no plan and never
- * joins the engine's active list; it moves as its parts complete (req.c calls
- * lr_compound_part_done), and is complete once the last has.
+ * joins the engine's active list; it moves as its parts complete (each part's
+ * on_done, which the engine in req.c calls), and is complete once the last
+ * has.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,21 +50,24 @@ compound_next(struct ring_request *r)
 		for (i = 0; i < x->npart[s]; i++) {
 			p = x->part[s][i];
 			p->parent = NULL;
+			p->on_done = NULL;
 			lr_req_complete_member(p, x->status, r->err);
 		}
 	}
 	compound_finish(r);
 }
 
-/* A part completed: the compound moves on when its stage is over. */
-void
-lr_compound_part_done(struct ring_request *part)
+/* A part completed (its on_done): the compound moves on when its stage is
+ * over. */
+static void
+compound_part_done_cb(struct ring_request *part)
 {
 	struct ring_request *r = part->parent;
 	struct lr_compound *x = r->cpd;
 	size_t i;
 
 	part->parent = NULL;
+	part->on_done = NULL;
 	/* it frees itself now (freed): the compound must not look at it again,
 	 * as ring_wait does while the stage's other parts still run */
 	for (i = 0; i < x->npart[x->stage]; i++)
@@ -119,6 +123,7 @@ lr_req_compound(struct ring_comm *c, const char *fn, struct lr_compound *cpd)
 				continue;
 			}
 			p->parent = r;
+			p->on_done = compound_part_done_cb;
 			if (s == 0)
 				cpd->pending++;
 		}

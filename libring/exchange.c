@@ -44,7 +44,7 @@ part_p2p(struct ring_comm *c, const char *fn, int coll, const void *buf, size_t 
 	pl.recv = (void *)(uintptr_t)buf;
 	pl.cin = coll == PROTO_COLL_SEND;
 	pl.cout = coll == PROTO_COLL_RECV;
-	return held ? lr_req_new_held(c, fn, &pl) : lr_req_new(c, fn, &pl);
+	return held ? lr_req_new_held(c, fn, &pl) : lr_coll_issue(c, fn, &pl);
 }
 
 /* The barrier that checks an all-to-all's fingerprint. */
@@ -56,7 +56,7 @@ part_check(struct ring_comm *c, const char *fn, int api, int dtype, uint64_t fp_
 	lr_plan_init(&pl, c, &lr_copier_host, PROTO_COLL_BARRIER, dtype, 0, -1, 0);
 	pl.tmpl.api = (uint8_t)api;
 	pl.fp_count = fp_count;
-	return lr_req_new(c, fn, &pl);
+	return lr_coll_issue(c, fn, &pl);
 }
 
 /* The compound of x's parts, returned in *req or waited for (req NULL; in an

@@ -1,10 +1,11 @@
 /*
  * group.c - ring_group_start and ring_group_end, with NCCL's meaning.  Between
  * the outermost start and its end, every operation (blocking or not) is
- * recorded as a request that is not issued (req.c, LR_REQ_GROUPED); a blocking
- * call returns 0 at once.  At the outermost end the group is issued in call
- * order, all of it before anything is waited for, so its sends and receives
- * are in flight together and never deadlock, whatever their order.
+ * recorded as a request that is not issued (LR_REQ_GROUPED; coll.c's
+ * lr_coll_issue records it here); a blocking call returns 0 at once.  At the
+ * outermost end the group is issued in call order, all of it before anything
+ * is waited for, so its sends and receives are in flight together and never
+ * deadlock, whatever their order.
  *
  * Packing.  The fixed cost of an operation (a ring pass, the client's round
  * trip) dwarfs a small all-reduce, so the all-reduces of a group that are at
@@ -132,6 +133,28 @@ group_fp_count(struct ring_request **m, size_t n)
 	return PROTO_FP_GROUP | ((uint64_t)n << 48) | PROTO_FP_GROUP_HASH(h);
 }
 
+/* A pack completed (its on_done, which the engine in req.c calls): its
+ * members get their results, or its failure. */
+static void
+group_pack_done_cb(struct ring_request *pack)
+{
+	struct ring_comm *c = pack->c;
+	struct ring_request *m;
+	size_t i;
+
+	for (i = 0; i < pack->nmembers; i++) {
+		m = pack->members[i];
+		if (pack->status == 0 && m->pl.recv)
+			memcpy(m->pl.recv, pack->pack_buf + m->pack_off, m->pl.count * m->pl.es);
+		lr_req_complete_member(m, pack->status, pack->err);
+	}
+	lr_arena_free(&c->arena, pack->pack_buf);
+	free(pack->members);
+	pack->pack_buf = NULL;
+	pack->members = NULL;
+	pack->nmembers = 0;
+}
+
 /*
  * Packs ent[first] with the later packable entries of its dtype and op not yet
  * taken (taken[] marks them).  Returns the pack, held back, or NULL when there
@@ -187,6 +210,7 @@ group_pack(struct ring_comm *c, struct ring_request **ent, size_t n, size_t firs
 	pack->members = m;
 	pack->nmembers = nm;
 	pack->pack_buf = buf;
+	pack->on_done = group_pack_done_cb;
 	for (i = 0; i < nm; i++) {
 		m[i]->state = LR_REQ_PACKED;
 		m[i]->pack = pack;
@@ -200,26 +224,6 @@ none:
 		}
 	free(m);
 	return NULL;
-}
-
-void
-lr_group_unpack(struct ring_request *pack)
-{
-	struct ring_comm *c = pack->c;
-	struct ring_request *m;
-	size_t i;
-
-	for (i = 0; i < pack->nmembers; i++) {
-		m = pack->members[i];
-		if (pack->status == 0 && m->pl.recv)
-			memcpy(m->pl.recv, pack->pack_buf + m->pack_off, m->pl.count * m->pl.es);
-		lr_req_complete_member(m, pack->status, pack->err);
-	}
-	lr_arena_free(&c->arena, pack->pack_buf);
-	free(pack->members);
-	pack->pack_buf = NULL;
-	pack->members = NULL;
-	pack->nmembers = 0;
 }
 
 /* ---- issue ---- */

@@ -1,12 +1,19 @@
 /*
- * internal.h - what the modules of libring share and nothing else installs: the
- * arena allocator (arena.c), the copy engines (copy.c), the environment
- * resolution (env.c), the communicator and its session with ringd (comm.c), the
- * plan of an operation (plan.c), the requests and the engine that runs them
- * (req.c), groups (group.c), the operations' entry points (coll.c) and the sub-communicators of
- * ring_split (split.c).  Internal names carry the lr_ prefix, never ring_, so
- * the version script (ring_* global) hides them from the shared library and
- * they cannot collide with a caller's symbols through the public prefix.
+ * internal.h - what the modules of libring share and nothing else installs, a
+ * section a file.  The files stand on the floors of scripts/check-floors, each
+ * calling only those below it and those before it on its own floor.  The
+ * base: errors (error.c), the environment resolution (env.c), the arena
+ * allocator (arena.c), the copy engines (copy.c), the plan of an operation
+ * (plan.c).  The session: the communicator's session with ringd and its
+ * mutex (sess.c), sleeping until ringd answers (wait.c).  The requests: the
+ * engine that runs them (req.c), compound requests (compound.c), groups
+ * (group.c).  The API: the communicator's opening and closing (comm.c), the
+ * operations' entry points (coll.c), rooted and exchange collectives
+ * (rooted.c, exchange.c), the sub-communicators of ring_split (split.c) and
+ * ring_comm_shrink (shrink.c), the CUDA forms (coll_cuda.c).  Internal names
+ * carry the lr_ prefix, never ring_, so the version script (ring_* global)
+ * hides them from the shared library and they cannot collide with a caller's
+ * symbols through the public prefix.
  */
 #ifndef LIBRING_INTERNAL_H
 #define LIBRING_INTERNAL_H
@@ -32,7 +39,7 @@
 #define LR_MAX_ARENA_MB		(1u << 20)	/* 1 TiB: a typo guard, not a policy */
 #define LR_MAX_POLL_US		100000		/* RING_POLL_US: 0.1 s, a typo guard */
 #define LR_POLL_AUTO		(-1)		/* RING_POLL_US=auto: the spin adapts */
-/* The adaptive spin of a wait (req.c): per size class of the piece waited
+/* The adaptive spin of a wait (wait.c): per size class of the piece waited
  * for (log4 of its bytes), a window between these bounds (us). */
 #define LR_SPIN_CLASSES		16
 #define LR_SPIN_MIN_US		4
@@ -204,7 +211,7 @@ int lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *er
  * this host's part of it) is larger than 1. */
 bool lr_env_single_default(const struct lr_env *env);
 
-/* ---- comm.c: the communicator and its session ---- */
+/* ---- the communicator: comm.c opens and frees it, sess.c runs its session ---- */
 
 /* The operations recorded between ring_group_start and the outermost
  * ring_group_end (group.c), in call order. */
@@ -272,7 +279,8 @@ struct ring_comm {
 	char err_broken[LR_ERR_MAX];	/* why the session became unusable */
 	char err[LR_ERR_MAX];		/* ring_last_error */
 
-	/* Threads: every call holds mu, except while it sleeps in req.c. */
+	/* Threads: every call holds mu (sess.c), except while it sleeps in
+	 * wait.c. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;		/* a request changed state (CLOCK_MONOTONIC) */
 	int wakefd;			/* eventfd: wakes the thread polling fd */
@@ -292,14 +300,25 @@ struct ring_comm {
 	struct lr_group group;		/* what is recorded between start and end */
 };
 
-/* Opens a communicator for a resolved environment (ring_open after
- * lr_env_resolve; ring_split with explicit places).  On failure the message is
- * in ring_last_error(NULL). */
-int lr_comm_open(const struct lr_env *env, ring_comm **out);
+/* ---- error.c: what went wrong ---- */
+
 /* Records the message for ring_last_error (comm NULL: the thread's slot) and
  * returns code, so callers write `return lr_fail(c, RING_EINVAL, ...)`. */
 int lr_fail(struct ring_comm *c, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* ---- sess.c: the session with ringd, and the communicator's mutex ---- */
+
+/* Connects c's socket to ringd at c->sock before deadline; *why gets the
+ * errno of a failure (ENOENT: no daemon there). */
+int lr_sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline, int *why);
+/* HELLO with the arena attached (sent before deadline), then WELCOME (or
+ * ERROR) within the operation timeout: c's place in the job, and the local
+ * hop's rings when ringd offers them. */
+int lr_sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline);
+/* ring_close's BYE, then a bounded wait for ringd to close its end (nothing
+ * when the session is broken or there is none). */
+void lr_sess_bye(struct ring_comm *c);
 /* Marks the session unusable (the daemon sees the client leave and fails the
  * job's operations for the others) and records why; returns code. */
 int lr_sess_break(struct ring_comm *c, int code, const char *fmt, ...)
@@ -319,6 +338,7 @@ int lr_sess_send_empty(struct ring_comm *c, uint16_t type);
 int lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline);
 /* RING_EDAEMON (with the recorded reason) when the session is unusable, else 0. */
 int lr_sess_usable(struct ring_comm *c);
+/* c->mu: every call holds it, except while it sleeps (wait.c). */
 void lr_comm_lock(struct ring_comm *c);
 void lr_comm_unlock(struct ring_comm *c);
 
@@ -385,6 +405,15 @@ int lr_plan_copy_out(const struct lr_plan *pl, size_t k, const struct lr_slot *s
 void lr_plan_op(const struct lr_plan *pl, size_t k, const struct lr_slot *sl,
 		struct proto_op *op);
 
+/* ---- wait.c: sleeping until ringd answers ---- */
+
+/* Sleeps until something may have changed on c: an answer on the session,
+ * another thread's progress, or deadline.  bytes: the piece waited for (its
+ * size class has its own spin); listen: this thread may listen on the
+ * session (it moves what it waits for), else it waits on c->cv.  Called and
+ * returns with c->mu held. */
+void lr_wait_sleep(struct ring_comm *c, uint64_t bytes, int64_t deadline, bool listen);
+
 /* ---- req.c: requests and the engine that runs them ---- */
 
 enum lr_req_state {
@@ -396,22 +425,6 @@ enum lr_req_state {
 					 * when that is (group.c) */
 	LR_REQ_COMPOUND,		/* runs as requests of its own (its parts):
 					 * done when they are (exchange.c) */
-};
-
-/*
- * A compound request (all-to-all, sendrecv) has no plan of its own: its parts
- * are requests, issued in stages.  The first stage is issued with it; each
- * later one is held (LR_REQ_GROUPED) until the stage before it has completed,
- * and fails unissued when that failed.  The compound completes with its first
- * failure once every part has.
- */
-#define LR_STAGES	2
-struct lr_compound {
-	struct ring_request **part[LR_STAGES];	/* each stage's parts */
-	size_t npart[LR_STAGES];
-	int stage;			/* the stage running */
-	size_t pending;			/* its parts not complete */
-	int status;			/* first failure of a part */
 };
 
 /*
@@ -461,6 +474,11 @@ struct ring_request {
 	struct ring_request *parent;	/* a part: the compound it belongs to */
 	struct lr_compound *cpd;	/* a compound: its parts */
 
+	/* Told once it is complete, by the engine, which knows nothing else of
+	 * what it is a piece of (NULL: nobody): a pack's (group.c: its members
+	 * get their results), a part's (compound.c: its compound moves on). */
+	void (*on_done)(struct ring_request *r);
+
 	int status;			/* LR_REQ_DONE: 0 or RING_E* */
 	bool freed;			/* ring_request_free came first: free at the end */
 	char err[LR_ERR_MAX];		/* why it failed; "" when it did not */
@@ -471,7 +489,8 @@ struct ring_request {
 /* Issues a request for plan (filled in by the caller; lr_plan_layout is run
  * here) on c, which the caller holds locked: it is queued behind the requests
  * issued before it and every request of c is moved as far as it goes without
- * waiting.  NULL with ring_last_error set when out of memory. */
+ * waiting (in an open group, lr_coll_issue records it instead).  NULL with
+ * ring_last_error set when out of memory. */
 struct ring_request *lr_req_new(struct ring_comm *c, const char *fn,
 				const struct lr_plan *pl);
 /* A request that is complete at once (a size-1 group) with status and, when
@@ -479,15 +498,11 @@ struct ring_request *lr_req_new(struct ring_comm *c, const char *fn,
 struct ring_request *lr_req_done(struct ring_comm *c, const char *fn, int status);
 /* Waits for req with c locked (and unlocked while asleep); its status. */
 int lr_req_wait_locked(struct ring_request *req);
-/* Whether this thread may move r (its engine is the host's, or it issued it). */
-bool lr_req_is_owner(const struct ring_request *r);
-/* The earliest bound of an outstanding piece (its index in *which), or -1
- * when nothing is outstanding. */
-int64_t lr_req_deadline(const struct ring_comm *c, int *which);
 /* Unlinks and frees a complete request (c locked). */
 void lr_req_release(struct ring_request *req);
 /* ring_close: fails every request still running with RING_ECLOSED and lets go
- * of every request (they stay readable until ring_request_free). */
+ * of every request (they stay readable until ring_request_free); the open
+ * group's records are group.c's to free. */
 void lr_req_close_all(struct ring_comm *c);
 
 /* As lr_req_new, but held back (LR_REQ_GROUPED, not recorded in any group)
@@ -500,7 +515,8 @@ struct ring_request *lr_req_new_held(struct ring_comm *c, const char *fn,
  * out with PROTO_OP_F_ABORT, so the other ranks fail it too). */
 void lr_req_activate(struct ring_request *r, int rc, const char *msg);
 /* Completes a PACKED request, or a GROUPED one never issued, with status
- * (msg when status != 0); frees it when ring_request_free came first. */
+ * (msg when status != 0), telling its on_done; frees it when ring_request_free
+ * came first. */
 void lr_req_complete_member(struct ring_request *r, int status, const char *msg);
 /* Moves every request of c as far as it goes without waiting. */
 void lr_req_progress(struct ring_comm *c);
@@ -511,8 +527,23 @@ struct ring_request *lr_req_alloc(struct ring_comm *c, const char *fn);
 /* Records why r failed (its own message, as lr_fail does for a comm). */
 void lr_req_err(struct ring_request *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* compound.c: a part of a compound completed (req.c calls it). */
-void lr_compound_part_done(struct ring_request *part);
+/* ---- compound.c: requests made of requests ---- */
+
+/*
+ * A compound request (all-to-all, sendrecv) has no plan of its own: its parts
+ * are requests, issued in stages.  The first stage is issued with it; each
+ * later one is held (LR_REQ_GROUPED) until the stage before it has completed,
+ * and fails unissued when that failed.  The compound completes with its first
+ * failure once every part has.
+ */
+#define LR_STAGES	2
+struct lr_compound {
+	struct ring_request **part[LR_STAGES];	/* each stage's parts */
+	size_t npart[LR_STAGES];
+	int stage;			/* the stage running */
+	size_t pending;			/* its parts not complete */
+	int status;			/* first failure of a part */
+};
 
 /* A compound request of c's with the parts of cpd (malloc'd; the request owns
  * it and its arrays from now on, also on failure), whose first stage's parts
@@ -522,13 +553,12 @@ void lr_compound_part_done(struct ring_request *part);
 struct ring_request *lr_req_compound(struct ring_comm *c, const char *fn,
 				     struct lr_compound *cpd);
 
-/* ---- wait.c: sleeping until ringd answers ---- */
+/* ---- comm.c: opening the communicator (ring_open, ring_close) ---- */
 
-/* Sleeps until something may have changed for r: an answer on the session,
- * another thread's progress, or the earliest bound of an outstanding piece
- * (the op timeout plus the grace when nothing is outstanding).  Called and
- * returns with c->mu held. */
-void lr_wait_sleep(struct ring_comm *c, const struct ring_request *r);
+/* Opens a communicator for a resolved environment (ring_open after
+ * lr_env_resolve; ring_split with explicit places).  On failure the message is
+ * in ring_last_error(NULL). */
+int lr_comm_open(const struct lr_env *env, ring_comm **out);
 
 /* ---- coll.c: the checks and the issue shared by every entry point ---- */
 
@@ -543,6 +573,10 @@ int lr_check_buf(struct ring_comm *c, const char *fn, const char *name, const vo
 int lr_check_peer(struct ring_comm *c, const char *fn, const char *name, int peer,
 		  bool not_self);
 int lr_check_req(struct ring_comm *c, const char *fn, ring_request **req, bool nb);
+/* A request for plan: recorded in c's open group (ring_group_end issues it),
+ * else issued now (lr_req_new).  NULL with ring_last_error set when out of
+ * memory. */
+struct ring_request *lr_coll_issue(struct ring_comm *c, const char *fn, const struct lr_plan *pl);
 /* A call that failed its checks in an open group poisons it (coll may be an
  * API collective above PROTO_COLL_MAX); returns rc. */
 int lr_group_fail(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
@@ -582,15 +616,13 @@ int lr_single_copy(struct ring_comm *c, const char *fn, void *dst, const void *s
 #define LR_PACK_MAX_BYTES	65536	/* an all-reduce this small may be packed */
 #define LR_PACK_MAX_OPS		4096	/* members of one packed all-reduce */
 
-/* Records r (just made by lr_req_new in an open group); RING_ENOMEM when the
- * group cannot grow. */
+/* Records r (just made by lr_req_new_held in an open group); RING_ENOMEM when
+ * the group cannot grow. */
 int lr_group_record(struct ring_comm *c, struct ring_request *r);
 /* A call in an open group failed its checks (its message is in c->err): the
  * group fails on every rank at ring_group_end, with this cause. */
-void lr_group_poison(struct ring_comm *c, int rc, int coll, int dtype, int redop,
-		     int root, size_t count);
-/* A pack completed (status, r->err): its members get their results. */
-void lr_group_unpack(struct ring_request *pack);
+void lr_group_poison(struct ring_comm *c, int rc, int coll, int dtype, int redop, int root,
+		     size_t count);
 /* ring_close: lets go of an open group's records. */
 void lr_group_free(struct ring_comm *c);
 

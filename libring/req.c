@@ -25,6 +25,12 @@
  * are outstanding per session, and at most one per request: around it the
  * request's two slots hold the copies of the pieces before and after.
  *
+ * Completion.  The engine knows nothing of what a request is a piece of: a
+ * request that completes tells whoever set its on_done (group.c: a pack,
+ * whose members get their results; compound.c: a part, whose compound moves
+ * on), as ringd's floors report upward through callbacks, so that the engine
+ * calls only down, into the session (sess.c) and its sleep (wait.c).
+ *
  * Arena space.  A request takes its slots when it starts, in issue order: one
  * that cannot have them waits its turn while requests still running hold arena
  * space that could make room, and fails with RING_ENOMEM (the message of a
@@ -68,8 +74,9 @@ lr_req_err(struct ring_request *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-bool
-lr_req_is_owner(const struct ring_request *r)
+/* Whether this thread may move r (its engine is the host's, or it issued it). */
+static bool
+req_is_owner(const struct ring_request *r)
 {
 	return !r->owned || pthread_equal(r->owner, pthread_self());
 }
@@ -108,8 +115,8 @@ out_deadline(const struct ring_comm *c, int i)
 
 /* The earliest bound of an outstanding piece (its index in *which), or -1
  * when nothing is outstanding. */
-int64_t
-lr_req_deadline(const struct ring_comm *c, int *which)
+static int64_t
+req_deadline(const struct ring_comm *c, int *which)
 {
 	int64_t best = -1, d;
 	int i;
@@ -152,10 +159,8 @@ req_complete(struct ring_request *r, int status)
 		r->err[0] = '\0';
 	r->state = LR_REQ_DONE;
 	TAILQ_REMOVE(&r->c->active, r, live);
-	if (r->members)
-		lr_group_unpack(r);
-	if (r->parent)
-		lr_compound_part_done(r);
+	if (r->on_done)
+		r->on_done(r);
 }
 
 /* Frees what a request owns, and it. */
@@ -478,7 +483,7 @@ static bool
 req_check_bounds(struct ring_comm *c)
 {
 	int i = 0;
-	int64_t d = lr_req_deadline(c, &i);
+	int64_t d = req_deadline(c, &i);
 
 	if (d < 0 || proto_now_ms() < d)
 		return false;
@@ -525,7 +530,7 @@ req_progress(struct ring_comm *c)
 		moved |= req_check_bounds(c);
 		for (r = TAILQ_FIRST(&c->active); r; r = next) {
 			next = TAILQ_NEXT(r, live);
-			if (!lr_req_is_owner(r))
+			if (!req_is_owner(r))
 				continue;
 			moved |= req_step(r);
 			if (r->state == LR_REQ_DONE && r->freed)
@@ -536,6 +541,20 @@ req_progress(struct ring_comm *c)
 	if (any)
 		req_wake(c);
 	return any;
+}
+
+/* Sleeps until something may have changed for r: at most until the earliest
+ * bound of an outstanding piece, or the op timeout plus the grace when
+ * nothing is outstanding.  Only a thread that may move r listens on the
+ * session. */
+static void
+req_sleep(struct ring_comm *c, const struct ring_request *r)
+{
+	int64_t deadline = req_deadline(c, NULL);
+
+	if (deadline < 0)
+		deadline = proto_now_ms() + c->timeout_ms + LR_GRACE_MS;
+	lr_wait_sleep(c, (uint64_t)r->pl.per * r->pl.es, deadline, req_is_owner(r));
 }
 
 int
@@ -552,7 +571,7 @@ lr_req_wait_locked(struct ring_request *r)
 		/* Nothing outstanding and nothing moving for a whole op bound: a
 		 * request that can never complete fails rather than hang its
 		 * caller. */
-		if (c->nout == 0 && lr_req_is_owner(r) && r->state != LR_REQ_PACKED &&
+		if (c->nout == 0 && req_is_owner(r) && r->state != LR_REQ_PACKED &&
 		    r->state != LR_REQ_COMPOUND &&
 		    proto_now_ms() - idle_since > c->timeout_ms + LR_GRACE_MS) {
 			r->rc = RING_ETIMEDOUT;
@@ -565,7 +584,7 @@ lr_req_wait_locked(struct ring_request *r)
 			req_wake(c);
 			break;
 		}
-		lr_wait_sleep(c, r);
+		req_sleep(c, r);
 	}
 	return r->status;
 }
@@ -619,14 +638,6 @@ lr_req_new(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 
 	if (!r)
 		return NULL;
-	if (c->group.depth > 0) {
-		r->state = LR_REQ_GROUPED;
-		if (lr_group_record(c, r) != 0) {
-			req_destroy(r);
-			return NULL;
-		}
-		return r;
-	}
 	r->state = LR_REQ_QUEUED;
 	TAILQ_INSERT_TAIL(&c->active, r, live);
 	req_progress(c);
@@ -654,8 +665,8 @@ lr_req_complete_member(struct ring_request *r, int status, const char *msg)
 		r->err[0] = '\0';
 	r->state = LR_REQ_DONE;
 	r->pack = NULL;
-	if (r->parent)
-		lr_compound_part_done(r);
+	if (r->on_done)
+		r->on_done(r);
 	if (r->freed)
 		req_destroy(r);
 }
@@ -699,7 +710,6 @@ lr_req_close_all(struct ring_comm *c)
 		req_finish(r);
 	}
 	c->nout = 0;
-	lr_group_free(c);
 	for (r = TAILQ_FIRST(&c->reqs); r; r = next) {
 		next = TAILQ_NEXT(r, all);
 		TAILQ_REMOVE(&c->reqs, r, all);

@@ -2,7 +2,9 @@
  * wait.c - how a thread of libring waits for ringd's answer: one sleeping
  * thread listens on the session (the completion ring's futex word, or the
  * socket and the eventfd others write), the others wait on the
- * communicator's condition variable.
+ * communicator's condition variable.  It is the session's, below the
+ * requests: the engine (req.c) says how many bytes the piece waited for
+ * holds, until when to sleep, and whether this thread may listen.
  *
  * Before it sleeps, the listener spins: it looks at the completion ring (or
  * polls the socket without blocking) and yields the processor between looks,
@@ -28,11 +30,10 @@
 
 #define SPIN_FIRST_US 50 /* a class's window before it has learnt any */
 
-/* The size class of what r waits for: its piece's bytes, log4. */
+/* The size class of a piece of `bytes`: log4. */
 static int
-spin_class(const struct ring_request *r)
+spin_class(uint64_t bytes)
 {
-	uint64_t bytes = (uint64_t)r->pl.per * r->pl.es;
 	int k = 0;
 
 	while (bytes >= 16 && k < LR_SPIN_CLASSES - 1) {
@@ -218,20 +219,17 @@ wait_socket(struct ring_comm *c, int k, int64_t deadline)
 }
 
 void
-lr_wait_sleep(struct ring_comm *c, const struct ring_request *r)
+lr_wait_sleep(struct ring_comm *c, uint64_t bytes, int64_t deadline, bool listen)
 {
-	int64_t deadline = lr_req_deadline(c, NULL);
-
-	if (deadline < 0)
-		deadline = proto_now_ms() + c->timeout_ms + LR_GRACE_MS;
-	/* Someone else listens on the session, or moves r: they will wake us. */
-	if (c->polling || c->broken || !lr_req_is_owner(r)) {
+	/* Someone else listens on the session, or moves what we wait for: they
+	 * will wake us. */
+	if (c->polling || c->broken || !listen) {
 		wait_cond(c, deadline);
 		return;
 	}
 	c->polling = true;
 	if (c->shm)
-		wait_shm(c, spin_class(r), deadline);
+		wait_shm(c, spin_class(bytes), deadline);
 	else
-		wait_socket(c, spin_class(r), deadline);
+		wait_socket(c, spin_class(bytes), deadline);
 }

@@ -1,11 +1,11 @@
 /*
  * frame.c - the peer protocol between daemons: the 48-byte frame header and the
  * payloads that have a structure (handshake hello, collective fingerprint, reject
- * and abort reasons, point-to-point RTS/CTS), plus the collective names and the
- * fingerprint's comparison and text form.  Every payload has one canonical
- * encoding: decoders insist on exact lengths, zero reserved bytes and in-range
- * fields, so a payload that decodes re-encodes to the same bytes, and each
- * encoder refuses what its decoder would refuse.
+ * and abort reasons, point-to-point RTS/CTS), plus the fingerprint's comparison
+ * and text form (the collectives' names are names.c's).  Every payload has one
+ * canonical encoding: decoders insist on exact lengths, zero reserved bytes and
+ * in-range fields, so a payload that decodes re-encodes to the same bytes, and
+ * each encoder refuses what its decoder would refuse.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,73 +18,6 @@
 #define FRAME_JOIN_MAX		(96 + 4 * PROTO_JOIN_MAX)
 #define FRAME_VIEW_MAX		(4 + 4 * PROTO_VIEW_MAX)
 #define PEER_VERSION_MAX	31	/* proto_peer_hello.version without NUL */
-
-static const char *const coll_names[PROTO_API_MAX + 1] = {
-	[PROTO_COLL_ALLREDUCE] = "allreduce",
-	[PROTO_COLL_ALLGATHER] = "allgather",
-	[PROTO_COLL_REDUCE_SCATTER] = "reduce_scatter",
-	[PROTO_COLL_BROADCAST] = "broadcast",
-	[PROTO_COLL_BARRIER] = "barrier",
-	[PROTO_COLL_SEND] = "send",
-	[PROTO_COLL_RECV] = "recv",
-	[PROTO_COLL_REDUCE] = "reduce",
-	[PROTO_COLL_GATHER] = "gather",
-	[PROTO_COLL_SCATTER] = "scatter",
-	[PROTO_COLL_ALLGATHERV] = "allgatherv",
-	[PROTO_COLL_ALLTOALL] = "alltoall",
-	[PROTO_COLL_ALLTOALLV] = "alltoallv",
-};
-
-static const uint8_t coll_base[PROTO_API_MAX + 1] = {
-	[PROTO_COLL_REDUCE] = PROTO_COLL_ALLREDUCE,
-	[PROTO_COLL_GATHER] = PROTO_COLL_ALLGATHER,
-	[PROTO_COLL_SCATTER] = PROTO_COLL_BROADCAST,
-	[PROTO_COLL_ALLGATHERV] = PROTO_COLL_ALLGATHER,
-	[PROTO_COLL_ALLTOALL] = PROTO_COLL_BARRIER,
-	[PROTO_COLL_ALLTOALLV] = PROTO_COLL_BARRIER,
-};
-
-const char *
-proto_coll_name(int coll)
-{
-	if (coll < 1 || coll > PROTO_API_MAX)
-		return "?";
-	return coll_names[coll];
-}
-
-int
-proto_coll_base(int api)
-{
-	if (api < 1 || api > PROTO_API_MAX)
-		return 0;
-	return api <= PROTO_COLL_MAX ? api : coll_base[api];
-}
-
-bool
-proto_coll_rooted(int api)
-{
-	return api == PROTO_COLL_BROADCAST || api == PROTO_COLL_REDUCE ||
-	    api == PROTO_COLL_GATHER || api == PROTO_COLL_SCATTER;
-}
-
-static const char *const algo_names[PROTO_ALGO_COUNT] = { "auto", "ring", "rd" };
-
-const char *
-proto_algo_name(int algo)
-{
-	return algo >= 0 && algo < PROTO_ALGO_COUNT ? algo_names[algo] : "?";
-}
-
-int
-proto_algo_parse(const char *s)
-{
-	int i;
-
-	for (i = 0; s != NULL && i < PROTO_ALGO_COUNT; i++)
-		if (strcmp(s, algo_names[i]) == 0)
-			return i;
-	return -1;
-}
 
 void
 proto_fp_of_op(struct proto_fp *fp, const struct proto_op *m)

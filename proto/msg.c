@@ -5,7 +5,7 @@
  * message has one canonical encoding: decoders check the header, the exact body
  * length, string limits and every field's range, and encoders refuse what the
  * decoder would refuse, so a bad value is caught on the side that made it.  Job
- * names and their wire ids live here too, since both sides derive the id.
+ * names and their wire ids are names.c's, which the peer frames check too.
  */
 #include <string.h>
 
@@ -89,40 +89,6 @@ static bool
 rank_ok(int32_t rank, int32_t n)
 {
 	return rank >= 0 && rank < n;
-}
-
-bool
-proto_job_name_ok(const char *name)
-{
-	size_t n;
-
-	if (name == NULL)
-		return false;
-	for (n = 0; name[n] != '\0'; n++) {
-		char c = name[n];
-
-		if (n >= PROTO_JOB_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
-		    c == ':'))
-			return false;
-	}
-	return n > 0;
-}
-
-uint32_t
-proto_job_id(const char *name)
-{
-	uint32_t h = 2166136261u;
-	const unsigned char *p;
-
-	for (p = (const unsigned char *)(name != NULL ? name : ""); *p != '\0'; p++) {
-		h ^= *p;
-		h *= 16777619u;
-	}
-	/* 0 means "no job" on the wire (link frames). */
-	return h != 0 ? h : 1;
 }
 
 /* ---- HELLO ---- */
