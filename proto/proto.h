@@ -26,8 +26,9 @@
  * carries flags; 9: EVICT and VIEW frames (membership); 10: OP and the
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
- * its stream (a link of several TCP connections) */
-#define PROTO_VERSION 11
+ * its stream (a link of several TCP connections); 12: SHRINK_INFO carries
+ * what failed the formation */
+#define PROTO_VERSION 12
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -459,6 +460,10 @@ struct proto_op {
 #define PROTO_SHRINK_HOSTS 64 /* lost hosts named in the answer */
 struct proto_shrink_info {
 	int32_t status;                     /* 0, or RING_E* (the job never formed) with text */
+	int32_t failed;                     /* what failed the formation here, with text:
+					     * RING_EREVOKED, RING_EPEER (the ring broke
+					     * under it, or a host was lost), RING_EABORTED
+					     * (a host's processes left), or 0 (nothing) */
 	int32_t rank, size;                 /* the asker's place among the survivors */
 	uint32_t world;                     /* the old formation's world size */
 	uint32_t gen;                       /* its generation */

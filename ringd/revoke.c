@@ -2,8 +2,8 @@
  * revoke.c - the end of a formation that its ranks decide: revocation
  * (ring_comm_revoke, ULFM's MPI_Comm_revoke), which fails the formation's
  * operations on every host, and the answer to ring_comm_shrink: who survives
- * the formation, as this host knows.  One of the job's own
- * files (jobrec.h), beside job.c, which forms and dissolves the formations.
+ * the formation, as this host knows, and what failed it.  One of the job's
+ * own files (jobrec.h), beside job.c, which forms and dissolves them.
  */
 #include <stdio.h>
 #include <string.h>
@@ -132,13 +132,60 @@ shrink_mix(uint64_t h, uint32_t v)
 	return h;
 }
 
+/* Whether host, of j's formation, is lost to it as ring_comm_shrink counts:
+ * evicted; while the ring is whole, all its processes left; while the ring
+ * is broken, no working link to it (a host's LEAVE may only say that it saw
+ * the break: job_tell_broken). */
+static bool
+shrink_lost(struct ringd *rd, const struct job *j, int host)
+{
+	if (host == rd->rank)
+		return false;
+	if (!ring_is_member(rd, host))
+		return true;
+	if (rd->state == RING_READY)
+		return j->host[host].gone == HOST_GONE;
+	return link_toward(rd, host, false) == NULL;
+}
+
+/* What failed j's formation, as this host knows (m->failed, m->text): for a
+ * rank whose own calls saw nothing, the shrink's reason.  A revoke comes
+ * first, then the ring's break, a lost host, a host that left. */
+static void
+shrink_failed(struct ringd *rd, const struct job *j, struct proto_shrink_info *m)
+{
+	int h;
+
+	if (j->revoked) {
+		m->failed = RING_EREVOKED;
+		snprintf(m->text, sizeof(m->text), "%s", j->revoke_why);
+		return;
+	}
+	if (j->broken) {
+		m->failed = RING_EPEER;
+		snprintf(m->text, sizeof(m->text), "%s", j->broke_why);
+		return;
+	}
+	if (m->nhosts > 0) {
+		m->failed = RING_EPEER;
+		snprintf(m->text, sizeof(m->text), "job %s lost host %u", j->name, m->hosts[0]);
+		return;
+	}
+	for (h = 0; h < rd->world; h++)
+		if (j->host[h].gone != HOST_IN && h != rd->rank) {
+			m->failed = RING_EABORTED;
+			snprintf(m->text, sizeof(m->text), "job %s: a process on host %d left it",
+				 j->name, h);
+			return;
+		}
+}
+
 /*
  * What ring_comm_shrink agrees on: the ranks of the formation that are not on
- * a lost host, renumbered densely in the old order.  A host of the formation
- * is lost when the ring evicted it, when the ring is whole and all its
- * processes left it, or when the ring is broken and this host has no working
- * link to it.  The hash covers the generation and the
- * lost hosts, so processes that got the same answer name the same new job.
+ * a lost host (shrink_lost), renumbered densely in the old order, and what
+ * failed the formation (shrink_failed).  The hash covers the generation and
+ * the lost hosts, so processes that got the same answer name the same new
+ * job.
  */
 void
 job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m)
@@ -158,12 +205,7 @@ job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_in
 	for (i = 0; i < j->nhosts; i++) {
 		int host = j->hosts[i];
 
-		/* while the ring is broken, a host's LEAVE may only say that it
-		 * saw the break (job_tell_broken): its link tells */
-		if (host == rd->rank ||
-		    (ring_is_member(rd, host) &&
-		     (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
-						link_toward(rd, host, false) != NULL)))
+		if (!shrink_lost(rd, j, host))
 			continue;
 		h = shrink_mix(h, (uint32_t)host);
 		if (m->nhosts < PROTO_SHRINK_HOSTS)
@@ -178,4 +220,5 @@ job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_in
 	m->hash = h;
 	m->rank = s->rank - below;
 	m->size = j->world - (int)m->nlost;
+	shrink_failed(rd, j, m);
 }
