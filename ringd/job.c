@@ -374,6 +374,8 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	if (n <= 0)
 		return;
 	f.length = (uint32_t)n;
+	if (broke)
+		f.aux = PROTO_LEAVE_BROKE;
 	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
 		link_send(rd->next, &f, buf);
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
@@ -440,7 +442,7 @@ static void job_withdraw(struct ringd *rd, struct job *j);
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
 static void job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-			    uint32_t gen);
+			    uint32_t gen, bool broke);
 
 /* The current formation is over here when every host that placed ranks in it
  * has left and none of its operations is still running here (a finished one
@@ -476,8 +478,10 @@ job_settle(struct ringd *rd, struct job *j)
 	j->revoke_why[0] = '\0';
 	j->broke_why[0] = '\0';
 	job_members_free(j);
-	for (h = 0; h < rd->world; h++)
+	for (h = 0; h < rd->world; h++) {
 		j->host[h].gone = HOST_IN;
+		j->host[h].broke = false;
+	}
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
 	p2p_keep_rts(j, j->fgen, true);
@@ -732,8 +736,10 @@ job_break(struct ringd *rd, struct job *j, const char *why)
 	/* what our own processes did stands: a host that began to leave cannot
 	 * form again until they have all gone */
 	mine = j->host[rd->rank].gone;
-	for (int h = 0; h < rd->world; h++)
+	for (int h = 0; h < rd->world; h++) {
 		j->host[h].gone = HOST_IN;
+		j->host[h].broke = false;
+	}
 	j->host[rd->rank].gone = mine;
 	j->ready = false;
 	if (j->formed && !j->broken)
@@ -834,7 +840,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		memcpy(gone.job, m->job, sizeof(gone.job));
 		log_info("job %s: host %d claims anew (generation %u): it left generation %u",
 			 j->name, origin, gen, j->host[origin].claim_gen);
-		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen);
+		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen, false);
 	}
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
@@ -906,10 +912,11 @@ job_withdraw(struct ringd *rd, struct job *j)
 		 "wait for the next formation", j->name);
 }
 
-/* Host `origin`'s processes (some, or all: no ranks stay) left its claim. */
+/* Host `origin`'s processes (some, or all: no ranks stay) left its claim, or
+ * (broke) the ring broke under its formation there. */
 static void
 job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-		uint32_t gen)
+		uint32_t gen, bool broke)
 {
 	struct op *op;
 
@@ -927,10 +934,17 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	}
 	if (j->world == 0 || j->host[origin].claim_gen != gen || !host_placed(j, origin))
 		return;	/* of a formation that is over here */
-	if (j->host[origin].gone == HOST_GONE)
-		return;	/* heard already (twice: round the ring and straight) */
+	if (j->host[origin].gone == HOST_GONE) {
+		/* heard already (twice: round the ring and straight); or its
+		 * formation broke with the ring there, and now its processes
+		 * have left it too */
+		if (!broke && m->nranks == 0)
+			j->host[origin].broke = false;
+		return;
+	}
 	j->host[origin].gone = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
 	j->host[origin].gone_seq = m->gen;
+	j->host[origin].broke = broke;
 	/* A host that left may just have finished its part (a broadcast root, the
 	 * first to complete): the others go on with what it called; an op it never
 	 * called fails now. */
@@ -944,8 +958,10 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 			break;
 		op_set_from_wire(op);
 		op_finish(rd, op, RING_EABORTED,
-			  "%s cannot complete: a process of this job on "
-			  "host %d left after #%u",
+			  broke ? "%s cannot complete: the ring broke under this job on "
+				  "host %d after #%u" :
+				  "%s cannot complete: a process of this job on "
+				  "host %d left after #%u",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), origin, m->gen);
 	}
 	job_withdraw(rd, j);
@@ -989,7 +1005,7 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
 	if (f->type == PROTO_F_LEAVE) {
-		job_apply_leave(rd, j, origin, &m, f->gen);
+		job_apply_leave(rd, j, origin, &m, f->gen, f->aux == PROTO_LEAVE_BROKE);
 	} else {
 		bool again =
 		    j->world != 0 && f->gen == j->host[origin].claim_gen && host_placed(j, origin);

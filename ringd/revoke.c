@@ -133,9 +133,9 @@ shrink_mix(uint64_t h, uint32_t v)
 }
 
 /* Whether host, of j's formation, is lost to it as ring_comm_shrink counts:
- * evicted; while the ring is whole, all its processes left; while the ring
- * is broken, no working link to it (a host's LEAVE may only say that it saw
- * the break: job_tell_broken). */
+ * evicted; while the ring is whole, all its processes left (not a formation
+ * that only broke with the ring there: its LEAVE may say just that,
+ * job_tell_broken); while the ring is broken, no working link to it. */
 static bool
 shrink_lost(struct ringd *rd, const struct job *j, int host)
 {
@@ -144,7 +144,7 @@ shrink_lost(struct ringd *rd, const struct job *j, int host)
 	if (!ring_is_member(rd, host))
 		return true;
 	if (rd->state == RING_READY)
-		return j->host[host].gone == HOST_GONE;
+		return j->host[host].gone == HOST_GONE && !j->host[host].broke;
 	return link_toward(rd, host, false) == NULL;
 }
 
@@ -174,7 +174,9 @@ shrink_failed(struct ringd *rd, const struct job *j, struct proto_shrink_info *m
 	for (h = 0; h < rd->world; h++)
 		if (j->host[h].gone != HOST_IN && h != rd->rank) {
 			m->failed = RING_EABORTED;
-			snprintf(m->text, sizeof(m->text), "job %s: a process on host %d left it",
+			snprintf(m->text, sizeof(m->text),
+				 j->host[h].broke ? "job %s: the ring broke under it on host %d" :
+						    "job %s: a process on host %d left it",
 				 j->name, h);
 			return;
 		}
