@@ -108,8 +108,9 @@ CHAOS := $(BUILD)/tests/it_chaos
 # of ringd as they are, over a fake link floor and a virtual clock (its own
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
 SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
-SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c exec.c job.c coll.c \
-	fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c local.c config.c hostfile.c pool.c))
+SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c exec.c job.c revoke.c \
+	coll.c fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c local.c config.c hostfile.c \
+	pool.c))
 TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
 # suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to

@@ -190,6 +190,44 @@ shrink_join(struct ring_comm *c, ring_comm **out, int64_t deadline)
 		       c->job, c->timeout_ms, tries, hosts, w.now.size);
 }
 
+/*
+ * Whether c's job failed though none of this rank's calls saw it: another
+ * rank revoked it, or its daemon knows of a lost host or a process that left.
+ * As after ULFM's MPI_Comm_revoke, every rank may then shrink, not only those
+ * whose operations failed.  0, with the failure noted on c (its next call
+ * fails with it); RING_EINVAL when nothing failed (c stays usable).  Asked
+ * only with none of c's requests in flight: the answer to one would be taken
+ * for nothing while waiting for the daemon's.
+ */
+static int
+shrink_failed_elsewhere(struct ring_comm *c, int64_t deadline)
+{
+	struct proto_shrink_info m;
+	int rc;
+
+	if (!c->single) {
+		lr_req_progress(c); /* a failure already answered */
+		if (c->failed || c->revoked)
+			return 0;
+	}
+	if (!c->single && TAILQ_EMPTY(&c->active)) {
+		if ((rc = lr_sess_shrink_info(c, &m, deadline)) != 0)
+			return lr_fail(c, rc, "ring_comm_shrink: %s", c->err);
+		if (m.status == 0 && m.failed != 0) {
+			lr_comm_note(c, m.failed, m.text);
+			return 0;
+		}
+	}
+	return lr_fail(c, RING_EINVAL,
+		       "ring_comm_shrink: nothing failed on this communicator of job %s "
+		       "(shrink follows RING_EPEER, RING_EABORTED or a revoke by any rank; "
+		       "ring_split copies a healthy one): it stays usable%s",
+		       c->job,
+		       c->single || TAILQ_EMPTY(&c->active) ? "" :
+							      " (its requests in flight "
+							      "have not failed)");
+}
+
 int
 ring_comm_shrink(ring_comm *c, ring_comm **out)
 {
@@ -213,14 +251,6 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 		rc = lr_fail(c, RING_EINVAL, "ring_comm_shrink: inside a group (end it first)");
 		goto out;
 	}
-	if (!c->failed && !c->revoked) {
-		rc = lr_fail(c, RING_EINVAL,
-			     "ring_comm_shrink: nothing failed on this "
-			     "communicator of job %s (shrink follows RING_EPEER, RING_EABORTED "
-			     "or a revoke; ring_split copies a healthy one): it stays usable",
-			     c->job);
-		goto out;
-	}
 	if ((rc = lr_sess_usable(c)) != 0) {
 		rc = lr_fail(c, rc,
 			     "ring_comm_shrink: %s (the local ringd is gone: nothing "
@@ -229,6 +259,8 @@ ring_comm_shrink(ring_comm *c, ring_comm **out)
 		goto out;
 	}
 	deadline = proto_now_ms() + c->timeout_ms;
+	if (!c->failed && !c->revoked && (rc = shrink_failed_elsewhere(c, deadline)) != 0)
+		goto out;
 	/* From now on comm can only be closed.  Its failure ends the job's
 	 * operations on every rank by itself (a lost host, a process that left,
 	 * a revoke), so nothing is sent: a revoke would reach the others ahead

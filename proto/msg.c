@@ -422,6 +422,9 @@ shrink_info_ok(const struct proto_shrink_info *m)
 
 	if (!proto_code_is_status(m->status) || !proto_str_ok(m->text, sizeof(m->text)))
 		return false;
+	if (m->failed != 0 && m->failed != RING_EPEER && m->failed != RING_EABORTED &&
+	    m->failed != RING_EREVOKED)
+		return false;
 	if (m->status != 0)
 		return true;
 	if (m->world < 1 || m->world > PROTO_MAX_RANKS || m->nlost >= m->world ||
@@ -444,6 +447,7 @@ proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_inf
 		return RING_EINVAL;
 	msg_begin(&w, buf, cap, PROTO_M_SHRINK_INFO);
 	pw_i32(&w, m->status);
+	pw_i32(&w, m->failed);
 	pw_i32(&w, m->rank);
 	pw_i32(&w, m->size);
 	pw_u32(&w, m->world);
@@ -466,6 +470,7 @@ proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_inf
 		return RING_EPROTO;
 	memset(&t, 0, sizeof(t));
 	t.status = pr_i32(&r);
+	t.failed = pr_i32(&r);
 	t.rank = pr_i32(&r);
 	t.size = pr_i32(&r);
 	t.world = pr_u32(&r);

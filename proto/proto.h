@@ -27,11 +27,12 @@
  * fingerprint carry the wire format, and DATA frames of a compressed operation
  * carry 2-byte elements (PROTO_OP_F_WIRE); 11: HELLO carries the link's id and
  * its stream (a link of several TCP connections); 12: an RTS carries its
- * message's number, a CTS with aux 1 says the other side gave up, and EVICT is
- * a census of any incarnation (gen) and carries its asker's key; 13: the
- * local hop's `looking` word (the doorbell is rung only while the daemon
- * sleeps), and the arena's control page without the progress counters no
- * one read */
+ * message's number, a CTS with aux 1 says the other side gave up, EVICT is a
+ * census of any incarnation (gen) and carries its asker's key, SHRINK_INFO
+ * carries what failed the formation, LEAVE's aux says the ring broke under
+ * it; 13: the local hop's `looking` word (the doorbell is rung only while the
+ * daemon sleeps), and the arena's control page without the progress counters
+ * no one read */
 #define PROTO_VERSION 13
 
 /* ---- limits shared by both sides ---- */
@@ -197,7 +198,9 @@ enum proto_frame_type {
 	PROTO_F_DATA = 17,   /* aux = step, offset = byte offset within the step */
 	PROTO_F_ABORT = 18,  /* the op failed: i32 code + reason string; forwarded round */
 	PROTO_F_JOIN = 19,   /* struct proto_join: a host's ranks of a job, sent round */
-	PROTO_F_LEAVE = 20,  /* struct proto_join (no ranks): the host's clients left */
+	PROTO_F_LEAVE = 20,  /* struct proto_join (no ranks): the host's clients left;
+			      * aux PROTO_LEAVE_BROKE: the ring broke under the
+			      * formation there, its clients are still there */
 	PROTO_F_REVOKE = 21, /* a rank revoked the job's formation (gen): i32 code +
 				 * reason; straight to each of its hosts, route =
 				 * (origin, that host), never passed on round */
@@ -315,6 +318,7 @@ int proto_decode_reason(const uint8_t *buf, size_t len, int32_t *code, char *tex
 char *proto_text_clean(char *out, size_t cap, const char *in);
 
 /* A host's part of a job (JOIN), or its departure (LEAVE: nranks = 0). */
+#define PROTO_LEAVE_BROKE 1     /* LEAVE's aux: the host's clients did not leave */
 #define PROTO_JOIN_MAX	1024	/* processes of one job on one host */
 struct proto_join {
 	char job[PROTO_JOB_MAX + 1];	/* the job's name */
@@ -471,10 +475,15 @@ struct proto_op {
  * host of the formation is lost when the ring is whole and all its processes
  * left it, or when the ring is broken and this daemon has no working link to
  * it; the survivors are the ranks on the other hosts, renumbered densely in
- * the old order. */
+ * the old order.  A host whose formation only broke with the ring
+ * (PROTO_LEAVE_BROKE) is not lost: its processes are still there. */
 #define PROTO_SHRINK_HOSTS 64 /* lost hosts named in the answer */
 struct proto_shrink_info {
 	int32_t status;                     /* 0, or RING_E* (the job never formed) with text */
+	int32_t failed;                     /* what failed the formation here, with text:
+					     * RING_EREVOKED, RING_EPEER (the ring broke
+					     * under it, or a host was lost), RING_EABORTED
+					     * (a host's processes left), or 0 (nothing) */
 	int32_t rank, size;                 /* the asker's place among the survivors */
 	uint32_t world;                     /* the old formation's world size */
 	uint32_t gen;                       /* its generation */

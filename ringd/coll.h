@@ -257,6 +257,9 @@ struct job_host {
 					 * the current one dissolves here */
 	uint8_t gone;			/* HOST_*: what it did with its ranks */
 	uint64_t gone_seq;		/* ... after calling this sequence number */
+	bool broke;                     /* gone because the ring broke under it there
+					 * (PROTO_LEAVE_BROKE): its processes did not
+					 * leave, and survive a shrink */
 	int pos;			/* its place among the members (-1: none) */
 	uint32_t hop_us, link_mbps;	/* its claim's inputs to the cost model */
 	bool left;			/* a LEAVE of all its ranks of claim left_gen

@@ -20,7 +20,10 @@
  * A collective's frames to a host that is no neighbour take the direct link
  * to it when one is up (link_toward; the executor fixes each operation's
  * link to each host as it starts, so its frames keep their order), else go
- * round the ring; the credit for them comes back the same way.  Other frames
+ * round the ring; the credit for them comes back the same way.  So do those
+ * to a neighbour whose ring link is on loan (ring_on_loan: a job on hosts 0-2
+ * of 4 goes on as host 3 is readmitted between 2 and 0), which go over that
+ * ring link until the direct one is up.  Other frames
  * than those and the link's own (handshake, heartbeat, ping) are refused on
  * them (rx.c), and their state changes are not the ring's (link.c).
  */
@@ -62,26 +65,13 @@ link_used(struct link *l)
 	l->used_ms = now_ms();
 }
 
-struct link *
-link_direct(struct ringd *rd, int host, char *why, size_t len)
+/* The direct link to host, opened when there is none (it is no neighbour, or
+ * one whose ring link is on loan: ring_on_loan). */
+static struct link *
+direct_open(struct ringd *rd, int host, char *why, size_t len)
 {
 	struct link *l;
 
-	if (host < 0 || host >= rd->world) {
-		snprintf(why, len, "host %d is not in the ring (hosts 0 to %d)", host,
-			 rd->world - 1);
-		return NULL;
-	}
-	if (host == rd->rank || rd->direct_links == NULL) {
-		snprintf(why, len, "host %d is this daemon", host);
-		return NULL;
-	}
-	/* a neighbour's ring link is already a link to it (an evicted host has
-	 * no ring links: member.c) */
-	if (rd->next != NULL && rd->next->peer == host && ring_is_member(rd, rd->rank))
-		return rd->next;
-	if (rd->prev != NULL && rd->prev->peer == host && ring_is_member(rd, rd->rank))
-		return rd->prev;
 	if ((l = rd->direct_links[host]) != NULL) {
 		l->used_ms = now_ms();
 		return l;
@@ -103,6 +93,27 @@ link_direct(struct ringd *rd, int host, char *why, size_t len)
 	return l;
 }
 
+struct link *
+link_direct(struct ringd *rd, int host, char *why, size_t len)
+{
+	if (host < 0 || host >= rd->world) {
+		snprintf(why, len, "host %d is not in the ring (hosts 0 to %d)", host,
+			 rd->world - 1);
+		return NULL;
+	}
+	if (host == rd->rank || rd->direct_links == NULL) {
+		snprintf(why, len, "host %d is this daemon", host);
+		return NULL;
+	}
+	/* a neighbour's ring link is already a link to it (an evicted host has
+	 * no ring links: member.c) */
+	if (rd->next != NULL && rd->next->peer == host && ring_is_member(rd, rd->rank))
+		return rd->next;
+	if (rd->prev != NULL && rd->prev->peer == host && ring_is_member(rd, rd->rank))
+		return rd->prev;
+	return direct_open(rd, host, why, len);
+}
+
 /*
  * A direct link carries an operation's frames only when the lower rank of its
  * two hosts opened it: when both open one at once, that one is kept and the
@@ -119,22 +130,24 @@ direct_settled(const struct ringd *rd, const struct link *l)
 struct link *
 link_toward(struct ringd *rd, int host, bool open)
 {
-	struct link *l = NULL;
+	struct link *l = NULL, *ring = NULL;
 	char why[160];
 
 	if (host < 0 || host >= rd->world || host == rd->rank)
 		return NULL;
 	if (rd->next != NULL && rd->next->peer == host)
-		return rd->next->state == LINK_UP ? rd->next : NULL;
-	if (rd->prev != NULL && rd->prev->peer == host)
-		return rd->prev->state == LINK_UP ? rd->prev : NULL;
+		ring = rd->next;
+	else if (rd->prev != NULL && rd->prev->peer == host)
+		ring = rd->prev;
+	if (ring != NULL && !ring_on_loan(rd, rd->rank, host))
+		return ring->state == LINK_UP ? ring : NULL;
 	if (rd->direct_links != NULL)
 		l = rd->direct_links[host];
 	if (l != NULL && l->state == LINK_UP && direct_settled(rd, l))
 		return l;
 	if (open && l == NULL && rd->rank < host && rd->cfg.max_direct_links > 0)
-		(void)link_direct(rd, host, why, sizeof(why));
-	return NULL;
+		(void)direct_open(rd, host, why, sizeof(why));
+	return ring != NULL && ring->state == LINK_UP ? ring : NULL;
 }
 
 void

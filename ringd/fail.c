@@ -119,18 +119,22 @@ fail_colls(struct ringd *rd, struct job *j, bool from_wire, const char *fmt, ...
  * Whether a job that runs goes on through a break of the ring: every other
  * host of it has a link of its own to here (job_on_own_links), and nothing
  * of it in flight went round the ring, through hosts with no rank in it (an
- * op that sent so, or frames of an unfinished op that came so).  Its hosts
- * each decide from what they see; where one fails the job and another
- * does not, the abort that the failing one sends straight (op_abort_ring)
- * tells the other.
+ * op that sent so, or frames of an unfinished op that came so), nor over the
+ * lost link when it was between two of its hosts.  That link may only be
+ * one on loan (ring_on_loan), which the job's frames take only until a direct
+ * link is up: this host (lost, at one end) judges by what it sent over it,
+ * the other end by what it sent.  Its hosts each decide from what they see;
+ * where one fails the job and another does not, the abort that the failing
+ * one sends straight (op_abort_ring) tells the other.
  */
 static bool
-job_goes_on(struct ringd *rd, struct job *j, int lost_from, int lost_to)
+job_goes_on(struct ringd *rd, struct job *j, int lost_from, int lost_to, const struct link *lost)
 {
 	struct op *op;
 
 	if (!job_ready(j) || !job_formed(j) || !job_on_own_links(rd, j) ||
-	    (job_host_pos(j, lost_from) >= 0 && job_host_pos(j, lost_to) >= 0))
+	    (job_host_pos(j, lost_from) >= 0 && job_host_pos(j, lost_to) >= 0 &&
+	     !ring_on_loan(rd, lost_from, lost_to)))
 		return false;
 	for (op = coll_first(j); op != NULL; op = op_next(op))
 		if (!op_finished(op))
@@ -140,7 +144,8 @@ job_goes_on(struct ringd *rd, struct job *j, int lost_from, int lost_to)
 	if (flow_round_since(j, op_fp(op)->seq))
 		return false;
 	for (; op != NULL; op = op_next(op))
-		if (!op_finished(op) && op_started(op) && exec_routes_round(op))
+		if (!op_finished(op) && op_started(op) &&
+		    (exec_routes_round(op) || (lost != NULL && exec_sends_over(op, lost))))
 			return false;
 	return true;
 }
@@ -174,19 +179,19 @@ abort_next_straight(struct ringd *rd, struct job *j, const char *why)
 	}
 }
 
-/* The ring lost its link from host lost_from to host lost_to (here, or a host
- * reports it): a job that needs no host outside it and not that link goes on
- * (job_goes_on); in every other, every operation in flight fails at once with
- * the reason, and it must form again; the JOINs go out anew once the ring is
- * whole (fail_ring_ready). */
+/* The ring lost its link from host lost_from to host lost_to (here: lost, or
+ * a host reports it: NULL): a job that needs no host outside it and not that
+ * link goes on (job_goes_on); in every other, every operation in flight
+ * fails at once with the reason, and it must form again; the JOINs go out
+ * anew once the ring is whole (fail_ring_ready). */
 static void
-ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to)
+ring_broken(struct ringd *rd, const char *why, int lost_from, int lost_to, const struct link *lost)
 {
 	struct job *j;
 
 	ring_set_broken(rd, why);
 	JOBS_FOREACH(j, rd) {
-		if (job_goes_on(rd, j, lost_from, lost_to)) {
+		if (job_goes_on(rd, j, lost_from, lost_to, lost)) {
 			p2p_fail_round(rd, j, RING_EPEER, why);
 			job_kept(rd, j);
 			continue;
@@ -214,9 +219,9 @@ fail_link_down(struct ringd *rd, struct link *l, const char *why)
 		 l->dir == LINK_NEXT ? "to" : "from", l->peer, rd->hf.hosts[l->peer].host,
 		 rd->hf.hosts[l->peer].port, why);
 	if (l->dir == LINK_NEXT)
-		ring_broken(rd, text, rd->rank, l->peer);
+		ring_broken(rd, text, rd->rank, l->peer, l);
 	else
-		ring_broken(rd, text, l->peer, rd->rank);
+		ring_broken(rd, text, l->peer, rd->rank, l);
 	/* The host after a break tells everyone else: going forward from here reaches
 	 * every live host up to the one before the break.  Also when this host never
 	 * saw the ring whole: another may have (the token's news had not come round
@@ -280,7 +285,7 @@ fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 	log_warn("host %d reports: %s", origin, text);
 	/* the host after a break tells (fail_link_down): it lost the link from
 	 * the one before it */
-	ring_broken(rd, text, ring_prev_of(rd, origin), origin);
+	ring_broken(rd, text, ring_prev_of(rd, origin), origin, NULL);
 	return RX_DONE;
 }
 

@@ -374,6 +374,8 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	if (n <= 0)
 		return;
 	f.length = (uint32_t)n;
+	if (broke)
+		f.aux = PROTO_LEAVE_BROKE;
 	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
 		link_send(rd->next, &f, buf);
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
@@ -440,7 +442,7 @@ static void job_withdraw(struct ringd *rd, struct job *j);
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
 static void job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-			    uint32_t gen);
+			    uint32_t gen, bool broke);
 
 /* The current formation is over here when every host that placed ranks in it
  * has left and none of its operations is still running here (a finished one
@@ -477,8 +479,10 @@ job_settle(struct ringd *rd, struct job *j)
 	j->revoke_why[0] = '\0';
 	j->broke_why[0] = '\0';
 	job_members_free(j);
-	for (h = 0; h < rd->world; h++)
+	for (h = 0; h < rd->world; h++) {
 		j->host[h].gone = HOST_IN;
+		j->host[h].broke = false;
+	}
 	/* frames of the next formation may be here already: they stay */
 	flow_keep(j, j->fgen, true);
 	p2p_keep_rts(j, j->fgen, true);
@@ -733,8 +737,10 @@ job_break(struct ringd *rd, struct job *j, const char *why)
 	/* what our own processes did stands: a host that began to leave cannot
 	 * form again until they have all gone */
 	mine = j->host[rd->rank].gone;
-	for (int h = 0; h < rd->world; h++)
+	for (int h = 0; h < rd->world; h++) {
 		j->host[h].gone = HOST_IN;
+		j->host[h].broke = false;
+	}
 	j->host[rd->rank].gone = mine;
 	j->ready = false;
 	if (j->formed && !j->broken)
@@ -835,7 +841,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		memcpy(gone.job, m->job, sizeof(gone.job));
 		log_info("job %s: host %d claims anew (generation %u): it left generation %u",
 			 j->name, origin, gen, j->host[origin].claim_gen);
-		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen);
+		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen, false);
 	}
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
@@ -907,10 +913,11 @@ job_withdraw(struct ringd *rd, struct job *j)
 		 "wait for the next formation", j->name);
 }
 
-/* Host `origin`'s processes (some, or all: no ranks stay) left its claim. */
+/* Host `origin`'s processes (some, or all: no ranks stay) left its claim, or
+ * (broke) the ring broke under its formation there. */
 static void
 job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-		uint32_t gen)
+		uint32_t gen, bool broke)
 {
 	struct op *op;
 
@@ -928,10 +935,17 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	}
 	if (j->world == 0 || j->host[origin].claim_gen != gen || !host_placed(j, origin))
 		return;	/* of a formation that is over here */
-	if (j->host[origin].gone == HOST_GONE)
-		return;	/* heard already (twice: round the ring and straight) */
+	if (j->host[origin].gone == HOST_GONE) {
+		/* heard already (twice: round the ring and straight); or its
+		 * formation broke with the ring there, and now its processes
+		 * have left it too */
+		if (!broke && m->nranks == 0)
+			j->host[origin].broke = false;
+		return;
+	}
 	j->host[origin].gone = m->nranks == 0 ? HOST_GONE : HOST_LEAVING;
 	j->host[origin].gone_seq = m->gen;
+	j->host[origin].broke = broke;
 	/* A host that left may just have finished its part (a broadcast root, the
 	 * first to complete): the others go on with what it called; an op it never
 	 * called fails now. */
@@ -945,181 +959,14 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 			break;
 		op_set_from_wire(op);
 		op_finish(rd, op, RING_EABORTED,
-			  "%s cannot complete: a process of this job on "
-			  "host %d left after #%u",
+			  broke ? "%s cannot complete: the ring broke under this job on "
+				  "host %d after #%u" :
+				  "%s cannot complete: a process of this job on "
+				  "host %d left after #%u",
 			  proto_fp_format(op_fp(op), fp, sizeof(fp)), origin, m->gen);
 	}
 	job_withdraw(rd, j);
 	job_settle(rd, j);
-}
-
-/*
- * Revocation (ring_comm_revoke, ULFM's MPI_Comm_revoke): every operation of
- * the formation fails at once on every rank with RING_EREVOKED, and so does
- * every later one, until the formation dissolves (its processes close).  The
- * host of the revoking rank fails its own and sends a REVOKE straight to each
- * host of the formation it has a link to (and once round the ring when that
- * is whole and some host has none), so ranks blocked on other hosts return
- * within a round trip, not at their timeout.
- */
-static void
-job_revoke_here(struct ringd *rd, struct job *j, const char *why)
-{
-	char fp[160];
-	struct op *op;
-
-	if (j->revoked)
-		return;
-	j->revoked = true;
-	snprintf(j->revoke_why, sizeof(j->revoke_why), "%s", why);
-	log_warn("job %s (generation %u): %s", j->name, j->fgen, why);
-	for (;;) { /* finishing one may end it: look again from the first */
-		for (op = coll_first(j); op != NULL; op = op_next(op))
-			if (!op_finished(op))
-				break;
-		if (op == NULL)
-			break;
-		op_set_from_wire(op); /* every host fails it by itself */
-		op_finish(rd, op, RING_EREVOKED, "%s: %s",
-			  proto_fp_format(op_fp(op), fp, sizeof(fp)), why);
-	}
-	p2p_fail_all(rd, j, RING_EREVOKED, why);
-}
-
-int
-job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen)
-{
-	uint8_t buf[PROTO_TEXT_MAX + 16];
-	char why[PROTO_TEXT_MAX + 1];
-	struct proto_frame f = {
-		.type = PROTO_F_REVOKE, .job = j->id, .epoch = rd->epoch, .gen = j->fgen
-	};
-	bool round = false;
-	struct link *l;
-	int i, n;
-
-	if (!j->formed || j->world == 0 || j->hosts == NULL) {
-		snprintf(err, errlen, "job %s has no formation to revoke", j->name);
-		return RING_EINVAL;
-	}
-	if (j->revoked)
-		return 0;
-	snprintf(why, sizeof(why), "job %s was revoked by rank %d (host %d)", j->name, rank,
-		 rd->rank);
-	if ((n = proto_encode_reason(buf, sizeof(buf), RING_EREVOKED, why)) > 0 && rd->world > 1) {
-		f.length = (uint32_t)n;
-		for (i = 0; i < j->nhosts; i++) {
-			if (j->hosts[i] == rd->rank)
-				continue;
-			if ((l = link_toward(rd, j->hosts[i], false)) == NULL) {
-				round = true;
-				continue;
-			}
-			f.route = PROTO_ROUTE(rd->rank, j->hosts[i]);
-			link_send(l, &f, buf);
-		}
-		if (round && rd->state == RING_READY && rd->next != NULL &&
-		    rd->next->state == LINK_UP) {
-			f.route = PROTO_ROUTE(rd->rank, rd->rank);
-			link_send(rd->next, &f, buf);
-		}
-	}
-	job_revoke_here(rd, j, why);
-	return 0;
-}
-
-const char *
-job_revoked(const struct job *j)
-{
-	return j != NULL && j->revoked ? j->revoke_why : NULL;
-}
-
-/* A REVOKE: straight from its host, or going round. */
-static int
-job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
-{
-	int origin = PROTO_ROUTE_SRC(f->route), dst = PROTO_ROUTE_DST(f->route);
-	bool straight = dst != origin;
-	char text[PROTO_TEXT_MAX + 1];
-	struct job *j;
-	int32_t code;
-
-	if (origin >= rd->world || dst >= rd->world ||
-	    proto_decode_reason(pl, f->length, &code, text, sizeof(text)) != 0 ||
-	    code != RING_EREVOKED || (straight && (l->peer != origin || dst != rd->rank)) ||
-	    (!straight && l->dir != LINK_PREV)) {
-		snprintf(l->last_error, sizeof(l->last_error), "malformed revoke frame");
-		return RX_ERROR;
-	}
-	if (origin == rd->rank)
-		return RX_DONE; /* it went all the way round */
-	if (!straight && ring_passes_on(rd, origin) && rd->next != NULL)
-		link_send(rd->next, f, pl);
-	j = job_lookup(rd, f->job);
-	if (j != NULL && j->formed && j->world != 0 && f->gen == j->fgen)
-		job_revoke_here(rd, j, text);
-	return RX_DONE;
-}
-
-/* FNV-1a of v into h. */
-static uint64_t
-shrink_mix(uint64_t h, uint32_t v)
-{
-	int i;
-
-	for (i = 0; i < 4; i++) {
-		h ^= (v >> (8 * i)) & 0xffu;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-/*
- * What ring_comm_shrink agrees on: the ranks of the formation that are not on
- * a lost host, renumbered densely in the old order.  A host of the formation
- * is lost when the ring evicted it, when the ring is whole and all its
- * processes left it, or when the ring is broken and this host has no working
- * link to it.  The hash covers the generation and the
- * lost hosts, so processes that got the same answer name the same new job.
- */
-void
-job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m)
-{
-	const struct job *j = s->job;
-	uint64_t h = 0xcbf29ce484222325ull;
-	int i, k, below = 0;
-
-	memset(m, 0, sizeof(*m));
-	if (j == NULL || !j->formed || j->world == 0 || j->hosts == NULL) {
-		m->status = RING_EINVAL;
-		snprintf(m->text, sizeof(m->text), "job %s has no formation to shrink here",
-			 j != NULL ? j->name : "-");
-		return;
-	}
-	h = shrink_mix(shrink_mix(h, j->fgen), (uint32_t)j->world);
-	for (i = 0; i < j->nhosts; i++) {
-		int host = j->hosts[i];
-
-		/* while the ring is broken, a host's LEAVE may only say that it
-		 * saw the break (job_tell_broken): its link tells */
-		if (host == rd->rank ||
-		    (ring_is_member(rd, host) &&
-		     (rd->state == RING_READY ? j->host[host].gone != HOST_GONE :
-						link_toward(rd, host, false) != NULL)))
-			continue;
-		h = shrink_mix(h, (uint32_t)host);
-		if (m->nhosts < PROTO_SHRINK_HOSTS)
-			m->hosts[m->nhosts] = (uint32_t)host;
-		m->nhosts++;
-		m->nlost += (uint32_t)j->nhranks[i];
-		for (k = 0; k < j->nhranks[i]; k++)
-			below += j->hranks[i][k] < s->rank;
-	}
-	m->world = (uint32_t)j->world;
-	m->gen = j->fgen;
-	m->hash = h;
-	m->rank = s->rank - below;
-	m->size = j->world - (int)m->nlost;
 }
 
 int
@@ -1159,7 +1006,7 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
 	if (f->type == PROTO_F_LEAVE) {
-		job_apply_leave(rd, j, origin, &m, f->gen);
+		job_apply_leave(rd, j, origin, &m, f->gen, f->aux == PROTO_LEAVE_BROKE);
 	} else {
 		bool again =
 		    j->world != 0 && f->gen == j->host[origin].claim_gen && host_placed(j, origin);

@@ -1,9 +1,10 @@
 /*
  * jobrec.h - struct job itself: what a job is on this host (its name, its
  * formation, its processes here).  Only the job's own files include it: job.c
- * (membership) and jobtab.c (the table and the record's functions, which the
- * rest of the engine calls).  What the engine's other rooms keep of a job is in
- * their parts (job_part), each its owner's.
+ * (membership), revoke.c (revocation and the shrink's answer) and jobtab.c
+ * (the table and the record's functions, which the rest of the engine calls).
+ * What the engine's other rooms keep of a job is in their parts (job_part),
+ * each its owner's.
  */
 #ifndef RINGD_JOBREC_H
 #define RINGD_JOBREC_H
@@ -61,5 +62,8 @@ struct job {
 	uint64_t over_ms;               /* ... at this time (jobtab.c) */
 	TAILQ_ENTRY(job) entry;
 };
+
+/* revoke.c: a REVOKE frame, straight from its host or going round. */
+int job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 
 #endif /* RINGD_JOBREC_H */

@@ -363,6 +363,17 @@ ring_prev_of(const struct ringd *rd, int h)
 	return h;
 }
 
+/* Whether ring neighbours a and b are neighbours only while the hosts between
+ * them in the hostfile's order are evicted: the ring link between them is on
+ * loan, and moves to the first of those readmitted (member.c).  A job's
+ * frames between them take a direct link once one is up (direct.c), so the
+ * move fails none of them (fail.c). */
+static inline bool
+ring_on_loan(const struct ringd *rd, int a, int b)
+{
+	return rd->world > 2 && b != (a + 1) % rd->world && b != (a + rd->world - 1) % rd->world;
+}
+
 /* The host rank of our previous neighbour. */
 static inline int
 mod_prev(const struct ringd *rd)

@@ -8,7 +8,9 @@
  * for bit on the survivors (one and two processes per host).  A revoke on one
  * rank ends an all-reduce blocked on every other rank (on other hosts) within
  * a second, and everything after it fails at once; the revoked job then shrinks
- * to all of its ranks, since no host was lost.  The bad calls: NULL arguments,
+ * to all of its ranks, since no host was lost.  A revoke is a failure every
+ * rank can shrink from, also one that called nothing since (issue 37): all of
+ * them meet in one communicator of the same ranks.  The bad calls: NULL arguments,
  * a shrink of a healthy communicator (refused, and the communicator goes on),
  * a second shrink.
  *
@@ -365,6 +367,82 @@ Test(shrink, revoke_ends_blocked_allreduce, .init = setup, .fini = teardown, .ti
 Test(shrink, revoke_two_per_host, .init = setup, .fini = teardown, .timeout = 120)
 {
 	revoke_run(2, 2);
+}
+
+/*
+ * A revoke is a failure every rank can shrink from (issue 37, item 6), as
+ * after ULFM's MPI_Comm_revoke: rank 0 revokes; the other ranks, which saw no
+ * failure of their own (no call since the barrier), shrink at once, and every
+ * rank comes out in one communicator of all of them, each at its old place;
+ * the revoked one fails any call with RING_EREVOKED.
+ */
+static int
+rank_revoke_idle(ring_comm *comm, int rank, int size, void *arg)
+{
+	struct shrink_run *sr = arg;
+	struct rank_log *lg = &sr->r[rank];
+	ring_comm *next = NULL;
+	float v = 1.0f;
+	int rc;
+
+	(void)size;
+	if ((rc = ring_barrier(comm)) != 0)
+		RANK_FAIL(lg, "barrier: %s: %s", ring_strerror(rc), ring_last_error(comm));
+	if (rank == 0) {
+		if ((rc = ring_comm_revoke(comm)) != 0)
+			RANK_FAIL(lg, "ring_comm_revoke: %s: %s", ring_strerror(rc),
+				  ring_last_error(comm));
+		sr->t_revoke = harness_now();
+	} else {
+		for (double end = harness_now() + 10; sr->t_revoke == 0;) {
+			if (harness_now() > end)
+				RANK_FAIL(lg, "rank 0 did not revoke within 10 s");
+			usleep(1000);
+		}
+		usleep(200 * 1000); /* the revoke reaches this rank's daemon */
+	}
+	rc = ring_comm_shrink(comm, &next);
+	lg->shrink_s = harness_now() - sr->t_revoke;
+	if (rc)
+		RANK_FAIL(lg, "ring_comm_shrink after rank 0's revoke: %s: %s", ring_strerror(rc),
+			  ring_last_error(comm));
+	lg->new_rank = ring_rank(next);
+	lg->new_size = ring_size(next);
+	rc = ring_allreduce(comm, &v, &v, 1, RING_FLOAT32, RING_SUM);
+	snprintf(lg->msg, MSG_CAP, "%s", ring_last_error(comm));
+	if (rc != RING_EREVOKED)
+		RANK_FAIL(lg, "a call on the revoked communicator returned %s", ring_strerror(rc));
+	it_comm = next;
+	rc = run_after(next, lg);
+	ring_close(next);
+	it_comm = comm;
+	lg->done = 1;
+	return rc;
+}
+
+Test(shrink, revoke_then_idle_ranks_shrink, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct shrink_run *sr = harness_shared(sizeof(*sr));
+	const int n = 3;
+
+	cr_assert_not_null(sr);
+	cr_assert_eq(cluster_start(&cluster, n, FAULT_ARGS), 0);
+	sr->victim = -1;
+	sr->nprocs = n;
+	cr_assert_eq(cluster_run(&cluster, n, rank_revoke_idle, sr), 0,
+		     "a rank failed (see above)");
+	for (int i = 0; i < n; i++) {
+		struct rank_log *lg = &sr->r[i];
+
+		fprintf(stderr,
+			"rank %d: shrunk %.3f s after the revoke to rank %d of %d; then: %s\n", i,
+			lg->shrink_s, lg->new_rank, lg->new_size, lg->msg);
+		cr_assert(!lg->fail[0], "rank %d: %s", i, lg->fail);
+		cr_assert(lg->new_size == n && lg->new_rank == i,
+			  "rank %d became rank %d of %d, expected %d of %d", i, lg->new_rank,
+			  lg->new_size, i, n);
+		cr_assert_eq(lg->after, AFTER, "rank %d: %d all-reduces after", i, lg->after);
+	}
 }
 
 /* The bad calls, on a healthy communicator that must stay usable. */

@@ -481,9 +481,10 @@ Test(msg, job_id)
 }
 
 /* SHRINK_INFO (ring_comm_shrink's answer): a round trip with lost hosts past
- * the PROTO_SHRINK_HOSTS it names, a failure's text, and what each side
- * refuses (a place that does not fit the survivors, hosts out of order, a
- * truncated body).  REVOKE and SHRINK are the header alone. */
+ * the PROTO_SHRINK_HOSTS it names and what failed the formation, a failure's
+ * text, and what each side refuses (a place that does not fit the survivors,
+ * hosts out of order, a failure that is not one of a formation, a truncated
+ * body).  REVOKE and SHRINK are the header alone. */
 Test(msg, shrink_info)
 {
 	uint8_t buf[PROTO_MSG_MAX];
@@ -501,6 +502,8 @@ Test(msg, shrink_info)
 	m.nhosts = PROTO_SHRINK_HOSTS + 6;
 	for (uint32_t i = 0; i < PROTO_SHRINK_HOSTS; i++)
 		m.hosts[i] = 2 * i + 1;
+	m.failed = RING_EREVOKED;
+	snprintf(m.text, sizeof(m.text), "job j was revoked by rank 0 (host 0)");
 	n = proto_encode_shrink_info(buf, sizeof(buf), &m);
 	cr_assert_gt(n, 0);
 	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
@@ -508,7 +511,8 @@ Test(msg, shrink_info)
 	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n, &g), 0);
 	cr_assert(g.rank == 3 && g.size == 130 && g.world == 200 && g.nlost == 70 && g.gen == 9 &&
 		  g.hash == m.hash && g.nhosts == m.nhosts && g.hosts[5] == 11 &&
-		  g.hosts[PROTO_SHRINK_HOSTS - 1] == 2 * PROTO_SHRINK_HOSTS - 1);
+		  g.hosts[PROTO_SHRINK_HOSTS - 1] == 2 * PROTO_SHRINK_HOSTS - 1 &&
+		  g.failed == RING_EREVOKED && strcmp(g.text, m.text) == 0);
 	cr_assert_eq(proto_decode_shrink_info(buf, (size_t)n - 1, &g), RING_EPROTO);
 
 	memset(&m, 0, sizeof(m));
@@ -535,6 +539,13 @@ Test(msg, shrink_info)
 	m.world = m.nlost = 2; /* nobody survives */
 	m.nhosts = 0;
 	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.world = 4;
+	m.nlost = 0;
+	m.size = 4;
+	m.failed = RING_EINVAL; /* not what fails a formation */
+	cr_assert_eq(proto_encode_shrink_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.failed = RING_EABORTED;
+	cr_assert_gt(proto_encode_shrink_info(buf, sizeof(buf), &m), 0);
 
 	n = proto_encode_empty(buf, sizeof(buf), PROTO_M_REVOKE);
 	cr_assert_eq(n, PROTO_MSG_HDR);
