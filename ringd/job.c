@@ -86,7 +86,6 @@ job_dead(const struct ringd *rd, const struct job *j)
 
 /* How long a job that failed to form refuses newcomers with the same reason, so
  * every process of the failed start hears it, not just the first to notice. */
-#define FORM_ERROR_MS	3000
 
 static void
 circulate_abort(struct ringd *rd, struct job *j)
@@ -104,11 +103,7 @@ circulate_abort(struct ringd *rd, struct job *j)
 
 /* The job cannot form: tell this host's processes why, and (when we found out
  * here) every other host, so none of them waits for its timeout. */
-static void
-job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void
+void
 job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 {
 	va_list ap;
@@ -128,8 +123,7 @@ job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
 			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, j->error);
 }
 
-/* Every rank of the job's formation has a host: it runs, or is about to. */
-static bool
+bool
 job_complete(const struct job *j)
 {
 	return j->world != 0 && j->nplaced == j->world;
@@ -183,26 +177,23 @@ hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n)
 	return true;
 }
 
-/* Every rank has a host and none has left: agree on the member list and go. */
-static void
-job_check_ready(struct ringd *rd, struct job *j)
+/* The member list in ring order, every host with its ranks (ascending), and
+ * the formation's generation (the latest of its claims) in *gen: the same
+ * on every host.  The number of hosts, or -1 (out of memory: the job fails). */
+static int
+job_members_make(struct ringd *rd, struct job *j, uint32_t *gen)
 {
 	int h, r, i, n = 0;
-	uint32_t gen = 0;
 
-	if (j->ready || j->world == 0 || j->nplaced < j->world || j->error[0] != '\0' ||
-	    !j->joined || job_dead(rd, j))
-		return;
 	job_members_free(j);
 	j->hosts = calloc((size_t)rd->world, sizeof(int));
 	j->hranks = calloc((size_t)rd->world, sizeof(int *));
 	j->nhranks = calloc((size_t)rd->world, sizeof(int));
-	if (j->hosts == NULL || j->hranks == NULL || j->nhranks == NULL) {
-		job_fail_form(rd, j, true, "out of memory");
-		return;
-	}
+	if (j->hosts == NULL || j->hranks == NULL || j->nhranks == NULL)
+		return -1;
 	for (h = 0; h < rd->world; h++)	/* a failed formation's may be left */
 		j->host[h].pos = -1;
+	*gen = 0;
 	for (h = 0; h < rd->world; h++) {
 		int k = 0;
 
@@ -210,10 +201,9 @@ job_check_ready(struct ringd *rd, struct job *j)
 			k += j->host_of[r] == h;
 		if (k == 0)
 			continue;
-		j->hranks[n] = malloc((size_t)k * sizeof(int));
-		if (j->hranks[n] == NULL) {
-			job_fail_form(rd, j, true, "out of memory");
-			return;
+		if ((j->hranks[n] = malloc((size_t)k * sizeof(int))) == NULL) {
+			j->nhosts = n;	/* job_members_free frees those made */
+			return -1;
 		}
 		for (r = 0, i = 0; r < j->world; r++)
 			if (j->host_of[r] == h)
@@ -223,23 +213,20 @@ job_check_ready(struct ringd *rd, struct job *j)
 		j->host[h].pos = n;
 		if (h == rd->rank)
 			j->pos = n;
-		if (gen == 0 || proto_gen_after(j->host[h].claim_gen, gen))
-			gen = j->host[h].claim_gen;
+		if (*gen == 0 || proto_gen_after(j->host[h].claim_gen, *gen))
+			*gen = j->host[h].claim_gen;
 		n++;
 	}
-	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j, j->hosts, n)) {
-		/* The claims are in, but the ring token is still on its first round
-		 * (or the ring broke): a formation agreed now could differ from
-		 * the one of a host that claims again as the ring forms, and an
-		 * operation would fail at once.  job_ring_up looks again.  On a
-		 * ring that broke after it was whole, a job whose hosts all have
-		 * links of their own to here forms over them (their claims came
-		 * straight: send_membership), so the survivors of a lost host can
-		 * shrink their job before the ring heals. */
-		j->nhosts = n;
-		job_members_free(j);
-		return;
-	}
+	return n;
+}
+
+/* The formation agreed (n hosts, generation gen): its links, its fresh
+ * credit and stash, and this host's processes welcomed. */
+static void
+job_go(struct ringd *rd, struct job *j, int n, uint32_t gen)
+{
+	int i;
+
 	j->nhosts = n;
 	j->next_host = j->hosts[(j->pos + 1) % n];
 	j->prev_host = j->hosts[(j->pos + n - 1) % n];
@@ -273,6 +260,36 @@ job_check_ready(struct ringd *rd, struct job *j)
 			j->loc[i].sess->ev->welcome(j->loc[i].sess);
 	}
 	flow_drain(rd, j);
+}
+
+/* Every rank has a host and none has left: agree on the member list and go. */
+static void
+job_check_ready(struct ringd *rd, struct job *j)
+{
+	uint32_t gen;
+	int n;
+
+	if (j->ready || j->world == 0 || j->nplaced < j->world || j->error[0] != '\0' ||
+	    !j->joined || job_dead(rd, j))
+		return;
+	if ((n = job_members_make(rd, j, &gen)) < 0) {
+		job_fail_form(rd, j, true, "out of memory");
+		return;
+	}
+	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j, j->hosts, n)) {
+		/* The claims are in, but the ring token is still on its first round
+		 * (or the ring broke): a formation agreed now could differ from
+		 * the one of a host that claims again as the ring forms, and an
+		 * operation would fail at once.  job_ring_up looks again.  On a
+		 * ring that broke after it was whole, a job whose hosts all have
+		 * links of their own to here forms over them (their claims came
+		 * straight: send_membership), so the survivors of a lost host can
+		 * shrink their job before the ring heals. */
+		j->nhosts = n;
+		job_members_free(j);
+		return;
+	}
+	job_go(rd, j, n, gen);
 }
 
 /* JOIN: our ranks (the header's gen is our claim's); LEAVE: the ranks of ours
@@ -389,7 +406,7 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 		send_straight(rd, j, &f, buf);
 }
 
-static void
+void
 send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last)
 {
 	membership_frame(rd, j, type, last, false);
@@ -437,8 +454,6 @@ job_free_held(const struct ringd *rd, struct job *j)
 	}
 }
 
-static void job_claim(struct ringd *rd, struct job *j);
-static void job_withdraw(struct ringd *rd, struct job *j);
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
 static void job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
@@ -503,7 +518,7 @@ job_settle(struct ringd *rd, struct job *j)
 
 /* The whole local group is here and no earlier formation stands in the way:
  * claim our ranks and tell the ring. */
-static void
+void
 job_claim(struct ringd *rd, struct job *j)
 {
 	int i;
@@ -549,157 +564,6 @@ job_claim(struct ringd *rd, struct job *j)
 	j->joined = true;
 	send_membership(rd, j, PROTO_F_JOIN, 0);
 	job_check_ready(rd, j);
-}
-
-static int
-job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize,
-		 int rank, int world, int pid, char *err, size_t errlen)
-{
-	int i;
-
-	if (lsize < 1 || lsize > PROTO_JOIN_MAX || lr < 0 || lr >= lsize) {
-		snprintf(err, errlen, "local rank %d of %d is out of range (1..%d processes "
-			 "per host)", lr, lsize, PROTO_JOIN_MAX);
-		return RING_EINVAL;
-	}
-	if (world > PROTO_MAX_RANKS || rank >= world) {
-		snprintf(err, errlen, "rank %d does not fit world size %d", rank, world);
-		return RING_EINVAL;
-	}
-	if (j->nloc == 0)
-		return 0;
-	if (j->local_size != lsize) {
-		snprintf(err, errlen, "job %s: this process says %d processes on this host, "
-			 "an earlier one said %d", name, lsize, j->local_size);
-		return RING_EINVAL;
-	}
-	if (j->local_world != world) {
-		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here "
-			 "(with unequal processes per host, give the launcher's RANK and "
-			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
-			 name, world, j->local_world);
-		if (!job_complete(j))	/* none of it can form: fail all of it */
-			job_fail_form(rd, j, true, "%s", err);
-		return RING_EINVAL;
-	}
-	if (j->loc[lr].sess != NULL && j->loc[lr].sess->pid == pid) {
-		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
-			 "(rank %d) through a communicator it opened before: open one per "
-			 "process and share it (in Rust, GradientSynchronizer::"
-			 "with_communicator takes the open one)", name, (int)pid, lr,
-			 j->loc[lr].rank);
-		return RING_EINVAL;
-	}
-	if (j->loc[lr].sess != NULL) {
-		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
-			 "%d; this process asked for rank %d (give each process its own "
-			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, j->loc[lr].sess->pid, rank);
-		return RING_EINVAL;
-	}
-	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i].sess != NULL && j->loc[i].rank == rank) {
-			snprintf(err, errlen, "job %s: rank %d is already attached here as local "
-				 "rank %d", name, rank, i);
-			return RING_EINVAL;
-		}
-	return 0;
-}
-
-int
-job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsize, int rank,
-	   int world, char *err, size_t errlen)
-{
-	uint32_t id = proto_job_id(name);
-	struct job *j = job_lookup(rd, id);
-	int rc;
-
-	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
-		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)",
-			 name, j->name, id);
-		return RING_EINVAL;
-	}
-	if (j == NULL && (j = job_wire(rd, id)) == NULL) {
-		snprintf(err, errlen, "too many jobs on this daemon (max_jobs = %d)",
-			 rd->cfg.max_jobs);
-		return RING_EPERM;
-	}
-	snprintf(j->name, sizeof(j->name), "%s", name);
-	if (j->error[0] != '\0') {
-		if (now_ms() - j->error_ms < FORM_ERROR_MS || j->nloc > 0) {
-			snprintf(err, errlen, "job %s cannot form: %s", name, j->error);
-			return RING_EINVAL;
-		}
-		j->error[0] = '\0';	/* an old failure: this is a new start */
-	}
-	if (world < 0)
-		world = rd->world * lsize;
-	if (rank < 0)
-		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, s->pid, err,
-				   errlen)) != 0)
-		return rc;
-	if (j->nloc == 0) {
-		free(j->loc);
-		if ((j->loc = calloc((size_t)lsize, sizeof(*j->loc))) == NULL) {
-			j->local_size = 0;
-			snprintf(err, errlen, "out of memory");
-			return RING_ENOMEM;
-		}
-		j->local_size = lsize;
-		j->local_world = world;
-	}
-	if (j->nloc == 0) {
-		j->survivors = s->survivors;
-	} else if (j->survivors != s->survivors) {
-		snprintf(err, errlen,
-			 "job %s: this process %s a survivors' job of "
-			 "ring_comm_shrink, the ones attached here before it %s",
-			 name, s->survivors ? "joins" : "does not join",
-			 j->survivors ? "do" : "do not");
-		return RING_EINVAL;
-	}
-	j->loc[lr] = (struct job_proc){ .sess = s, .rank = rank };
-	j->nloc++;
-	s->job = j;
-	s->rank = rank;
-	s->size = world;
-	s->local_rank = lr;
-	s->local_size = lsize;
-	job_claim(rd, j);
-	return 0;
-}
-
-void
-job_detach(struct ringd *rd, struct client *s, struct job *j)
-{
-	uint64_t last = 0;
-	bool member = false;
-	int i;
-
-	for (i = 0; i < j->local_size; i++)
-		if (j->loc[i].sess == s) {
-			member = j->loc[i].member;
-			last = j->loc[i].entered;
-			j->loc[i] = (struct job_proc){ .sess = NULL };
-			j->nloc--;
-		}
-	if (member && j->joined && !j->formed) {
-		/* before the job formed: the others here wait for the next one */
-		job_withdraw(rd, j);
-	} else if (member && j->joined) {
-		j->nmember--;
-		j->host[rd->rank].gone = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
-		j->host[rd->rank].gone_seq = last;
-		j->ready = false;	/* the job cannot go on as it was */
-		/* Every host hears that a process of ours left and when: operations it
-		 * never called fail at once everywhere instead of timing out. */
-		send_membership(rd, j, PROTO_F_LEAVE, last);
-		if (j->nmember == 0)
-			j->joined = false;
-	}
-	if (j->nloc == 0)
-		j->local_size = 0;
-	job_settle(rd, j);
 }
 
 void
@@ -895,7 +759,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
  * in it, so rather than fail them, take our claim back (a LEAVE of all our
  * ranks); they wait for the next formation and claim again once this one has
  * dissolved (job_settle). */
-static void
+void
 job_withdraw(struct ringd *rd, struct job *j)
 {
 	int i;

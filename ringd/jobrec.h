@@ -66,4 +66,15 @@ struct job {
 /* revoke.c: a REVOKE frame, straight from its host or going round. */
 int job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 
+/* job.c, for jobattach.c: claiming this host's ranks once its processes are
+ * all here, taking the claim back, telling the others (JOIN, LEAVE), and a
+ * job that cannot form (its processes told why; tell: every host too). */
+#define FORM_ERROR_MS	3000	/* a failure to form is this job's answer for this long */
+void job_claim(struct ringd *rd, struct job *j);
+void job_withdraw(struct ringd *rd, struct job *j);
+void send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last);
+bool job_complete(const struct job *j);
+void job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif /* RINGD_JOBREC_H */
