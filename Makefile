@@ -442,11 +442,12 @@ uninstall:
 # make lint: the shell scripts through shellcheck, the man pages through groff's
 # warnings, the relative links of the Markdown (scripts/check-links), the C lines
 # this branch changed through clang-format (scripts/check-format), the floors of
-# ringd (scripts/check-floors), the code with every warning as an error (WARN
+# ringd, libring and proto (scripts/check-floors), the bounds of files, functions
+# and the README (scripts/check-bounds), the code with every warning as an error (WARN
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
+LINT_SH := $(filter-out scripts/check-floors scripts/check-bounds,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 # What lint runs, found before anything runs: a missing one is named with the
 # command that installs it, not met as a tool's failure halfway (bindgen's
 # and clippy's are looked for where rust-lint looks, RUST_LINT_PATH).
@@ -475,6 +476,7 @@ lint: lint-tools
 	$(call msg,FORMAT,C)
 	$(Q)scripts/check-format
 	$(Q)scripts/check-floors && scripts/check-floors --self-test
+	$(Q)scripts/check-bounds && scripts/check-bounds --self-test
 	$(call msg,PATCHES,tests/sim/bugs)
 	$(Q)for p in tests/sim/bugs/*.patch; do \
 		patch --dry-run -s -p1 <$$p >/dev/null || \

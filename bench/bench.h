@@ -54,18 +54,18 @@ struct bench_opts {
 	double compute_ms;	/* -C: the simulated compute of each -a iteration */
 	int group;		/* -g: each size as this many operations on equal
 				 * parts of the buffers, in one group; 0: none */
-	bool verbose;		/* -v: the hand-offs and processor time of an op */
+	bool verbose;           /* -v: the hand-offs and processor time of an op */
 };
 
 /* -v: what one operation cost (means per operation of a timed loop): this
  * rank's context switches and processor time, then the daemons' (ring-local's,
  * all threads); bench_coll.c averages the ranks' own over the ranks. */
 struct bench_cost {
-	double vcs, ivcs;	/* voluntary, involuntary context switches */
-	double cpu_us;		/* processor time */
-	double d_vcs, d_ivcs;	/* the daemons', summed */
+	double vcs, ivcs;     /* voluntary, involuntary context switches */
+	double cpu_us;        /* processor time */
+	double d_vcs, d_ivcs; /* the daemons', summed */
 	double d_cpu_us;
-	int ndaemons;		/* daemons found (0: not ring-local's) */
+	int ndaemons; /* daemons found (0: not ring-local's) */
 };
 
 /* Everything one rank needs while it runs. */
@@ -84,7 +84,7 @@ struct bench {
 	int bw_n;
 	int64_t wrong_total;
 	double worst_overlap;	/* -a: the largest total / max(compute, operation) */
-	struct bench_cost cost;	/* -v: the last timed loop's */
+	struct bench_cost cost; /* -v: the last timed loop's */
 	const char *wire;       /* RING_WIRE's bf16 or fp16, NULL when uncompressed */
 	double wire_rel;        /* its error bound's factor, ((H+1)u + N 2^-24) */
 };

@@ -623,7 +623,8 @@ int bench_time_overlap(struct bench *b, struct bench_data *p, size_t count,
 
 /* -v: the loop's cost per operation into b->cost, this rank's own averaged
  * over the ranks (the daemons' are rank 0's reading). */
-static int cost_of_loop(struct bench *b, const struct bench_cost *before)
+static int
+cost_of_loop(struct bench *b, const struct bench_cost *before)
 {
 	double mine[3];
 	int rc;

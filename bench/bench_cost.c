@@ -22,7 +22,8 @@
 #define MAX_DAEMONS 64
 
 /* One thread's counters from /proc. */
-static void task_add(const char *dir, struct bench_cost *c)
+static void
+task_add(const char *dir, struct bench_cost *c)
 {
 	char path[512], line[256];
 	unsigned long long run = 0, v;
@@ -47,7 +48,8 @@ static void task_add(const char *dir, struct bench_cost *c)
 }
 
 /* Every thread of every daemon listed in RING_LOCAL_DIR/pids. */
-static void daemons_add(struct bench_cost *c)
+static void
+daemons_add(struct bench_cost *c)
 {
 	const char *dir = getenv("RING_LOCAL_DIR");
 	char path[512];
@@ -80,7 +82,8 @@ static void daemons_add(struct bench_cost *c)
 	c->ndaemons = n;
 }
 
-void bench_cost_sample(struct bench_cost *c, bool daemons)
+void
+bench_cost_sample(struct bench_cost *c, bool daemons)
 {
 	struct rusage ru;
 	struct timespec ts;
@@ -96,7 +99,8 @@ void bench_cost_sample(struct bench_cost *c, bool daemons)
 		daemons_add(c);
 }
 
-void bench_cost_since(struct bench_cost *c, const struct bench_cost *before, int iters)
+void
+bench_cost_since(struct bench_cost *c, const struct bench_cost *before, int iters)
 {
 	struct bench_cost now;
 	double k = iters > 0 ? 1.0 / iters : 0;

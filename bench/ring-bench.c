@@ -156,7 +156,8 @@ static void print_row_head(struct bench *b, size_t bytes, size_t count, enum rin
 
 /* -v's columns: the last timed loop's hand-offs and processor time per
  * operation, a rank's (the mean of the ranks) and the daemons' (all of them). */
-static void print_cost(const struct bench_cost *c)
+static void
+print_cost(const struct bench_cost *c)
 {
 	printf("  %6.2f %6.2f %7.1f", c->vcs, c->ivcs, c->cpu_us);
 	if (c->ndaemons > 0)
@@ -274,18 +275,19 @@ static void bench_free(struct bench *b, void *p)
 		free(p);
 }
 
-static void print_titles(const struct bench_opts *o)
+static void
+print_titles(const struct bench_opts *o)
 {
 	printf("#%61s%-34s%-30s%s\n", "", "out-of-place", "in-place",
 	       o->verbose ? "per op: a rank       the daemons" : "");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size",
-	       "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-	       "algbw", "busbw", "#wrong");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size", "count",
+	       "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+	       "busbw", "#wrong");
 	if (o->verbose)
 		printf("  %6s %6s %7s  %6s %6s %7s", "vcs", "ivcs", "cpu", "vcs", "ivcs", "cpu");
 	printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "(B)",
-	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-	       "(GB/s)", "");
+	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+	       "");
 	if (o->verbose)
 		printf("  %6s %6s %7s  %6s %6s %7s", "", "", "(us)", "", "", "(us)");
 	printf("\n");
@@ -613,36 +615,37 @@ static int launch(const struct bench_opts *o)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
-"                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-"                  [-A | -H | -D] [-a [-C ms]] [-g N] [-p nprocs [-l per_daemon]] [-v]\n"
-"  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv,\n"
-"      reduce, gather, scatter, allgatherv (equal counts), alltoall\n"
-"  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
-"  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
-"  -n  timed iterations (20); -w warm-up iterations (5)\n"
-"  -c  check results: 1 (default) or 0\n"
-"  -d  float, half, bfloat16, double, int8, uint8, int16, uint16, int32,\n"
-"      uint32, int64, uint64, bool, or all (float)\n"
-"  -o  sum, prod, max, min, avg, or all (sum)\n"
-"  -r  root rank of broadcast, reduce, gather and scatter (0)\n"
-"  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
-"  -H  plain host buffers (malloc), staged by libring\n"
-"  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
-"  -a  non-blocking: time each size as ring_i* + ring_wait alone, then as\n"
-"      issue, -C ms of simulated compute (a sleep), wait; prints the compute,\n"
-"      the total and total / max(compute, operation), out of place (-A, -H)\n"
-"  -C  with -a: milliseconds of simulated compute per iteration (0)\n"
-"  -g  each size as N operations on equal parts of the buffers, issued in one\n"
-"      group (ring_group_start/end): allreduce, broadcast, reduce, sendrecv\n"
-"  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
-"  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
-"      local rank i%%l); default nprocs / RING_HOSTS\n"
-"  -v  per operation of each in-place row: a rank's context switches (vcs:\n"
-"      voluntary, its sleeps; ivcs: involuntary) and processor time (mean of\n"
-"      the ranks), then the same for all the daemons of scripts/ring-local\n"
-"      (RING_LOCAL_DIR; their threads summed)\n"
-"  -h, --help  this text\n");
+		"usage: ring-bench [-t coll] [-b minbytes] [-e maxbytes] [-f factor | -i step]\n"
+		"                  [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
+		"                  [-A | -H | -D] [-a [-C ms]] [-g N] [-p nprocs [-l per_daemon]] "
+		"[-v]\n"
+		"  -t  allreduce (default), allgather, reduce_scatter, broadcast, sendrecv,\n"
+		"      reduce, gather, scatter, allgatherv (equal counts), alltoall\n"
+		"  -b, -e  smallest and largest message in bytes, K/M/G suffixes (8, 32M)\n"
+		"  -f  multiply the size by this factor each row (2); -i add this many bytes\n"
+		"  -n  timed iterations (20); -w warm-up iterations (5)\n"
+		"  -c  check results: 1 (default) or 0\n"
+		"  -d  float, half, bfloat16, double, int8, uint8, int16, uint16, int32,\n"
+		"      uint32, int64, uint64, bool, or all (float)\n"
+		"  -o  sum, prod, max, min, avg, or all (sum)\n"
+		"  -r  root rank of broadcast, reduce, gather and scatter (0)\n"
+		"  -A  buffers in the shared arena (ring_alloc, zero-copy; the default)\n"
+		"  -H  plain host buffers (malloc), staged by libring\n"
+		"  -D  device buffers (cudaMalloc) and the _cuda calls (CUDA builds, a GPU)\n"
+		"  -a  non-blocking: time each size as ring_i* + ring_wait alone, then as\n"
+		"      issue, -C ms of simulated compute (a sleep), wait; prints the compute,\n"
+		"      the total and total / max(compute, operation), out of place (-A, -H)\n"
+		"  -C  with -a: milliseconds of simulated compute per iteration (0)\n"
+		"  -g  each size as N operations on equal parts of the buffers, issued in one\n"
+		"      group (ring_group_start/end): allreduce, broadcast, reduce, sendrecv\n"
+		"  -p  fork nprocs ranks on the daemons of scripts/ring-local (RING_SOCKET_i)\n"
+		"  -l  with -p: per_daemon processes on each daemon (rank i on daemon i/l as\n"
+		"      local rank i%%l); default nprocs / RING_HOSTS\n"
+		"  -v  per operation of each in-place row: a rank's context switches (vcs:\n"
+		"      voluntary, its sleeps; ivcs: involuntary) and processor time (mean of\n"
+		"      the ranks), then the same for all the daemons of scripts/ring-local\n"
+		"      (RING_LOCAL_DIR; their threads summed)\n"
+		"  -h, --help  this text\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
@@ -783,7 +786,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'g': bad = parse_int(optarg, 1, &o.group) != 0; break;
-		case 'v': o.verbose = true; break;
+		case 'v':
+			o.verbose = true;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

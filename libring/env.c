@@ -441,8 +441,10 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 
 	if ((s = env_get("RING_POLL_US")) && strcasecmp(s, "auto") != 0) {
 		if (!env_parse_int(s, 0, LR_MAX_POLL_US, &v)) {
-			snprintf(err, cap, "RING_POLL_US=\"%s\" is not auto or a number of "
-				 "microseconds in 0..%d", s, LR_MAX_POLL_US);
+			snprintf(err, cap,
+				 "RING_POLL_US=\"%s\" is not auto or a number of "
+				 "microseconds in 0..%d",
+				 s, LR_MAX_POLL_US);
 			return RING_EINVAL;
 		}
 		env->poll_us = (int)v;

@@ -38,12 +38,12 @@
 #define LR_DEFAULT_ARENA_MB	1024
 #define LR_MAX_ARENA_MB		(1u << 20)	/* 1 TiB: a typo guard, not a policy */
 #define LR_MAX_POLL_US		100000		/* RING_POLL_US: 0.1 s, a typo guard */
-#define LR_POLL_AUTO		(-1)		/* RING_POLL_US=auto: the spin adapts */
+#define LR_POLL_AUTO (-1)                       /* RING_POLL_US=auto: the spin adapts */
 /* The adaptive spin of a wait (wait.c): per size class of the piece waited
  * for (log4 of its bytes), a window between these bounds (us). */
-#define LR_SPIN_CLASSES		16
-#define LR_SPIN_MIN_US		4
-#define LR_SPIN_MAX_US		300
+#define LR_SPIN_CLASSES 16
+#define LR_SPIN_MIN_US 4
+#define LR_SPIN_MAX_US 300
 #define LR_CONNECT_MAX_MS	30000	/* bound on connect and sending HELLO; the
 					 * WELCOME wait has the op timeout */
 #define LR_GRACE_MS		10000	/* beyond an op's timeout, before we give up */
@@ -182,7 +182,7 @@ struct lr_env {
 	char job[PROTO_JOB_MAX + 1];	/* job name (charset checked by comm.c) */
 	int timeout_ms;			/* per-operation bound, > 0 */
 	size_t arena_bytes;		/* requested arena size */
-	int poll_us;			/* RING_POLL_US: spin this long before sleeping
+	int poll_us;                    /* RING_POLL_US: spin this long before sleeping
 					 * (LR_POLL_AUTO: adaptive) */
 	int algo;			/* RING_ALGO: enum proto_algo */
 	int wire;			/* RING_WIRE: enum proto_wire */
@@ -250,7 +250,7 @@ struct ring_comm {
 	uint64_t piece_bytes;		/* the cluster-wide split size (P) */
 	bool rs_inplace;		/* reduce-scatter only in place (WELCOME) */
 	int timeout_ms;			/* per operation */
-	int poll_us;			/* spin of a wait before sleeping: N us, 0
+	int poll_us;                    /* spin of a wait before sleeping: N us, 0
 					 * none, LR_POLL_AUTO adaptive (spin_us) */
 	uint32_t spin_us[LR_SPIN_CLASSES]; /* the adaptive windows, by size class */
 	int algo;			/* enum proto_algo every collective asks for */
@@ -536,13 +536,13 @@ void lr_req_err(struct ring_request *r, const char *fmt, ...)
  * and fails unissued when that failed.  The compound completes with its first
  * failure once every part has.
  */
-#define LR_STAGES	2
+#define LR_STAGES 2
 struct lr_compound {
-	struct ring_request **part[LR_STAGES];	/* each stage's parts */
+	struct ring_request **part[LR_STAGES]; /* each stage's parts */
 	size_t npart[LR_STAGES];
-	int stage;			/* the stage running */
-	size_t pending;			/* its parts not complete */
-	int status;			/* first failure of a part */
+	int stage;      /* the stage running */
+	size_t pending; /* its parts not complete */
+	int status;     /* first failure of a part */
 };
 
 /* A compound request of c's with the parts of cpd (malloc'd; the request owns

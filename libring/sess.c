@@ -458,7 +458,7 @@ lr_sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline, int *why
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);	/* length checked by env.c */
+	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1); /* length checked by env.c */
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
 		return lr_fail(c, RING_EDAEMON, "socket for ringd: %s", strerror(errno));
@@ -712,7 +712,7 @@ lr_sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 }
 
 /* How long ring_close waits for the daemon to let go of the session. */
-#define CLOSE_WAIT_MS	2000
+#define CLOSE_WAIT_MS 2000
 
 /* Reads (and drops) what the daemon still sends until it closes the socket. */
 static void

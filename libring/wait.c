@@ -62,7 +62,7 @@ spin_learn(struct ring_comm *c, int k, uint64_t took, bool hit)
 	if (c->poll_us != LR_POLL_AUTO)
 		return;
 	if (hit)
-		w = (7 * w + 4 * took) / 8;	/* slowly: one answer is no rule */
+		w = (7 * w + 4 * took) / 8; /* slowly: one answer is no rule */
 	else if (took < LR_SPIN_MAX_US)
 		w = 2 * took > 2 * w ? 2 * took : 2 * w;
 	else
@@ -205,7 +205,7 @@ wait_socket(struct ring_comm *c, int k, int64_t deadline)
 	lr_comm_unlock(c);
 	hit = wait_spin_socket(pfd, spin_window(c, k));
 	if (!hit && poll(pfd, 2, proto_ms_left(deadline)) < 0 && errno != EINTR)
-		poll(NULL, 0, 1);	/* cannot happen with valid fds; do not spin */
+		poll(NULL, 0, 1); /* cannot happen with valid fds; do not spin */
 	lr_comm_lock(c);
 	spin_learn(c, k, (uint64_t)(proto_now_us() - t0), hit);
 	c->polling = false;

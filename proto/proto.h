@@ -540,7 +540,7 @@ uint32_t proto_job_id(const char *name);
 #define PROTO_ARENA_CTL		4096
 #define PROTO_ARENA_MAGIC	0x414e4552474e4952ull	/* "RINGRENA" */
 struct proto_arena_ctl {
-	uint64_t magic;		/* PROTO_ARENA_MAGIC, written by the client */
+	uint64_t magic; /* PROTO_ARENA_MAGIC, written by the client */
 	/* The local hop's ask (client, before HELLO): PROTO_SHM_MAGIC when the
 	 * client wants its operations over the rings at shm_off (struct
 	 * proto_shm).  A daemon that knows them answers with PROTO_WELCOME_SHM

@@ -133,7 +133,7 @@ op_start(struct ringd *rd, struct op *op)
 	}
 	if (job_nhosts(j) == 1 && coll == PROTO_COLL_ALLREDUCE && op_ncontrib(op) > 1) {
 		local_allreduce_only(op);
-		exec_check_done(rd, op);	/* a plan of no step */
+		exec_check_done(rd, op); /* a plan of no step */
 		return;
 	}
 	ring->tiny = plan_tiny_ok(coll, op_esz(op), job_nhosts(j), count);

@@ -317,10 +317,10 @@ void job_members_free(struct job *j);
  * links' input blocked on the engine offered again (RESUME).
  */
 enum {
-	JOB_WORK_ADVANCE = 1 << 0,	/* its next collective may start */
-	JOB_WORK_PUMP = 1 << 1,		/* send what is ready, see what is done */
-	JOB_WORK_DRAIN = 1 << 2,	/* its stashed frames may be taken */
-	JOB_WORK_SETTLE = 1 << 3,	/* its formation may be over here */
+	JOB_WORK_ADVANCE = 1 << 0, /* its next collective may start */
+	JOB_WORK_PUMP = 1 << 1,    /* send what is ready, see what is done */
+	JOB_WORK_DRAIN = 1 << 2,   /* its stashed frames may be taken */
+	JOB_WORK_SETTLE = 1 << 3,  /* its formation may be over here */
 };
 enum { ENGINE_WORK_PUMP = 1 << 0, ENGINE_WORK_RESUME = 1 << 1 };
 void job_want(struct ringd *rd, struct job *j, unsigned what);
@@ -402,7 +402,6 @@ void collq_restart(struct job *j, uint32_t gen, bool later);
 void collq_note_abort(struct job *j, uint64_t seq, uint32_t gen, int code, const char *text);
 /* The code of op #seq's noted failure (its reason in text), or 0. */
 int collq_noted_abort(const struct job *j, uint64_t seq, uint32_t gen, char *text, size_t cap);
-
 
 /* flow.c: a job's streams, one with each host (credit, stash), its part
  * JOB_PART_FLOW.  to, from: a host rank. */

@@ -512,9 +512,9 @@ set_number(const struct key_def *k, void *field, const char *value, char *err, s
 		return 0;
 	}
 	if (parse_int64(value, &v) < 0 || v < k->min || v > k->max) {
-		config_err(err, errlen, "%s: expected %san integer from %" PRId64 " to %" PRId64
-			   ", got '%.64s'", k->name, k->type == K_POLL ? "auto or " : "", k->min,
-			   k->max, value);
+		config_err(err, errlen,
+			   "%s: expected %san integer from %" PRId64 " to %" PRId64 ", got '%.64s'",
+			   k->name, k->type == K_POLL ? "auto or " : "", k->min, k->max, value);
 		return -1;
 	}
 	if (k->type == K_U32 || k->type == K_POLL)

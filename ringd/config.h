@@ -46,7 +46,7 @@ struct config {
 					 * doubled for each recent flap */
 	uint32_t peer_timeout_ms;	/* peer_timeout_ms = N (10000) */
 	uint32_t op_timeout_ms;		/* op_timeout_ms = N: default per-op bound (60000) */
-	uint32_t poll_us;		/* the loop's spin after work: CONFIG_POLL_AUTO
+	uint32_t poll_us;               /* the loop's spin after work: CONFIG_POLL_AUTO
 					 * (adaptive), N us, or 0 (off) */
 	uint32_t connect_timeout_ms;	/* connect_timeout_ms = N: per attempt (5000) */
 	int max_direct_links;		/* max_direct_links = N (16): direct links held */

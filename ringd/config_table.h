@@ -16,21 +16,21 @@
 #define CONFIG_KEY_MAX 63		/* longer keys are unknown anyway */
 
 enum key_type {
-	K_PATH,		/* char[size]; "" allowed */
-	K_SOCK,		/* char[size], fits sun_path; "" allowed unless min = 1 */
-	K_NAME,		/* char[size], non-empty, printable, no blanks */
-	K_HOSTPORT,	/* char[size], "" or ADDR:PORT */
-	K_BOOL,		/* bool */
-	K_INT,		/* int in [min, max] */
-	K_U32,		/* uint32_t in [min, max] */
-	K_POLL,		/* uint32_t in [min, max], "auto" = CONFIG_POLL_AUTO */
-	K_SIZE32,	/* uint32_t size in [min, max] */
-	K_SIZE64,	/* uint64_t size in [min, max] */
-	K_RANK,		/* int, "auto" = -1 */
-	K_LOGPLAN,	/* int CONFIG_LOG_*: auto, or a bool */
-	K_LOGLEVEL,	/* int, name or 3..7 */
-	K_VERBOSE,	/* int log level, info + N */
-	K_LIST,		/* char[CONFIG_LIST_MAX][32] at off, int count at off2 */
+	K_PATH,     /* char[size]; "" allowed */
+	K_SOCK,     /* char[size], fits sun_path; "" allowed unless min = 1 */
+	K_NAME,     /* char[size], non-empty, printable, no blanks */
+	K_HOSTPORT, /* char[size], "" or ADDR:PORT */
+	K_BOOL,     /* bool */
+	K_INT,      /* int in [min, max] */
+	K_U32,      /* uint32_t in [min, max] */
+	K_POLL,     /* uint32_t in [min, max], "auto" = CONFIG_POLL_AUTO */
+	K_SIZE32,   /* uint32_t size in [min, max] */
+	K_SIZE64,   /* uint64_t size in [min, max] */
+	K_RANK,     /* int, "auto" = -1 */
+	K_LOGPLAN,  /* int CONFIG_LOG_*: auto, or a bool */
+	K_LOGLEVEL, /* int, name or 3..7 */
+	K_VERBOSE,  /* int log level, info + N */
+	K_LIST,     /* char[CONFIG_LIST_MAX][32] at off, int count at off2 */
 };
 
 struct key_def {

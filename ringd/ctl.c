@@ -367,17 +367,17 @@ status_more(struct ringd *rd, json_t *doc)
 				      "opened", (json_int_t)rd->direct_opened, "closed_idle",
 				      (json_int_t)rd->direct_closed_idle, "last_error",
 				      rd->direct_error));
-	json_object_set_new(
-	    doc, "membership",
-	    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
-		      "evicted_here", !ring_is_member(rd, rd->rank), "evict_after_ms",
-		      (json_int_t)rd->cfg.evict_after_ms, "rejoin_after_ms",
-		      (json_int_t)rd->cfg.rejoin_after_ms, "evictions", (json_int_t)rd->evictions,
-		      "rejoins", (json_int_t)rd->rejoins));
+	json_object_set_new(doc, "membership",
+			    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
+				      "evicted_here", !ring_is_member(rd, rd->rank),
+				      "evict_after_ms", (json_int_t)rd->cfg.evict_after_ms,
+				      "rejoin_after_ms", (json_int_t)rd->cfg.rejoin_after_ms,
+				      "evictions", (json_int_t)rd->evictions, "rejoins",
+				      (json_int_t)rd->rejoins));
 	/* every job the table holds, listed or not */
-	json_object_set_new(doc, "job_table",
-			    json_pack("{s:i, s:i}", "jobs", job_table_count(rd), "max_jobs",
-				      rd->cfg.max_jobs));
+	json_object_set_new(
+	    doc, "job_table",
+	    json_pack("{s:i, s:i}", "jobs", job_table_count(rd), "max_jobs", rd->cfg.max_jobs));
 	/* why the ring is not whole, while it is not */
 	json_object_set_new(doc, "ring_error", json_string(rd->ring_error));
 }
@@ -398,22 +398,19 @@ ctl_status_json(struct ringd *rd)
 	}
 	snprintf(buf, sizeof(buf), "%s:%d", rd->hf.hosts[rd->rank].host,
 		 rd->hf.hosts[rd->rank].port);
-	doc = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:s, s:I, s:s, "
-			"s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:i}}",
-			"version", RING_VERSION_STRING, "cluster", rd->cfg.cluster,
-			"rank", rd->rank, "world", rd->world,
-			"state", ring_state_name(rd->state), "epoch", (json_int_t)rd->epoch,
-			"uptime_ms", (json_int_t)(now_ms() - rd->started_ms),
-			"listen", rd->cfg.listen[0] ? rd->cfg.listen : buf,
-			"socket", rd->cfg.socket, "pid", (int)getpid(),
-			"peer_auth", auth_mode(rd), "peers_refused", (json_int_t)rd->peers_refused,
-			"last_refused", rd->last_refused,
-			"links", links_json(rd), "peers", peers_json(rd), "jobs", jobs,
-			"counters", "ops_completed", (json_int_t)rd->ops_completed,
-			"ops_failed", (json_int_t)rd->ops_failed,
-			"bytes_reduced", (json_int_t)rd->bytes_reduced,
-			"clients_total", (json_int_t)rd->clients_total,
-			"clients", rd->nsessions);
+	doc =
+	    json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:s, s:I, s:s, "
+		      "s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:i}}",
+		      "version", RING_VERSION_STRING, "cluster", rd->cfg.cluster, "rank", rd->rank,
+		      "world", rd->world, "state", ring_state_name(rd->state), "epoch",
+		      (json_int_t)rd->epoch, "uptime_ms", (json_int_t)(now_ms() - rd->started_ms),
+		      "listen", rd->cfg.listen[0] ? rd->cfg.listen : buf, "socket", rd->cfg.socket,
+		      "pid", (int)getpid(), "peer_auth", auth_mode(rd), "peers_refused",
+		      (json_int_t)rd->peers_refused, "last_refused", rd->last_refused, "links",
+		      links_json(rd), "peers", peers_json(rd), "jobs", jobs, "counters",
+		      "ops_completed", (json_int_t)rd->ops_completed, "ops_failed",
+		      (json_int_t)rd->ops_failed, "bytes_reduced", (json_int_t)rd->bytes_reduced,
+		      "clients_total", (json_int_t)rd->clients_total, "clients", rd->nsessions);
 	if (doc == NULL)
 		return strdup("{\"error\": \"cannot build the status document\"}");
 	status_more(rd, doc);

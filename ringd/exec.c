@@ -392,8 +392,8 @@ rx_later_step(const struct op_ring *ring, int q, uint32_t id)
  * missing byte in *ahead; else what to answer the link (it waits in the
  * stash, blocks, or failed the op). */
 static int
-rx_data_where(struct ringd *rd, struct op *op, int q, const struct proto_frame *f,
-	      uint64_t flen, struct rx_step **x, uint8_t **d, bool *ahead)
+rx_data_where(struct ringd *rd, struct op *op, int q, const struct proto_frame *f, uint64_t flen,
+	      struct rx_step **x, uint8_t **d, bool *ahead)
 {
 	struct op_ring *ring = op_ring(op);
 	int src = PROTO_ROUTE_SRC(f->route);

@@ -55,7 +55,7 @@ fail_op_timeout(void *arg)
 	char fp[160];
 
 	if (op_finished(op))
-		return;	/* cannot happen: op_finish cancels it */
+		return; /* cannot happen: op_finish cancels it */
 	if (COLL_IS_P2P(op_fp(op)->coll)) {
 		p2p_timeout(rd, op); /* fails it here and for its other side */
 		return;
@@ -293,7 +293,7 @@ fail_rx_ring_down(struct ringd *rd, struct link *l, const struct proto_frame *f,
 void
 fail_ring_ready(struct ringd *rd)
 {
-	job_ring_up(rd);	/* the ring cleared its error as it found itself whole */
+	job_ring_up(rd); /* the ring cleared its error as it found itself whole */
 }
 
 /* Which of this host's ranks have not called op #seq (for a timeout's message). */

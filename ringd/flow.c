@@ -51,7 +51,7 @@ struct stream {
 struct flow {
 	struct stream *st;		/* [nhosts], by host rank */
 	int nhosts;
-	int nstashed;			/* streams whose stash holds a frame */
+	int nstashed; /* streams whose stash holds a frame */
 };
 
 static struct flow *

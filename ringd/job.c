@@ -202,7 +202,7 @@ job_members_make(struct ringd *rd, struct job *j, uint32_t *gen)
 		if (k == 0)
 			continue;
 		if ((j->hranks[n] = malloc((size_t)k * sizeof(int))) == NULL) {
-			j->nhosts = n;	/* job_members_free frees those made */
+			j->nhosts = n; /* job_members_free frees those made */
 			return -1;
 		}
 		for (r = 0, i = 0; r < j->world; r++)

@@ -14,14 +14,16 @@
 #include "jobrec.h"
 
 static int
-job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize,
-		 int rank, int world, int pid, char *err, size_t errlen)
+job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int lsize, int rank,
+		 int world, int pid, char *err, size_t errlen)
 {
 	int i;
 
 	if (lsize < 1 || lsize > PROTO_JOIN_MAX || lr < 0 || lr >= lsize) {
-		snprintf(err, errlen, "local rank %d of %d is out of range (1..%d processes "
-			 "per host)", lr, lsize, PROTO_JOIN_MAX);
+		snprintf(err, errlen,
+			 "local rank %d of %d is out of range (1..%d processes "
+			 "per host)",
+			 lr, lsize, PROTO_JOIN_MAX);
 		return RING_EINVAL;
 	}
 	if (world > PROTO_MAX_RANKS || rank >= world) {
@@ -31,37 +33,45 @@ job_check_attach(struct ringd *rd, struct job *j, const char *name, int lr, int 
 	if (j->nloc == 0)
 		return 0;
 	if (j->local_size != lsize) {
-		snprintf(err, errlen, "job %s: this process says %d processes on this host, "
-			 "an earlier one said %d", name, lsize, j->local_size);
+		snprintf(err, errlen,
+			 "job %s: this process says %d processes on this host, "
+			 "an earlier one said %d",
+			 name, lsize, j->local_size);
 		return RING_EINVAL;
 	}
 	if (j->local_world != world) {
-		snprintf(err, errlen, "job %s: world size %d disagrees with %d known here "
+		snprintf(err, errlen,
+			 "job %s: world size %d disagrees with %d known here "
 			 "(with unequal processes per host, give the launcher's RANK and "
 			 "WORLD_SIZE; a job of another size needs another RING_JOB name)",
 			 name, world, j->local_world);
-		if (!job_complete(j))	/* none of it can form: fail all of it */
+		if (!job_complete(j)) /* none of it can form: fail all of it */
 			job_fail_form(rd, j, true, "%s", err);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL && j->loc[lr].sess->pid == pid) {
-		snprintf(err, errlen, "job %s: this process (pid %d) already holds local rank %d "
+		snprintf(err, errlen,
+			 "job %s: this process (pid %d) already holds local rank %d "
 			 "(rank %d) through a communicator it opened before: open one per "
 			 "process and share it (in Rust, GradientSynchronizer::"
-			 "with_communicator takes the open one)", name, (int)pid, lr,
-			 j->loc[lr].rank);
+			 "with_communicator takes the open one)",
+			 name, (int)pid, lr, j->loc[lr].rank);
 		return RING_EINVAL;
 	}
 	if (j->loc[lr].sess != NULL) {
-		snprintf(err, errlen, "job %s: local rank %d (rank %d) is already attached by pid "
+		snprintf(err, errlen,
+			 "job %s: local rank %d (rank %d) is already attached by pid "
 			 "%d; this process asked for rank %d (give each process its own "
-			 "LOCAL_RANK)", name, lr, j->loc[lr].rank, j->loc[lr].sess->pid, rank);
+			 "LOCAL_RANK)",
+			 name, lr, j->loc[lr].rank, j->loc[lr].sess->pid, rank);
 		return RING_EINVAL;
 	}
 	for (i = 0; i < j->local_size; i++)
 		if (j->loc[i].sess != NULL && j->loc[i].rank == rank) {
-			snprintf(err, errlen, "job %s: rank %d is already attached here as local "
-				 "rank %d", name, rank, i);
+			snprintf(err, errlen,
+				 "job %s: rank %d is already attached here as local "
+				 "rank %d",
+				 name, rank, i);
 			return RING_EINVAL;
 		}
 	return 0;
@@ -76,8 +86,8 @@ job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsi
 	int rc;
 
 	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
-		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)",
-			 name, j->name, id);
+		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)", name,
+			 j->name, id);
 		return RING_EINVAL;
 	}
 	if (j == NULL && (j = job_wire(rd, id)) == NULL) {
@@ -91,14 +101,13 @@ job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsi
 			snprintf(err, errlen, "job %s cannot form: %s", name, j->error);
 			return RING_EINVAL;
 		}
-		j->error[0] = '\0';	/* an old failure: this is a new start */
+		j->error[0] = '\0'; /* an old failure: this is a new start */
 	}
 	if (world < 0)
 		world = rd->world * lsize;
 	if (rank < 0)
 		rank = rd->rank * lsize + lr;
-	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, s->pid, err,
-				   errlen)) != 0)
+	if ((rc = job_check_attach(rd, j, name, lr, lsize, rank, world, s->pid, err, errlen)) != 0)
 		return rc;
 	if (j->nloc == 0) {
 		free(j->loc);
@@ -152,7 +161,7 @@ job_detach(struct ringd *rd, struct client *s, struct job *j)
 		j->nmember--;
 		j->host[rd->rank].gone = j->nmember == 0 ? HOST_GONE : HOST_LEAVING;
 		j->host[rd->rank].gone_seq = last;
-		j->ready = false;	/* the job cannot go on as it was */
+		j->ready = false; /* the job cannot go on as it was */
 		/* Every host hears that a process of ours left and when: operations it
 		 * never called fail at once everywhere instead of timing out. */
 		send_membership(rd, j, PROTO_F_LEAVE, last);

@@ -55,8 +55,8 @@ struct job {
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */
-	unsigned work;			/* JOB_WORK_*: asked for, to run in the turn */
-	bool working;			/* on rd->work */
+	unsigned work;                  /* JOB_WORK_*: asked for, to run in the turn */
+	bool working;                   /* on rd->work */
 	TAILQ_ENTRY(job) work_entry;
 	bool over;                      /* the table's sweep found it over here ... */
 	uint64_t over_ms;               /* ... at this time (jobtab.c) */
@@ -69,12 +69,12 @@ int job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f,
 /* job.c, for jobattach.c: claiming this host's ranks once its processes are
  * all here, taking the claim back, telling the others (JOIN, LEAVE), and a
  * job that cannot form (its processes told why; tell: every host too). */
-#define FORM_ERROR_MS	3000	/* a failure to form is this job's answer for this long */
+#define FORM_ERROR_MS 3000 /* a failure to form is this job's answer for this long */
 void job_claim(struct ringd *rd, struct job *j);
 void job_withdraw(struct ringd *rd, struct job *j);
 void send_membership(struct ringd *rd, struct job *j, uint16_t type, uint64_t last);
 bool job_complete(const struct job *j);
 void job_fail_form(struct ringd *rd, struct job *j, bool tell, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 #endif /* RINGD_JOBREC_H */

@@ -25,16 +25,15 @@
 #include "../proto/log.h"
 
 struct lhop {
-	struct proto_shm *shm;		/* the rings' header, in the client's arena */
-	struct proto_shmq sq, cq;	/* our own indices */
-	int bell;			/* the doorbell eventfd */
-	struct event *bell_ev;		/* ... registered in the loop */
-	int pid;			/* the client's, for messages */
+	struct proto_shm *shm;    /* the rings' header, in the client's arena */
+	struct proto_shmq sq, cq; /* our own indices */
+	int bell;                 /* the doorbell eventfd */
+	struct event *bell_ev;    /* ... registered in the loop */
+	int pid;                  /* the client's, for messages */
 };
 
 struct lhop *
-hop_open(struct event_base *base, const struct arena *a, int pid, event_callback_fn rang,
-	 void *arg)
+hop_open(struct event_base *base, const struct arena *a, int pid, event_callback_fn rang, void *arg)
 {
 	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)a->base;
 	struct lhop *h;

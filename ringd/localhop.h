@@ -17,7 +17,7 @@ struct lhop;
  * doorbell whose ringing calls rang(fd, what, arg); NULL when it did not ask,
  * they do not fit, or there is no memory (the session keeps to the socket). */
 struct lhop *hop_open(struct event_base *base, const struct arena *a, int pid,
-		     event_callback_fn rang, void *arg);
+		      event_callback_fn rang, void *arg);
 /* The doorbell to hand over with WELCOME. */
 int hop_bell(const struct lhop *h);
 /* The daemon serves the rings from now on (WELCOME went out). */

@@ -29,9 +29,9 @@
 #include "loop.h"
 
 /* The adaptive windows' bounds, in microseconds. */
-#define SPIN_MIN_US	 8	/* never less once spinning at all */
-#define SPIN_IDLE_MAX_US 200	/* after work, nothing in flight */
-#define SPIN_BUSY_MAX_US 1000	/* an operation in flight */
+#define SPIN_MIN_US 8         /* never less once spinning at all */
+#define SPIN_IDLE_MAX_US 200  /* after work, nothing in flight */
+#define SPIN_BUSY_MAX_US 1000 /* an operation in flight */
 
 enum { SPIN_IDLE, SPIN_BUSY };
 

@@ -383,7 +383,7 @@ keep_evicted(struct ringd *rd)
 			}
 			continue;
 		}
-		link_used(l);	/* kept open while it is probed */
+		link_used(l); /* kept open while it is probed */
 		m->probe_gap_ms[h] = PROBE_MIN_MS;
 		if (m->up_since_ms[h] == 0)
 			m->up_since_ms[h] = now;
@@ -497,8 +497,9 @@ member_start(struct ringd *rd, void (*changed)(struct ringd *rd))
 		m->tick = timer_new(rd, member_tick, rd);
 	if (rd->view == NULL || m->since_ms == NULL || m->member_since_ms == NULL ||
 	    m->up_since_ms == NULL || m->probe_ms == NULL || m->probe_gap_ms == NULL ||
-	    m->flaps == NULL || m->view_sent_ms == NULL || m->ballot == NULL || m->ballot_ms == NULL ||
-	    m->poll_quiet_ms == NULL || m->why == NULL || (!m->tick_off && m->tick == NULL))
+	    m->flaps == NULL || m->view_sent_ms == NULL || m->ballot == NULL ||
+	    m->ballot_ms == NULL || m->poll_quiet_ms == NULL || m->why == NULL ||
+	    (!m->tick_off && m->tick == NULL))
 		return -1;
 	if (!m->tick_off)
 		timer_add(m->tick, TICK_MS);

@@ -299,8 +299,7 @@ model_loop(json_t *fams, struct ringd *rd)
 	s = family(fams, "ringd_loop_spins_total", "counter",
 		   "Spins of the engine loop after work, by outcome: the next event came "
 		   "within the window (hit), or the loop slept (miss)");
-	sample_u(s, "ringd_loop_spins_total", json_pack("{s:s}", "outcome", "hit"),
-		 rd->loop.hits);
+	sample_u(s, "ringd_loop_spins_total", json_pack("{s:s}", "outcome", "hit"), rd->loop.hits);
 	sample_u(s, "ringd_loop_spins_total", json_pack("{s:s}", "outcome", "miss"),
 		 rd->loop.misses);
 	s = family(fams, "ringd_loop_spin_window_seconds", "gauge",

@@ -45,7 +45,7 @@ struct op {
 	int tx_refs;			/* arena references still in link outputs */
 	bool finished;			/* status is final; waiting for tx_refs */
 	bool counted;			/* in the daemon's counters */
-	bool done_queued;		/* on rd->done, to complete in the turn */
+	bool done_queued;               /* on rd->done, to complete in the turn */
 	TAILQ_ENTRY(op) done_entry;
 	bool from_wire;			/* the failure came from another host: do not echo it */
 	int status;

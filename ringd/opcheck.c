@@ -51,8 +51,8 @@ opcheck_fields(const struct proto_op *m, int n, char *err, size_t errlen)
 		return RING_EINVAL;
 	}
 	if (m->api != 0 && proto_coll_rooted(m->api) && (m->peer < 0 || m->peer >= n)) {
-		snprintf(err, errlen, "%s root %d is not a rank of 0..%d",
-			 proto_coll_name(m->api), m->peer, n - 1);
+		snprintf(err, errlen, "%s root %d is not a rank of 0..%d", proto_coll_name(m->api),
+			 m->peer, n - 1);
 		return RING_EINVAL;
 	}
 	if (m->send_arena != 0 || m->recv_arena != 0) {
@@ -91,12 +91,11 @@ opcheck(const struct arena *a, int size, int rank, const struct proto_op *m, uin
 		    big > UINT64_MAX - bytes)
 			goto bad;
 		big += bytes;
-		if (bytes > 0 && ((rc = arena_span(a, m->send_off,
-						   m->coll == PROTO_COLL_ALLGATHER ? bytes : big,
-						   esz, send)) != 0 ||
-				  (rc = arena_span(a, m->recv_off,
-						   m->coll == PROTO_COLL_ALLGATHER ? big : bytes,
-						   esz, recv)) != 0))
+		if (bytes > 0 &&
+		    ((rc = arena_span(a, m->send_off, m->coll == PROTO_COLL_ALLGATHER ? bytes : big,
+				      esz, send)) != 0 ||
+		     (rc = arena_span(a, m->recv_off, m->coll == PROTO_COLL_ALLGATHER ? big : bytes,
+				      esz, recv)) != 0))
 			goto bad;
 		break;
 	case PROTO_COLL_BROADCAST:
@@ -116,9 +115,9 @@ opcheck(const struct arena *a, int size, int rank, const struct proto_op *m, uin
 				 proto_coll_name(m->coll), m->peer, n - 1);
 			return RING_EINVAL;
 		}
-		if (bytes > 0 && (rc = arena_span(a, m->coll == PROTO_COLL_SEND ? m->send_off
-						  : m->recv_off, bytes, esz,
-						  m->coll == PROTO_COLL_SEND ? send : recv)) != 0)
+		if (bytes > 0 &&
+		    (rc = arena_span(a, m->coll == PROTO_COLL_SEND ? m->send_off : m->recv_off,
+				     bytes, esz, m->coll == PROTO_COLL_SEND ? send : recv)) != 0)
 			goto bad;
 		break;
 	default:
@@ -128,15 +127,18 @@ opcheck(const struct arena *a, int size, int rank, const struct proto_op *m, uin
 	return 0;
 bad:
 	if (rc == -2)
-		snprintf(err, errlen, "%s operands (offsets %llu/%llu) are not aligned to the "
-			 "%llu bytes of a %s element", proto_coll_name(m->coll),
-			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-			 (unsigned long long)esz, proto_dtype_name(m->dtype));
+		snprintf(err, errlen,
+			 "%s operands (offsets %llu/%llu) are not aligned to the "
+			 "%llu bytes of a %s element",
+			 proto_coll_name(m->coll), (unsigned long long)m->send_off,
+			 (unsigned long long)m->recv_off, (unsigned long long)esz,
+			 proto_dtype_name(m->dtype));
 	else
-		snprintf(err, errlen, "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
-			 "outside the %zu-byte arena", proto_coll_name(m->coll),
-			 (unsigned long long)m->send_off, (unsigned long long)m->recv_off,
-			 (unsigned long long)m->count, proto_dtype_name(m->dtype),
-			 a->len);
+		snprintf(err, errlen,
+			 "%s operands (offsets %llu/%llu, %llu elements of %s) lie "
+			 "outside the %zu-byte arena",
+			 proto_coll_name(m->coll), (unsigned long long)m->send_off,
+			 (unsigned long long)m->recv_off, (unsigned long long)m->count,
+			 proto_dtype_name(m->dtype), a->len);
 	return RING_EINVAL;
 }

@@ -22,46 +22,46 @@
  * blocks (blen bytes each at base + blk[i] * stride) read as one stream. */
 struct region {
 	uint8_t *base;
-	uint64_t len;			/* bytes in all */
-	uint64_t blen;			/* bytes per block (= len when blk is NULL) */
-	uint64_t stride;		/* bytes between block slots */
-	int nblk;			/* blocks */
-	const int *blk;			/* their slot numbers (NULL: one span at base) */
+	uint64_t len;    /* bytes in all */
+	uint64_t blen;   /* bytes per block (= len when blk is NULL) */
+	uint64_t stride; /* bytes between block slots */
+	int nblk;        /* blocks */
+	const int *blk;  /* their slot numbers (NULL: one span at base) */
 };
 
 /* What to do with a received step. */
 struct rx_step {
-	uint32_t id;			/* step number the sender puts in aux */
-	int from;			/* the host it comes from (a position) */
-	struct region dst;		/* where the result goes */
-	struct region local;		/* our operand of a reduction (base NULL: copy) */
-	bool scale;			/* divide by the world size (RING_AVG's last step) */
-	int wait_tx;			/* dst is still being sent by this tx step: wait
+	uint32_t id;         /* step number the sender puts in aux */
+	int from;            /* the host it comes from (a position) */
+	struct region dst;   /* where the result goes */
+	struct region local; /* our operand of a reduction (base NULL: copy) */
+	bool scale;          /* divide by the world size (RING_AVG's last step) */
+	int wait_tx;         /* dst is still being sent by this tx step: wait
 					 * until it has gone past the bytes (-1: no wait) */
 };
 
 /* What to send at a step. */
 struct tx_step {
-	uint32_t id;			/* step number in aux */
-	int to;				/* the host it goes to (a position) */
-	struct region src;		/* the bytes */
-	int dep;			/* received step that produces src (-1: ready) */
-	bool dep_whole;			/* ... waited for whole, not byte by byte */
-	bool copy;			/* src is reused: copy it out, do not reference */
+	uint32_t id;       /* step number in aux */
+	int to;            /* the host it goes to (a position) */
+	struct region src; /* the bytes */
+	int dep;           /* received step that produces src (-1: ready) */
+	bool dep_whole;    /* ... waited for whole, not byte by byte */
+	bool copy;         /* src is reused: copy it out, do not reference */
 };
 
 /* A collective's plan: plan.c makes it from the element size (and whether the
  * result is averaged), the executor (exec.c) runs it step by step.  Hosts are
  * named by their position among the job's member hosts. */
 struct plan {
-	const char *name;		/* the algorithm, for ringctl ops (a literal) */
-	size_t esz;			/* in: element size */
-	bool avg;			/* in: the last reduce step divides (RING_AVG) */
-	struct tx_step *tx;		/* sent steps, in order */
+	const char *name;   /* the algorithm, for ringctl ops (a literal) */
+	size_t esz;         /* in: element size */
+	bool avg;           /* in: the last reduce step divides (RING_AVG) */
+	struct tx_step *tx; /* sent steps, in order */
 	int ntx;
-	struct rx_step *rx;		/* received steps, in order */
+	struct rx_step *rx; /* received steps, in order */
 	int nrx;
-	int final_from;			/* first rx step whose result is final */
+	int final_from; /* first rx step whose result is final */
 	/* the hosts an operation header (its fingerprint) goes to before any
 	 * data, and those one must come from; hdr_got: which have (the
 	 * executor's) */
@@ -72,7 +72,7 @@ struct plan {
 	 * (the plan's own memory), reduced in host order into fold_dst; host
 	 * v's at slot (fold_first + fold_step * v) mod fold_n */
 	uint8_t *vecs;
-	int *idx;			/* the plan's lists of blocks (region.blk) */
+	int *idx; /* the plan's lists of blocks (region.blk) */
 	int fold_n, fold_first, fold_step;
 	uint64_t fold_count;
 	uint8_t *fold_dst;
@@ -80,15 +80,14 @@ struct plan {
 
 /* A job's member hosts as a plan sees them (the job's, in ring order). */
 struct plan_hosts {
-	int pos, nhosts;		/* our index among them; their number */
-	const int *hosts;		/* [nhosts]: their host ranks */
-	int *const *hranks;		/* [nhosts]: each one's ranks, ascending */
+	int pos, nhosts;    /* our index among them; their number */
+	const int *hosts;   /* [nhosts]: their host ranks */
+	int *const *hranks; /* [nhosts]: each one's ranks, ascending */
 	const int *nhranks;
 };
 
 struct region plan_span(uint8_t *base, uint64_t len);
-struct region plan_bundle(uint8_t *base, uint64_t blen, uint64_t stride, const int *ranks,
-			  int n);
+struct region plan_bundle(uint8_t *base, uint64_t blen, uint64_t stride, const int *ranks, int n);
 /* Where byte off of a region is, and how many bytes follow it contiguously. */
 uint8_t *plan_at(const struct region *g, uint64_t off, uint64_t *contig);
 /* Each fills pl (esz and avg set by the caller); -1: out of memory.  p of m:
@@ -126,18 +125,18 @@ int plan_bcast_tree(struct plan *pl, const struct plan_hosts *h, uint8_t *buf, u
  * same on every host, so every host picks the same plan.
  */
 struct plan_cost {
-	double hop_us;			/* one hop's latency */
-	double byte_us;			/* one byte's time on a link */
+	double hop_us;  /* one hop's latency */
+	double byte_us; /* one byte's time on a link */
 };
 enum plan_shape {
-	PLAN_RING_GATHER,		/* plan_tiny */
-	PLAN_DOUBLING_GATHER,		/* plan_tiny_log */
-	PLAN_RING,			/* plan_allreduce */
-	PLAN_RHD,			/* plan_rhd */
-	PLAN_GATHER_RING,		/* plan_allgather (bytes: the result) */
-	PLAN_GATHER_RD,			/* plan_allgather_rd */
-	PLAN_CHAIN,			/* plan_broadcast */
-	PLAN_TREE,			/* plan_bcast_tree */
+	PLAN_RING_GATHER,     /* plan_tiny */
+	PLAN_DOUBLING_GATHER, /* plan_tiny_log */
+	PLAN_RING,            /* plan_allreduce */
+	PLAN_RHD,             /* plan_rhd */
+	PLAN_GATHER_RING,     /* plan_allgather (bytes: the result) */
+	PLAN_GATHER_RD,       /* plan_allgather_rd */
+	PLAN_CHAIN,           /* plan_broadcast */
+	PLAN_TREE,            /* plan_bcast_tree */
 };
 double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t bytes);
 /* A small all-gather (its result at most GATHER_RD_MAX bytes) on 3 hosts or

@@ -87,7 +87,7 @@ struct link {
 					 * heartbeat, or link_direct() */
 	const char *transport;		/* "tcp", "tls", "tls+ktls": set by the transport */
 	uint64_t peer_digest;		/* its view's digest, from its heartbeats */
-	bool peer_digest_known;		/* ... once one came on this connection */
+	bool peer_digest_known;         /* ... once one came on this connection */
 	/* Streams: a link may be several TCP connections (cfg.streams, the
 	 * connector's).  The link is its own stream 0; the others are links of
 	 * dir LINK_STREAM that carry the collectives' DATA frames, striped over
@@ -206,20 +206,20 @@ struct ringd {
 	int argc;			/* the command line, read again by a reload */
 	char **argv;
 	uint64_t ops_completed, ops_failed, bytes_reduced, clients_total;
-	uint64_t wakes;			/* reads of a link or a client: the loop's
+	uint64_t wakes;    /* reads of a link or a client: the loop's
 					 * sign that work came in */
-	uint64_t ops_live;		/* operations made and not yet freed (op.c):
+	uint64_t ops_live; /* operations made and not yet freed (op.c):
 					 * the loop spins longer while any is */
 	/* The engine's turn (engine.c): the work events asked for. */
-	TAILQ_HEAD(, job) work;		/* jobs with work (jobtab.c) */
-	unsigned work_all;		/* ENGINE_WORK_*: the daemon's own (jobtab.c) */
-	TAILQ_HEAD(, op) done;		/* ops to complete (op.c) */
-	struct {			/* the loop's waiting (loop.c) */
-		uint32_t window[2];	/* adaptive spin windows (us): after work with
+	TAILQ_HEAD(, job) work;        /* jobs with work (jobtab.c) */
+	unsigned work_all;             /* ENGINE_WORK_*: the daemon's own (jobtab.c) */
+	TAILQ_HEAD(, op) done;         /* ops to complete (op.c) */
+	struct {                       /* the loop's waiting (loop.c) */
+		uint32_t window[2];    /* adaptive spin windows (us): after work with
 					 * nothing in flight, and with an op in flight */
-		uint64_t hits, misses;	/* spins that caught the next event, or not */
-		uint64_t sleeps;	/* times it slept in epoll_wait */
-		bool more;		/* the engine's turn left work for the next */
+		uint64_t hits, misses; /* spins that caught the next event, or not */
+		uint64_t sleeps;       /* times it slept in epoll_wait */
+		bool more;             /* the engine's turn left work for the next */
 	} loop;
 	uint64_t peers_refused;		/* peer connections refused in the handshake */
 	char last_refused[256];		/* ... and why the last one was (ringctl) */

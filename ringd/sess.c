@@ -72,7 +72,7 @@ struct sess {
 	struct event *close_ev;		/* closes it from the loop (sess_close_later) */
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
-	struct lhop *hop;		/* the local hop (NULL: the socket only) */
+	struct lhop *hop;               /* the local hop (NULL: the socket only) */
 	TAILQ_ENTRY(sess) entry;
 };
 
@@ -329,7 +329,8 @@ sess_on_op(struct sess *s, const uint8_t *buf, size_t len, int64_t ring)
 		rc = RING_EINVAL;
 		snprintf(err, sizeof(err), "this client has %d operations in flight (at most %d): "
 			 "wait for some", s->inflight, SESS_INFLIGHT_MAX);
-	} else if ((rc = opcheck(s->c.arena, s->c.size, s->c.rank, &m, &send, &recv, err, sizeof(err))) == 0) {
+	} else if ((rc = opcheck(s->c.arena, s->c.size, s->c.rank, &m, &send, &recv, err,
+				 sizeof(err))) == 0) {
 		s->inflight++;
 		rc = coll_submit(s->rd, &s->c, s->c.job, &m, send, recv, err, sizeof(err));
 		if (rc != 0)

@@ -19,10 +19,10 @@
 #include "libring/ring.h"
 #include "tests/harness.h"
 
-#define OPS 300			/* small all-reduces back to back */
-#define QUIET_S 2.0		/* the window the processor time is taken over */
-#define IDLE_SHARE 0.05		/* of a core: an idle daemon's bound */
-#define WAIT_SHARE 0.15		/* ... a waiting client's or daemon's */
+#define OPS 300         /* small all-reduces back to back */
+#define QUIET_S 2.0     /* the window the processor time is taken over */
+#define IDLE_SHARE 0.05 /* of a core: an idle daemon's bound */
+#define WAIT_SHARE 0.15 /* ... a waiting client's or daemon's */
 
 static struct ring_cluster cluster;
 
@@ -87,8 +87,8 @@ daemons_share(int n, double *share)
 		before[i] = cpu_of(cluster_daemon_pid(&cluster, i));
 	usleep((useconds_t)(QUIET_S * 1e6));
 	for (i = 0; i < n; i++)
-		share[i] = (cpu_of(cluster_daemon_pid(&cluster, i)) - before[i]) /
-			   (harness_now() - t0);
+		share[i] =
+		    (cpu_of(cluster_daemon_pid(&cluster, i)) - before[i]) / (harness_now() - t0);
 }
 
 /* OPS small all-reduces and a few of 1 MiB, every result checked. */
@@ -156,7 +156,7 @@ Test(loop, idle_clients_attached, .fini = teardown, .timeout = 120)
 
 	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0, "could not start 2 daemons");
 	cr_assert_eq(cluster_spawn(&cluster, 4, attached_idle, NULL, &job), 0);
-	usleep(700 * 1000);	/* past the work, into the idle part */
+	usleep(700 * 1000); /* past the work, into the idle part */
 	daemons_share(2, share);
 	cr_assert_eq(cluster_wait(&job), 0);
 	for (i = 0; i < 2; i++) {
@@ -190,8 +190,7 @@ one_waits(ring_comm *comm, int rank, int size, void *arg)
 	fprintf(stderr, "rank 0 waited %.2f s at %.2f%% of a core\n", harness_now() - t0,
 		100 * share);
 	IT_CHECK(x == 3, "all-reduce gave %g, not 3", (double)x);
-	IT_CHECK(share < WAIT_SHARE, "rank 0 spun while it waited: %.1f%% of a core",
-		 100 * share);
+	IT_CHECK(share < WAIT_SHARE, "rank 0 spun while it waited: %.1f%% of a core", 100 * share);
 	return 0;
 }
 
@@ -204,7 +203,7 @@ Test(loop, waiting_rank_sleeps, .fini = teardown, .timeout = 120)
 	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0, "could not start 2 daemons");
 	cr_assert_eq(cluster_spawn(&cluster, 2, one_waits, NULL, &job), 0);
 	usleep(300 * 1000);
-	daemons_share(2, share);	/* an operation in flight all the while */
+	daemons_share(2, share); /* an operation in flight all the while */
 	cr_assert_eq(cluster_wait(&job), 0);
 	for (i = 0; i < 2; i++) {
 		fprintf(stderr, "daemon %d with an op waiting: %.2f%% of a core\n", i,

@@ -872,7 +872,7 @@ Test(config, example_has_every_key)
 		struct config c;
 
 		if (k == 0 || k >= sizeof(key) || p[k + strspn(p + k, " ")] != '=')
-			continue;	/* prose, not a key's line */
+			continue; /* prose, not a key's line */
 		snprintf(key, sizeof(key), "%.*s", (int)k, p);
 		config_defaults(&c);
 		config_set(&c, key, "\x01", err, sizeof(err));

@@ -190,7 +190,7 @@ struct args {
 	uint64_t sizes[64];
 	int ns;
 	bool want[NCOLLS], table;
-	const char *dbl;	/* --doubling: yes, no, auto, both or all */
+	const char *dbl; /* --doubling: yes, no, auto, both or all */
 	struct psim_model m;
 };
 

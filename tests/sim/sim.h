@@ -57,7 +57,7 @@ struct sim_link {
 
 struct sim_host {
 	struct ringd rd;
-	bool more;			/* its engine's last turn left work */
+	bool more; /* its engine's last turn left work */
 	struct sim_link next, prev;
 	struct host_entry hosts[SIM_HOSTS_MAX];
 };
