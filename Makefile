@@ -253,6 +253,16 @@ $(SIM_ENGINE): $(call obj,$(wildcard tests/sim/*.c)) $(SIM_RINGD) \
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JANSSON_LIBS) -lm
 
+# The writev that lingers (tests/writev_linger.c), which tests/it_streams
+# preloads into its daemons: built without a sanitizer, as it loads into any
+# build's ringd.
+LINGER_SO := $(BUILD)/tests/writev_linger.so
+$(LINGER_SO): tests/writev_linger.c
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared $(WARN) -o $@ $< -ldl
+$(BUILD)/tests/it_streams: | $(LINGER_SO)
+
 # The client-protocol fuzzer (tests/fuzz/client_fuzz.c): random clients, raw and
 # through libring, against real daemons.  `make ASAN=1 BUILD=build-asan
 # client-fuzz` builds it with the daemons it drives; tests/fuzz/client-fuzz.sh runs
