@@ -1,5 +1,6 @@
 # ringd - build everything: `make`, `make test`, `make demo`, `make install`.
-# Switches: V=1 (show commands), ASAN=1 (AddressSanitizer+UBSan), WERROR=1,
+# Switches: V=1 (show commands), ASAN=1 (AddressSanitizer+UBSan), TSAN=1
+# (ThreadSanitizer; not with ASAN=1, each in a build tree of its own), WERROR=1,
 # CUDA=0|1 (libring's CUDA staging; default: when nvcc is found), DEBUG=1 (-O0),
 # HARDEN=0 (leave out the hardening flags below).
 
@@ -28,12 +29,13 @@ endif
 # position-independent executables.  Every object is compiled -fPIC (it may go
 # into libring.so), which a PIE link takes as it is.  _FORTIFY_SOURCE needs the
 # optimiser (not DEBUG=1) and stays out of ASAN=1, whose interceptors check the
-# same calls and do not see the fortified variants.  tests/it_install checks
-# that the installed programs and libring.so carry all of it.
+# same calls and do not see the fortified variants (nor TSAN=1, whose runtime
+# intercepts the plain calls too).  tests/it_install checks that the installed
+# programs and libring.so carry all of it.
 HARDEN ?= 1
 ifeq ($(HARDEN),1)
 HARDEN_CFLAGS  := -fstack-protector-strong \
-	$(if $(filter -O0,$(OPT))$(filter 1,$(ASAN)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
+	$(if $(filter -O0,$(OPT))$(filter 1,$(ASAN) $(TSAN)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
 HARDEN_LDFLAGS := -Wl,-z,relro,-z,now
 PIE_LDFLAGS    := -pie
 endif
@@ -44,6 +46,21 @@ LDFLAGS_ALL := -pthread $(HARDEN_LDFLAGS) $(LDFLAGS)
 ifeq ($(ASAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS_ALL += -fsanitize=address,undefined
+endif
+# ThreadSanitizer (issue 39): the data path's worker threads (threads = 2 and
+# more) against the engine thread.  Its runtime and ASan's cannot share a
+# process, so the two are two builds: `make TSAN=1 BUILD=build-tsan`.
+ifeq ($(TSAN),1)
+ifeq ($(ASAN),1)
+$(error ASAN=1 and TSAN=1 exclude each other: build them apart (BUILD=build-asan, BUILD=build-tsan))
+endif
+CFLAGS_ALL += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS_ALL += -fsanitize=thread
+# Criterion's runner cannot start under TSan (its arena wants an address TSan
+# keeps for itself): the TSan daemons run under the plain build's tests.
+ifneq ($(filter test test-run test-build chaos,$(MAKECMDGOALS)),)
+$(error TSAN=1: the test programs cannot run under ThreadSanitizer; tests/tsan.sh runs the daemons of a TSAN=1 tree under the plain build's tests)
+endif
 endif
 # Programs are PIE; libring.so is linked -shared with LDFLAGS_ALL alone.
 EXE_LDFLAGS := $(LDFLAGS_ALL) $(PIE_LDFLAGS)
@@ -115,13 +132,14 @@ TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
 # suites' wrappers (which print "run-tests-counts: ..." for scripts/run-tests) to
 # BINDING_TESTS.  They load libring.so from $(BUILD)/lib, so they stay out of
-# the sanitizer build (ASAN=1), whose runtime an interpreter does not preload.
+# the sanitizer builds (ASAN=1, TSAN=1), whose runtime an interpreter does not
+# preload.
 BINDING_BUILD :=
 BINDING_TESTS :=
 # `make` alone builds all, whatever rule a binding's file defines first.
 .DEFAULT_GOAL := all
 -include $(sort $(wildcard bindings/*/*.mk))
-ifneq ($(ASAN),1)
+ifeq ($(filter 1,$(ASAN) $(TSAN)),)
 TEST_BINS += $(BINDING_TESTS)
 endif
 # The one reference data pattern (ring.h only): the harness, ring-bench and
@@ -256,6 +274,16 @@ $(SIM_ENGINE): $(call obj,$(wildcard tests/sim/*.c)) $(SIM_RINGD) \
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JANSSON_LIBS) -lm
 
+# The writev that lingers (tests/writev_linger.c), which tests/it_streams
+# preloads into its daemons: built without a sanitizer, as it loads into any
+# build's ringd.
+LINGER_SO := $(BUILD)/tests/writev_linger.so
+$(LINGER_SO): tests/writev_linger.c
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared $(WARN) -o $@ $< -ldl
+$(BUILD)/tests/it_streams: | $(LINGER_SO)
+
 # The client-protocol fuzzer (tests/fuzz/client_fuzz.c): random clients, raw and
 # through libring, against real daemons.  `make ASAN=1 BUILD=build-asan
 # client-fuzz` builds it with the daemons it drives; tests/fuzz/client-fuzz.sh runs
@@ -284,7 +312,7 @@ test-run: test-build
 
 # What scripts/test uses: it runs the tests itself, so that nothing of make's
 # follows the summary line when a test fails.
-test-build: all $(TEST_BINS) $(CHAOS) $(if $(filter 1,$(ASAN)),,$(BINDING_BUILD))
+test-build: all $(TEST_BINS) $(CHAOS) $(if $(filter 1,$(ASAN) $(TSAN)),,$(BINDING_BUILD))
 .PHONY: chaos
 # run-tests' bound: the soak's time and 5 minutes for its start and its end
 chaos: all $(CHAOS)
@@ -447,7 +475,7 @@ uninstall:
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors scripts/check-bounds,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
+LINT_SH := $(filter-out scripts/check-floors scripts/check-bounds,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) tests/tsan.sh bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 # What lint runs, found before anything runs: a missing one is named with the
 # command that installs it, not met as a tool's failure halfway (bindgen's
 # and clippy's are looked for where rust-lint looks, RUST_LINT_PATH).

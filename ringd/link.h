@@ -60,6 +60,10 @@ void wio_kick(struct link *l);
  * worker's: cb runs on the engine thread. */
 int wio_add_reference(struct link *l, const void *p, size_t len,
 		      void (*cb)(const void *data, size_t len, void *arg), void *arg);
+/* Before the engine writes a payload into [p, p+len): waits (bounded) until
+ * no worker is in the middle of a write that may take those bytes.  Engine
+ * thread; pool_copy calls it too, once wio_start gave it to the pool. */
+void wio_fence(const void *p, size_t len);
 
 /* linkout.c: forgets the frame being read (a direct read's arena reference
  * goes), as a closed connection does */

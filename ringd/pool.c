@@ -51,6 +51,7 @@ static struct {
 	atomic_int busy;                          /* workers that may hold that pointer: the job
 					 * is on the caller's stack, which waits for 0 */
 	uint64_t jobs, chunks_here, chunks_there; /* counted for ringctl */
+	void (*copy_fence)(const void *dst, size_t len); /* pool_set_copy_fence */
 } pool;
 
 static _Thread_local int worker_index = -1;
@@ -299,10 +300,21 @@ copy_cb(void *ctx, size_t lo, size_t hi)
 }
 
 void
+pool_set_copy_fence(void (*fence)(const void *dst, size_t len))
+{
+	pool.copy_fence = fence;
+}
+
+void
 pool_copy(void *dst, const void *src, size_t bytes)
 {
 	struct kern k = { .dst = dst, .a = src };
 
+	/* the engine's copies of received payloads into their place: the
+	 * bytes may be a chunk this host sent out of the same place, whose
+	 * write(2) on a worker has not returned yet (wio.c) */
+	if (pool.copy_fence != NULL)
+		pool.copy_fence(dst, bytes);
 	if (bytes < SPLIT_MIN || pool.n == 0)
 		memcpy(dst, src, bytes);
 	else

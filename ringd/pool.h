@@ -32,6 +32,10 @@ void pool_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi
  * large (256 KiB and more) and there are workers; else as they are. */
 void pool_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op);
 void pool_copy(void *dst, const void *src, size_t bytes);
+/* What pool_copy calls first with its destination (NULL: nothing): the
+ * link floor's wio_fence, so a copy into an arena never lands on bytes a
+ * worker's write(2) is still taking (wio.c). */
+void pool_set_copy_fence(void (*fence)(const void *dst, size_t len));
 void pool_wire_encode(uint16_t *dst, const float *src, size_t n, int wire);
 void pool_wire_decode(float *dst, const uint16_t *src, size_t n, int wire);
 void pool_wire_sum(float *dst, const float *a, const uint16_t *b, size_t n, int wire);

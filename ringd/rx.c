@@ -278,6 +278,9 @@ rx_header(struct link *l)
 		if (take > f->length)
 			take = f->length;
 		arena_ref(l->direct_arena);
+		/* the bytes may be this host's own chunk going out of the same
+		 * place, by a worker's write(2) not returned yet (wio.c) */
+		wio_fence(l->direct, f->length);
 		memcpy(l->direct, l->rxbuf + l->rxoff, take);
 		l->rxoff += take;
 		l->direct_got = (uint32_t)take;

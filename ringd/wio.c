@@ -19,6 +19,21 @@
  * worker stopped reading), give the socket back.  A link that closes takes
  * its socket back first (wio_detach), waiting for the worker to let go, so
  * link.c closes it as it closes any other.
+ *
+ * A write in progress and the engine's placements (issue 37).  An in-place
+ * all-reduce sends its own chunk by reference out of the arena and later
+ * receives that chunk's final sum into the same bytes.  What comes back was
+ * computed from what went, so the kernel took those bytes before the answer
+ * could exist; but the write(2) that took them may still be running (taking
+ * the segments after them, or its thread descheduled before it returned)
+ * when the engine writes the answer there.  No byte sent is wrong, yet a
+ * thread's write of memory overlaps another's system call reading it, and
+ * the order rests on a peer's behaviour alone.  So each write publishes the
+ * chains it may take (under mu, the output locked across, so it takes no
+ * other), and the engine, before it writes a payload into its place
+ * (rx.c's placement, pool_copy), waits for a write in progress over those
+ * bytes to return (wio_fence): a wait of one non-blocking system call, and
+ * a happens-before that ThreadSanitizer sees, through mu.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <event2/buffer.h>
@@ -43,6 +59,14 @@
 #define READ_BUDGET \
 	(8u << 20) /* bytes read in one callback, so a fast
 					 * stream leaves its worker's others a turn */
+
+/* The chains a write may take: a writev takes 128 at most (libevent's
+ * NUM_WRITE_IOVEC; transport.c), TLS a chain or 16 KiB gathered from the
+ * front (tls.c).  Chains beyond these are not published; if the ones that
+ * are hold less than SPAN_FRONT, a write counts as taking anything. */
+#define SPAN_VECS 128
+#define SPAN_FRONT (64u << 10)
+#define FENCE_WAIT_S 2 /* a write(2) that has not returned by then: go on */
 
 enum { WIO_RX = 1, WIO_ROOM = 2, WIO_FAILED = 4, WIO_REFS = 8 };
 
@@ -93,14 +117,21 @@ struct wio {
 	bool paused;       /* the worker stopped reading: the queue
 					 * was full */
 	bool detached;     /* the worker let go */
+	/* the write in progress: the chains it may take (wio_fence) */
+	bool writing;
+	bool span_any; /* ... anything (more chains than published) */
+	int nspan;
+	struct evbuffer_iovec span[SPAN_VECS];
 	/* the engine's notice list (under eng.mu) */
 	bool listed;
 	TAILQ_ENTRY(wio) notice;
+	TAILQ_ENTRY(wio) all; /* eng.all (engine's) */
 };
 
 static struct {
 	pthread_mutex_t mu;
 	TAILQ_HEAD(, wio) list; /* wios with notes */
+	TAILQ_HEAD(, wio) all;  /* every attached wio (engine's alone) */
 	struct event *ev;       /* on the engine's loop */
 	const struct wio_events *cb;
 	struct ringd *rd;
@@ -280,13 +311,48 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(w->rev, EV_READ, 0); /* more, after the others */
 }
 
+/* One write of the front of the output, the chains it may take published
+ * while it lasts.  The output stays locked across (a recursive lock, which a
+ * writev holds through its system call anyway), so nothing is added between
+ * what was published and what the write takes. */
+static ssize_t
+write_front(struct wio *w)
+{
+	struct evbuffer *out = w->l->out;
+	struct evbuffer_iovec v[SPAN_VECS];
+	size_t held = 0, len;
+	ssize_t n;
+	int k, i, err;
+
+	evbuffer_lock(out);
+	k = evbuffer_peek(out, -1, NULL, v, SPAN_VECS);
+	for (i = 0; i < k; i++)
+		held += v[i].iov_len;
+	len = evbuffer_get_length(out);
+	pthread_mutex_lock(&w->mu);
+	memcpy(w->span, v, (size_t)k * sizeof(v[0]));
+	w->nspan = k;
+	w->span_any = held < len && held < SPAN_FRONT;
+	w->writing = true;
+	pthread_mutex_unlock(&w->mu);
+	n = transport_write(link_transport, w->l, out);
+	err = errno;
+	pthread_mutex_lock(&w->mu);
+	w->writing = false;
+	pthread_cond_broadcast(&w->cv); /* an engine in wio_fence */
+	pthread_mutex_unlock(&w->mu);
+	evbuffer_unlock(out);
+	errno = err;
+	return n;
+}
+
 static void
 write_out(struct wio *w)
 {
 	struct link *l = w->l;
 
 	while (!w->stopped && evbuffer_get_length(l->out) > 0) {
-		ssize_t n = transport_write(link_transport, l, l->out);
+		ssize_t n = write_front(w);
 
 		if (n < 0) {
 			if (io_again(errno)) {
@@ -435,18 +501,71 @@ wio_start(struct ringd *rd, const struct wio_events *ev)
 	eng.rd = rd;
 	eng.cb = ev;
 	TAILQ_INIT(&eng.list);
+	TAILQ_INIT(&eng.all);
 	if (pool_workers() == 0)
 		return 0;
 	eng.ev = event_new(rd->base, -1, 0, notice_cb, NULL);
-	return eng.ev != NULL ? 0 : -1;
+	if (eng.ev == NULL)
+		return -1;
+	pool_set_copy_fence(wio_fence);
+	return 0;
 }
 
 void
 wio_stop(void)
 {
+	pool_set_copy_fence(NULL);
 	if (eng.ev != NULL)
 		event_free(eng.ev);
 	eng.ev = NULL;
+}
+
+/* Whether w's write in progress may take a byte of [a, b) (under w->mu). */
+static bool
+span_takes(const struct wio *w, const uint8_t *a, const uint8_t *b)
+{
+	int i;
+
+	if (!w->writing)
+		return false;
+	if (w->span_any)
+		return true;
+	for (i = 0; i < w->nspan; i++) {
+		const uint8_t *lo = w->span[i].iov_base;
+
+		if (lo < b && a < lo + w->span[i].iov_len)
+			return true;
+	}
+	return false;
+}
+
+void
+wio_fence(const void *p, size_t len)
+{
+	const uint8_t *a = p, *b = a + len;
+	struct timespec until = { 0, 0 };
+	struct wio *w;
+
+	if (len == 0)
+		return;
+	TAILQ_FOREACH(w, &eng.all, all) {
+		pthread_mutex_lock(&w->mu);
+		while (span_takes(w, a, b)) {
+			if (until.tv_sec == 0) {
+				clock_gettime(CLOCK_REALTIME, &until);
+				until.tv_sec += FENCE_WAIT_S;
+			}
+			if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
+				/* a non-blocking write that takes seconds: the
+				 * worker is stuck, and the wait would be too */
+				log_warn("stream %d (host %d): a write in progress has not "
+					 "returned for %d s; placing a payload regardless",
+					 w->l->stream, w->l->peer, FENCE_WAIT_S);
+				break;
+			}
+		}
+		pthread_mutex_unlock(&w->mu);
+	}
 }
 
 static void
@@ -537,6 +656,7 @@ wio_attach(struct link *l)
 	event_del(l->wev);
 	event_del(l->flush_ev);
 	l->wio = w;
+	TAILQ_INSERT_TAIL(&eng.all, w, all);
 	/* the worker starts reading with the staged bytes, and writes what
 	 * waits to go out */
 	event_active(w->resume_ev, EV_TIMEOUT, 0);
@@ -562,6 +682,7 @@ wio_detach(struct link *l)
 		w->listed = false;
 	}
 	pthread_mutex_unlock(&eng.mu);
+	TAILQ_REMOVE(&eng.all, w, all);
 	/* no callback of it runs from here on (event_free waits for one that
 	 * does, and takes the others off the loop) */
 	event_free(w->rev);
