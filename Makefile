@@ -227,7 +227,7 @@ PLANSIM_OBJ := $(call obj,bench/sim/plansim.c) $(BUILD)/ringd/plan.o
 $(BIN_PLANSIM): $(call obj,bench/sim/plan-sim.c) $(PLANSIM_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
+	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^ -lm
 
 $(BIN_BENCH): $(call obj,bench/ring-bench.c bench/bench_coll.c bench/bench_cost.c bench/bench_cuda.c) \
 	$(PATTERN_OBJ) $(LIB_A)

@@ -108,6 +108,19 @@ op_rs_in_place(const struct op *op)
 	return true;
 }
 
+/* The op's segment: the cost model's for its plan's pipeline. */
+static uint32_t
+op_segment(struct op *op, const struct job *j)
+{
+	struct op_ring *ring = op_ring(op);
+	struct plan_cost c;
+	int coll = op_fp(op)->coll == PROTO_COLL_BARRIER ? PROTO_COLL_ALLREDUCE : op_fp(op)->coll;
+
+	job_plan_cost(j, &c);
+	return plan_segment(&ring->plan, &c, plan_hops(&ring->plan, coll, job_nhosts(j)),
+			    op_rd(op)->cfg.segment_bytes);
+}
+
 /* Everyone on this host has asked: combine locally, plan, go. */
 static void
 op_start(struct ringd *rd, struct op *op)
@@ -163,7 +176,7 @@ op_start(struct ringd *rd, struct op *op)
 		op_finish(rd, op, RING_ENOMEM, "out of memory planning the operation");
 		return;
 	}
-	ring->seg = plan_segment(&ring->plan, rd->cfg.segment_bytes);
+	ring->seg = op_segment(op, j);
 	if (op_fp(op)->wire != PROTO_WIRE_F32 && !ring->tiny && !ring->rhd) {
 		ring->wire_buf = malloc(ring->seg / 2);
 		if (ring->wire_buf == NULL) {

@@ -13,6 +13,7 @@
  * knows nothing of operations, jobs or sockets, and the engine nothing of which
  * algorithm made the plan (tests/unit_plan.c runs them alone).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -662,18 +663,32 @@ plan_bcast_tree(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint6
 	return 0;
 }
 
-/* The pipelining unit for this op: the configured segment, but small enough that
- * a step is at least PIPE_DEPTH segments, so the next host starts on a step
- * before this one has sent all of it (and never below SEG_MIN, where per-frame
- * costs would win).  A multiple of 64, so of every element size. */
-#define PIPE_DEPTH	4
-#define SEG_MIN		(32u << 10)
+/*
+ * The pipelining unit of an op, from the cost model: a pipeline of n steps of
+ * a chunk c cut in segments of g takes n (a + s + g b) + (c/g - 1)(g b + s),
+ * with s what one more segment costs (a frame through both daemons:
+ * SEG_COST_US), least at g = sqrt(c s / ((n - 1) b)): a medium operation
+ * moves in several segments a step, so the next host reduces and passes on
+ * one while this one sends the next, and a large one in segments large
+ * enough that their frames cost nothing much.  Never below SEG_MIN (per-frame
+ * costs win below it), nor more than SEG_MAX_PER_STEP segments a step, nor
+ * above the configured segment; a multiple of 64, so of every element size.
+ */
+#define SEG_COST_US		3.0
+#define SEG_MIN			(8u << 10)
+#define SEG_MAX_PER_STEP	64
 
 uint32_t
-plan_segment_of(uint64_t step, uint32_t segment_bytes)
+plan_segment_of(uint64_t step, int nsteps, double byte_us, uint32_t segment_bytes)
 {
-	uint64_t seg = step / PIPE_DEPTH;
+	double g = (double)step;
+	uint64_t seg;
 
+	if (nsteps > 1 && byte_us > 0)
+		g = sqrt((double)step * SEG_COST_US / ((nsteps - 1) * byte_us));
+	seg = g < (double)segment_bytes ? (uint64_t)g : segment_bytes;
+	if (seg < step / SEG_MAX_PER_STEP)
+		seg = step / SEG_MAX_PER_STEP;
 	if (seg > segment_bytes)
 		seg = segment_bytes;
 	if (seg < SEG_MIN)
@@ -681,8 +696,21 @@ plan_segment_of(uint64_t step, uint32_t segment_bytes)
 	return (uint32_t)(seg & ~(uint64_t)63);
 }
 
+int
+plan_hops(const struct plan *pl, int coll, int m)
+{
+	int i;
+
+	if (pl->fold_n > 1)
+		return 1;	/* the latency path: vectors whole, as the model has them */
+	for (i = 0; i < pl->ntx; i++)
+		if (pl->tx[i].dep_whole)
+			return 2;
+	return coll == PROTO_COLL_ALLREDUCE ? 2 * (m - 1) : m - 1;
+}
+
 uint32_t
-plan_segment(const struct plan *pl, uint32_t segment_bytes)
+plan_segment(const struct plan *pl, const struct plan_cost *c, int hops, uint32_t segment_bytes)
 {
 	uint64_t step = 0;
 	int i;
@@ -690,7 +718,7 @@ plan_segment(const struct plan *pl, uint32_t segment_bytes)
 	for (i = 0; i < pl->ntx; i++)
 		if (pl->tx[i].src.len > step)
 			step = pl->tx[i].src.len;
-	return plan_segment_of(step, segment_bytes);
+	return plan_segment_of(step, hops, c->byte_us, segment_bytes);
 }
 
 /*
@@ -719,7 +747,7 @@ plan_segment(const struct plan *pl, uint32_t segment_bytes)
 static double
 pipelined(double a, double bb, uint64_t chunk, int n, bool busy)
 {
-	uint64_t g = plan_segment_of(chunk, 1u << 20);
+	uint64_t g = plan_segment_of(chunk, n, bb, 1u << 20);
 	double lat, link;
 
 	if (g > chunk)

@@ -145,10 +145,17 @@ double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64
 bool plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world);
 int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
 		      uint64_t stride);
-/* The pipelining unit of a plan, at most segment_bytes. */
-uint32_t plan_segment(const struct plan *pl, uint32_t segment_bytes);
-/* ... of a step of step_bytes. */
-uint32_t plan_segment_of(uint64_t step_bytes, uint32_t segment_bytes);
+/* The steps of a plan of collective coll on m hosts as a pipeline: the
+ * ring's all-reduce 2 (m - 1), its all-gather, reduce-scatter and the chain
+ * m - 1; a plan of whole steps 2 (a step's receiving and reducing overlap);
+ * the latency path's 1 (its vectors go whole). */
+int plan_hops(const struct plan *pl, int coll, int m);
+/* The pipelining unit of a plan whose steps form a pipeline of `hops`, at
+ * most segment_bytes, at c's byte time. */
+uint32_t plan_segment(const struct plan *pl, const struct plan_cost *c, int hops,
+		      uint32_t segment_bytes);
+/* ... of a step of step_bytes in a pipeline of nsteps. */
+uint32_t plan_segment_of(uint64_t step_bytes, int nsteps, double byte_us, uint32_t segment_bytes);
 void plan_free(struct plan *pl);
 
 #endif /* RINGD_PLAN_H */

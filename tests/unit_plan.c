@@ -540,6 +540,7 @@ Test(plan, broadcast)
 Test(plan, segment_bounds)
 {
 	const uint32_t segment_bytes = 1u << 20;
+	const struct plan_cost cost = { .hop_us = 45, .byte_us = 0.0008 };
 	struct plan op;
 	struct tx_step t;
 
@@ -551,11 +552,24 @@ Test(plan, segment_bounds)
 		uint32_t seg;
 
 		t.src.len = step;
-		seg = plan_segment(&op, segment_bytes);
-		cr_assert_eq(seg % 64, 0, "segment %u for a step of %llu", seg,
-			     (unsigned long long)step);
-		cr_assert(seg >= (32u << 10) && seg <= segment_bytes,
-			  "segment %u for a step of %llu", seg, (unsigned long long)step);
+		seg = plan_segment(&op, &cost, 1, segment_bytes);
+		cr_assert(seg == (step < segment_bytes ? (step & ~63ull) : segment_bytes) ||
+				  (step < (8u << 10) && seg == (8u << 10)),
+			  "the latency path's vector of %llu cut in %u", (unsigned long long)step,
+			  seg);
+		for (int hops = 2; hops <= 128; hops *= 4) {
+			seg = plan_segment(&op, &cost, hops, segment_bytes);
+			cr_assert_eq(seg % 64, 0, "segment %u for a step of %llu", seg,
+				     (unsigned long long)step);
+			cr_assert(seg >= (8u << 10) && seg <= segment_bytes,
+				  "segment %u for a step of %llu", seg, (unsigned long long)step);
+			/* at most 64 segments a step, and a medium step in several */
+			cr_assert(seg >= step / 64 || seg == segment_bytes,
+				  "segment %u for a step of %llu", seg, (unsigned long long)step);
+			if (step >= (64u << 10) && step <= (8u << 20))
+				cr_assert(seg < step, "a step of %llu in one segment",
+					  (unsigned long long)step);
+		}
 	}
 }
 

@@ -527,7 +527,7 @@ in_list(const int *list, int n, int q)
  * its steps, its headers' hosts, and room for a link to each of those and to
  * its two neighbours. */
 static int
-take_plan(struct psim *s, int p, const struct plan *pl)
+take_plan(struct psim *s, int p, int coll, const struct plan *pl)
 {
 	struct phost *h = &s->h[p];
 	size_t ntx = (size_t)pl->ntx, nrx = (size_t)pl->nrx,
@@ -585,7 +585,12 @@ take_plan(struct psim *s, int p, const struct plan *pl)
 					 .from = x->from,
 					 .wait_tx = x->wait_tx };
 	}
-	h->seg = plan_segment(pl, s->m->segment_bytes);
+	{
+		struct plan_cost c = { .hop_us = s->m->hop_us, .byte_us = s->m->byte_ns / 1000 };
+		int kind = coll == PROTO_COLL_BARRIER ? PROTO_COLL_ALLREDUCE : coll;
+
+		h->seg = plan_segment(pl, &c, plan_hops(pl, kind, n), s->m->segment_bytes);
+	}
 	if (h->seg == 0)
 		return fail(s->r, "a segment of no bytes");
 	return 0;
@@ -739,7 +744,7 @@ psim_run(int coll, int n, uint64_t size, const struct psim_model *m, struct psim
 			fail(r, "out of memory making a plan");
 			goto out;
 		}
-		made = take_plan(&s, p, &pl);
+		made = take_plan(&s, p, coll, &pl);
 		plan_free(&pl);
 		if (made != 0)
 			goto out;
