@@ -706,12 +706,18 @@ p2p_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 			 proto_frame_type_name(f->type));
 		return RX_ERROR;
 	}
+	if (f->type == PROTO_F_P2P_RTS)
+		return p2p_rx_rts(rd, l, j, f, pl);
+	/* a DATA or CTS of a formation over here goes, counted (a timed-out
+	 * send's P2P_GAVE_UP from a host that formed on other claims) */
+	if (j != NULL && job_gen(j) != 0 && f->gen != 0 && proto_gen_after(job_gen(j), f->gen)) {
+		job_stale_add(j);
+		return RX_DONE;
+	}
 	if (f->type == PROTO_F_P2P_DATA) {
 		p2p_rx_data(rd, f, pl);
 		return RX_DONE;
 	}
-	if (f->type == PROTO_F_P2P_RTS)
-		return p2p_rx_rts(rd, l, j, f, pl);
 	return p2p_rx_cts(rd, l, j, f, pl);
 }
 

@@ -258,8 +258,16 @@ dispatch(struct sim_link *e, const struct proto_frame *f, const uint8_t *pl)
 			f->aux);
 	rc = rd->link_ev->frame(&e->l, f, pl);
 
-	if (old && rc == RX_DONE && (j = job_lookup(rd, f->job)) != NULL && job_stale(j) == stale)
+	if (old && rc == RX_DONE && (j = job_lookup(rd, f->job)) != NULL && job_stale(j) == stale) {
 		sim_current->stale_unseen++;
+		if (sim_current->trace)
+			fprintf(stderr,
+				"  t=%llu host %d took %s from host %d gen %u seq %llu aux %u "
+				"in formation %u\n",
+				(unsigned long long)sim_now_ms(), rd->rank,
+				proto_frame_type_name(f->type), PROTO_ROUTE_SRC(f->route), f->gen,
+				(unsigned long long)f->seq, f->aux, job_gen(j));
+	}
 	return rc;
 }
 
