@@ -674,9 +674,9 @@ plan_bcast_tree(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint6
  * costs win below it), nor more than SEG_MAX_PER_STEP segments a step, nor
  * above the configured segment; a multiple of 64, so of every element size.
  */
-#define SEG_COST_US		3.0
-#define SEG_MIN			(8u << 10)
-#define SEG_MAX_PER_STEP	64
+#define SEG_COST_US 3.0
+#define SEG_MIN (8u << 10)
+#define SEG_MAX_PER_STEP 64
 
 uint32_t
 plan_segment_of(uint64_t step, int nsteps, double byte_us, uint32_t segment_bytes)
@@ -702,7 +702,7 @@ plan_hops(const struct plan *pl, int coll, int m)
 	int i;
 
 	if (pl->fold_n > 1)
-		return 1;	/* the latency path: vectors whole, as the model has them */
+		return 1; /* the latency path: vectors whole, as the model has them */
 	for (i = 0; i < pl->ntx; i++)
 		if (pl->tx[i].dep_whole)
 			return 2;

@@ -152,8 +152,8 @@ int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv
 int plan_hops(const struct plan *pl, int coll, int m);
 /* The pipelining unit of a plan whose steps form a pipeline of `hops`, at
  * most segment_bytes, at c's byte time. */
-uint32_t plan_segment(const struct plan *pl, const struct plan_cost *c, int hops,
-		      uint32_t segment_bytes);
+uint32_t
+plan_segment(const struct plan *pl, const struct plan_cost *c, int hops, uint32_t segment_bytes);
 /* ... of a step of step_bytes in a pipeline of nsteps. */
 uint32_t plan_segment_of(uint64_t step_bytes, int nsteps, double byte_us, uint32_t segment_bytes);
 void plan_free(struct plan *pl);

@@ -554,7 +554,7 @@ Test(plan, segment_bounds)
 		t.src.len = step;
 		seg = plan_segment(&op, &cost, 1, segment_bytes);
 		cr_assert(seg == (step < segment_bytes ? (step & ~63ull) : segment_bytes) ||
-				  (step < (8u << 10) && seg == (8u << 10)),
+			      (step < (8u << 10) && seg == (8u << 10)),
 			  "the latency path's vector of %llu cut in %u", (unsigned long long)step,
 			  seg);
 		for (int hops = 2; hops <= 128; hops *= 4) {
