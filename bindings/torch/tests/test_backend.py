@@ -310,3 +310,21 @@ def test_mismatches_all_raise(ring2, tmp_path):
     assert not timed_out and rcs == [0, 0], report(rcs, outs)
     for r in range(2):
         assert f"MISMATCHES 0 of {n} did not raise" in outs[r], report(rcs, outs)
+
+
+def test_fork_pays_only_for_what_it_writes(ring2, tmp_path):
+    """A forked child (a DataLoader worker) gets the arena's tensors without
+    copies: with 96 MiB of them on each of 2 ranks, an idle child has under
+    16 MiB of private memory, one that reads them all under 16 MiB more,
+    and one that writes an element of each about a page more per tensor;
+    its writes stay its own (worker.py forkcost).  The arena of 256 MiB
+    lets the allocator place 128."""
+    cmds = [worker_cmd("forkcost", r, 2, f"file://{tmp_path}/store", "--cycles", "96")
+            for r in range(2)]
+    envs = [clean_env(RING_SOCKET=ring2.sockets[r], RING_TIMEOUT_MS=30000, RING_ARENA_MB=256)
+            for r in range(2)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 90)
+    assert not timed_out and rcs == [0, 0], report(rcs, outs)
+    for out in outs:
+        assert "FORKCOST ok" in out, report(rcs, outs)
+        print(re.search(r"FORKCOST \d+ MiB.*", out).group(0))

@@ -547,9 +547,9 @@ def s_arena_tensors():
     """Large tensors made while the group is open are made in its arena, so
     that DDP's buckets need no staging: a 4 MiB tensor is, a small one is
     not, and DDP's buckets of 1 MiB and more (as a hook sees them, in two
-    steps) are; the gradients are right.  A forked child's writes into such a tensor never
-    reach the parent (it gets copies, as of ordinary memory), nor do the
-    parent's later writes reach the child."""
+    steps) are; the gradients are right.  A forked child reads such a
+    tensor as the parent wrote it, and its writes into it never reach the
+    parent (forkcost measures what the child pays for it)."""
     from ringd import _torch
     big, small = torch.full((1 << 20,), 3.0), torch.ones(1000)
     if not _torch.in_arena(big) or _torch.in_arena(small):
@@ -824,6 +824,83 @@ def mismatches(args):
     dist.destroy_process_group()
 
 
+def private_kib():
+    """This process's private memory (kB), from /proc/self/smaps_rollup."""
+    kib = 0
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                kib += int(line.split()[1])
+    return kib
+
+
+def in_child(fn):
+    """fn() in a forked child (numpy only there: torch's thread pools do not
+    survive a fork); its result (a line), or the child's exit status."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.write(w, (fn() + "\n").encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read().strip()
+    _, status = os.waitpid(pid, 0)
+    return out or f"(the child exited with status {os.waitstatus_to_exitcode(status)})"
+
+
+def forkcost(args):
+    """A forked child pays nothing for the arena's tensors it leaves alone:
+    with --cycles MiB of tensors made in the arena, an idle child has under
+    16 MiB of private memory, one that reads an element of each tensor under
+    16 MiB more, and one that writes an element of each about a page more
+    per tensor; what the child read is what the parent wrote before the
+    fork, and its writes never reach the parent.  (When the fork copied
+    every block, an idle child had 513 MiB private for 512 MiB of
+    tensors.)"""
+    from ringd import _torch
+    init(args)
+    n = args.cycles // 4
+    ts = [torch.full((1 << 20,), float(i)) for i in range(n)]     # 4 MiB each
+    if not all(_torch.in_arena(t) for t in ts):
+        raise AssertionError(f"{sum(_torch.in_arena(t) for t in ts)} of {n} tensors in "
+                             "the arena: too small for the test (RING_ARENA_MB)")
+    arrays = [t.numpy() for t in ts]
+    base = in_child(lambda: str(private_kib()))
+
+    def reader():
+        seen = [float(a[12345]) for a in arrays]
+        return f"{private_kib()} {seen == [float(i) for i in range(n)]}"
+
+    def writer():
+        for a in arrays:
+            a[7] = -1.0
+        return f"{private_kib()} {all(float(a[7]) == -1.0 for a in arrays)}"
+    read, wrote = in_child(reader).split(), in_child(writer).split()
+    print(f"FORKCOST {n * 4} MiB of tensors: a child's private memory {base} kB idle, "
+          f"{read[0]} kB after reading them, {wrote[0]} kB after writing one element "
+          "of each", flush=True)
+    if read[1:] != ["True"] or wrote[1:] != ["True"]:
+        raise AssertionError(f"the child read wrong values: {read} {wrote}")
+    if int(base) > 16 << 10:
+        raise AssertionError(f"a child that touched nothing has {base} kB private: the "
+                             f"fork copied the {n * 4} MiB of arena tensors")
+    if int(read[0]) - int(base) > 16 << 10:
+        raise AssertionError(f"a child that read the tensors has {read[0]} kB private "
+                             f"(an idle one {base} kB): it copied them")
+    if int(wrote[0]) - int(base) > (16 << 10) + n * 8:
+        raise AssertionError(f"a child that wrote one element of each tensor has "
+                             f"{wrote[0]} kB private (an idle one {base} kB)")
+    if any(float(a[7]) != float(i) for i, a in enumerate(arrays)):
+        raise AssertionError("the child's writes reached the parent")
+    dist.barrier()
+    print("FORKCOST ok", flush=True)
+    dist.destroy_process_group()
+
+
 def single(args):
     """A group of one: with no daemon anywhere, libring runs it alone."""
     init(args)
@@ -955,7 +1032,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort", "shutdown", "mismatches", "wire"])
+                            "abort", "shutdown", "mismatches", "wire", "forkcost"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -970,7 +1047,8 @@ def main():
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
      "powersgd": powersgd, "lastref": lastref, "abort": abort,
-     "shutdown": shutdown, "mismatches": mismatches, "wire": wire}[args.scenario](args)
+     "shutdown": shutdown, "mismatches": mismatches, "wire": wire,
+     "forkcost": forkcost}[args.scenario](args)
 
 
 if __name__ == "__main__":
