@@ -328,3 +328,24 @@ def test_fork_pays_only_for_what_it_writes(ring2, tmp_path):
     for out in outs:
         assert "FORKCOST ok" in out, report(rcs, outs)
         print(re.search(r"FORKCOST \d+ MiB.*", out).group(0))
+
+
+@pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
+def test_sequence_numbers(ring2, tmp_path, debug):
+    """The backend's sequence numbers (worker.py seqnum), with
+    TORCH_DISTRIBUTED_DEBUG off and at DETAIL: torch 2.x then wraps every
+    group to check each collective across the ranks, which needs them (they
+    were missing, and every "ring" group failed to start: "Backend ring does
+    not yet support sequence numbers"), and the wrapper catches a mismatch.
+    3 ranks on 2 daemons."""
+    socks = [ring2.sockets[0], ring2.sockets[0], ring2.sockets[1]]
+    cmds = [worker_cmd("seqnum", r, 3, f"file://{tmp_path}/store") for r in range(3)]
+    envs = [clean_env(RING_SOCKET=socks[r], RING_TIMEOUT_MS=30000,
+                      TORCH_DISTRIBUTED_DEBUG=debug) for r in range(3)]
+    rcs, outs, timed_out = run_ranks(cmds, envs, 90)
+    assert not timed_out and rcs == [0, 0, 0], report(rcs, outs)
+    for out in outs:
+        assert "SEQNUM ok" in out, report(rcs, outs)
+        # torch 1.13 wraps only its own backends
+        wrapped = debug == "DETAIL" and "SEQNUM torch api backend" in out
+        assert ("SEQNUM wrapped" in out) == wrapped, report(rcs, outs)

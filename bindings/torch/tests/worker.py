@@ -824,6 +824,67 @@ def mismatches(args):
     dist.destroy_process_group()
 
 
+def seqnum(args):
+    """c10d's sequence numbers, which TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper
+    compares across the ranks before every collective (torch 2.x wraps every
+    group in it then, and asks the backend for them): each group's is
+    nonzero and the same on every rank, another group's differs, setting it
+    again changes nothing, and it counts the collectives (one each) but not
+    the sends and receives, which only some ranks call.  Wrapped, a
+    collective whose ranks disagree is caught by the wrapper on every rank
+    before ringd sees it, and the group goes on."""
+    init(args)
+    print(f"SEQNUM torch api {ringd.torch.TORCH_API}", flush=True)
+    pg = ringd.torch.backend_of()
+    wrapped = ringd.torch.TORCH_API == "backend" and type(
+        dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    ).__name__ == "_ProcessGroupWrapper"
+    s0 = pg._get_sequence_number_for_group()
+    pg._set_sequence_number_for_group()
+    if s0 == 0 or pg._get_sequence_number_for_group() != s0:
+        raise AssertionError(f"sequence number {s0}, then "
+                             f"{pg._get_sequence_number_for_group()} after setting it")
+
+    def agreed(group, b, want, what):
+        got = b._get_sequence_number_for_group()
+        everyone = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(everyone, torch.tensor([got]), group=group)
+        if got != want or any(int(e) != got for e in everyone):
+            raise AssertionError(f"{what}: sequence number {got} (want {want}), the "
+                                 f"ranks' {[int(e) for e in everyone]}")
+    agreed(None, pg, s0, "after init")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    dist.barrier()
+    dist.all_gather_object([None] * N, R)      # two all-gathers
+    if R == 0:
+        dist.send(t, 1)
+    elif R == 1:
+        dist.recv(t, 0)
+    agreed(None, pg, s0 + 1 + 5, "after 5 collectives and a send")
+    sub = dist.new_group(list(range(N)))
+    sb = ringd.torch.backend_of(sub)
+    if sb._get_sequence_number_for_group() == pg._get_sequence_number_for_group():
+        raise AssertionError("two groups have the same sequence number")
+    agreed(sub, sb, sb._get_sequence_number_for_group(), "the subgroup")
+    if wrapped:
+        try:
+            dist.all_reduce(torch.ones(4 if R == 0 else 5))
+        except RuntimeError as e:
+            if "Detected mismatch between collectives" not in str(e):
+                raise
+            print(f"SEQNUM the wrapper caught: {str(e).splitlines()[0][:200]}", flush=True)
+        else:
+            raise AssertionError("a mismatched all_reduce did not raise")
+        print("SEQNUM wrapped", flush=True)
+    t = torch.full((3,), float(R))
+    dist.all_reduce(t)
+    same(t, torch.full((3,), float(sum(range(N)))), "an all-reduce after it")
+    print("SEQNUM ok", flush=True)
+    dist.destroy_process_group()
+
+
 def private_kib():
     """This process's private memory (kB), from /proc/self/smaps_rollup."""
     kib = 0
@@ -1032,7 +1093,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort", "shutdown", "mismatches", "wire", "forkcost"])
+                            "abort", "shutdown", "mismatches", "wire", "forkcost", "seqnum"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -1048,7 +1109,7 @@ def main():
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
      "powersgd": powersgd, "lastref": lastref, "abort": abort,
      "shutdown": shutdown, "mismatches": mismatches, "wire": wire,
-     "forkcost": forkcost}[args.scenario](args)
+     "forkcost": forkcost, "seqnum": seqnum}[args.scenario](args)
 
 
 if __name__ == "__main__":
