@@ -4,8 +4,8 @@
  * why these and no others).
  *
  * Every arena block, of either kind, is a whole number of pages at a page
- * boundary (so that a forked child can swap it for a private copy), its data
- * pointer is its own context (so torch's raw_allocate works), and one
+ * boundary (so that a forked child can map it privately in its place), its
+ * data pointer is its own context (so torch's raw_allocate works), and one
  * process-wide table maps it to its arena.  Locks: g().mu (the table, the
  * arenas' accounting, the serving order) is never held while libring runs;
  * an arena's own mu orders its ring_alloc and ring_free calls before its
@@ -19,8 +19,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <c10/core/CPUAllocator.h>
@@ -46,6 +50,7 @@ struct Arena::Owner {
 	/* The rest under g().mu. */
 	uint8_t *base = nullptr;	/* the kept mapping; null: none (or unmapped) */
 	size_t bytes = 0;
+	int fd = -1;			/* our own descriptor of its memfd; -1: none */
 	int slot = -1;			/* its range in Global::lo/hi; -1: serves nothing */
 	size_t live = 0;		/* blocks handed out or being made */
 	size_t tensor_bytes = 0;	/* the allocator's blocks in it */
@@ -69,7 +74,7 @@ struct Global {
 	std::vector<OwnerPtr> serving;	/* arenas the allocator uses, oldest first */
 	std::unordered_map<void *, Blk> blocks;	/* by data pointer */
 	size_t tensor_bytes = 0;
-	bool in_child = false;		/* a forked child: the blocks are private copies */
+	bool in_child = false;		/* a forked child: the blocks are private maps */
 	/* Set once (install), read by every free. */
 	size_t page = 4096;
 	c10::Allocator *fb = nullptr;	/* torch's allocator before ours */
@@ -111,38 +116,55 @@ in_ranges(const void *p)
 	return false;
 }
 
-/* Under G.mu: o's mapping, handed to the caller to unmap, once o is closed
- * and holds no block (never in a forked child: its copies lie inside it). */
-void
-take_unmap_locked(Arena::Owner &o, void **base, size_t *bytes)
+/* What take_unmap_locked hands over: a mapping and its memfd to let go of. */
+struct Unmap {
+	void *base = nullptr;
+	size_t bytes = 0;
+	int fd = -1;
+
+	void run()
+	{
+		if (base)
+			munmap(base, bytes);
+		if (fd >= 0)
+			close(fd);
+	}
+};
+
+/* Under G.mu: o's mapping and descriptor, handed to the caller to let go
+ * of, once o is closed and holds no block (never in a forked child: its
+ * private maps lie inside it). */
+Unmap
+take_unmap_locked(Arena::Owner &o)
 {
 	Global &G = g();
+	Unmap u;
 
-	*base = nullptr;
 	if (!o.closed || o.live || !o.base || G.in_child)
-		return;
+		return u;
 	if (o.slot >= 0) {
 		G.lo[o.slot].store(0);
 		G.hi[o.slot].store(0);
 		o.slot = -1;
 	}
-	*base = o.base;
-	*bytes = o.bytes;
+	u.base = o.base;
+	u.bytes = o.bytes;
+	u.fd = o.fd;
 	o.base = nullptr;
+	o.fd = -1;
+	return u;
 }
 
 void
 live_done(Arena::Owner &o)
 {
-	void *base;
-	size_t bytes = 0;
+	Unmap u;
 	{
 		std::lock_guard<std::mutex> lock(g().mu);
 		o.live--;
-		take_unmap_locked(o, &base, &bytes);
+		u = take_unmap_locked(o);
 	}
-	if (base)
-		munmap(base, bytes);
+	u.run();
 }
 
 void
@@ -171,7 +193,7 @@ arena_delete(void *p)
 		b = std::move(it->second);
 		G.blocks.erase(it);
 		if (G.in_child) {
-			/* a private copy: libring's state here is the parent's */
+			/* a private map: libring's state here is the parent's */
 			munmap(p, b.len);
 			return;
 		}
@@ -272,26 +294,106 @@ block_new(OwnerPtr o, size_t n, bool tensor)
 	return p;
 }
 
-/* ---- fork: the child's blocks become private copies ---- */
+/* ---- fork: the child's blocks become private maps ---- */
 
-void
-privatize(void *p, size_t len)
+/*
+ * A forked child gets the arena's MAP_SHARED mapping, so its writes into a
+ * tensor there would land in its parent's.  Each block becomes, in the
+ * child, a MAP_PRIVATE map of the same pages of the memfd: nothing is copied
+ * at the fork, and the kernel copies a page the first time the child writes
+ * it (a DataLoader worker that never touches the model's tensors pays
+ * nothing for them, instead of a copy of every block).  Until then the child
+ * reads the memfd's pages as they are: what the parent (or ringd) writes
+ * there later is seen in the pages the child has not written.  Copying every
+ * block, as ordinary copy-on-write would in effect need, is the way out only
+ * when the memfd is not at hand (memfd_of found none).
+ */
+
+/* A descriptor of our own of the memfd mapped at base (libring's closes
+ * with the group, and ring.h hands out the mapping only): one of the
+ * process's descriptors that is the very file /proc/self/maps shows at
+ * base, duplicated and checked again (another thread may close and reuse a
+ * number meanwhile).  -1 when none is found (no /proc). */
+int
+memfd_of(const void *base)
 {
-	static const char msg[] = "ring: a forked child cannot copy a tensor out of the "
-				  "shared arena (out of memory); it exits\n";
-	void *t = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned long long start, ino = 0;
+	unsigned int maj = 0, min = 0;
+	bool found = false;
+	char *line = nullptr;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
 
-	if (t != MAP_FAILED) {
-		memcpy(t, p, len);
-		if (mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, p) != MAP_FAILED)
-			return;
-		munmap(t, len);
+	if (!f)
+		return -1;
+	while (!found && getline(&line, &cap, f) > 0)
+		found = sscanf(line, "%llx-%*x %*s %*x %x:%x %llu", &start, &maj, &min, &ino) == 4 &&
+			start == (uintptr_t)base && ino != 0;
+	free(line);
+	fclose(f);
+	DIR *d = found ? opendir("/proc/self/fd") : nullptr;
+	if (!d)
+		return -1;
+	dev_t dev = makedev(maj, min);
+	auto same = [&](int fd) {
+		struct stat st;
+		return fstat(fd, &st) == 0 && st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+	};
+	int got = -1;
+	for (struct dirent *e; got < 0 && (e = readdir(d));) {
+		char *end;
+		long n = strtol(e->d_name, &end, 10);
+		if (*end || end == e->d_name || n == dirfd(d) || !same((int)n))
+			continue;
+		int fd = fcntl((int)n, F_DUPFD_CLOEXEC, 3);
+		if (fd >= 0 && same(fd))
+			got = fd;
+		else if (fd >= 0)
+			close(fd);
 	}
+	closedir(d);
+	return got;
+}
+
+[[noreturn]] void
+child_exit(const char *msg, size_t len)
+{
 	/* Shared, the child's writes would land in its parent's tensors. */
-	if (write(2, msg, sizeof(msg) - 1) < 0) {
+	if (write(2, msg, len) < 0) {
 		/* nothing more to say */
 	}
 	_exit(70);
+}
+
+/* Moves the mapping t (len bytes) over p; false (t unmapped) on failure. */
+bool
+move_over(void *t, void *p, size_t len)
+{
+	if (t == MAP_FAILED)
+		return false;
+	if (mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, p) != MAP_FAILED)
+		return true;
+	munmap(t, len);
+	return false;
+}
+
+/* The block at p (offset off in the memfd fd) mapped privately in its
+ * place; a copy of it when there is no memfd or the map fails.  Either is
+ * made aside and moved over p, so that p stays mapped until one is ready. */
+void
+privatize(void *p, size_t len, int fd, off_t off)
+{
+	static const char msg[] = "ring: a forked child cannot copy a tensor out of the "
+				  "shared arena (out of memory); it exits\n";
+	const int rw = PROT_READ | PROT_WRITE;
+
+	if (fd >= 0 && move_over(mmap(nullptr, len, rw, MAP_PRIVATE, fd, off), p, len))
+		return;
+	void *t = mmap(nullptr, len, rw, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t != MAP_FAILED)
+		memcpy(t, p, len);
+	if (!move_over(t, p, len))
+		child_exit(msg, sizeof(msg) - 1);
 }
 
 void
@@ -306,14 +408,27 @@ fork_parent()
 	g().mu.unlock();
 }
 
+/* The memfds' descriptors go too: the private maps hold the files, and the
+ * child never maps another block. */
 void
 fork_child()
 {
 	Global &G = g();
 
 	if (!G.in_child) {
+		for (auto &e : G.blocks) {
+			const Arena::Owner &o = *e.second.owner;
+			privatize(e.first, e.second.len, o.fd, (off_t)((uint8_t *)e.first - o.base));
+		}
+		auto drop = [](Arena::Owner &o) {
+			if (o.fd >= 0)
+				close(o.fd);
+			o.fd = -1;
+		};
 		for (auto &e : G.blocks)
-			privatize(e.first, e.second.len);
+			drop(*e.second.owner);
+		for (const OwnerPtr &o : G.serving)
+			drop(*o);
 		G.in_child = true;
 		G.serving.clear();
 	}
@@ -396,9 +511,17 @@ Arena::Arena(ring_comm *comm) : owner_(std::make_shared<Owner>())
 		return;
 	install();
 	Global &G = g();
+	bool child;
+	{
+		std::lock_guard<std::mutex> lock(G.mu);
+		child = G.in_child;
+	}
+	/* A forked child makes no block: it needs no descriptor. */
+	int fd = child ? -1 : memfd_of(base);
 	std::lock_guard<std::mutex> lock(G.mu);
 	owner_->base = (uint8_t *)base;
 	owner_->bytes = bytes;
+	owner_->fd = fd;
 	owner_->cap = bytes / 2;	/* the rest for staging and the operations */
 	for (int i = 0; i < MAX_ARENAS; i++) {
 		if (G.lo[i].load())
@@ -447,8 +570,7 @@ void
 Arena::close(ring_comm *comm)
 {
 	Global &G = g();
-	void *base;
-	size_t bytes = 0;
+	Unmap u;
 
 	{
 		std::lock_guard<std::mutex> lock(G.mu);
@@ -467,10 +589,10 @@ Arena::close(ring_comm *comm)
 	{
 		std::lock_guard<std::mutex> lock(G.mu);
 		owner_->closed = true;
-		take_unmap_locked(*owner_, &base, &bytes);
+		u = take_unmap_locked(*owner_);
 	}
-	if (base)
-		munmap(base, bytes);
+	if (u.base)
+		u.run();
 	else
 		trim(*owner_);
 }

@@ -21,9 +21,12 @@
  * after its group is closed: libring hands the mapping over
  * (ring_arena_keep), and it is unmapped when the group is closed and its last
  * block is freed (ringd no longer sees it after the close).  A forked child
- * gets private copies of the blocks, as it gets copy-on-write copies of
- * ordinary memory: what it writes is never seen by its parent, nor the
- * parent's later writes by it (a DataLoader worker, os.fork).
+ * (a DataLoader worker, os.fork) gets the blocks as private maps of the same
+ * memory: nothing is copied at the fork, a page is copied the first time the
+ * child writes it, and what the child writes is never seen by its parent.
+ * Until then the child reads the page as its parent has it, the parent's
+ * (and ringd's) later writes included, as a MAP_PRIVATE map of a file reads
+ * it.
  *
  * The caller's tensors are never moved into the arena: their memory may be
  * seen by something that would not follow a move (a numpy array from

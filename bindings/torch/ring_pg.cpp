@@ -405,6 +405,21 @@ timeout_ms_of(std::chrono::milliseconds t)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* The group's first sequence number: FNV-1a of its job name, which every
+ * rank has and no other group of the run shares; nonzero (torch reads 0 as
+ * "not set") and well inside the int64 its fingerprints carry it in. */
+static uint64_t
+seq_origin(const std::string &job)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (unsigned char ch : job) {
+		h ^= ch;
+		h *= 1099511628211ull;
+	}
+	return (h & 0xffffffffu) + 1;
+}
+
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store, int rank,
 				   int size, std::chrono::milliseconds timeout)
 	: GroupBase(rank, size)
@@ -415,6 +430,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store> &store,
 	int tmo = env_tmo && *env_tmo ? 0 : timeout_ms_of(timeout);
 
 	place_ = place(*store, rank, size);
+	seq_ = seq_origin(place_.job);
 	comm_ = open_comm(place_, rank, size, tmo);
 	eng_ = std::make_shared<Engine>();
 	eng_->comm = comm_;
@@ -653,7 +669,10 @@ ProcessGroupRing::WorkPtr
 ProcessGroupRing::make_work(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
 {
 	check_open(name);
-	return c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs), arena_);
+	WorkPtr w = c10::make_intrusive<WorkRing>(rank_, type, name, std::move(outputs), arena_);
+	if (!w->p2p())
+		seq_++;
+	return w;
 }
 
 void

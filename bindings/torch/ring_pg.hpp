@@ -22,6 +22,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -264,6 +265,14 @@ class ProcessGroupRing : public GroupBase {
 	 * leaves the job; later calls raise. */
 	void close();
 	bool aborted() const;
+	/* c10d's sequence number, which TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper
+	 * compares across the ranks before every collective (and torch 2.6
+	 * asks for when it wraps the group): agreed at creation, from the job
+	 * name the ranks agreed on through the store, so setting it has nothing
+	 * left to do; one more at every collective issued, as gloo's, and none
+	 * at sends and receives, which only some of the ranks call. */
+	void setSequenceNumberForGroup() override {}
+	uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
 						 const c10d::BroadcastOptions &opts) override;
@@ -350,6 +359,7 @@ class ProcessGroupRing : public GroupBase {
 	void join(std::thread &t);
 
 	Placement place_;
+	std::atomic<uint64_t> seq_{ 0 };	/* getSequenceNumberForGroup's */
 	ring_comm *comm_ = nullptr;		/* eng_'s, valid while the group is */
 	std::shared_ptr<Arena> arena_;		/* eng_'s */
 	std::shared_ptr<Engine> eng_;		/* null once closed */

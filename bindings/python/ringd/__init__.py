@@ -16,8 +16,9 @@ one buffer, ``allgather(buf)`` takes this rank's input from its own block of
 buf (size blocks) and fills the others, and ``reduce_scatter(buf)`` leaves the
 result in this rank's block; pass ``recv`` for the usual out-of-place call
 (``allgather(mine, everyone)``).  The dtype comes
-from the buffer's format (``dtype=`` overrides it: bfloat16 travels in a uint16
-array with ``dtype=ringd.BFLOAT16``).  Every operation has a non-blocking form
+from the buffer's format (``dtype=`` reads the items as they are, never
+converts them: bfloat16 travels as the bits of a uint16 array with
+``dtype=ringd.BFLOAT16``).  Every operation has a non-blocking form
 (``iallreduce`` ...) that returns a :class:`Request`.  Failures raise
 :class:`Error` subclasses, one per libring error code.  Every call that can wait
 releases the GIL.

@@ -4,6 +4,7 @@ Prints the package's version and place, the daemon a communicator would
 reach (RING_SOCKET, else the system default) and whether the torch backend
 is usable here, then exits 0; 1 when the package itself is broken.
 """
+import errno
 import os
 import shutil
 import socket
@@ -15,7 +16,9 @@ def _daemon():
     src = "RING_SOCKET" if os.environ.get("RING_SOCKET") else "the default"
     binary = shutil.which("ringd") or next(
         (p for p in ("/usr/sbin/ringd", "/usr/local/sbin/ringd") if os.access(p, os.X_OK)), None)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    # ringd's client socket is a SEQPACKET one, as libring connects to it: a
+    # stream socket would be refused by a live daemon (EPROTOTYPE).
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
         s.settimeout(2)
         try:
             s.connect(path)
@@ -23,7 +26,11 @@ def _daemon():
         except FileNotFoundError:
             state = "nothing there (start ringd, or set RING_SOCKET)"
         except OSError as e:
-            state = f"no daemon answers ({e.strerror or e})"
+            if e.errno == errno.EPROTOTYPE:
+                state = ("something that is not ringd listens there (a stream socket; "
+                         "ringd's is a seqpacket one)")
+            else:
+                state = f"no daemon answers ({e.strerror or e})"
     return (f"daemon: {path} ({src}): {state}\n"
             f"ringd binary: {binary or 'not on PATH (make install, or the build tree: build/bin)'}")
 

@@ -56,11 +56,14 @@ def _create(store, rank, size, timeout):
 
 
 def backend_of(group=None):
-    """The ProcessGroupRing behind group (default: the default group)."""
+    """The ProcessGroupRing behind group (default: the default group), also
+    under TORCH_DISTRIBUTED_DEBUG=DETAIL, where torch 2.x wraps it in a
+    _ProcessGroupWrapper that checks every collective across the ranks."""
     pg = group if group is not None else _dist.distributed_c10d._get_default_group()
     if isinstance(pg, ProcessGroupRing):
         return pg
-    return pg._get_backend(_torch_mod.device("cpu"))
+    backend = pg._get_backend(_torch_mod.device("cpu"))
+    return getattr(backend, "wrapped_pg", backend)
 
 
 def _register():

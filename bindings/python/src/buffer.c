@@ -2,11 +2,13 @@
  * buffer.c - Python buffers as libring's arguments, and the holds that keep
  * them alive.  A buffer's dtype is read from its struct format by kind and
  * item size (numpy writes int64 as 'l', the struct module as 'q': both are a
- * signed integer of 8 bytes), so every exporter of plain numbers works; an
- * explicit dtype overrides the format (bfloat16 has no format character: its
- * bits travel in a uint16 array).  What libring cannot take is refused here
- * with the argument's name: a non-contiguous view, a read-only result, a
- * format with no ringd dtype, a size that is not a whole number of elements.
+ * signed integer of 8 bytes), so every exporter of plain numbers works.  An
+ * explicit dtype says how the items are read, never converts them: it is the
+ * format's own dtype, or bfloat16 for a 16-bit integer array (bfloat16 has no
+ * format character: its bits travel in a uint16 array).  What libring cannot
+ * take is refused here with the argument's name: a non-contiguous view, a
+ * read-only result, a format with no ringd dtype, a dtype= that would
+ * reinterpret the items, a size that is not a whole number of elements.
  */
 #include "pyring.h"
 
@@ -110,6 +112,34 @@ buf_fail(PyObject *type, const char *fn, const char *role, const char *why)
 	return -1;
 }
 
+/* dtype= on view: the format's own dtype, or bfloat16 on 16-bit integers.
+ * Anything else would read the bytes as another type (a float32 array taken
+ * as bfloat16 sums garbage), so it is refused with both named. */
+static int
+buf_check_override(const Py_buffer *view, const char *fn, const char *role, int dtype)
+{
+	int have = format_dtype(view->format, view->itemsize);
+	const char *want = ring_dtype_name((enum ring_dtype)dtype);
+
+	if (have == dtype || (dtype == RING_BFLOAT16 && (have == RING_UINT16 || have == RING_INT16)))
+		return 0;
+	if (dtype == RING_BFLOAT16)
+		PyErr_Format(PyExc_TypeError, "%s: %s is %s (format '%s', %zd bytes an item) but "
+			     "dtype= says bfloat16: dtype= reads the items as they are and "
+			     "converts nothing; bfloat16 travels as the bits of a uint16 or "
+			     "int16 array", fn, role, have >= 0 ?
+			     ring_dtype_name((enum ring_dtype)have) : "of no ringd dtype",
+			     view->format ? view->format : "B", view->itemsize);
+	else
+		PyErr_Format(PyExc_TypeError, "%s: %s is %s (format '%s', %zd bytes an item) but "
+			     "dtype= says %s: dtype= reads the items as they are and converts "
+			     "nothing; give a %s array (numpy's astype converts one) or leave "
+			     "dtype= out", fn, role, have >= 0 ?
+			     ring_dtype_name((enum ring_dtype)have) : "of no ringd dtype",
+			     view->format ? view->format : "B", view->itemsize, want, want);
+	return -1;
+}
+
 /* out's dtype, count and shape from view (dtype < 0: from its format). */
 static int
 buf_describe(const Py_buffer *view, const char *fn, const char *role, int dtype,
@@ -118,6 +148,8 @@ buf_describe(const Py_buffer *view, const char *fn, const char *role, int dtype,
 	size_t dsize;
 	int i;
 
+	if (dtype >= 0 && buf_check_override(view, fn, role, dtype) < 0)
+		return -1;
 	if (dtype < 0) {
 		dtype = format_dtype(view->format, view->itemsize);
 		if (dtype < 0) {

@@ -60,7 +60,7 @@ def test_not_contiguous(comm1):
 def test_sizes(comm1):
     with pytest.raises(ValueError, match="recv has 5 elements"):
         comm1.allreduce(np.ones(4, np.float32), np.ones(5, np.float32))
-    with pytest.raises(ValueError, match="whole number"):
+    with pytest.raises(TypeError, match="is uint8 .* dtype= says float32"):
         comm1.allreduce(bytearray(6), dtype=ringd.FLOAT32)
     with pytest.raises(ValueError, match="size x send"):
         comm1.allgather(np.ones(4), np.ones(3))
@@ -79,6 +79,36 @@ def test_dtypes(comm1):
         comm1.allreduce(np.ones(4, np.float32), dtype="complex")
     with pytest.raises(ValueError, match="dtype"):
         comm1.allreduce(np.ones(4, np.float32), dtype=99)
+
+
+def test_dtype_override_never_reinterprets(comm1):
+    """dtype= reads the items as they are: the buffer's own dtype, or
+    bfloat16 for the bits of a uint16 or int16 array.  One that disagrees
+    with the format in size or kind is refused with both named (a float32
+    array as bfloat16 summed 1.1 + 1.1 to 2.2000306), on the receiving
+    buffer as on the sending one, before anything is sent."""
+    x = np.full(4, 1.1, np.float32)
+    with pytest.raises(TypeError, match=r"buf is float32 \(format 'f', 4 bytes an item\) "
+                                        r"but dtype= says bfloat16"):
+        comm1.allreduce(x, dtype=ringd.BFLOAT16)
+    assert (x == np.float32(1.1)).all()
+    refused = [(np.ones(4, np.float16), ringd.BFLOAT16, "float16", "bfloat16"),
+               (np.ones(4, np.int32), "bfloat16", "int32", "bfloat16"),
+               (np.ones(4, np.float32), ringd.INT32, "float32", "int32"),
+               (np.ones(4, np.int64), ringd.UINT64, "int64", "uint64"),
+               (np.ones(4, np.uint16), ringd.INT16, "uint16", "int16"),
+               (np.ones(4, np.float64), np.float32, "float64", "float32"),
+               (np.ones(4, ">f4"), ringd.FLOAT32, "of no ringd dtype", "float32"),
+               (bytearray(8), ringd.FLOAT32, "uint8", "float32")]
+    for buf, dt, have, want in refused:
+        with pytest.raises(TypeError, match=f"is {have} .* dtype= says {want}"):
+            comm1.allreduce(buf, dtype=dt)
+    with pytest.raises(TypeError, match="recv is float32 .* dtype= says bfloat16"):
+        comm1.allreduce(np.ones(4, np.uint16), np.ones(4, np.float32), dtype=ringd.BFLOAT16)
+    for buf, dt in [(np.ones(4, np.uint16), ringd.BFLOAT16), (np.ones(4, np.int16), "bfloat16"),
+                    (np.ones(4, np.float32), ringd.FLOAT32), (np.ones(4, "q"), ringd.INT64),
+                    (np.ones(4, "l"), np.int64), (bytearray(4), ringd.UINT8)]:
+        comm1.allreduce(buf, dtype=dt)
 
 
 def test_other_buffers(comm1):

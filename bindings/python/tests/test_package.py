@@ -2,6 +2,7 @@
 installation, and the extension's type stubs name everything it has."""
 import ast
 import os
+import socket
 import subprocess
 
 import ringd
@@ -23,6 +24,26 @@ def test_main_reports(tmp_path):
     assert lines[0].startswith(f"ringd {_ringd.LIBRING_VERSION} "), p.stdout
     assert f"daemon: {sock} (RING_SOCKET): nothing there" in p.stdout, p.stdout
     assert any(line.startswith("torch") for line in lines), p.stdout
+
+
+def test_main_finds_a_live_daemon(ring1, tmp_path):
+    """With a daemon at RING_SOCKET, python3 -m ringd says one listens there
+    (it probed ringd's SEQPACKET socket as a stream, and said "no daemon
+    answers (Protocol wrong type for socket)"); a stream socket at the path
+    is named as not ringd."""
+    sock = ring1.socket(0)
+    p = subprocess.run([PYTHON, "-m", "ringd"], env=clean_env(RING_SOCKET=sock),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"daemon: {sock} (RING_SOCKET): a daemon listens there" in p.stdout, p.stdout
+    other = str(tmp_path / "stream.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(other)
+        s.listen(1)
+        p = subprocess.run([PYTHON, "-m", "ringd"], env=clean_env(RING_SOCKET=other),
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"daemon: {other} (RING_SOCKET): something that is not ringd" in p.stdout, p.stdout
 
 
 def stub_names():

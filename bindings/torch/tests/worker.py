@@ -281,6 +281,15 @@ def s_bitwise():
         raise AssertionError("BAND of floats did not raise")
 
 
+def detail_wrapped(group=None):
+    """Whether torch wraps group's backend in TORCH_DISTRIBUTED_DEBUG=DETAIL's
+    checker (torch 2.x; 1.13 wraps only its own backends)."""
+    if ringd.torch.TORCH_API != "backend":
+        return False
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return type(pg._get_backend(torch.device("cpu"))).__name__ == "_ProcessGroupWrapper"
+
+
 def coalescing(ops):
     """The operations ops() issues, coalesced into one libring group."""
     if ringd.torch.TORCH_API == "backend":
@@ -310,21 +319,41 @@ def s_coalescing():
     # torch 2.x's fast paths: all_gather_into_tensor_coalesced and
     # reduce_scatter_tensor_coalesced.
     outs = [torch.zeros(N * 3), torch.zeros(N * 2, 2)]
-    with dist._coalescing_manager(async_ops=True) as cm:
+
+    def gathers():
         dist.all_gather_into_tensor(outs[0], contrib(R, (3,)))
         dist.all_gather_into_tensor(outs[1], contrib(R, (2, 2)))
-    cm.wait()
-    same(outs[0], torch.cat([contrib(r, (3,)) for r in range(N)]), "coalesced all-gather 0")
-    same(outs[1], torch.cat([contrib(r, (2, 2)) for r in range(N)]), "coalesced all-gather 1")
+    if fast_path("allgather_into_tensor_coalesced", gathers):
+        same(outs[0], torch.cat([contrib(r, (3,)) for r in range(N)]), "coalesced all-gather 0")
+        same(outs[1], torch.cat([contrib(r, (2, 2)) for r in range(N)]),
+             "coalesced all-gather 1")
     outs = [torch.zeros(3), torch.zeros(2)]
-    with dist._coalescing_manager(async_ops=True) as cm:
+
+    def scatters():
         dist.reduce_scatter_tensor(outs[0], contrib(R, (N * 3,)))
         dist.reduce_scatter_tensor(outs[1], contrib(R + 1, (N * 2,)))
-    cm.wait()
-    same(outs[0], sum(contrib(r, (N * 3,)) for r in range(N))[R * 3:R * 3 + 3],
-         "coalesced reduce-scatter 0")
-    same(outs[1], sum(contrib(r + 1, (N * 2,)) for r in range(N))[R * 2:R * 2 + 2],
-         "coalesced reduce-scatter 1")
+    if fast_path("reduce_scatter_tensor_coalesced", scatters):
+        same(outs[0], sum(contrib(r, (N * 3,)) for r in range(N))[R * 3:R * 3 + 3],
+             "coalesced reduce-scatter 0")
+        same(outs[1], sum(contrib(r + 1, (N * 2,)) for r in range(N))[R * 2:R * 2 + 2],
+             "coalesced reduce-scatter 1")
+
+
+def fast_path(name, ops):
+    """ops() coalesced into torch 2.x's fast path name; False where
+    TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper refuses it: torch 2.6's passes
+    neither fast path on to any backend (gloo's included) and raises before
+    the backend is called."""
+    try:
+        with dist._coalescing_manager(async_ops=True) as cm:
+            ops()
+        cm.wait()
+    except RuntimeError as e:
+        if not detail_wrapped() or f"not support {name}" not in str(e):
+            raise
+        print(f"coalescing: under DETAIL's wrapper: {e}", flush=True)
+        return False
+    return True
 
 
 def s_barrier():
@@ -548,9 +577,9 @@ def s_arena_tensors():
     """Large tensors made while the group is open are made in its arena, so
     that DDP's buckets need no staging: a 4 MiB tensor is, a small one is
     not, and DDP's buckets of 1 MiB and more (as a hook sees them, in two
-    steps) are; the gradients are right.  A forked child's writes into such a tensor never
-    reach the parent (it gets copies, as of ordinary memory), nor do the
-    parent's later writes reach the child."""
+    steps) are; the gradients are right.  A forked child reads such a
+    tensor as the parent wrote it, and its writes into it never reach the
+    parent (forkcost measures what the child pays for it)."""
     from ringd import _torch
     big, small = torch.full((1 << 20,), 3.0), torch.ones(1000)
     if not _torch.in_arena(big) or _torch.in_arena(small):
@@ -825,6 +854,142 @@ def mismatches(args):
     dist.destroy_process_group()
 
 
+def seqnum(args):
+    """c10d's sequence numbers, which TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper
+    compares across the ranks before every collective (torch 2.x wraps every
+    group in it then, and asks the backend for them): each group's is
+    nonzero and the same on every rank, another group's differs, setting it
+    again changes nothing, and it counts the collectives (one each) but not
+    the sends and receives, which only some ranks call.  Wrapped, a
+    collective whose ranks disagree is caught by the wrapper on every rank
+    before ringd sees it, and the group goes on."""
+    init(args)
+    print(f"SEQNUM torch api {ringd.torch.TORCH_API}", flush=True)
+    pg = ringd.torch.backend_of()
+    wrapped = detail_wrapped()
+    s0 = pg._get_sequence_number_for_group()
+    pg._set_sequence_number_for_group()
+    if s0 == 0 or pg._get_sequence_number_for_group() != s0:
+        raise AssertionError(f"sequence number {s0}, then "
+                             f"{pg._get_sequence_number_for_group()} after setting it")
+
+    def agreed(group, b, want, what):
+        got = b._get_sequence_number_for_group()
+        everyone = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(everyone, torch.tensor([got]), group=group)
+        if got != want or any(int(e) != got for e in everyone):
+            raise AssertionError(f"{what}: sequence number {got} (want {want}), the "
+                                 f"ranks' {[int(e) for e in everyone]}")
+    agreed(None, pg, s0, "after init")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    dist.barrier()
+    dist.all_gather_object([None] * N, R)      # two all-gathers
+    if R == 0:
+        dist.send(t, 1)
+    elif R == 1:
+        dist.recv(t, 0)
+    agreed(None, pg, s0 + 1 + 5, "after 5 collectives and a send")
+    sub = dist.new_group(list(range(N)))
+    sb = ringd.torch.backend_of(sub)
+    if sb._get_sequence_number_for_group() == pg._get_sequence_number_for_group():
+        raise AssertionError("two groups have the same sequence number")
+    agreed(sub, sb, sb._get_sequence_number_for_group(), "the subgroup")
+    if wrapped:
+        try:
+            dist.all_reduce(torch.ones(4 if R == 0 else 5))
+        except RuntimeError as e:
+            if "Detected mismatch between collectives" not in str(e):
+                raise
+            print(f"SEQNUM the wrapper caught: {str(e).splitlines()[0][:200]}", flush=True)
+        else:
+            raise AssertionError("a mismatched all_reduce did not raise")
+        print("SEQNUM wrapped", flush=True)
+    t = torch.full((3,), float(R))
+    dist.all_reduce(t)
+    same(t, torch.full((3,), float(sum(range(N)))), "an all-reduce after it")
+    print("SEQNUM ok", flush=True)
+    dist.destroy_process_group()
+
+
+def private_kib():
+    """This process's private memory (kB), from /proc/self/smaps_rollup."""
+    kib = 0
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                kib += int(line.split()[1])
+    return kib
+
+
+def in_child(fn):
+    """fn() in a forked child (numpy only there: torch's thread pools do not
+    survive a fork); its result (a line), or the child's exit status."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.write(w, (fn() + "\n").encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read().strip()
+    _, status = os.waitpid(pid, 0)
+    return out or f"(the child exited with status {os.waitstatus_to_exitcode(status)})"
+
+
+def forkcost(args):
+    """A forked child pays nothing for the arena's tensors it leaves alone:
+    with --cycles MiB of tensors made in the arena, an idle child has under
+    16 MiB of private memory, one that reads an element of each tensor under
+    16 MiB more, and one that writes an element of each about a page more
+    per tensor; what the child read is what the parent wrote before the
+    fork, and its writes never reach the parent.  (When the fork copied
+    every block, an idle child had 513 MiB private for 512 MiB of
+    tensors.)"""
+    from ringd import _torch
+    init(args)
+    n = args.cycles // 4
+    ts = [torch.full((1 << 20,), float(i)) for i in range(n)]     # 4 MiB each
+    if not all(_torch.in_arena(t) for t in ts):
+        raise AssertionError(f"{sum(_torch.in_arena(t) for t in ts)} of {n} tensors in "
+                             "the arena: too small for the test (RING_ARENA_MB)")
+    arrays = [t.numpy() for t in ts]
+    base = in_child(lambda: str(private_kib()))
+
+    def reader():
+        seen = [float(a[12345]) for a in arrays]
+        return f"{private_kib()} {seen == [float(i) for i in range(n)]}"
+
+    def writer():
+        for a in arrays:
+            a[7] = -1.0
+        return f"{private_kib()} {all(float(a[7]) == -1.0 for a in arrays)}"
+    read, wrote = in_child(reader).split(), in_child(writer).split()
+    print(f"FORKCOST {n * 4} MiB of tensors: a child's private memory {base} kB idle, "
+          f"{read[0]} kB after reading them, {wrote[0]} kB after writing one element "
+          "of each", flush=True)
+    if read[1:] != ["True"] or wrote[1:] != ["True"]:
+        raise AssertionError(f"the child read wrong values: {read} {wrote}")
+    if int(base) > 16 << 10:
+        raise AssertionError(f"a child that touched nothing has {base} kB private: the "
+                             f"fork copied the {n * 4} MiB of arena tensors")
+    if int(read[0]) - int(base) > 16 << 10:
+        raise AssertionError(f"a child that read the tensors has {read[0]} kB private "
+                             f"(an idle one {base} kB): it copied them")
+    if int(wrote[0]) - int(base) > (16 << 10) + n * 8:
+        raise AssertionError(f"a child that wrote one element of each tensor has "
+                             f"{wrote[0]} kB private (an idle one {base} kB)")
+    if any(float(a[7]) != float(i) for i, a in enumerate(arrays)):
+        raise AssertionError("the child's writes reached the parent")
+    dist.barrier()
+    print("FORKCOST ok", flush=True)
+    dist.destroy_process_group()
+
+
 def single(args):
     """A group of one: with no daemon anywhere, libring runs it alone."""
     init(args)
@@ -956,7 +1121,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario",
                    choices=["walk", "churn", "killed", "single", "lastref", "powersgd",
-                            "abort", "shutdown", "mismatches", "wire"])
+                            "abort", "shutdown", "mismatches", "wire", "forkcost", "seqnum"])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--init", required=True)
@@ -971,7 +1136,8 @@ def main():
     torch.set_num_threads(1)
     {"walk": walk, "churn": churn, "killed": killed, "single": single,
      "powersgd": powersgd, "lastref": lastref, "abort": abort,
-     "shutdown": shutdown, "mismatches": mismatches, "wire": wire}[args.scenario](args)
+     "shutdown": shutdown, "mismatches": mismatches, "wire": wire,
+     "forkcost": forkcost, "seqnum": seqnum}[args.scenario](args)
 
 
 if __name__ == "__main__":
