@@ -324,9 +324,10 @@ static int
 req_send(struct ring_request *r, struct proto_op *op)
 {
 	struct ring_comm *c = r->c;
-	int rc = lr_sess_post(c, op);
+	int rc;
 
-	if (rc)
+	/* a collective piece is a round of the job page too (fast.c) */
+	if ((rc = lr_fast_piece(c, op)) != 0 || (rc = lr_sess_post(c, op)) != 0)
 		return rc;
 	c->out[c->nout++] = (struct lr_out){ .reqid = op->reqid, .req = r, .coll = op->coll,
 					     .posted_ms = proto_now_ms() };
