@@ -27,7 +27,10 @@
  * Waits.  A wait looks, spins (a few pauses, then yielding between looks)
  * for the adaptive window of wait.c, then sleeps on the page's futex in
  * slices, looking at the session between them: a daemon that died wakes no
- * futex, but its socket hangs up.  Every wait has the operation's timeout;
+ * futex, but its socket hangs up.  Asleep, it lets go of the communicator's
+ * mutex: another thread's sends and receives go on meanwhile, and its
+ * collectives wait until the operation is over (lr_fast_hold), as they
+ * take the rounds after it.  Every wait has the operation's timeout;
  * one that runs out names the ranks that never came and marks the round
  * given up, so a process that starts it later fails at once too (unless it
  * read every record in the instant before: it then finishes the operation
@@ -58,6 +61,7 @@ _Static_assert(sizeof(struct proto_page_rec) == 64, "a record is one cache line"
 _Static_assert(PROTO_PAGE_RANKS_MAX <= 64, "the waits keep one bit a process");
 
 #define FAST_SLICE_MS 20 /* a sleep on the futex looks at the session this often */
+#define FAST_LOOK_MS 100 /* ... and so do the operations */
 #define FAST_PAUSES 32   /* looks with a pause between them before yielding */
 
 enum { REC_BEHIND, REC_OK, REC_AHEAD };
@@ -357,27 +361,35 @@ fast_fail_broken(struct fast_op *f, int32_t code)
 	return lr_fail(f->c, code, "%s", text);
 }
 
-/* The session between two sleeps: what ringd sent (an ERROR, its hang-up)
- * breaks it, and the operation fails with that. */
+/* The session, between two sleeps and now and then between operations: a
+ * daemon that hung up (it died, or said why first: an ERROR) breaks it, and
+ * the operation fails with that.  Only then is it read here, so the answers
+ * of sends and receives in flight stay for their requests. */
 static int
 fast_look_session(struct ring_comm *c)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
 	struct proto_done d;
-	int rc;
+	int rc = 0, i;
 
-	if (poll(&pfd, 1, 0) <= 0)
+	c->fast.looked_ms = proto_now_ms();
+	if (c->broken) /* another thread's call found it so */
+		return lr_sess_usable(c);
+	if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)))
 		return 0;
-	c->sock_look = true;
-	rc = lr_sess_take(c, &d);
-	return rc < 0 ? rc : 0; /* a DONE: nothing of ours is outstanding */
+	for (i = 0; i <= LR_WINDOW + 1 && rc >= 0; i++) {
+		c->sock_look = true;
+		rc = lr_sess_take(c, &d); /* what came before the hang-up, then it */
+	}
+	return rc < 0 ? rc : lr_sess_break(c, RING_EDAEMON, "ringd at %s hung up", c->sock);
 }
 
 /*
  * The sleep after the spin: counted in `sleepers` before the futex word is
  * read and the look made, so a process that publishes after that look sees
  * the count and wakes us (fast_wake), in slices of FAST_SLICE_MS until the
- * deadline.
+ * deadline.  The communicator's mutex is let go while asleep, so that other
+ * threads' sends and receives go on (their collectives wait: lr_fast_hold).
  */
 static int
 fast_sleep(struct fast_op *f, fast_look_fn look)
@@ -396,7 +408,9 @@ fast_sleep(struct fast_op *f, fast_look_fn look)
 			ms = ms < FAST_SLICE_MS ? ms : FAST_SLICE_MS;
 			ts.tv_sec = 0;
 			ts.tv_nsec = (long)ms * 1000000L;
+			lr_comm_unlock(f->c);
 			syscall(SYS_futex, &h->futex, FUTEX_WAIT, v, &ts, NULL, 0);
+			lr_comm_lock(f->c);
 			rc = look(f);
 		}
 		__atomic_sub_fetch(&h->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -575,15 +589,14 @@ fast_reduce(struct fast_op *f)
 		proto_scale(pl->recv, pl->count, dtype, (uint32_t)c->size);
 }
 
-int
-lr_fast_run(struct ring_comm *c, const struct lr_plan *pl)
+/* The operation, once it is known to be one for the page. */
+static int
+fast_go(struct ring_comm *c, const struct lr_plan *pl)
 {
 	struct fast_op f;
 	char what[64];
 	int rc;
 
-	if (!fast_eligible(c, pl))
-		return LR_FAST_NO;
 	fast_begin(&f, c, pl);
 	if (f.round > 1 && (rc = fast_wait(&f, fast_look_gate)) != 1) {
 		/* never to run: the round is still this process's, given up */
@@ -608,4 +621,37 @@ lr_fast_run(struct ring_comm *c, const struct lr_plan *pl)
 	fast_reduce(&f);
 	c->fast.ops++;
 	return 0;
+}
+
+void
+lr_fast_hold(struct ring_comm *c)
+{
+	int64_t end = proto_now_ms() + c->timeout_ms + LR_GRACE_MS;
+	struct timespec ts;
+
+	while (c->fast.busy && proto_ms_left(end) > 0) {
+		ts.tv_sec = (time_t)(end / 1000);
+		ts.tv_nsec = (long)(end % 1000) * 1000000L;
+		(void)pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
+}
+
+int
+lr_fast_run(struct ring_comm *c, const struct lr_plan *pl)
+{
+	int rc;
+
+	if (c->fast.page == NULL)
+		return LR_FAST_NO;
+	lr_fast_hold(c);
+	if (!c->broken && proto_now_ms() - c->fast.looked_ms >= FAST_LOOK_MS &&
+	    (rc = fast_look_session(c)) != 0)
+		return rc;
+	if (!fast_eligible(c, pl))
+		return LR_FAST_NO;
+	c->fast.busy = true;
+	rc = fast_go(c, pl);
+	c->fast.busy = false;
+	pthread_cond_broadcast(&c->cv);
+	return rc;
 }

@@ -244,6 +244,9 @@ struct lr_fast {
 	bool carry;                     /* the fast path sent round `round` to ringd:
 					 * the next collective piece posted is it */
 	uint32_t spin_us[LR_SPIN_CLASSES]; /* the waits' adaptive windows */
+	int64_t looked_ms;              /* when the session was last looked at */
+	bool busy;                      /* an operation is on its way (its thread
+					 * may sleep without the mutex) */
 	uint64_t ops, fell;             /* fast operations, and those that went to
 					 * ringd instead (RING_DEBUG) */
 };
@@ -461,6 +464,9 @@ int lr_fast_run(struct ring_comm *c, const struct lr_plan *pl);
 /* After that operation went to ringd: a carry its request never posted is
  * dropped. */
 void lr_fast_settle(struct ring_comm *c);
+/* Waits (c locked, bounded) while another thread's fast operation is on its
+ * way: a collective issued meanwhile takes the round after it. */
+void lr_fast_hold(struct ring_comm *c);
 
 /* ---- req.c: requests and the engine that runs them ---- */
 

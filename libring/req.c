@@ -612,9 +612,11 @@ lr_req_alloc(struct ring_comm *c, const char *fn)
 static struct ring_request *
 req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 {
-	struct ring_request *r = lr_req_alloc(c, fn);
+	struct ring_request *r;
 
-	if (!r)
+	if (pl->tmpl.coll != PROTO_COLL_SEND && pl->tmpl.coll != PROTO_COLL_RECV)
+		lr_fast_hold(c); /* behind another thread's fast operation */
+	if (!(r = lr_req_alloc(c, fn)))
 		return NULL;
 	r->pl = *pl;
 	r->p2p = pl->tmpl.coll == PROTO_COLL_SEND || pl->tmpl.coll == PROTO_COLL_RECV;

@@ -20,6 +20,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,6 +381,47 @@ Test(localfast, killed_rank_aborts_the_waiter)
 		  lg->msg[0][1]);
 }
 
+/* Rank 1 stays out of the all-reduce until the test has killed the daemon. */
+static int
+rank_daemon_dies(ring_comm *comm, int rank, int size, void *arg)
+{
+	struct fault_log *lg = arg;
+
+	logged_call(comm, lg, rank, size, 0);
+	IT_CHECK(lg->rc[rank][0] == 0, "the first all-reduce: %s", lg->msg[rank][0]);
+	lg->ready[rank] = 1;
+	if (rank == 1)
+		IT_CHECK(wait_set(&lg->done1, 60), "the test never killed the daemon");
+	logged_call(comm, lg, rank, size, 1);
+	return 0;
+}
+
+Test(localfast, killed_daemon_fails_the_page)
+{
+	struct fault_log *lg = harness_shared(sizeof(*lg));
+	struct cluster_job job;
+
+	cr_assert_not_null(lg);
+	cr_assert_eq(cluster_start(&cluster, 1, NULL), 0);
+	cr_assert_eq(cluster_spawn(&cluster, 2, rank_daemon_dies, lg, &job), 0);
+	cr_assert(wait_set(&lg->ready[0], 60) && wait_set(&lg->ready[1], 60),
+		  "the ranks never got past their first all-reduce");
+	usleep(300 * 1000); /* rank 0 asleep on the page by now */
+	lg->t_fault = harness_now();
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGKILL), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 0, 5000), 0);
+	usleep(200 * 1000);
+	lg->done1 = 1;
+	cr_assert_eq(cluster_wait(&job), 0, "a rank failed (see above)");
+	for (int r = 0; r < 2; r++) {
+		fprintf(stderr, "daemon killed: rank %d after %.3f s: %s\n", r,
+			lg->t_err[r] - lg->t_fault, lg->msg[r][1]);
+		cr_assert_eq(lg->rc[r][1], RING_EDAEMON, "rank %d got %s: %s", r,
+			     ring_strerror(lg->rc[r][1]), lg->msg[r][1]);
+		cr_assert(lg->took[r][1] < WAKE_S, "rank %d's call took %.3f s", r, lg->took[r][1]);
+	}
+}
+
 /* Rank 1 calls late_ms late (rank 0 waits for its first call to return before
  * its second when sync is set); three all-reduces each. */
 struct late_arg {
@@ -485,6 +527,69 @@ Test(localfast, revoke_wakes_the_waiter)
 				     ring_strerror(lg->rc[r][k]), lg->msg[r][k]);
 	cr_assert(lg->took[1][1] < 0.3 + WAKE_S && strstr(lg->msg[1][1], "revoked by rank 0"),
 		  "rank 1 waited %.3f s: %s", lg->took[1][1], lg->msg[1][1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads                                                            */
+/* ------------------------------------------------------------------ */
+
+struct sender {
+	ring_comm *comm;
+	int rc;
+};
+
+static void *
+send_later(void *arg)
+{
+	struct sender *s = arg;
+	size_t shape[1] = { SMALL };
+	float v[SMALL] = { 5, 6 };
+
+	usleep(300 * 1000); /* the other thread asleep on the page by now */
+	s->rc = ring_send(s->comm, v, RING_FLOAT32, 1, shape, 1);
+	return NULL;
+}
+
+/* Rank 1 calls the all-reduce only once it has the message that another
+ * thread of rank 0 sends while rank 0's main thread waits in the page. */
+static int
+rank_threads(ring_comm *comm, int rank, int size, void *arg)
+{
+	struct fault_log *lg = arg;
+	struct sender s = { .comm = comm, .rc = 1 };
+	size_t shape[1] = { SMALL };
+	float v[SMALL];
+	pthread_t t;
+
+	if (rank == 0) {
+		IT_CHECK(pthread_create(&t, NULL, send_later, &s) == 0, "pthread_create");
+		logged_call(comm, lg, rank, size, 0);
+		pthread_join(t, NULL);
+		IT_CALL(s.rc);
+	} else {
+		IT_CALL(ring_recv(comm, v, RING_FLOAT32, 1, shape, 0));
+		IT_CHECK(v[0] == 5 && v[1] == 6, "received %g %g", v[0], v[1]);
+		logged_call(comm, lg, rank, size, 0);
+	}
+	IT_CHECK(lg->rc[rank][0] == 0 && lg->right[rank][0], "the all-reduce: %s (data %s)",
+		 lg->msg[rank][0], lg->right[rank][0] ? "right" : "wrong");
+	return 0;
+}
+
+Test(localfast, another_threads_send_goes_on)
+{
+	struct fault_log *lg = harness_shared(sizeof(*lg));
+	long long before, ran;
+
+	cr_assert_not_null(lg);
+	setenv("RING_TIMEOUT_MS", "5000", 1);
+	cr_assert_eq(cluster_start(&cluster, 1, NULL), 0);
+	before = daemon_ops(0);
+	cr_assert_eq(cluster_run_local(&cluster, 2, 2, rank_threads, lg), 0, "a rank failed");
+	ran = daemon_ops(0) - before;
+	cr_assert_eq(ran, 2, "the daemon ran %lld operations, not the send and the receive "
+		     "alone", ran);
+	cr_assert(lg->took[0][0] < 3.0, "rank 0's all-reduce took %.3f s", lg->took[0][0]);
 }
 
 /* ------------------------------------------------------------------ */
