@@ -507,7 +507,8 @@ fast_look_records(struct fast_op *f)
 }
 
 /* The bound ran out: the round is given up (a process that starts it later
- * fails at once), naming the processes missing from f->have. */
+ * fails at once), naming the processes missing from f->have and what they
+ * did not do. */
 static int
 fast_late(struct fast_op *f, const char *what)
 {
@@ -517,8 +518,8 @@ fast_late(struct fast_op *f, const char *what)
 	fast_names(c, f->all & ~f->have, names, sizeof(names));
 	__atomic_store_n(&fast_part(c, c->fast.me)->gaveup, f->round, __ATOMIC_RELEASE);
 	fast_wake(c);
-	return lr_fail(c, RING_ETIMEDOUT, "%s timed out after %lld ms: rank(s) %s never called %s",
-		       fast_fps(f), (long long)(proto_now_ms() - f->t0), names, what);
+	return lr_fail(c, RING_ETIMEDOUT, "%s timed out after %lld ms: rank(s) %s %s", fast_fps(f),
+		       (long long)(proto_now_ms() - f->t0), names, what);
 }
 
 /* ---- the operation ---- */
@@ -570,7 +571,8 @@ fast_begin(struct fast_op *f, struct ring_comm *c, const struct lr_plan *pl)
 	f->deadline = f->t0 + c->timeout_ms;
 }
 
-/* Every slot of the round, in local-rank order, into the result. */
+/* A small operand: every slot of the round, in local-rank order, into the
+ * result. */
 static void
 fast_reduce(struct fast_op *f)
 {
@@ -579,14 +581,119 @@ fast_reduce(struct fast_op *f)
 	int dtype = pl->tmpl.dtype, op = pl->tmpl.redop;
 	unsigned i;
 
-	if (pl->tmpl.coll != PROTO_COLL_ALLREDUCE || pl->count == 0)
-		return;
 	proto_reduce(pl->recv, fast_slot(c, 0, f->round), fast_slot(c, 1, f->round), pl->count,
 		     dtype, op);
 	for (i = 2; i < c->fast.n; i++)
 		proto_reduce(pl->recv, pl->recv, fast_slot(c, i, f->round), pl->count, dtype, op);
 	if (op == RING_AVG)
 		proto_scale(pl->recv, pl->count, dtype, (uint32_t)c->size);
+}
+
+/* Process i's chunk of a split operation: [*off, *off + *n) elements,
+ * whole cache lines but the last. */
+static void
+fast_chunk(const struct fast_op *f, unsigned i, size_t *off, size_t *n)
+{
+	size_t count = f->pl->count, per = (count + f->c->fast.n - 1) / f->c->fast.n;
+	size_t line = 64 / f->pl->es;
+
+	per = (per + line - 1) / line * line;
+	*off = (size_t)i * per < count ? (size_t)i * per : count;
+	*n = count - *off < per ? count - *off : per;
+}
+
+/* Every process has reduced its chunk of the round into its slot. */
+static int
+fast_look_reduced(struct fast_op *f)
+{
+	struct ring_comm *c = f->c;
+	int32_t brk = __atomic_load_n(&c->fast.page->broken, __ATOMIC_ACQUIRE);
+	unsigned i;
+
+	for (i = 0; i < c->fast.n; i++)
+		if (__atomic_load_n(&fast_part(c, i)->reduced, __ATOMIC_ACQUIRE) >= f->round)
+			f->have |= 1ull << i;
+	if (f->have == f->all)
+		return 1;
+	return brk != 0 ? fast_fail_broken(f, brk) : 0;
+}
+
+/* This process's chunk of every operand, in local-rank order (its own from
+ * its send buffer: it never copied that chunk into its slot), into its own
+ * slot, then into its result. */
+static void
+fast_reduce_chunk(struct fast_op *f, size_t off, size_t n)
+{
+	const struct lr_plan *pl = f->pl;
+	struct ring_comm *c = f->c;
+	int dtype = pl->tmpl.dtype, op = pl->tmpl.redop;
+	size_t at = off * pl->es;
+	uint8_t *dst = fast_slot(c, c->fast.me, f->round) + at;
+	const uint8_t *src[2];
+	unsigned i;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < 2; i++)
+		src[i] = i == c->fast.me ? pl->send + at : fast_slot(c, i, f->round) + at;
+	proto_reduce(dst, src[0], src[1], n, dtype, op);
+	for (i = 2; i < c->fast.n; i++)
+		proto_reduce(dst, dst,
+			     i == c->fast.me ? pl->send + at : fast_slot(c, i, f->round) + at, n,
+			     dtype, op);
+	if (op == RING_AVG)
+		proto_scale(dst, n, dtype, (uint32_t)c->size);
+	memcpy(pl->recv + at, dst, n * pl->es);
+}
+
+/*
+ * A large operand in chunks: this process reduces its chunk of every
+ * operand into its own slot (where no one else reads it) and its result,
+ * says so, and once every process has, copies the others' chunks from
+ * their slots.  The bits are those of the whole reduction: each element is
+ * reduced in local-rank order either way.
+ */
+static int
+fast_split(struct fast_op *f)
+{
+	struct ring_comm *c = f->c;
+	size_t es = f->pl->es, off, n;
+	unsigned i;
+	int rc;
+
+	fast_chunk(f, c->fast.me, &off, &n);
+	fast_reduce_chunk(f, off, n);
+	__atomic_store_n(&fast_part(c, c->fast.me)->reduced, f->round, __ATOMIC_RELEASE);
+	fast_wake(c);
+	f->have = 0;
+	if ((rc = fast_wait(f, fast_look_reduced)) != 1)
+		return rc == FAST_LATE ? fast_late(f, "never reduced their part of it") : rc;
+	for (i = 0; i < c->fast.n; i++) {
+		if (i == c->fast.me)
+			continue;
+		fast_chunk(f, i, &off, &n);
+		memcpy(f->pl->recv + off * es, fast_slot(c, i, f->round) + off * es, n * es);
+	}
+	return 0;
+}
+
+/* The operand into this process's slot: whole, or (in chunks) but for the
+ * chunk this process reduces itself. */
+static void
+fast_copy_in(struct fast_op *f)
+{
+	uint8_t *slot = fast_slot(f->c, f->c->fast.me, f->round);
+	size_t es = f->pl->es, off, n;
+
+	if (f->bytes == 0)
+		return;
+	if (f->bytes < PROTO_PAGE_SPLIT_BYTES) {
+		memcpy(slot, f->pl->send, f->bytes);
+		return;
+	}
+	fast_chunk(f, f->c->fast.me, &off, &n);
+	memcpy(slot, f->pl->send, off * es);
+	memcpy(slot + (off + n) * es, f->pl->send + (off + n) * es, f->bytes - (off + n) * es);
 }
 
 /* The operation, once it is known to be one for the page. */
@@ -601,16 +708,15 @@ fast_go(struct ring_comm *c, const struct lr_plan *pl)
 	if (f.round > 1 && (rc = fast_wait(&f, fast_look_gate)) != 1) {
 		/* never to run: the round is still this process's, given up */
 		fast_publish(c, f.round, f.w, 0);
-		snprintf(what, sizeof(what), "#%llu, the collective before it",
+		snprintf(what, sizeof(what), "never called #%llu, the collective before it",
 			 (unsigned long long)(f.round - 1));
 		return rc == FAST_LATE ? fast_late(&f, what) : rc;
 	}
-	if (f.bytes > 0)
-		memcpy(fast_slot(c, c->fast.me, f.round), pl->send, f.bytes);
+	fast_copy_in(&f);
 	fast_publish(c, f.round, f.w, PROTO_PAGE_DATA);
 	f.have = 1ull << c->fast.me;
 	if ((rc = fast_wait(&f, fast_look_records)) != 1)
-		return rc == FAST_LATE ? fast_late(&f, "it") : rc;
+		return rc == FAST_LATE ? fast_late(&f, "never called it") : rc;
 	if (!f.same) {
 		/* ringd meets the others' calls of this round: theirs and ours
 		 * run there, or fail naming both */
@@ -618,9 +724,13 @@ fast_go(struct ring_comm *c, const struct lr_plan *pl)
 		c->fast.fell++;
 		return LR_FAST_NO;
 	}
-	fast_reduce(&f);
-	c->fast.ops++;
-	return 0;
+	rc = 0;
+	if (f.bytes >= PROTO_PAGE_SPLIT_BYTES)
+		rc = fast_split(&f);
+	else if (f.bytes > 0)
+		fast_reduce(&f);
+	c->fast.ops += rc == 0;
+	return rc;
 }
 
 void

@@ -664,7 +664,9 @@ uint32_t proto_shmq_used(const struct proto_shmq *q);
  *
  * Slots.  A process writes its slot of parity p for round r only once every
  * process's record shows it started round r - 1, hence finished round r - 2,
- * the last one to read that slot: no acknowledgement is needed.  Records
+ * the last one to read that slot: no acknowledgement is needed.  (A large
+ * operand, PROTO_PAGE_SPLIT_BYTES, is reduced in chunks, each by one
+ * process into its own slot, which only it reads at that chunk.)  Records
  * lie in a ring of PROTO_PAGE_RECS per process, each written as a seqlock
  * (round 0 while it changes, the round last with release; a reader checks
  * it again after the fields), so a reader can tell a record it may use from
@@ -689,6 +691,11 @@ uint32_t proto_shmq_used(const struct proto_shmq *q);
 #define PROTO_PAGE_RECS 256u                   /* records a process keeps */
 #define PROTO_PAGE_HDR 4096u
 #define PROTO_PAGE_DATA 0x1u /* a record's flags: its operand is in its slot */
+/* An operand of at least this many bytes is reduced in chunks: process i
+ * reduces chunk i of every slot into its own slot's chunk i and says so
+ * (`reduced`), then every process copies each chunk from its owner's slot;
+ * a smaller one is reduced whole by each process. */
+#define PROTO_PAGE_SPLIT_BYTES (8u << 10)
 struct proto_page {
 	uint64_t magic;      /* PROTO_PAGE_MAGIC (daemon) */
 	uint32_t nranks;     /* local processes, each with its proto_page_rank */
@@ -714,7 +721,9 @@ struct proto_page_rank {
 	uint64_t gaveup;  /* the last round it gave up on (0: none) */
 	uint32_t rank;    /* its global rank, for messages (itself, at mapping) */
 	uint32_t pad32;
-	uint64_t pad[6];
+	uint64_t reduced; /* the last round whose chunk it reduced into its slot
+			   * (an operation of PROTO_PAGE_SPLIT_BYTES or more) */
+	uint64_t pad[5];
 	struct proto_page_rec rec[PROTO_PAGE_RECS];
 };
 /* Where local rank i's part lies, where its slot of parity p lies (both

@@ -31,6 +31,7 @@ _Static_assert(sizeof(struct proto_page) <= PROTO_PAGE_HDR, "the page's header o
 struct jpage {
 	char name[PROTO_JOB_MAX + 1]; /* the job's */
 	uint32_t id, gen;             /* its id, and its formation's generation */
+	int nranks;                   /* its processes here */
 	int fd;                       /* the sealed memfd */
 	struct proto_page *page;      /* our mapping of it */
 	size_t bytes;                 /* its size */
@@ -66,6 +67,7 @@ jobpage_make(const char *name, uint32_t id, uint32_t gen, int nranks)
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->id = id;
 	p->gen = gen;
+	p->nranks = nranks;
 	p->page = base;
 	p->bytes = bytes;
 	p->page->nranks = (uint32_t)nranks;
@@ -90,7 +92,7 @@ jobpage_get(const char *name, uint32_t id, uint32_t gen, int nranks)
 	TAILQ_FOREACH(p, &jobpages, entry)
 		if (p->id == id && p->gen == gen && strcmp(p->name, name) == 0)
 			break;
-	if (p != NULL && p->page->nranks != (uint32_t)nranks)
+	if (p != NULL && p->nranks != nranks)
 		return NULL; /* the engine said otherwise before: no page rather than two */
 	if (p == NULL && (p = jobpage_make(name, id, gen, nranks)) == NULL)
 		return NULL;

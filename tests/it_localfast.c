@@ -3,7 +3,8 @@
  * page of proto.h), against real daemons.
  *
  * A job of 2, 3 and 4 processes on one daemon runs every dtype and reduce op
- * on counts 0, 1, 3, 1000 and a slot's worth, in place and not, and barriers,
+ * on counts 0, 1, 3, 1000, just over the split into chunks and a slot's
+ * worth, in place and not, and barriers,
  * every result bit for bit the reference, with not one operation on the
  * daemon (its ringd_ops_completed_total stays put: the page did them all).
  * 10000 8-byte all-reduces interleaved with operations that go to the daemon
@@ -117,12 +118,16 @@ checked(ring_comm *comm, int rank, int size, enum ring_dtype dt, enum ring_op op
 static int
 rank_sweep(ring_comm *comm, int rank, int size, void *arg)
 {
-	size_t counts[] = { 0, 1, 3, 1000, 0 };
+	size_t counts[] = { 0, 1, 3, 1000, 0, 0 };
 	uint64_t seed = 1;
 
 	(void)arg;
 	for (int dt = 0; dt < RING_DTYPE_COUNT; dt++) {
-		counts[4] = PROTO_PAGE_SLOT_BYTES / ring_dtype_size((enum ring_dtype)dt);
+		size_t es = ring_dtype_size((enum ring_dtype)dt);
+
+		/* in chunks: just over the split, in uneven chunks; a whole slot */
+		counts[4] = PROTO_PAGE_SPLIT_BYTES / es + 3;
+		counts[5] = PROTO_PAGE_SLOT_BYTES / es;
 		for (int op = 0; op < RING_OP_COUNT; op++) {
 			if (op == RING_AVG && !pattern_dtype_is_float((enum ring_dtype)dt))
 				continue;
