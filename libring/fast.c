@@ -71,15 +71,15 @@ enum { FAST_LATE = 2 }; /* a wait's answer when its bound ran out */
 struct fast_op {
 	struct ring_comm *c;
 	const struct lr_plan *pl;
-	struct proto_fp fp;    /* seq: the round, for messages */
-	char fps[160];         /* ... formatted, for a failure (fast_fps) */
-	uint64_t w[3];         /* its record's fingerprint words */
+	struct proto_fp fp; /* seq: the round, for messages */
+	char fps[160];      /* ... formatted, for a failure (fast_fps) */
+	uint64_t w[3];      /* its record's fingerprint words */
 	uint64_t round;
-	uint64_t all;          /* a bit for every process */
-	uint64_t have;         /* the processes whose record of the round is read */
-	bool same;             /* each of them: the same fingerprint, with data */
-	size_t bytes;          /* its operand */
-	int64_t t0, deadline;  /* ms */
+	uint64_t all;         /* a bit for every process */
+	uint64_t have;        /* the processes whose record of the round is read */
+	bool same;            /* each of them: the same fingerprint, with data */
+	size_t bytes;         /* its operand */
+	int64_t t0, deadline; /* ms */
 };
 
 /* ---- the page ---- */
@@ -530,8 +530,8 @@ fast_eligible(const struct ring_comm *c, const struct lr_plan *pl)
 {
 	const struct ring_request *r;
 
-	if (c->fast.page == NULL || c->broken || c->group.depth > 0 ||
-	    pl->cp != &lr_copier_host || pl->tmpl.api != 0 || c->size != (int)c->fast.n)
+	if (c->fast.page == NULL || c->broken || c->group.depth > 0 || pl->cp != &lr_copier_host ||
+	    pl->tmpl.api != 0 || c->size != (int)c->fast.n)
 		return false;
 	if (pl->tmpl.coll == PROTO_COLL_ALLREDUCE) {
 		if (pl->count > PROTO_PAGE_SLOT_BYTES / pl->es)

@@ -237,18 +237,19 @@ TAILQ_HEAD(lr_req_list, ring_request);
 
 /* The job page (proto.h) as this process uses it (fast.c). */
 struct lr_fast {
-	struct proto_page *page;        /* the mapping; NULL: none */
-	size_t bytes;                   /* its size, checked at mapping */
-	unsigned n, me;                 /* local processes, and this one's index */
-	uint64_t round;                 /* the last round this process started */
-	bool carry;                     /* the fast path sent round `round` to ringd:
-					 * the next collective piece posted is it */
+	struct proto_page *page;           /* the mapping; NULL: none */
+	size_t bytes;                      /* its size, checked at mapping */
+	unsigned n, me;                    /* local processes, and this one's index */
+	uint64_t round;                    /* the last round this process started */
+	bool carry;                        /* the fast path sent round `round` to
+					    * ringd: the next collective piece
+					    * posted is it */
 	uint32_t spin_us[LR_SPIN_CLASSES]; /* the waits' adaptive windows */
-	int64_t looked_ms;              /* when the session was last looked at */
-	bool busy;                      /* an operation is on its way (its thread
-					 * may sleep without the mutex) */
-	uint64_t ops, fell;             /* fast operations, and those that went to
-					 * ringd instead (RING_DEBUG) */
+	int64_t looked_ms;                 /* when the session was last looked at */
+	bool busy;                         /* an operation is on its way (its
+					    * thread may sleep without the mutex) */
+	uint64_t ops, fell;                /* fast operations, and those that went
+					    * to ringd instead (RING_DEBUG) */
 };
 
 struct ring_comm {

@@ -566,8 +566,10 @@ sess_shm_answer(struct ring_comm *c, void *p, const struct proto_welcome *w, int
 		if (c->page_fd < 0) {
 			if (bell >= 0)
 				close(bell);
-			return lr_fail(c, RING_EPROTO, "ringd at %s offered the job page without "
-				       "its memfd", c->sock);
+			return lr_fail(c, RING_EPROTO,
+				       "ringd at %s offered the job page without "
+				       "its memfd",
+				       c->sock);
 		}
 	}
 	if ((w->flags & PROTO_WELCOME_SHM) && p && bell >= 0) {
@@ -606,8 +608,8 @@ sess_hello_send(struct ring_comm *c, const struct lr_env *env, int64_t deadline,
 	h.timeout_ms = (uint32_t)env->timeout_ms;
 	h.pid = (uint32_t)getpid();
 	h.arena_bytes = c->arena.bytes;
-	h.flags = (env->survivors ? PROTO_HELLO_SURVIVORS : 0) |
-		  (env->no_fast ? PROTO_HELLO_NOFAST : 0);
+	h.flags =
+	    (env->survivors ? PROTO_HELLO_SURVIVORS : 0) | (env->no_fast ? PROTO_HELLO_NOFAST : 0);
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);

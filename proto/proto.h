@@ -711,15 +711,15 @@ struct proto_page {
 };
 /* One record: a round as one process started it (64 bytes). */
 struct proto_page_rec {
-	uint64_t round;   /* 0 while it is written; then the round (release) */
-	uint64_t fp[3];   /* proto_encode_fp's PROTO_FP_LEN bytes */
-	uint64_t flags;   /* PROTO_PAGE_DATA */
+	uint64_t round; /* 0 while it is written; then the round (release) */
+	uint64_t fp[3]; /* proto_encode_fp's PROTO_FP_LEN bytes */
+	uint64_t flags; /* PROTO_PAGE_DATA */
 	uint64_t pad[3];
 };
 /* One process's part of the page: its records by round % PROTO_PAGE_RECS. */
 struct proto_page_rank {
-	uint64_t gaveup;  /* the last round it gave up on (0: none) */
-	uint32_t rank;    /* its global rank, for messages (itself, at mapping) */
+	uint64_t gaveup; /* the last round it gave up on (0: none) */
+	uint32_t rank;   /* its global rank, for messages (itself, at mapping) */
 	uint32_t pad32;
 	uint64_t reduced; /* the last round whose chunk it reduced into its slot
 			   * (an operation of PROTO_PAGE_SPLIT_BYTES or more) */

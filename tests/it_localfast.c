@@ -33,12 +33,12 @@
 #include "tests/harness.h"
 
 #define MSG_CAP 1024
-#define SMALL 2                /* floats of the 8-byte all-reduce */
-#define BIG (1u << 16)         /* floats of the all-reduce too large for a slot */
-#define GATHER 1000            /* floats of each rank's all-gather block */
-#define LOOP 10000             /* 8-byte all-reduces of the interleaved run */
-#define NOFAST_OPS 100         /* all-reduces of the runs that must go to the daemon */
-#define WAKE_S 1.0             /* a break reaches a waiting rank within */
+#define SMALL 2        /* floats of the 8-byte all-reduce */
+#define BIG (1u << 16) /* floats of the all-reduce too large for a slot */
+#define GATHER 1000    /* floats of each rank's all-gather block */
+#define LOOP 10000     /* 8-byte all-reduces of the interleaved run */
+#define NOFAST_OPS 100 /* all-reduces of the runs that must go to the daemon */
+#define WAKE_S 1.0     /* a break reaches a waiting rank within */
 
 static struct ring_cluster cluster;
 
@@ -152,8 +152,10 @@ Test(localfast, every_dtype_and_op_on_the_page)
 		cr_assert_eq(cluster_run_local(&cluster, n, n, rank_sweep, NULL), 0,
 			     "%d processes: a result was wrong or a call failed (see above)", n);
 		ran = daemon_ops(0) - before;
-		cr_assert_eq(ran, 0, "%d processes: the daemon ran %lld operations; the job page "
-			     "should have run every one", n, ran);
+		cr_assert_eq(ran, 0,
+			     "%d processes: the daemon ran %lld operations; the job page "
+			     "should have run every one",
+			     n, ran);
 	}
 }
 
@@ -207,9 +209,10 @@ rank_interleave(ring_comm *comm, int rank, int size, void *arg)
 			IT_CALL(ring_allgather(comm, mine, gather, GATHER, RING_FLOAT32));
 			for (int r = 0; r < size; r++)
 				for (int i = 0; i < GATHER; i++)
-					IT_CHECK(gather[r * GATHER + i] == (float)(r * 100000 + i + it),
-						 "iteration %d: all-gather block %d element %d is %g",
-						 it, r, i, gather[r * GATHER + i]);
+					IT_CHECK(
+					    gather[r * GATHER + i] == (float)(r * 100000 + i + it),
+					    "iteration %d: all-gather block %d element %d is %g",
+					    it, r, i, gather[r * GATHER + i]);
 		}
 	}
 	free(gather);
@@ -227,7 +230,8 @@ Test(localfast, interleaved_with_the_daemons_path)
 		ran = daemon_ops(0) - before;
 		cr_assert_eq(ran, interleaved_daemon_ops(),
 			     "%d processes: the daemon ran %lld operations, not the %d that the "
-			     "pattern sends it", n, ran, interleaved_daemon_ops());
+			     "pattern sends it",
+			     n, ran, interleaved_daemon_ops());
 	}
 }
 
@@ -237,10 +241,10 @@ Test(localfast, interleaved_with_the_daemons_path)
 
 /* What rank 1 calls while rank 0 calls allreduce(float32, count=2, sum). */
 enum mm { MM_ALLGATHER, MM_LARGE, MM_COUNT, MM_NONBLOCKING, MM_KINDS };
-static const char *const mm_name[] = { "an all-gather", "a larger all-reduce",
-				       "another count", "the same, non-blocking" };
-static const char *const mm_word[] = { "allgather(float32, count=2)", "count=65536",
-				       "count=3", NULL };
+static const char *const mm_name[] = { "an all-gather", "a larger all-reduce", "another count",
+				       "the same, non-blocking" };
+static const char *const mm_word[] = { "allgather(float32, count=2)", "count=65536", "count=3",
+				       NULL };
 
 struct mm_log {
 	enum mm kind;
@@ -292,18 +296,24 @@ Test(localfast, mismatch_names_both_and_goes_on)
 		for (int r = 0; r < 2; r++) {
 			fprintf(stderr, "rank 1 calling %s: rank %d: %s: %s\n", mm_name[k], r,
 				ring_strerror(lg->rc[r]), lg->rc[r] ? lg->msg[r] : "");
-			cr_assert_eq(lg->rc_next[r], 0, "rank 1 calling %s: rank %d: the next "
-				     "all-reduces failed: %s", mm_name[k], r, lg->fail[r]);
+			cr_assert_eq(lg->rc_next[r], 0,
+				     "rank 1 calling %s: rank %d: the next "
+				     "all-reduces failed: %s",
+				     mm_name[k], r, lg->fail[r]);
 			if (mm_word[k] == NULL) {
-				cr_assert_eq(lg->rc[r], 0, "rank 1 calling %s: rank %d: %s", mm_name[k],
-					     r, lg->msg[r]);
+				cr_assert_eq(lg->rc[r], 0, "rank 1 calling %s: rank %d: %s",
+					     mm_name[k], r, lg->msg[r]);
 				continue;
 			}
-			cr_assert_eq(lg->rc[r], RING_EMISMATCH, "rank 1 calling %s: rank %d got %s: "
-				     "%s", mm_name[k], r, ring_strerror(lg->rc[r]), lg->msg[r]);
+			cr_assert_eq(lg->rc[r], RING_EMISMATCH,
+				     "rank 1 calling %s: rank %d got %s: "
+				     "%s",
+				     mm_name[k], r, ring_strerror(lg->rc[r]), lg->msg[r]);
 			cr_assert(strstr(lg->msg[r], "allreduce(float32, count=2, sum)") &&
-				  strstr(lg->msg[r], mm_word[k]), "rank 1 calling %s: rank %d's "
-				  "message does not name both calls: %s", mm_name[k], r, lg->msg[r]);
+				      strstr(lg->msg[r], mm_word[k]),
+				  "rank 1 calling %s: rank %d's "
+				  "message does not name both calls: %s",
+				  mm_name[k], r, lg->msg[r]);
 		}
 	}
 }
@@ -343,8 +353,8 @@ logged_call(ring_comm *comm, struct fault_log *lg, int rank, int size, int k)
 	lg->took[rank][k] = harness_now() - t0;
 	lg->t_err[rank] = harness_now();
 	snprintf(lg->msg[rank][k], MSG_CAP, "%s", ring_last_error(comm));
-	lg->right[rank][k] = v[0] == (float)(size * (size + 1) / 2) &&
-			     v[1] == (float)(size * (k + 1));
+	lg->right[rank][k] =
+	    v[0] == (float)(size * (size + 1) / 2) && v[1] == (float)(size * (k + 1));
 }
 
 static int
@@ -466,23 +476,26 @@ late_run(int late_ms, bool sync)
 	cr_assert_eq(cluster_run_local(&cluster, 2, 2, rank_late, la), 0, "a rank failed");
 	for (int r = 0; r < 2; r++)
 		for (int k = 0; k < 3; k++)
-			fprintf(stderr, "%d ms late: rank %d call %d: %s after %.3f s%s%s\n", late_ms,
-				r, k, ring_strerror(lg->rc[r][k]), lg->took[r][k],
+			fprintf(stderr, "%d ms late: rank %d call %d: %s after %.3f s%s%s\n",
+				late_ms, r, k, ring_strerror(lg->rc[r][k]), lg->took[r][k],
 				lg->rc[r][k] ? ": " : "", lg->rc[r][k] ? lg->msg[r][k] : "");
 	cr_assert_eq(lg->rc[0][0], RING_ETIMEDOUT, "rank 0's first call: %s",
 		     ring_strerror(lg->rc[0][0]));
 	cr_assert(lg->took[0][0] > 0.9 && lg->took[0][0] < 1.9, "rank 0 timed out after %.3f s",
 		  lg->took[0][0]);
-	cr_assert(strstr(lg->msg[0][0], "rank(s) 1 never called"), "rank 0's message does not "
-		  "name rank 1: %s", lg->msg[0][0]);
+	cr_assert(strstr(lg->msg[0][0], "rank(s) 1 never called"),
+		  "rank 0's message does not "
+		  "name rank 1: %s",
+		  lg->msg[0][0]);
 	cr_assert_eq(lg->rc[1][0], RING_ETIMEDOUT, "the late rank's first call: %s",
 		     ring_strerror(lg->rc[1][0]));
-	cr_assert(lg->took[1][0] < 0.5, "the late rank's first call took %.3f s",
-		  lg->took[1][0]);
+	cr_assert(lg->took[1][0] < 0.5, "the late rank's first call took %.3f s", lg->took[1][0]);
 	for (int r = 0; r < 2; r++)
 		for (int k = 1; k < 3; k++)
-			cr_assert(lg->rc[r][k] == 0 && lg->right[r][k], "rank %d call %d: %s "
-				  "(data %s): %s", r, k, ring_strerror(lg->rc[r][k]),
+			cr_assert(lg->rc[r][k] == 0 && lg->right[r][k],
+				  "rank %d call %d: %s "
+				  "(data %s): %s",
+				  r, k, ring_strerror(lg->rc[r][k]),
 				  lg->right[r][k] ? "right" : "wrong", lg->msg[r][k]);
 }
 
@@ -592,8 +605,10 @@ Test(localfast, another_threads_send_goes_on)
 	before = daemon_ops(0);
 	cr_assert_eq(cluster_run_local(&cluster, 2, 2, rank_threads, lg), 0, "a rank failed");
 	ran = daemon_ops(0) - before;
-	cr_assert_eq(ran, 2, "the daemon ran %lld operations, not the send and the receive "
-		     "alone", ran);
+	cr_assert_eq(ran, 2,
+		     "the daemon ran %lld operations, not the send and the receive "
+		     "alone",
+		     ran);
 	cr_assert(lg->took[0][0] < 3.0, "rank 0's all-reduce took %.3f s", lg->took[0][0]);
 }
 
