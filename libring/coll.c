@@ -191,6 +191,20 @@ lr_coll_issue(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 	return r;
 }
 
+/* A blocking all-reduce or barrier: through the job page when it can
+ * (fast.c), else (or when the page's records send it there) as any other. */
+static int
+coll_run_fast(struct ring_comm *c, const char *fn, const struct lr_plan *pl, ring_request **req)
+{
+	int rc = req ? LR_FAST_NO : lr_fast_run(c, pl);
+
+	if (rc != LR_FAST_NO)
+		return rc;
+	rc = lr_coll_run(c, fn, pl, req);
+	lr_fast_settle(c);
+	return rc;
+}
+
 /* Runs the plan as a request: returned in *req (non-blocking), or waited for
  * and freed, its status returned and its message in ring_last_error. */
 int
@@ -285,7 +299,7 @@ do_allreduce(ring_comm *c, const char *fn, const void *send, void *recv, size_t 
 	lr_wire_set(&pl, wire);
 	pl.send = send;
 	pl.recv = recv;
-	return lr_coll_run(c, fn, &pl, req);
+	return coll_run_fast(c, fn, &pl, req);
 }
 
 static int
@@ -369,7 +383,7 @@ do_barrier(ring_comm *c, const char *fn, ring_request **req)
 	if (c->single)
 		return lr_single_done(c, fn, 0, req);
 	lr_plan_init(&pl, c, lr_copier_for(c), PROTO_COLL_BARRIER, RING_UINT8, 0, -1, 0);
-	return lr_coll_run(c, fn, &pl, req);
+	return coll_run_fast(c, fn, &pl, req);
 }
 
 static int

@@ -30,6 +30,7 @@ comm_free(struct ring_comm *c)
 		close(c->wakefd);
 	if (c->bell >= 0)
 		close(c->bell);
+	lr_fast_close(c);
 	lr_stage_release(c);
 	lr_arena_destroy(&c->arena);
 	pthread_cond_destroy(&c->cv);
@@ -46,6 +47,7 @@ comm_sync_init(struct ring_comm *c)
 
 	c->wakefd = -1;
 	c->bell = -1;
+	c->page_fd = -1;
 	if (pthread_mutex_init(&c->mu, NULL) != 0)
 		return RING_ENOMEM;
 	if (pthread_condattr_init(&ca) != 0 ||
@@ -101,6 +103,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->timeout_ms = env->timeout_ms;
 	c->poll_us = env->poll_us;
 	c->no_shm = env->no_shm;
+	c->no_fast = env->no_fast;
 	c->algo = env->algo;
 	c->wire = env->wire;
 	c->next_reqid = 1;
@@ -136,15 +139,18 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	if (rc)
 		goto fail;
 	rc = lr_sess_hello(c, env, start + bound);
+	if (rc == 0 && c->page_fd >= 0)
+		rc = lr_fast_open(c);
 	if (rc)
 		goto fail;
 	if (c->debug)
 		fprintf(stderr,
 			"libring: joined job %s (id %u) at %s: rank %d of %d, local "
-			"%d of %d, host %d of %d, piece %llu bytes, operations over %s\n",
+			"%d of %d, host %d of %d, piece %llu bytes, operations over %s%s\n",
 			c->job, c->job_id, c->sock, c->rank, c->size, c->local_rank, c->local_size,
 			c->host_rank, c->nhosts, (unsigned long long)c->piece_bytes,
-			c->shm ? "the arena's rings" : "the socket");
+			c->shm ? "the arena's rings" : "the socket",
+			c->fast.page ? ", small all-reduces over the job page" : "");
 	*out = c;
 	return 0;
 fail:

@@ -594,6 +594,9 @@ lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
 	/* RING_SHM=0: operations over the socket, not the arena's rings. */
 	s = env_get("RING_SHM");
 	env->no_shm = s && strcmp(s, "0") == 0;
+	/* RING_FAST=0: no job page, every operation through ringd. */
+	s = env_get("RING_FAST");
+	env->no_fast = s && strcmp(s, "0") == 0;
 
 	if ((rc = env_names(opts, env, err, cap)) != 0 ||
 	    (rc = env_limits(opts, env, err, cap)) != 0 ||

@@ -5,7 +5,8 @@
  * base: errors (error.c), the environment resolution (env.c), the arena
  * allocator (arena.c), the copy engines (copy.c), the plan of an operation
  * (plan.c).  The session: the communicator's session with ringd and its
- * mutex (sess.c), sleeping until ringd answers (wait.c).  The requests: the
+ * mutex (sess.c), sleeping until ringd answers (wait.c), the job page and
+ * its fast path (fast.c).  The requests: the
  * engine that runs them (req.c), compound requests (compound.c), groups
  * (group.c).  The API: the communicator's opening and closing (comm.c), the
  * operations' entry points (coll.c), rooted and exchange collectives
@@ -193,6 +194,7 @@ struct lr_env {
 	bool strict;			/* RING_STRICT=1: no size-1 group by default */
 	bool debug;			/* RING_DEBUG=1: say what was resolved on stderr */
 	bool no_shm;                    /* RING_SHM=0: keep operations on the socket */
+	bool no_fast;                   /* RING_FAST=0: no job page (PROTO_HELLO_NOFAST) */
 	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
 	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
 	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
@@ -233,6 +235,23 @@ struct lr_out {
 
 TAILQ_HEAD(lr_req_list, ring_request);
 
+/* The job page (proto.h) as this process uses it (fast.c). */
+struct lr_fast {
+	struct proto_page *page;           /* the mapping; NULL: none */
+	size_t bytes;                      /* its size, checked at mapping */
+	unsigned n, me;                    /* local processes, and this one's index */
+	uint64_t round;                    /* the last round this process started */
+	bool carry;                        /* the fast path sent round `round` to
+					    * ringd: the next collective piece
+					    * posted is it */
+	uint32_t spin_us[LR_SPIN_CLASSES]; /* the waits' adaptive windows */
+	int64_t looked_ms;                 /* when the session was last looked at */
+	bool busy;                         /* an operation is on its way (its
+					    * thread may sleep without the mutex) */
+	uint64_t ops, fell;                /* fast operations, and those that went
+					    * to ringd instead (RING_DEBUG) */
+};
+
 struct ring_comm {
 	int fd;				/* SEQPACKET session with ringd; -1 if none */
 	bool single;			/* size-1 group without a daemon */
@@ -267,6 +286,9 @@ struct ring_comm {
 	char err_revoked[LR_ERR_MAX];   /* who revoked it */
 	uint64_t next_reqid;		/* id of the next message we send */
 	bool no_shm;                    /* RING_SHM=0 (sub-communicators inherit it) */
+	bool no_fast;                   /* RING_FAST=0 (inherited likewise) */
+	int page_fd;                    /* WELCOME's job page until fast.c maps it */
+	struct lr_fast fast;            /* the job page (fast.c) */
 	/* The local hop (proto.h): set when WELCOME said PROTO_WELCOME_SHM.
 	 * Operations go into sq and ring bell; answers come out of cq, and the
 	 * socket is read only when ringd says it sent something (sock_seq) or
@@ -413,6 +435,39 @@ void lr_plan_op(const struct lr_plan *pl, size_t k, const struct lr_slot *sl,
  * session (it moves what it waits for), else it waits on c->cv.  Called and
  * returns with c->mu held. */
 void lr_wait_sleep(struct ring_comm *c, uint64_t bytes, int64_t deadline, bool listen);
+
+/* The adaptive spin of a wait (its windows in tab, by size class): the class
+ * of a piece of `bytes`, its window now (us), and what a wait taught it. */
+int lr_spin_class(uint64_t bytes);
+uint32_t lr_spin_window(const struct ring_comm *c, const uint32_t *tab, int k);
+void lr_spin_learn(struct ring_comm *c, uint32_t *tab, int k, uint64_t took, bool hit);
+
+/* ---- fast.c: the job page and the fast path ---- */
+
+/* lr_fast_run's answer when the operation is not done: take ringd's path. */
+#define LR_FAST_NO 1
+
+/* Maps the job page WELCOME brought (c->page_fd, closed here) and checks it:
+ * 0, or RING_EPROTO with the reason (ring_open fails: the others learn of it
+ * from ringd at once). */
+int lr_fast_open(struct ring_comm *c);
+void lr_fast_close(struct ring_comm *c);
+/* A collective piece goes to ringd: it starts the next round (unless the fast
+ * path already started it, carry), recorded in the page without data.  0, or
+ * RING_ETIMEDOUT (message in c->err) when another process gave up on the
+ * round: the piece must not go out. */
+int lr_fast_piece(struct ring_comm *c, const struct proto_op *op);
+/* A blocking all-reduce or barrier of plan pl (not laid out yet) through the
+ * page: 0 or a RING_E* code when it ran (or failed) there, LR_FAST_NO when it
+ * must go to ringd (no page, not a fast operation, or the records said so;
+ * then carry may be set). */
+int lr_fast_run(struct ring_comm *c, const struct lr_plan *pl);
+/* After that operation went to ringd: a carry its request never posted is
+ * dropped. */
+void lr_fast_settle(struct ring_comm *c);
+/* Waits (c locked, bounded) while another thread's fast operation is on its
+ * way: a collective issued meanwhile takes the round after it. */
+void lr_fast_hold(struct ring_comm *c);
 
 /* ---- req.c: requests and the engine that runs them ---- */
 

@@ -324,9 +324,10 @@ static int
 req_send(struct ring_request *r, struct proto_op *op)
 {
 	struct ring_comm *c = r->c;
-	int rc = lr_sess_post(c, op);
+	int rc;
 
-	if (rc)
+	/* a collective piece is a round of the job page too (fast.c) */
+	if ((rc = lr_fast_piece(c, op)) != 0 || (rc = lr_sess_post(c, op)) != 0)
 		return rc;
 	c->out[c->nout++] = (struct lr_out){ .reqid = op->reqid, .req = r, .coll = op->coll,
 					     .posted_ms = proto_now_ms() };
@@ -611,9 +612,11 @@ lr_req_alloc(struct ring_comm *c, const char *fn)
 static struct ring_request *
 req_make(struct ring_comm *c, const char *fn, const struct lr_plan *pl)
 {
-	struct ring_request *r = lr_req_alloc(c, fn);
+	struct ring_request *r;
 
-	if (!r)
+	if (pl->tmpl.coll != PROTO_COLL_SEND && pl->tmpl.coll != PROTO_COLL_RECV)
+		lr_fast_hold(c); /* behind another thread's fast operation */
+	if (!(r = lr_req_alloc(c, fn)))
 		return NULL;
 	r->pl = *pl;
 	r->p2p = pl->tmpl.coll == PROTO_COLL_SEND || pl->tmpl.coll == PROTO_COLL_RECV;

@@ -72,9 +72,10 @@ sess_closed(struct ring_comm *c, int err)
 	return lr_sess_break(c, RING_EDAEMON, "ringd at %s closed the connection", c->sock);
 }
 
-/* Closes any descriptor the peer attached, except the first when keep is not
- * NULL (WELCOME's doorbell goes there; -1 when none came): ringd sends no
- * other, and we must not leak what a confused peer pushes at us. */
+/* Closes any descriptor the peer attached, except the first two when keep is
+ * not NULL (WELCOME's doorbell and job page go there, each -1 until one
+ * came): ringd sends no other, and we must not leak what a confused peer
+ * pushes at us. */
 static void
 sess_drop_fds(struct msghdr *mh, int *keep)
 {
@@ -88,8 +89,10 @@ sess_drop_fds(struct msghdr *mh, int *keep)
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (keep && *keep < 0)
-				*keep = fd;
+			if (keep && keep[0] < 0)
+				keep[0] = fd;
+			else if (keep && keep[1] < 0)
+				keep[1] = fd;
 			else
 				close(fd);
 		}
@@ -100,10 +103,10 @@ sess_drop_fds(struct msghdr *mh, int *keep)
  * RING_ETIMEDOUT (session intact; the caller decides), or a code with the session
  * broken.  With deadline 0 it only takes what is already queued (RING_ETIMEDOUT
  * when nothing is).  The caller must not give 0 as a real deadline; no clock
- * reads 0.  fd, when not NULL (and -1), gets the first descriptor that came
- * with the packet; the caller closes it. */
+ * reads 0.  fds, when not NULL (two, each -1), gets the first two descriptors
+ * that came with the packet; the caller closes them. */
 static int
-sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline, int *fd)
+sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline, int *fds)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 8)];
@@ -148,7 +151,7 @@ sess_recv(struct ring_comm *c, uint8_t *buf, size_t *len, int64_t deadline, int 
 			continue;
 		if (n < 0)
 			return sess_closed(c, errno);
-		sess_drop_fds(&mh, fd);
+		sess_drop_fds(&mh, fds);
 		if (n == 0)
 			return sess_closed(c, 0);
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
@@ -542,12 +545,33 @@ sess_shm_ask(struct ring_comm *c)
 
 /* WELCOME's answer to the ask: the rings and the doorbell bell, or the block
  * back to the arena when the daemon keeps to the socket (an older one never
- * looked).  0, or RING_EPROTO when it answered what was not asked. */
+ * looked).  0, or RING_EPROTO when it answered what was not asked.  The
+ * descriptors that came (fds[0], fds[1]) are the doorbell, when the rings
+ * were given, then the job page, when it was: each is taken (closed, or
+ * kept in c) and set to -1. */
 static int
-sess_shm_answer(struct ring_comm *c, void *p, const struct proto_welcome *w, int bell)
+sess_shm_answer(struct ring_comm *c, void *p, const struct proto_welcome *w, int *fds)
 {
 	struct proto_arena_ctl *ctl = (struct proto_arena_ctl *)(void *)c->arena.base;
+	int bell = -1;
 
+	if (w->flags & PROTO_WELCOME_SHM) {
+		bell = fds[0];
+		fds[0] = fds[1];
+		fds[1] = -1;
+	}
+	if (w->flags & PROTO_WELCOME_PAGE) {
+		c->page_fd = fds[0];
+		fds[0] = -1;
+		if (c->page_fd < 0) {
+			if (bell >= 0)
+				close(bell);
+			return lr_fail(c, RING_EPROTO,
+				       "ringd at %s offered the job page without "
+				       "its memfd",
+				       c->sock);
+		}
+	}
 	if ((w->flags & PROTO_WELCOME_SHM) && p && bell >= 0) {
 		c->shm = p;
 		c->bell = bell;
@@ -584,7 +608,8 @@ sess_hello_send(struct ring_comm *c, const struct lr_env *env, int64_t deadline,
 	h.timeout_ms = (uint32_t)env->timeout_ms;
 	h.pid = (uint32_t)getpid();
 	h.arena_bytes = c->arena.bytes;
-	h.flags = env->survivors ? PROTO_HELLO_SURVIVORS : 0;
+	h.flags =
+	    (env->survivors ? PROTO_HELLO_SURVIVORS : 0) | (env->no_fast ? PROTO_HELLO_NOFAST : 0);
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
@@ -614,7 +639,7 @@ sess_welcome_late(struct ring_comm *c, const struct lr_env *env)
 }
 
 /*
- * The answer to HELLO into buf (*bell: the descriptor that came with it, the
+ * The answer to HELLO into buf (fds: the descriptors that came with it, the
  * caller's to close).  The daemon answers only once the job has formed: every
  * rank attached on every host.  Ranks start seconds apart under any launcher,
  * so this wait gets the operation bound, not the connect bound.  With a watch,
@@ -622,7 +647,7 @@ sess_welcome_late(struct ring_comm *c, const struct lr_env *env)
  */
 static int
 sess_welcome_wait(struct ring_comm *c, const struct lr_env *env, uint8_t *buf, size_t *len,
-		  int *bell)
+		  int *fds)
 {
 	int64_t end = proto_now_ms() + env->timeout_ms;
 	int rc;
@@ -632,7 +657,7 @@ sess_welcome_wait(struct ring_comm *c, const struct lr_env *env, uint8_t *buf, s
 
 		if (env->watch != NULL && env->watch_ms > 0 && proto_now_ms() + env->watch_ms < end)
 			until = proto_now_ms() + env->watch_ms;
-		rc = sess_recv(c, buf, len, until, bell);
+		rc = sess_recv(c, buf, len, until, fds);
 		if (rc != RING_ETIMEDOUT || until == end)
 			break;
 		if (env->watch(env->watch_arg) == 0)
@@ -640,7 +665,7 @@ sess_welcome_wait(struct ring_comm *c, const struct lr_env *env, uint8_t *buf, s
 		/* The daemon welcomed us before what changed its answer (the
 		 * others, welcomed too, closed their old communicators): the
 		 * WELCOME is queued already, and wins. */
-		if ((rc = sess_recv(c, buf, len, 0, bell)) == RING_ETIMEDOUT)
+		if ((rc = sess_recv(c, buf, len, 0, fds)) == RING_ETIMEDOUT)
 			return lr_fail(c, RING_ETIMEDOUT, "given up on job \"%s\" (%s)", env->job,
 				       "the survivors changed");
 		break;
@@ -680,20 +705,20 @@ lr_sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	struct proto_welcome w;
 	size_t len;
 	void *rings = NULL;
-	int rc, bell = -1;
+	int rc, fds[2] = { -1, -1 };
 
 	rc = sess_hello_send(c, env, deadline, &rings);
 	if (rc)
 		return rc;
-	rc = sess_welcome_wait(c, env, buf, &len, &bell);
+	rc = sess_welcome_wait(c, env, buf, &len, fds);
 	if (rc == 0)
 		rc = sess_welcome_read(c, env, buf, len, &w);
-	if (rc) {
-		if (bell >= 0)
-			close(bell);
-		return rc;
-	}
-	rc = sess_shm_answer(c, rings, &w, bell); /* bell is its from here */
+	if (rc == 0)
+		rc = sess_shm_answer(c, rings, &w, fds); /* takes what it uses */
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
 	if (rc)
 		return rc;
 	c->rank = w.rank;

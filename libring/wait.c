@@ -15,6 +15,7 @@
  * longer spin would have caught it) and halves when it came much later, so a
  * large operation sleeps almost at once and a small one in a loop never
  * sleeps.  RING_POLL_US=N fixes the spin at N microseconds, 0 turns it off.
+ * The job page's waits (fast.c) learn the same way, in a table of their own.
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,8 +32,8 @@
 #define SPIN_FIRST_US 50 /* a class's window before it has learnt any */
 
 /* The size class of a piece of `bytes`: log4. */
-static int
-spin_class(uint64_t bytes)
+int
+lr_spin_class(uint64_t bytes)
 {
 	int k = 0;
 
@@ -43,21 +44,21 @@ spin_class(uint64_t bytes)
 	return k;
 }
 
-/* The spin of class k now, in microseconds (0: none). */
-static uint32_t
-spin_window(const struct ring_comm *c, int k)
+/* The spin of class k now, in microseconds (0: none), from the windows tab. */
+uint32_t
+lr_spin_window(const struct ring_comm *c, const uint32_t *tab, int k)
 {
 	if (c->poll_us != LR_POLL_AUTO)
 		return (uint32_t)c->poll_us;
-	return c->spin_us[k] ? c->spin_us[k] : SPIN_FIRST_US;
+	return tab[k] ? tab[k] : SPIN_FIRST_US;
 }
 
 /* What a wait of class k taught: the answer came `took` us after the spin
  * began, within it (hit) or after it ran out. */
-static void
-spin_learn(struct ring_comm *c, int k, uint64_t took, bool hit)
+void
+lr_spin_learn(struct ring_comm *c, uint32_t *tab, int k, uint64_t took, bool hit)
 {
-	uint64_t w = spin_window(c, k);
+	uint64_t w = lr_spin_window(c, tab, k);
 
 	if (c->poll_us != LR_POLL_AUTO)
 		return;
@@ -69,7 +70,7 @@ spin_learn(struct ring_comm *c, int k, uint64_t took, bool hit)
 		w /= 2;
 	if (w > LR_SPIN_MAX_US)
 		w = LR_SPIN_MAX_US;
-	c->spin_us[k] = (uint32_t)(w < LR_SPIN_MIN_US ? LR_SPIN_MIN_US : w);
+	tab[k] = (uint32_t)(w < LR_SPIN_MIN_US ? LR_SPIN_MIN_US : w);
 }
 
 static void
@@ -173,7 +174,7 @@ wait_shm(struct ring_comm *c, int k, int64_t deadline)
 	struct proto_shm *h = c->shm;
 	uint32_t cq = c->cq.mine, seen = c->sock_seen;
 	uint32_t wake = __atomic_load_n(&h->wake, __ATOMIC_SEQ_CST);
-	uint32_t us = spin_window(c, k);
+	uint32_t us = lr_spin_window(c, c->spin_us, k);
 	int64_t t0 = proto_now_us();
 	bool sock = false, hit;
 
@@ -182,7 +183,7 @@ wait_shm(struct ring_comm *c, int k, int64_t deadline)
 	if (!hit)
 		sock = shm_sleep(c, h, cq, seen, deadline);
 	lr_comm_lock(c);
-	spin_learn(c, k, (uint64_t)(proto_now_us() - t0), hit);
+	lr_spin_learn(c, c->spin_us, k, (uint64_t)(proto_now_us() - t0), hit);
 	c->polling = false;
 	/* Look even with nothing outstanding: an ERROR may be waiting. */
 	c->rx_ready = true;
@@ -203,11 +204,11 @@ wait_socket(struct ring_comm *c, int k, int64_t deadline)
 	pfd[0] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = c->wakefd, .events = POLLIN };
 	lr_comm_unlock(c);
-	hit = wait_spin_socket(pfd, spin_window(c, k));
+	hit = wait_spin_socket(pfd, lr_spin_window(c, c->spin_us, k));
 	if (!hit && poll(pfd, 2, proto_ms_left(deadline)) < 0 && errno != EINTR)
 		poll(NULL, 0, 1); /* cannot happen with valid fds; do not spin */
 	lr_comm_lock(c);
-	spin_learn(c, k, (uint64_t)(proto_now_us() - t0), hit);
+	lr_spin_learn(c, c->spin_us, k, (uint64_t)(proto_now_us() - t0), hit);
 	c->polling = false;
 	if (pfd[0].revents)
 		c->rx_ready = true;
@@ -229,7 +230,7 @@ lr_wait_sleep(struct ring_comm *c, uint64_t bytes, int64_t deadline, bool listen
 	}
 	c->polling = true;
 	if (c->shm)
-		wait_shm(c, spin_class(bytes), deadline);
+		wait_shm(c, lr_spin_class(bytes), deadline);
 	else
-		wait_socket(c, spin_class(bytes), deadline);
+		wait_socket(c, lr_spin_class(bytes), deadline);
 }

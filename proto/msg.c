@@ -167,7 +167,7 @@ welcome_ok(const struct proto_welcome *m)
 		return false;
 	/* libring divides operations by piece_bytes; job 0 is reserved for links. */
 	if (m->job_id == 0 || m->piece_bytes == 0 ||
-	    (m->flags & ~(PROTO_WELCOME_RS_INPLACE | PROTO_WELCOME_SHM)))
+	    (m->flags & ~(PROTO_WELCOME_RS_INPLACE | PROTO_WELCOME_SHM | PROTO_WELCOME_PAGE)))
 		return false;
 	return proto_str_printable(m->version, sizeof(m->version));
 }

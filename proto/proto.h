@@ -32,8 +32,9 @@
  * carries what failed the formation, LEAVE's aux says the ring broke under
  * it; 13: the local hop's `looking` word (the doorbell is rung only while the
  * daemon sleeps), and the arena's control page without the progress counters
- * no one read */
-#define PROTO_VERSION 13
+ * no one read; 14: the job page (WELCOME's PROTO_WELCOME_PAGE and its memfd
+ * beside the doorbell, HELLO's PROTO_HELLO_NOFAST, struct proto_page) */
+#define PROTO_VERSION 14
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -397,7 +398,10 @@ struct proto_hello {
  * over its hosts' own links, its claims going straight to every host this
  * one has a link to (job.c); other jobs wait for the ring to be whole. */
 #define PROTO_HELLO_SURVIVORS 0x1u
-#define PROTO_HELLO_ALL PROTO_HELLO_SURVIVORS
+/* RING_FAST=0: no job page for this process's formation (the daemon then
+ * gives none to any of its processes: they all take the daemon's path). */
+#define PROTO_HELLO_NOFAST 0x2u
+#define PROTO_HELLO_ALL (PROTO_HELLO_SURVIVORS | PROTO_HELLO_NOFAST)
 
 struct proto_welcome {
 	int32_t rank, size;	/* global rank and world size of the job */
@@ -417,6 +421,10 @@ struct proto_welcome {
  * client asked in the control page); WELCOME's SCM_RIGHTS carry the doorbell,
  * an eventfd the client writes after putting operations. */
 #define PROTO_WELCOME_SHM 0x2u
+/* The job page (struct proto_page): the job is on this host alone, with
+ * several processes here, and WELCOME's SCM_RIGHTS carry, after the doorbell
+ * when PROTO_WELCOME_SHM is set, the memfd its processes share. */
+#define PROTO_WELCOME_PAGE 0x4u
 
 struct proto_error {
 	int32_t code;		/* RING_E* */
@@ -626,5 +634,117 @@ int proto_shmq_put(struct proto_shmq *q, const void *msg, size_t len);
 int proto_shmq_get(struct proto_shmq *q, void *out, size_t cap);
 /* Entries put and not yet taken, as this side sees them (the producer). */
 uint32_t proto_shmq_used(const struct proto_shmq *q);
+
+/* =================================================================== */
+/* The job page: the fast path of a job on one host                    */
+/* =================================================================== */
+/*
+ * A job whose every rank is on this host, with several of them here, gets a
+ * page with WELCOME (PROTO_WELCOME_PAGE): a sealed memfd the daemon makes at
+ * the first WELCOME of the job's formation and hands to each of its
+ * processes, freed when the last of their sessions goes.  Through it the
+ * processes run small all-reduces and barriers among themselves, the daemon
+ * out of the way (libring/fast.c); the daemon writes only the header's
+ * `broken`, `reason` and `futex`, and reads nothing there.
+ *
+ * Rounds.  Every collective of such a communicator is a round, numbered
+ * from 1 on each process: a fast operation is one, and so is each collective
+ * piece that goes to the daemon (an OP), so the processes of a correct
+ * program count alike, and a round that went to the daemon is the daemon's
+ * next operation on every process.  At a round's start a process writes its
+ * record of it (the round, the fingerprint, and PROTO_PAGE_DATA when its
+ * operand is in its slot of the round's parity, i.e. it asks for the fast
+ * path).  When every process's record of round r holds r, has DATA and the
+ * same fingerprint, each reduces the slots in local-rank order into its
+ * result: the same bits everywhere.  Any other set of records (a
+ * fingerprint that differs, a record without DATA) sends every process that
+ * asked for the fast path to the daemon with its operation, which runs it or
+ * answers RING_EMISMATCH naming both; every process sees the same records,
+ * so all decide alike.
+ *
+ * Slots.  A process writes its slot of parity p for round r only once every
+ * process's record shows it started round r - 1, hence finished round r - 2,
+ * the last one to read that slot: no acknowledgement is needed.  (A large
+ * operand, PROTO_PAGE_SPLIT_BYTES, is reduced in chunks, each by one
+ * process into its own slot, which only it reads at that chunk.)  Records
+ * lie in a ring of PROTO_PAGE_RECS per process, each written as a seqlock
+ * (round 0 while it changes, the round last with release; a reader checks
+ * it again after the fields), so a reader can tell a record it may use from
+ * one being rewritten.
+ *
+ * Waking.  A waiter spins, then sleeps on `futex` after counting itself in
+ * `sleepers`; a writer that finds a sleeper after its record is out bumps
+ * `futex` and wakes them.  The daemon, when a process of the formation goes
+ * away or revokes it, writes `reason`, then `broken` (a RING_E* code, with
+ * release), bumps `futex` and wakes everyone: a waiter returns that code at
+ * once.  A process that gives up on round r (its timeout) writes r into its
+ * `gaveup`, so one that starts the round later fails at once as well.
+ *
+ * The page belongs to the job's processes, so nothing in it can hurt the
+ * daemon; a process reads it only at fixed offsets within the size it
+ * checked at mapping, so a garbage page gives wrong answers to the ranks of
+ * that job and crashes none.
+ */
+#define PROTO_PAGE_MAGIC 0x31474150474e4952ull /* "RINGPAG1" */
+#define PROTO_PAGE_RANKS_MAX 64u               /* local processes of a job with a page */
+#define PROTO_PAGE_SLOT_BYTES (64u << 10)      /* the largest fast operand */
+#define PROTO_PAGE_RECS 256u                   /* records a process keeps */
+#define PROTO_PAGE_HDR 4096u
+#define PROTO_PAGE_DATA 0x1u /* a record's flags: its operand is in its slot */
+/* An operand of at least this many bytes is reduced in chunks: process i
+ * reduces chunk i of every slot into its own slot's chunk i and says so
+ * (`reduced`), then every process copies each chunk from its owner's slot;
+ * a smaller one is reduced whole by each process. */
+#define PROTO_PAGE_SPLIT_BYTES (8u << 10)
+struct proto_page {
+	uint64_t magic;      /* PROTO_PAGE_MAGIC (daemon) */
+	uint32_t nranks;     /* local processes, each with its proto_page_rank */
+	uint32_t slot_bytes; /* PROTO_PAGE_SLOT_BYTES */
+	uint32_t nrecs;      /* PROTO_PAGE_RECS */
+	uint32_t job_id;     /* for messages */
+	uint32_t gen;        /* the formation's generation */
+	int32_t broken __attribute__((aligned(64))); /* 0, or the RING_E* code of a
+						      * break (daemon, release) */
+	char reason[PROTO_TEXT_MAX + 1];             /* why (daemon, before broken) */
+	uint32_t futex __attribute__((aligned(64))); /* bumped by whoever wakes */
+	uint32_t sleepers;                           /* processes asleep on it */
+};
+/* One record: a round as one process started it (64 bytes). */
+struct proto_page_rec {
+	uint64_t round; /* 0 while it is written; then the round (release) */
+	uint64_t fp[3]; /* proto_encode_fp's PROTO_FP_LEN bytes */
+	uint64_t flags; /* PROTO_PAGE_DATA */
+	uint64_t pad[3];
+};
+/* One process's part of the page: its records by round % PROTO_PAGE_RECS. */
+struct proto_page_rank {
+	uint64_t gaveup; /* the last round it gave up on (0: none) */
+	uint32_t rank;   /* its global rank, for messages (itself, at mapping) */
+	uint32_t pad32;
+	uint64_t reduced; /* the last round whose chunk it reduced into its slot
+			   * (an operation of PROTO_PAGE_SPLIT_BYTES or more) */
+	uint64_t pad[5];
+	struct proto_page_rec rec[PROTO_PAGE_RECS];
+};
+/* Where local rank i's part lies, where its slot of parity p lies (both
+ * sides compute them from the number of processes n alone), and the page's
+ * size: the header, the parts, then the slots, two a process. */
+static inline size_t
+proto_page_rank_off(unsigned i)
+{
+	return PROTO_PAGE_HDR + (size_t)i * sizeof(struct proto_page_rank);
+}
+static inline size_t
+proto_page_slot_off(unsigned n, unsigned i, unsigned p)
+{
+	size_t data = (proto_page_rank_off(n) + 4095u) & ~(size_t)4095u;
+
+	return data + ((size_t)i * 2u + (p & 1u)) * PROTO_PAGE_SLOT_BYTES;
+}
+static inline size_t
+proto_page_bytes(unsigned n)
+{
+	return proto_page_slot_off(n, n, 0);
+}
 
 #endif /* PROTO_PROTO_H */

@@ -26,6 +26,12 @@
  * error's reason, ERROR) over the socket.  Garbage in the rings drops that
  * session with the reason, like any malformed message.
  *
+ * The job page (jobpage.c): a job with all its ranks on this host and
+ * several of them here gets, with WELCOME, the memfd of its formation's page,
+ * unless one of its processes said RING_FAST=0 (PROTO_HELLO_NOFAST).  A
+ * session of it that closes, or revokes the formation, breaks the page with
+ * the reason, so that the processes waiting there return at once.
+ *
  * What a connection may hold: one of max_clients slots, of which one user
  * (uid) may hold max_clients_per_user, so a user's idle connections leave the
  * others room; and a connection that has not said HELLO within
@@ -47,6 +53,7 @@
 
 #include "coll.h"
 #include "link.h"
+#include "jobpage.h"
 #include "localhop.h"
 #include "opcheck.h"
 #include "../proto/dtype.h"
@@ -73,6 +80,8 @@ struct sess {
 	bool closing;			/* a reply failed: no more replies, close queued */
 	char close_why[64];		/* why, for the log line of the close */
 	struct lhop *hop;               /* the local hop (NULL: the socket only) */
+	struct jpage *page;             /* its formation's job page (NULL: none) */
+	bool nofast;                    /* HELLO's PROTO_HELLO_NOFAST */
 	TAILQ_ENTRY(sess) entry;
 };
 
@@ -158,28 +167,29 @@ sess_send(struct sess *s, const uint8_t *buf, int len)
 	return 0;
 }
 
-/* One packet with fd (when >= 0) attached: WELCOME and its doorbell. */
+/* One packet with the nfd descriptors of fds attached: WELCOME, its doorbell
+ * and its job page. */
 static int
-sess_send_fd(struct sess *s, const uint8_t *buf, int len, int fd)
+sess_send_fd(struct sess *s, const uint8_t *buf, int len, const int *fds, int nfd)
 {
 	union {
-		char b[CMSG_SPACE(sizeof(int))];
+		char b[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} cm;
 	struct iovec iov = { (void *)(uintptr_t)buf, (size_t)(len > 0 ? len : 0) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *c;
 
-	if (fd < 0 || len <= 0)
+	if (nfd <= 0 || nfd > 2 || len <= 0)
 		return sess_send(s, buf, len);
 	memset(&cm, 0, sizeof(cm));
 	mh.msg_control = cm.b;
-	mh.msg_controllen = sizeof(cm.b);
+	mh.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
 	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
 	if (sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
 		log_warn("client pid %d: reply lost: %s", (int)s->c.pid, strerror(errno));
 		return -1;
@@ -267,6 +277,26 @@ sess_free_cb(evutil_socket_t fd, short what, void *arg)
 	free(s);
 }
 
+/* The session leaves its job page: the processes still there learn why at
+ * once (their next fast operation, or the one they wait in, fails): that
+ * it went away (RING_EABORTED, why the session closed), or why itself. */
+static void
+sess_page_gone(struct sess *s, int code, const char *why)
+{
+	char text[PROTO_TEXT_MAX + 1];
+
+	if (s->page == NULL)
+		return;
+	if (code != RING_EABORTED)
+		snprintf(text, sizeof(text), "%s", why);
+	else
+		snprintf(text, sizeof(text), "rank %d (a process on host %d) went away%s%s%s",
+			 s->c.rank, s->rd->rank, why ? " (" : "", why ? why : "", why ? ")" : "");
+	jobpage_break(s->page, code, text);
+	jobpage_put(s->page);
+	s->page = NULL;
+}
+
 static void
 sess_close(struct sess *s, const char *why)
 {
@@ -278,6 +308,7 @@ sess_close(struct sess *s, const char *why)
 	if (why != NULL)
 		log_info("client pid %d (job %s, rank %d) closed: %s", (int)s->c.pid,
 			 s->c.job ? job_name(s->c.job) : "-", s->c.rank, why);
+	sess_page_gone(s, RING_EABORTED, why);
 	coll_sess_gone(rd, &s->c);
 	if (s->c.job != NULL)
 		job_detach(rd, &s->c, s->c.job);
@@ -363,6 +394,8 @@ sess_on_job_msg(struct sess *s, uint16_t type)
 	if (type == PROTO_M_REVOKE) {
 		if (job_revoke(s->rd, s->c.job, s->c.rank, err, sizeof(err)) != 0)
 			log_warn("client pid %d: revoke ignored: %s", (int)s->c.pid, err);
+		else if (s->page != NULL && job_revoked(s->c.job) != NULL)
+			jobpage_break(s->page, RING_EREVOKED, job_revoked(s->c.job));
 		return;
 	}
 	job_shrink_info(s->rd, &s->c, &info);
@@ -495,6 +528,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
 	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
+	s->nofast = (h.flags & PROTO_HELLO_NOFAST) != 0;
 	s->hop = hop_open(rd->base, a, s->c.pid, sess_bell_cb, s);
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
 	if (rc != 0)
@@ -506,6 +540,23 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	return 0;
 }
 
+/* The job page of s's formation, when it has one: all its ranks on this
+ * host, several of them, and none that said RING_FAST=0. */
+static struct jpage *
+sess_page(struct sess *s)
+{
+	struct job *j = s->c.job;
+	struct job_proc *p;
+	int i, n = job_local_size(j);
+
+	if (job_nhosts(j) != 1 || n < 2 || s->c.size != n)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if ((p = job_proc(j, i)) != NULL && p->sess != NULL && sess_of(p->sess)->nofast)
+			return NULL;
+	return jobpage_get(job_name(j), job_id(j), job_gen(j), n);
+}
+
 static void
 sess_welcome(struct client *c)
 {
@@ -514,7 +565,7 @@ sess_welcome(struct client *c)
 	struct job *j = s->c.job;
 	struct proto_welcome w;
 	uint8_t out[PROTO_MSG_MAX];
-	int i;
+	int i, fds[2], nfd = 0;
 
 	if (s->welcomed || s->dead || s->closing)
 		return;
@@ -536,9 +587,13 @@ sess_welcome(struct client *c)
 	if (s->hop != NULL) {
 		w.flags |= PROTO_WELCOME_SHM;
 		hop_serve(s->hop);
+		fds[nfd++] = hop_bell(s->hop);
 	}
-	if (sess_send_fd(s, out, proto_encode_welcome(out, sizeof(out), &w),
-			 s->hop != NULL ? hop_bell(s->hop) : -1) != 0)
+	if ((s->page = sess_page(s)) != NULL) {
+		w.flags |= PROTO_WELCOME_PAGE;
+		fds[nfd++] = jobpage_fd(s->page);
+	}
+	if (sess_send_fd(s, out, proto_encode_welcome(out, sizeof(out), &w), fds, nfd) != 0)
 		sess_close_later(s, "cannot send WELCOME");
 }
 
@@ -794,6 +849,7 @@ sess_stop(struct ringd *rd)
 
 	while ((s = TAILQ_FIRST(&rd->sessions)) != NULL) {
 		sess_error(s, RING_EDAEMON, "ringd is shutting down");
+		sess_page_gone(s, RING_EDAEMON, "ringd is shutting down");
 		sess_close(s, "daemon stopping");
 	}
 	if (rd->client_ev != NULL) {

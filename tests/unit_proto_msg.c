@@ -244,7 +244,7 @@ static const struct bad_value hello_values[] = {
 	  RING_EINVAL },
 	{ "local rank == local size", { EDIT_SET(HE, local_rank, 4) }, RING_EINVAL },
 	{ "local rank -1", { EDIT_SET(HE, local_rank, -1) }, RING_EINVAL },
-	{ "unknown flag", { EDIT_SET(HE, flags, 0x2) }, RING_EINVAL },
+	{ "unknown flag", { EDIT_SET(HE, flags, 0x4) }, RING_EINVAL },
 };
 #undef HE
 /* The body: the job's length, "train-42.run_1:a" (16 bytes), then rank, size,
@@ -260,6 +260,7 @@ static const struct bad_bytes hello_bytes[] = {
 	{ "NUL in the name", HELLO_JOB + 5, 1, '\0', RING_EPROTO },
 	{ "unknown flag", HELLO_RANK + 32, 4, 0x80, RING_EPROTO },
 	{ "the survivors' flag", HELLO_RANK + 32, 4, PROTO_HELLO_SURVIVORS, 0 },
+	{ "RING_FAST=0", HELLO_RANK + 32, 4, PROTO_HELLO_NOFAST, 0 },
 };
 
 #define WE struct proto_welcome
@@ -271,7 +272,7 @@ static const struct bad_value welcome_values[] = {
 	{ "hosts", { EDIT_SET(WE, nhosts, PROTO_MAX_RANKS + 1) }, RING_EINVAL },
 	{ "job id 0", { EDIT_SET(WE, job_id, 0) }, RING_EINVAL },
 	{ "piece 0", { EDIT_SET(WE, piece_bytes, 0) }, RING_EINVAL },
-	{ "an unknown flag", { EDIT_SET(WE, flags, 4) }, RING_EINVAL },
+	{ "an unknown flag", { EDIT_SET(WE, flags, 8) }, RING_EINVAL },
 	{ "version without NUL", { EDIT_FILL(WE, version, 'v') }, RING_EINVAL },
 	{ "tab in version", { EDIT_SET(WE, version[0], '\t') }, RING_EINVAL },
 };
@@ -281,9 +282,10 @@ static const struct bad_bytes welcome_bytes[] = {
 	{ "rank -1", PROTO_MSG_HDR, 4, (uint32_t)-1, RING_EPROTO },
 	{ "job id 0", PROTO_MSG_HDR + 24, 4, 0, RING_EPROTO },
 	{ "job id 1", PROTO_MSG_HDR + 24, 4, 1, 0 },
-	{ "an unknown flag", PROTO_MSG_HDR + 40, 4, 4, RING_EPROTO },
+	{ "an unknown flag", PROTO_MSG_HDR + 40, 4, 8, RING_EPROTO },
 	{ "in-place reduce-scatter", PROTO_MSG_HDR + 40, 4, PROTO_WELCOME_RS_INPLACE, 0 },
 	{ "the local hop", PROTO_MSG_HDR + 40, 4, PROTO_WELCOME_SHM, 0 },
+	{ "the job page", PROTO_MSG_HDR + 40, 4, PROTO_WELCOME_PAGE, 0 },
 	{ "NUL in version", PROTO_MSG_HDR + 46 + 1, 1, '\0', RING_EPROTO },
 };
 
