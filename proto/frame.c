@@ -1,8 +1,9 @@
 /*
  * frame.c - the peer protocol between daemons: the 48-byte frame header and the
  * payloads that have a structure (handshake hello, collective fingerprint, reject
- * and abort reasons, point-to-point RTS/CTS), plus the fingerprint's comparison
- * and text form (the collectives' names are names.c's).  Every payload has one
+ * and abort reasons, point-to-point RTS/CTS, a formation's JOIN and its
+ * CONFIRM), plus the fingerprint's comparison and text form (the collectives'
+ * names are names.c's).  Every payload has one
  * canonical encoding: decoders insist on exact lengths, zero reserved bytes and
  * in-range fields, so a payload that decodes re-encodes to the same bytes, and
  * each encoder refuses what its decoder would refuse.
@@ -86,6 +87,8 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:
 		return FRAME_JOIN_MAX;
+	case PROTO_F_CONFIRM:
+		return PROTO_CONFIRM_LEN;
 	case PROTO_F_DATA:
 	case PROTO_F_P2P_DATA:
 		return max_payload < PROTO_FRAME_MAX_PAYLOAD ? max_payload :
@@ -121,7 +124,8 @@ proto_frame_decode(const uint8_t in[PROTO_FRAME_HDR], struct proto_frame *f,
 		return RING_EPROTO;
 	if ((max = frame_type_max(f->type, max_payload)) < 0)
 		return RING_EPROTO;
-	if (f->type == PROTO_F_OPHDR ? f->length != PROTO_FP_LEN : f->length > max)
+	if (f->type == PROTO_F_OPHDR || f->type == PROTO_F_CONFIRM ? f->length != (uint32_t)max :
+								     f->length > max)
 		return RING_EPROTO;
 	return 0;
 }
@@ -160,6 +164,8 @@ proto_frame_type_name(int type)
 		return "leave";
 	case PROTO_F_REVOKE:
 		return "revoke";
+	case PROTO_F_CONFIRM:
+		return "confirm";
 	case PROTO_F_P2P_RTS:
 		return "p2p_rts";
 	case PROTO_F_P2P_CTS:
@@ -647,4 +653,53 @@ proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m)
 	if (pr_done(&r) != 0 || !join_ok(m))
 		return RING_EPROTO;
 	return 0;
+}
+
+/* ---- a formation's confirmation ---- */
+
+static bool
+confirm_ok(const struct proto_confirm *m)
+{
+	return m->claim != 0 && m->nhosts >= 2 && m->nhosts <= PROTO_MAX_RANKS;
+}
+
+int
+proto_encode_confirm(uint8_t *buf, size_t cap, const struct proto_confirm *m)
+{
+	struct pw w;
+
+	if (!confirm_ok(m))
+		return RING_EINVAL;
+	pw_init(&w, buf, cap);
+	pw_u32(&w, m->claim);
+	pw_u32(&w, m->nhosts);
+	pw_u64(&w, m->digest);
+	return pw_done(&w);
+}
+
+int
+proto_decode_confirm(const uint8_t *buf, size_t len, struct proto_confirm *m)
+{
+	struct pr r;
+
+	memset(m, 0, sizeof(*m));
+	pr_init(&r, buf, len);
+	m->claim = pr_u32(&r);
+	m->nhosts = pr_u32(&r);
+	m->digest = pr_u64(&r);
+	if (pr_done(&r) != 0 || !confirm_ok(m))
+		return RING_EPROTO;
+	return 0;
+}
+
+uint64_t
+proto_confirm_digest(uint64_t h, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		h ^= (v >> (8 * i)) & 0xffu;
+		h *= 0x100000001b3ull;
+	}
+	return h;
 }

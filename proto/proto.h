@@ -33,8 +33,11 @@
  * it; 13: the local hop's `looking` word (the doorbell is rung only while the
  * daemon sleeps), and the arena's control page without the progress counters
  * no one read; 14: the job page (WELCOME's PROTO_WELCOME_PAGE and its memfd
- * beside the doorbell, HELLO's PROTO_HELLO_NOFAST, struct proto_page) */
-#define PROTO_VERSION 14
+ * beside the doorbell, HELLO's PROTO_HELLO_NOFAST, struct proto_page); 15:
+ * CONFIRM frames, a formation's agreement round (a host forms only once every
+ * member host has confirmed the same claims), and a LEAVE's offset names the
+ * formation its host confirmed */
+#define PROTO_VERSION 15
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -195,16 +198,23 @@ enum proto_frame_type {
 				 * hosts: passed, said yes, vetoed */
 	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
-	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
-	PROTO_F_DATA = 17,   /* aux = step, offset = byte offset within the step */
-	PROTO_F_ABORT = 18,  /* the op failed: i32 code + reason string; forwarded round */
-	PROTO_F_JOIN = 19,   /* struct proto_join: a host's ranks of a job, sent round */
-	PROTO_F_LEAVE = 20,  /* struct proto_join (no ranks): the host's clients left;
+	PROTO_F_OPHDR = 16,   /* first frame of an operation: struct proto_fp */
+	PROTO_F_DATA = 17,    /* aux = step, offset = byte offset within the step */
+	PROTO_F_ABORT = 18,   /* the op failed: i32 code + reason string; forwarded round */
+	PROTO_F_JOIN = 19,    /* struct proto_join: a host's ranks of a job, sent round */
+	PROTO_F_LEAVE = 20,   /* struct proto_join (no ranks): the host's clients left;
 			      * aux PROTO_LEAVE_BROKE: the ring broke under the
-			      * formation there, its clients are still there */
-	PROTO_F_REVOKE = 21, /* a rank revoked the job's formation (gen): i32 code +
+			      * formation there, its clients are still there;
+			      * offset: the digest of the formation the host
+			      * confirmed on the claim (struct proto_confirm),
+			      * 0: none */
+	PROTO_F_REVOKE = 21,  /* a rank revoked the job's formation (gen): i32 code +
 				 * reason; straight to each of its hosts, route =
 				 * (origin, that host), never passed on round */
+	PROTO_F_CONFIRM = 22, /* struct proto_confirm: the sender holds the
+				 * formation gen complete on these claims; goes
+				 * as a JOIN goes (round, and straight while the
+				 * ring is broken) */
 	/* 32..47: point-to-point; seq = message id (the sender's), offset (RTS,
 	 * CTS) = the message's number in its pair of ranks, counted from 1 per
 	 * formation: the nth send from src to dst meets the nth recv */
@@ -335,6 +345,25 @@ struct proto_join {
 };
 int proto_encode_join(uint8_t *buf, size_t cap, const struct proto_join *m);
 int proto_decode_join(const uint8_t *buf, size_t len, struct proto_join *m);
+
+/* A formation's agreement (CONFIRM; the frame's gen is the formation's): the
+ * sender has every rank of the job placed, by the claims whose digest this
+ * is, and its own claim among them is still standing.  A host forms only
+ * once every member host has confirmed the same claims (ringd/jobform.c). */
+#define PROTO_CONFIRM_LEN 16
+struct proto_confirm {
+	uint32_t claim;  /* the sender's own claim (its JOIN's gen); never 0 */
+	uint32_t nhosts; /* member hosts, 2..PROTO_MAX_RANKS */
+	uint64_t digest; /* of the world and each member's host and claim,
+				 * in ring order (proto_confirm_digest) */
+};
+int proto_encode_confirm(uint8_t *buf, size_t cap, const struct proto_confirm *m);
+int proto_decode_confirm(const uint8_t *buf, size_t len, struct proto_confirm *m);
+/* The digest of a formation's claims (FNV-1a, 64 bits): from
+ * PROTO_CONFIRM_DIGEST0, fold in the world size, then each member host and
+ * its claim in ring order. */
+#define PROTO_CONFIRM_DIGEST0 0xcbf29ce484222325ull
+uint64_t proto_confirm_digest(uint64_t h, uint32_t v);
 
 /* P2P request to send (rendezvous) and clear to send. */
 struct proto_rts {

@@ -270,6 +270,11 @@ struct job_host {
 	uint32_t straight_gen; /* the claim of that generation came straight
 					 * (a survivors' job on a broken ring): a
 					 * break keeps it while the host is linked */
+	/* its confirmation of a formation (CONFIRM, ringd/jobform.c), the
+	 * latest it sent: the formation's generation, its own claim in it (0:
+	 * voided by its LEAVE) and the digest of the claims it was made of */
+	uint32_t conf_gen, conf_claim;
+	uint64_t conf_digest;
 };
 
 /*

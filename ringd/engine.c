@@ -16,6 +16,7 @@ engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	switch (f->type) {
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:
+	case PROTO_F_CONFIRM:
 	case PROTO_F_REVOKE:
 		return job_rx(rd, l, f, pl);
 	case PROTO_F_ABORT:

@@ -6,11 +6,15 @@
  * sends a JOIN frame (its host and their global ranks) once round the ring, and
  * every daemon records it.  The job is ready on a host when every rank of the
  * world has a host: then every daemon computes the same member list in ring order,
+ * confirms it to the others (jobform.c: a host goes only once every member host
+ * has confirmed the same claims, so none goes on a claim already taken back),
  * and this host's processes get their WELCOME.  Conflicting claims (a rank on two
  * hosts, two world sizes) make the job fail to form, with the reason sent to the
- * processes.  When a host's processes leave, a LEAVE frame says so; once every
- * host has left a formation and nothing of it runs here any more, it dissolves
- * and the same job name can form again (see the generations in coll.h).
+ * processes.  When a host's processes leave, a LEAVE frame says so.  Where the
+ * job has not formed, only that claim goes (job_withdraw, job_apply_leave);
+ * where it formed, once every host has left the formation and nothing of it
+ * runs here any more, it dissolves and the same job name can form again (see
+ * the generations in coll.h).
  *
  * Daemons without processes of a job take no part: they pass its frames on.
  */
@@ -161,65 +165,6 @@ job_refuse(struct ringd *rd, struct job *j, const char *fmt, ...)
 			j->loc[i].sess->ev->refuse(j->loc[i].sess, RING_EINVAL, text);
 }
 
-/* Whether j is a survivors' job (ring_comm_shrink), the ring was whole and
- * broke, and every host of hosts[0..n) but this one has a working link of
- * its own to here. */
-static bool
-hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n)
-{
-	int i;
-
-	if (rd->state != RING_DEGRADED || !j->survivors)
-		return false;
-	for (i = 0; i < n; i++)
-		if (hosts[i] != rd->rank && link_toward(rd, hosts[i], false) == NULL)
-			return false;
-	return true;
-}
-
-/* The member list in ring order, every host with its ranks (ascending), and
- * the formation's generation (the latest of its claims) in *gen: the same
- * on every host.  The number of hosts, or -1 (out of memory: the job fails). */
-static int
-job_members_make(struct ringd *rd, struct job *j, uint32_t *gen)
-{
-	int h, r, i, n = 0;
-
-	job_members_free(j);
-	j->hosts = calloc((size_t)rd->world, sizeof(int));
-	j->hranks = calloc((size_t)rd->world, sizeof(int *));
-	j->nhranks = calloc((size_t)rd->world, sizeof(int));
-	if (j->hosts == NULL || j->hranks == NULL || j->nhranks == NULL)
-		return -1;
-	for (h = 0; h < rd->world; h++)	/* a failed formation's may be left */
-		j->host[h].pos = -1;
-	*gen = 0;
-	for (h = 0; h < rd->world; h++) {
-		int k = 0;
-
-		for (r = 0; r < j->world; r++)
-			k += j->host_of[r] == h;
-		if (k == 0)
-			continue;
-		if ((j->hranks[n] = malloc((size_t)k * sizeof(int))) == NULL) {
-			j->nhosts = n; /* job_members_free frees those made */
-			return -1;
-		}
-		for (r = 0, i = 0; r < j->world; r++)
-			if (j->host_of[r] == h)
-				j->hranks[n][i++] = r;
-		j->nhranks[n] = k;
-		j->hosts[n] = h;
-		j->host[h].pos = n;
-		if (h == rd->rank)
-			j->pos = n;
-		if (*gen == 0 || proto_gen_after(j->host[h].claim_gen, *gen))
-			*gen = j->host[h].claim_gen;
-		n++;
-	}
-	return n;
-}
-
 /* The formation agreed (n hosts, generation gen): its links, its fresh
  * credit and stash, and this host's processes welcomed. */
 static void
@@ -276,7 +221,7 @@ job_check_ready(struct ringd *rd, struct job *j)
 		job_fail_form(rd, j, true, "out of memory");
 		return;
 	}
-	if (n > 1 && rd->state != RING_READY && !hosts_linked(rd, j, j->hosts, n)) {
+	if (n > 1 && rd->state != RING_READY && !job_hosts_linked(rd, j, j->hosts, n)) {
 		/* The claims are in, but the ring token is still on its first round
 		 * (or the ring broke): a formation agreed now could differ from
 		 * the one of a host that claims again as the ring forms, and an
@@ -289,49 +234,14 @@ job_check_ready(struct ringd *rd, struct job *j)
 		job_members_free(j);
 		return;
 	}
-	job_go(rd, j, n, gen);
-}
-
-/* JOIN: our ranks (the header's gen is our claim's); LEAVE: the ranks of ours
- * that stay, and the last sequence number the leaving process called, so the
- * others can tell an op it finished from one it never will. */
-/* A LEAVE while the ring is broken, also straight to each host with ranks in
- * the formation over a link of its own, as the ring may not reach it (one
- * that hears it twice applies it once). */
-static void
-send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint8_t *pl)
-{
-	bool *seen = calloc((size_t)rd->world, sizeof(*seen));
-	int r;
-
-	if (seen == NULL)
+	if (!job_form_agreed(rd, j, n, gen)) {
+		/* a claim of these may be withdrawn, its LEAVE on the way: we go
+		 * once every member host has confirmed them (jobform.c) */
+		j->nhosts = n;
+		job_members_free(j);
 		return;
-	for (r = 0; r < j->world; r++) {
-		int h = j->host_of[r];
-		struct link *l;
-
-		if (h < 0 || h == rd->rank || seen[h])
-			continue;
-		seen[h] = true;
-		f->route = PROTO_ROUTE(rd->rank, h);
-		if ((l = link_toward(rd, h, false)) != NULL)
-			link_send(l, f, pl);
 	}
-	free(seen);
-}
-
-/* f to every host this one has a working link to, straight. */
-static void
-send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl)
-{
-	struct link *l;
-	int h;
-
-	for (h = 0; h < rd->world; h++)
-		if (h != rd->rank && (l = link_toward(rd, h, false)) != NULL) {
-			f->route = PROTO_ROUTE(rd->rank, h);
-			link_send(l, f, pl);
-		}
+	job_go(rd, j, n, gen);
 }
 
 /*
@@ -363,8 +273,13 @@ claim_inputs(struct ringd *rd, struct job *j)
 	me->link_mbps = rd->cfg.link_gbps * 1000;
 }
 
-/* A membership frame of ours; broke: a LEAVE of all our ranks, straight to
- * each host only (job_tell_broken). */
+/* A membership frame of ours.  JOIN: our ranks (the header's gen is our
+ * claim's); LEAVE: the ranks of ours that stay, and the last sequence number
+ * the leaving process called, so the others can tell an op it finished from
+ * one it never will; broke: a LEAVE of all our ranks, straight to each host
+ * only (job_tell_broken).  A LEAVE while the ring is broken goes also
+ * straight to each host with ranks in the formation over a link of its own,
+ * as the ring may not reach it (one that hears it twice applies it once). */
 static void
 membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, bool broke)
 {
@@ -393,17 +308,19 @@ membership_frame(struct ringd *rd, struct job *j, uint16_t type, uint64_t last, 
 	f.length = (uint32_t)n;
 	if (broke)
 		f.aux = PROTO_LEAVE_BROKE;
+	if (type == PROTO_F_LEAVE && j->confirmed)
+		f.offset = j->confirm_digest; /* what a host may have formed on */
 	if (!broke && rd->next != NULL && rd->next->state == LINK_UP)
 		link_send(rd->next, &f, buf);
 	/* else a JOIN is sent again when the ring forms (job_ring_up) */
 	/* On a ring that broke, a survivors' JOIN or LEAVE may not get round:
 	 * it goes straight to every host this one has a link to, so their job
-	 * forms (hosts_linked) and a claim they heard of is taken back where
+	 * forms (job_hosts_linked) and a claim they heard of is taken back where
 	 * they heard it (the hosts it reaches round apply it once). */
 	if (rd->state == RING_DEGRADED && j->survivors)
-		send_linked(rd, &f, buf);
+		job_send_linked(rd, &f, buf);
 	else if (type == PROTO_F_LEAVE && rd->state != RING_READY && (j->formed || broke))
-		send_straight(rd, j, &f, buf);
+		job_send_straight(rd, j, &f, buf);
 }
 
 void
@@ -457,7 +374,7 @@ job_free_held(const struct ringd *rd, struct job *j)
 static void job_apply_join(struct ringd *rd, struct job *j, int origin,
 			   const struct proto_join *m, uint32_t gen);
 static void job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-			    uint32_t gen, bool broke);
+			    uint32_t gen, uint64_t digest, bool broke);
 
 /* The current formation is over here when every host that placed ranks in it
  * has left and none of its operations is still running here (a finished one
@@ -493,6 +410,7 @@ job_settle(struct ringd *rd, struct job *j)
 	j->revoked = false;
 	j->revoke_why[0] = '\0';
 	j->broke_why[0] = '\0';
+	job_form_again(j);
 	job_members_free(j);
 	for (h = 0; h < rd->world; h++) {
 		j->host[h].gone = HOST_IN;
@@ -558,6 +476,7 @@ job_claim(struct ringd *rd, struct job *j)
 		j->loc[i].member = true;
 	}
 	j->nmember = j->nloc;
+	job_form_again(j);
 	j->host[rd->rank].claim_gen = job_next_gen(j);
 	claim_inputs(rd, j);
 	j->reclaim = false;
@@ -607,6 +526,8 @@ job_break(struct ringd *rd, struct job *j, const char *why)
 	}
 	j->host[rd->rank].gone = mine;
 	j->ready = false;
+	if (!j->formed)
+		job_form_again(j); /* ours may be lost with the link */
 	if (j->formed && !j->broken)
 		snprintf(j->broke_why, sizeof(j->broke_why), "%s", why);
 	if (j->formed)
@@ -642,6 +563,7 @@ job_ring_up(struct ringd *rd)
 				claim_inputs(rd, j);
 			}
 			j->reclaim = false;
+			job_form_again(j);
 			send_membership(rd, j, PROTO_F_JOIN, 0);
 			job_check_ready(rd, j);
 		} else if (!j->joined && j->nloc > 0) {
@@ -705,7 +627,7 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 		memcpy(gone.job, m->job, sizeof(gone.job));
 		log_info("job %s: host %d claims anew (generation %u): it left generation %u",
 			 j->name, origin, gen, j->host[origin].claim_gen);
-		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen, false);
+		job_apply_leave(rd, j, origin, &gone, j->host[origin].claim_gen, 0, false);
 	}
 	if (j->world != 0 && job_dead(rd, j)) {
 		/* the current formation lost a host: this claim is for the next one */
@@ -755,10 +677,29 @@ job_apply_join(struct ringd *rd, struct job *j, int origin, const struct proto_j
 	job_check_ready(rd, j);
 }
 
-/* The formation lost a host before it formed here: our processes ran nothing
- * in it, so rather than fail them, take our claim back (a LEAVE of all our
- * ranks); they wait for the next formation and claim again once this one has
- * dissolved (job_settle). */
+/* Host origin's claim is out of a formation that has not formed here: its
+ * ranks have no host until it claims again. */
+static void
+job_unplace(struct job *j, int origin)
+{
+	int r;
+
+	for (r = 0; r < j->world; r++)
+		if (j->host_of[r] == origin) {
+			j->host_of[r] = -1;
+			j->nplaced--;
+		}
+}
+
+/*
+ * Our processes take their claim back before the job formed here: one of
+ * them left, or another host of the formation we confirmed left it (a host
+ * may have formed on that, and it dissolves there only once every host of it
+ * has left).  Nothing of it ran here, so nothing here waits for it to
+ * dissolve: our claim goes (a LEAVE of all our ranks, which names the
+ * formation we confirmed), the others' claims stay, and our processes claim
+ * anew as soon as they are all here.
+ */
 void
 job_withdraw(struct ringd *rd, struct job *j)
 {
@@ -770,21 +711,23 @@ job_withdraw(struct ringd *rd, struct job *j)
 		j->loc[i].member = false;
 	j->nmember = 0;
 	send_membership(rd, j, PROTO_F_LEAVE, 0);
-	j->host[rd->rank].gone = HOST_GONE;
-	j->host[rd->rank].gone_seq = 0;
+	job_unplace(j, rd->rank);
 	j->joined = false;
-	log_info("job %s: a host left before the job formed here; this host's processes "
-		 "wait for the next formation", j->name);
+	job_form_again(j); /* we confirm nothing of that claim again */
+	log_info("job %s: this host's processes took their claim back before the job "
+		 "formed here",
+		 j->name);
 }
 
 /* Host `origin`'s processes (some, or all: no ranks stay) left its claim, or
  * (broke) the ring broke under its formation there. */
 static void
 job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_join *m,
-		uint32_t gen, bool broke)
+		uint32_t gen, uint64_t digest, bool broke)
 {
 	struct op *op;
 
+	job_form_void(j, origin, gen); /* what it confirmed of that claim */
 	if (m->nranks == 0) {
 		j->host[origin].left = true;
 		j->host[origin].left_gen = gen;
@@ -799,6 +742,24 @@ job_apply_leave(struct ringd *rd, struct job *j, int origin, const struct proto_
 	}
 	if (j->world == 0 || j->host[origin].claim_gen != gen || !host_placed(j, origin))
 		return;	/* of a formation that is over here */
+	if (!j->formed) {
+		/* Nothing of it ran here: its claim goes, and ours stands unless a
+		 * host may have formed on the two (we confirmed the formation it
+		 * had confirmed: digest, jobform.c); then ours goes too and comes
+		 * again, anew.  A claim withdrawn that no host confirmed takes no
+		 * other with it, so withdraws never circle the ring. */
+		bool ours = j->confirmed && digest != 0 && digest == j->confirm_digest;
+
+		j->host[origin].left = true; /* all of it: its JOIN again is stale */
+		j->host[origin].left_gen = gen;
+		job_unplace(j, origin);
+		if (ours) {
+			job_withdraw(rd, j);
+			job_claim(rd, j);
+		}
+		job_settle(rd, j);
+		return;
+	}
 	if (j->host[origin].gone == HOST_GONE) {
 		/* heard already (twice: round the ring and straight); or its
 		 * formation broke with the ring there, and now its processes
@@ -845,6 +806,13 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 		return job_rx_abort(rd, l, f, pl);
 	if (f->type == PROTO_F_REVOKE)
 		return job_rx_revoke(rd, l, f, pl);
+	if (f->type == PROTO_F_CONFIRM) {
+		int rc = job_form_rx(rd, l, f, pl, &j);
+
+		if (j != NULL)
+			job_check_ready(rd, j);
+		return rc;
+	}
 
 	/* a LEAVE or JOIN straight from its host (send_membership while the
 	 * ring is broken): for us alone */
@@ -870,7 +838,7 @@ job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint
 	if (j->name[0] == '\0')
 		snprintf(j->name, sizeof(j->name), "%s", m.job);
 	if (f->type == PROTO_F_LEAVE) {
-		job_apply_leave(rd, j, origin, &m, f->gen, f->aux == PROTO_LEAVE_BROKE);
+		job_apply_leave(rd, j, origin, &m, f->gen, f->offset, f->aux == PROTO_LEAVE_BROKE);
 	} else {
 		bool again =
 		    j->world != 0 && f->gen == j->host[origin].claim_gen && host_placed(j, origin);

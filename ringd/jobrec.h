@@ -1,8 +1,10 @@
 /*
  * jobrec.h - struct job itself: what a job is on this host (its name, its
  * formation, its processes here).  Only the job's own files include it: job.c
- * (membership), revoke.c (revocation and the shrink's answer) and jobtab.c
- * (the table and the record's functions, which the rest of the engine calls).
+ * (membership), jobform.c (a formation's agreement), jobattach.c (a host's
+ * processes attaching), revoke.c (revocation and the shrink's answer) and
+ * jobtab.c (the table and the record's functions, which the rest of the
+ * engine calls).
  * What the engine's other rooms keep of a job is in their parts (job_part),
  * each its owner's.
  */
@@ -28,6 +30,9 @@ struct job {
 	uint32_t fgen;			/* generation of the current (or last) formation */
 	uint32_t gen_max;		/* the highest generation claimed or formed that
 					 * this host has seen: ours propose above it */
+	bool confirmed;                 /* we sent a CONFIRM of the formation ... */
+	uint32_t confirm_gen;           /* ... of this generation ... */
+	uint64_t confirm_digest;        /* ... on these claims (jobform.c) */
 	struct job_host *host;		/* [hosts]: each host of the ring, as this job
 					 * knows it (a record per host) */
 	char error[PROTO_TEXT_MAX + 1];	/* why the job cannot form, if it cannot */
@@ -62,6 +67,29 @@ struct job {
 	uint64_t over_ms;               /* ... at this time (jobtab.c) */
 	TAILQ_ENTRY(job) entry;
 };
+
+/*
+ * jobform.c, for job.c: the member list from the claims (the member hosts
+ * in ring order; the formation's generation, the latest claim, in *gen; the
+ * number of hosts, or -1: out of memory), and the agreement on it: whether
+ * every other member host of the n has confirmed the same claims (ours is
+ * sent when it is new).  A CONFIRM frame (*recheck: the job whose agreement
+ * may have come); a host's LEAVE of its claim voids its confirmation; ours
+ * is sent again at the next look (the ring broke or came back).  And the
+ * routes of membership frames: straight to each host with ranks in the
+ * formation that this host has a link to; to every host it has a link to;
+ * and whether j is a survivors' job on a ring that broke with every host of
+ * hosts[0..n) but this one linked to here, so it forms over those links.
+ */
+int job_members_make(struct ringd *rd, struct job *j, uint32_t *gen);
+bool job_form_agreed(struct ringd *rd, struct job *j, int n, uint32_t gen);
+int job_form_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl,
+		struct job **recheck);
+void job_form_void(struct job *j, int origin, uint32_t claim);
+void job_form_again(struct job *j);
+void job_send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint8_t *pl);
+void job_send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl);
+bool job_hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n);
 
 /* revoke.c: a REVOKE frame, straight from its host or going round. */
 int job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);

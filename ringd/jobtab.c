@@ -505,7 +505,8 @@ job_stale_add(struct job *j)
 }
 
 /* One line about the job's membership here, for the simulation's reports:
- * world, placed ranks, processes, the formation's state and each host's claim. */
+ * world, placed ranks, processes, the formation's state (the generation we
+ * confirmed) and each host's claim and confirmation. */
 void
 job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t len)
 {
@@ -514,14 +515,17 @@ job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t len)
 
 	off = (size_t)snprintf(buf, len,
 			       "job %s: world %d placed %d loc %d/%d member %d "
-			       "fgen %u gen_max %u%s%s%s%s%s claims",
+			       "fgen %u gen_max %u confirmed %u%s%s%s%s%s claims (/c confirmed "
+			       "gen:claim)",
 			       j->name, j->world, j->nplaced, j->nloc, j->local_size, j->nmember,
-			       j->fgen, j->gen_max, j->joined ? " joined" : "",
-			       j->formed ? " formed" : "", j->ready ? " ready" : "",
-			       j->broken ? " broken" : "", j->error[0] ? " error" : "");
+			       j->fgen, j->gen_max, j->confirmed ? j->confirm_gen : 0,
+			       j->joined ? " joined" : "", j->formed ? " formed" : "",
+			       j->ready ? " ready" : "", j->broken ? " broken" : "",
+			       j->error[0] ? " error" : "");
 	for (h = 0; h < rd->world && off < len; h++)
 		off += (size_t)snprintf(
-		    buf + off, len - off, " %u%s%s", j->host[h].claim_gen,
+		    buf + off, len - off, " %u%s%s/c%u:%u", j->host[h].claim_gen,
 		    j->host[h].held ? "(held)" : "",
-		    j->host[h].gone ? (j->host[h].gone == HOST_GONE ? "(gone)" : "(leaving)") : "");
+		    j->host[h].gone ? (j->host[h].gone == HOST_GONE ? "(gone)" : "(leaving)") : "",
+		    j->host[h].conf_gen, j->host[h].conf_claim);
 }

@@ -72,15 +72,16 @@ link_own_frame(uint16_t type)
 
 /* The engine's frames a direct link carries: a collective's (its data, its
  * headers, the credit for them), a message's (RTS, CTS, data), and while the
- * ring is broken an op's abort, a LEAVE and a JOIN, straight from the host at
- * its other end, a REVOKE, and the membership's EVICT and VIEW. */
+ * ring is broken an op's abort, a LEAVE, a JOIN and its CONFIRM, straight from
+ * the host at its other end, a REVOKE, and the membership's EVICT and VIEW. */
 static bool
 direct_frame(uint16_t type)
 {
 	return type == PROTO_F_OPHDR || type == PROTO_F_DATA || type == PROTO_F_CREDIT ||
 	       type == PROTO_F_P2P_RTS || type == PROTO_F_P2P_CTS || type == PROTO_F_P2P_DATA ||
 	       type == PROTO_F_ABORT || type == PROTO_F_LEAVE || type == PROTO_F_JOIN ||
-	       type == PROTO_F_REVOKE || type == PROTO_F_EVICT || type == PROTO_F_VIEW;
+	       type == PROTO_F_CONFIRM || type == PROTO_F_REVOKE || type == PROTO_F_EVICT ||
+	       type == PROTO_F_VIEW;
 }
 
 /* Makes room in rxbuf for `need` contiguous bytes from rxoff. */

@@ -73,6 +73,7 @@ struct shrink_run {
 	int victim; /* the host whose daemon dies (-1: none) */
 	int nprocs;
 	volatile double t_revoke; /* when rank 0 revoked */
+	volatile int idle;        /* ranks whose barrier returned */
 	struct rank_log r[NPROC];
 };
 
@@ -385,10 +386,21 @@ rank_revoke_idle(ring_comm *comm, int rank, int size, void *arg)
 	float v = 1.0f;
 	int rc;
 
-	(void)size;
 	if ((rc = ring_barrier(comm)) != 0)
 		RANK_FAIL(lg, "barrier: %s: %s", ring_strerror(rc), ring_last_error(comm));
+	__atomic_add_fetch(&sr->idle, 1, __ATOMIC_SEQ_CST);
 	if (rank == 0) {
+		/* A rank's barrier returns once its host has every host's part:
+		 * another's may be still on its way there (and a revoke sent now
+		 * fails it), so rank 0 revokes once every rank is idle. */
+		for (double end = harness_now() + 10; sr->idle < size;) {
+			if (harness_now() > end)
+				RANK_FAIL(lg,
+					  "only %d of %d ranks were through the barrier "
+					  "within 10 s",
+					  sr->idle, size);
+			usleep(1000);
+		}
 		if ((rc = ring_comm_revoke(comm)) != 0)
 			RANK_FAIL(lg, "ring_comm_revoke: %s: %s", ring_strerror(rc),
 				  ring_last_error(comm));

@@ -3,7 +3,7 @@
  * (layout, round trip, magic, version, types, each type's payload limits,
  * the formation generation), the names of frame types and collectives, and
  * the payloads a link carries (handshake hello, fingerprint, reason, RTS,
- * CTS, JOIN).  Those payloads go through the tables of proto_check.h: one
+ * CTS, JOIN, CONFIRM and its digest).  Those payloads go through the tables of proto_check.h: one
  * table of values that must round-trip, and per codec a table of values the
  * encoder refuses and of byte edits the decoder refuses.
  */
@@ -41,6 +41,7 @@ static const struct {
 	{ PROTO_F_JOIN, 100 },
 	{ PROTO_F_LEAVE, 100 },
 	{ PROTO_F_REVOKE, 100 },
+	{ PROTO_F_CONFIRM, PROTO_CONFIRM_LEN },
 	{ PROTO_F_RING, 0 },
 	{ PROTO_F_EVICT, 100 },
 	{ PROTO_F_VIEW, 100 },
@@ -187,6 +188,11 @@ Test(frame, payload_limits)
 	cr_assert(!frame_len_ok(PROTO_F_OPHDR, PROTO_FP_LEN - 1, 1 << 20));
 	cr_assert(!frame_len_ok(PROTO_F_OPHDR, PROTO_FP_LEN + 1, 1 << 20));
 	cr_assert(!frame_len_ok(PROTO_F_OPHDR, 0, 1 << 20));
+	/* a confirmation is its fixed structure, no byte more or less */
+	cr_assert(frame_len_ok(PROTO_F_CONFIRM, PROTO_CONFIRM_LEN, 0));
+	cr_assert(!frame_len_ok(PROTO_F_CONFIRM, PROTO_CONFIRM_LEN - 1, 1 << 20));
+	cr_assert(!frame_len_ok(PROTO_F_CONFIRM, PROTO_CONFIRM_LEN + 1, 1 << 20));
+	cr_assert(!frame_len_ok(PROTO_F_CONFIRM, 0, 1 << 20));
 	for (i = 0; i < NFRAME_TYPES; i++) {
 		int t = frame_types[i].type;
 
@@ -384,6 +390,7 @@ PROTO_CODEC(fp, struct proto_fp)
 PROTO_CODEC(rts, struct proto_rts)
 PROTO_CODEC(cts, struct proto_cts)
 PROTO_CODEC(join, struct proto_join)
+PROTO_CODEC(confirm, struct proto_confirm)
 
 static bool
 peer_hello_eq(const void *got, const void *want)
@@ -426,6 +433,14 @@ cts_eq(const void *got, const void *want)
 }
 
 static bool
+confirm_eq(const void *got, const void *want)
+{
+	const struct proto_confirm *a = got, *b = want;
+
+	return a->claim == b->claim && a->nhosts == b->nhosts && a->digest == b->digest;
+}
+
+static bool
 join_eq(const void *got, const void *want)
 {
 	const struct proto_join *a = got, *b = want;
@@ -444,6 +459,7 @@ static const struct codec reason_codec = { "reason",   sizeof(struct proto_error
 static const struct codec rts_codec = CODEC(rts, struct proto_rts, 0);
 static const struct codec cts_codec = CODEC(cts, struct proto_cts, 0);
 static const struct codec join_codec = CODEC(join, struct proto_join, 0);
+static const struct codec confirm_codec = CODEC(confirm, struct proto_confirm, 0);
 
 /* ------------------------------------------------------------------ */
 /* payloads: the values, and the bytes their layout gives them        */
@@ -586,6 +602,18 @@ make_join(void *m, int i)
 	return (int)(2 + strlen(j->job) + 24 + 4 * j->nranks);
 }
 
+/* 0: two hosts; 1: the most hosts, the largest claim and digest; 2: any. */
+static int
+make_confirm(void *m, int i)
+{
+	struct proto_confirm *c = m;
+
+	c->claim = i == 1 ? UINT32_MAX : 1 + (uint32_t)(rnd() % 1000);
+	c->nhosts = i == 0 ? 2 : i == 1 ? PROTO_MAX_RANKS : 2 + (uint32_t)(rnd() % 100);
+	c->digest = i == 1 ? UINT64_MAX : rnd();
+	return PROTO_CONFIRM_LEN;
+}
+
 /* Each payload in the frame it travels in: the handshake's and the others' caps
  * are what a stranger can make a link hold, and every value fits them. */
 Test(payload, round_trips)
@@ -597,6 +625,7 @@ Test(payload, round_trips)
 		{ &rts_codec, PROTO_F_P2P_RTS, make_rts, PROTO_MAX_NDIM + 2 },
 		{ &cts_codec, PROTO_F_P2P_CTS, make_cts, -RING_ERR_MIN + 2 },
 		{ &join_codec, PROTO_F_JOIN, make_join, 3 },
+		{ &confirm_codec, PROTO_F_CONFIRM, make_confirm, 3 },
 	};
 
 	check_round_trips(rows, NELEM(rows));
@@ -727,6 +756,25 @@ static const struct bad_bytes join_bytes[] = {
 	{ "world 7", 9, 4, 7, RING_EPROTO },
 };
 
+#define CF struct proto_confirm
+static const struct bad_value confirm_values[] = {
+	{ "claim 0 (no claim is)", { EDIT_SET(CF, claim, 0) }, RING_EINVAL },
+	{ "one host (it confirms to none)", { EDIT_SET(CF, nhosts, 1) }, RING_EINVAL },
+	{ "no host", { EDIT_SET(CF, nhosts, 0) }, RING_EINVAL },
+	{ "more hosts than a ring has",
+	  { EDIT_SET(CF, nhosts, PROTO_MAX_RANKS + 1) },
+	  RING_EINVAL },
+	{ "a digest of 0", { EDIT_SET(CF, digest, 0) }, 0 },
+};
+#undef CF
+/* [0..3] claim, [4..7] nhosts (2), [8..15] digest. */
+static const struct bad_bytes confirm_bytes[] = {
+	{ "claim 0", 0, 4, 0, RING_EPROTO },
+	{ "one host", 4, 4, 1, RING_EPROTO },
+	{ "hosts past the limit", 4, 4, PROTO_MAX_RANKS + 1, RING_EPROTO },
+	{ "three hosts", 4, 4, 3, 0 },
+};
+
 #define REFUSALS(name, make, i)                                                            \
 	{                                                                                  \
 		&name##_codec, make, i, name##_values, NELEM(name##_values), name##_bytes, \
@@ -742,9 +790,36 @@ Test(payload, refusals)
 		REFUSALS(rts, make_rts, 1),
 		REFUSALS(cts, make_cts, 1),
 		REFUSALS(join, make_join, 0),
+		REFUSALS(confirm, make_confirm, 0),
 	};
 
 	check_refusals(rows, NELEM(rows));
+}
+
+/* A formation's digest is FNV-1a over the little-endian words (world, then
+ * host and claim of each member): the same claims give the same digest on
+ * every host, and another claim, another member or another order another. */
+static uint64_t
+digest_of(const uint32_t *v, int n)
+{
+	uint64_t d = PROTO_CONFIRM_DIGEST0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		d = proto_confirm_digest(d, v[i]);
+	return d;
+}
+
+Test(confirm, digest)
+{
+	/* world 8: host 0 claims 5, host 2 claims 7 */
+	const uint32_t v[] = { 8, 0, 5, 2, 7 }, later[] = { 8, 0, 6, 2, 7 },
+		       other[] = { 8, 1, 5, 2, 7 }, swapped[] = { 8, 2, 7, 0, 5 };
+
+	cr_assert_eq(digest_of(v, 5), 0x537fda17c97f7e3dull);
+	cr_assert_neq(digest_of(later, 5), digest_of(v, 5));
+	cr_assert_neq(digest_of(other, 5), digest_of(v, 5));
+	cr_assert_neq(digest_of(swapped, 5), digest_of(v, 5));
 }
 
 /* No text is the empty one; a smaller caller buffer truncates, it does not

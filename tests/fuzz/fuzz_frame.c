@@ -44,6 +44,7 @@ fuzz_payloads(const uint8_t *p, size_t len)
 	struct proto_fp fp;
 	struct proto_rts rts;
 	struct proto_cts cts;
+	struct proto_confirm conf;
 	char text[PROTO_TEXT_MAX + 1], small[7];
 	int32_t code, code2;
 	int n;
@@ -81,6 +82,12 @@ fuzz_payloads(const uint8_t *p, size_t len)
 	if (proto_decode_cts(p, len, &cts) == 0) {
 		CHECK(cts.status <= 0 && cts.status >= RING_ERR_MIN);
 		n = proto_encode_cts(out, sizeof(out), &cts);
+		check_same(p, len, out, n);
+	}
+	if (proto_decode_confirm(p, len, &conf) == 0) {
+		CHECK(len == PROTO_CONFIRM_LEN && conf.claim != 0);
+		CHECK(conf.nhosts >= 2 && conf.nhosts <= PROTO_MAX_RANKS);
+		n = proto_encode_confirm(out, sizeof(out), &conf);
 		check_same(p, len, out, n);
 	}
 	{
@@ -139,6 +146,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(f.length <= max_payload);
 		else if (f.type == PROTO_F_JOIN || f.type == PROTO_F_LEAVE)
 			CHECK(f.length <= 96 + 4 * PROTO_JOIN_MAX);	/* a host's ranks */
+		else if (f.type == PROTO_F_CONFIRM)
+			CHECK(f.length == PROTO_CONFIRM_LEN);
 		else if (f.type == PROTO_F_VIEW)
 			CHECK(f.length <= 4 + 4 * PROTO_VIEW_MAX);	/* the hosts' incarnations */
 		else
@@ -202,6 +211,7 @@ seeds(const char *dir)
 		.bytes = 24, .shape = { 3, 4 } };
 	struct proto_cts cts = { .src = 1, .dst = 2, .status = RING_EMISMATCH,
 		.text = "posted float32[4]" };
+	struct proto_confirm conf = { .claim = 7, .nhosts = 3, .digest = 0x537fda17c97f7e3dull };
 	uint8_t p[4096], data[64];
 	int i;
 
@@ -227,6 +237,7 @@ seeds(const char *dir)
 	    proto_encode_reason(p, sizeof(p), RING_EPEER, "link to host 2 reset"));
 	seed_frame(dir, "rts", PROTO_F_P2P_RTS, p, proto_encode_rts(p, sizeof(p), &rts));
 	seed_frame(dir, "cts", PROTO_F_P2P_CTS, p, proto_encode_cts(p, sizeof(p), &cts));
+	seed_frame(dir, "confirm", PROTO_F_CONFIRM, p, proto_encode_confirm(p, sizeof(p), &conf));
 	seed_frame(dir, "heartbeat", PROTO_F_HEARTBEAT, p, 0);
 	seed_frame(dir, "credit", PROTO_F_CREDIT, p, 0);
 	seed_frame(dir, "ping", PROTO_F_PING, p, 0);

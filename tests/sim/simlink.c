@@ -248,8 +248,8 @@ dispatch(struct sim_link *e, const struct proto_frame *f, const uint8_t *pl)
 	uint64_t stale = j != NULL ? job_stale(j) : 0;
 	int rc;
 
-	if (sim_current->trace &&
-	    (f->type == PROTO_F_JOIN || f->type == PROTO_F_LEAVE || f->type == PROTO_F_ABORT))
+	if (sim_current->trace && (f->type == PROTO_F_JOIN || f->type == PROTO_F_LEAVE ||
+				   f->type == PROTO_F_CONFIRM || f->type == PROTO_F_ABORT))
 		fprintf(stderr,
 			"  t=%llu host %d <- %s job %08x from host %d gen %u seq %llu "
 			"aux %u\n",

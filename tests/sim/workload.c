@@ -147,18 +147,6 @@ coll_name(int coll)
 	return proto_coll_name(coll);
 }
 
-/* Another rank of the job left (not at the end) and is not attached again. */
-static bool
-others_away(const struct sim_job *j, const struct sim_proc *self)
-{
-	int i;
-
-	for (i = 0; i < j->nproc; i++)
-		if (j->proc[i] != self && !j->proc[i]->attached && !j->proc[i]->gone)
-			return true;
-	return false;
-}
-
 /* The answer to p's op: right, or failed for a reason it was given.  An op
  * a rank aborted fails on every rank, but for a broadcast: a host that had
  * the root's data before the abort reached it may be done (its result then
@@ -189,15 +177,10 @@ check_result(struct sim_world *w, struct sim_proc *p, int status, const char *te
 			j->inc_failed = true;
 		return;
 	}
-	/* A host forms on claims whose LEAVEs are still on the way (a formation
-	 * has no agreement round yet): after a rank of the job quit, the first
-	 * op of the next formation may fail, and so may any op while another
-	 * rank of the job is away (it left and is not back): RING_EABORTED when
-	 * the LEAVEs come, RING_ETIMEDOUT when the hosts formed different
-	 * generations. */
-	if ((status == RING_EABORTED || status == RING_ETIMEDOUT) &&
-	    ((j->quit_ms != 0 && p->done_in_inc == 0) || others_away(j, p)))
-		p->broken_at_attach = true;
+	/* No excuse for a formation made of a claim already withdrawn: a host
+	 * forms only once every host of the formation has confirmed its claims
+	 * (ringd/jobform.c), so a rank that quit, or one that is away, fails no
+	 * operation of a formation it is not in. */
 	if (status != 0) {
 		if (!excused(w, p) || !ok_fail)
 			sim_fail(w->rep,
@@ -253,8 +236,6 @@ ev_done(struct client *c, uint64_t reqid, int status, const char *text)
 		return;
 	}
 	check_result(w, p, status, text);
-	if (status == 0)
-		p->done_in_inc++;
 	p->busy = false;
 	p->step++;
 	p->wake_at = sim_now_ms() + sim_below(w->rng, THINK_MS + 1);
@@ -317,17 +298,6 @@ ring_healing(const struct sim_world *w)
 	return false;
 }
 
-static bool
-rank_away(const struct sim_job *j, const struct sim_proc *self)
-{
-	int i;
-
-	for (i = 0; i < j->nproc; i++)
-		if (j->proc[i] != self && j->proc[i]->quit)
-			return true;
-	return false;
-}
-
 static void
 proc_attach(struct sim_world *w, struct sim_proc *p)
 {
@@ -342,10 +312,7 @@ proc_attach(struct sim_world *w, struct sim_proc *p)
 	arena_ref(p->arena);
 	p->inc = j->inc;
 	p->cuts_at = w->cuts;
-	/* a rank that quit is away: the formation this one joins may be made of
-	 * its host's old claim, its LEAVE on the way (see check_result) */
-	p->broken_at_attach = ring_healing(w) || rank_away(j, p);
-	p->done_in_inc = 0;
+	p->broken_at_attach = ring_healing(w);
 	p->stalls_at = j->stalls;
 	p->left = p->refused = false;
 	p->attached = true;		/* the engine may welcome it inside job_attach */
@@ -363,7 +330,6 @@ proc_attach(struct sim_world *w, struct sim_proc *p)
 				(unsigned long long)sim_now_ms(), j->name, p->rank, err);
 		return;
 	}
-	p->quit = false;
 }
 
 static void
@@ -523,8 +489,6 @@ sim_proc_act(struct sim_world *w, struct sim_proc *p)
 		 * others' ops fail, and the job forms again while frames of the
 		 * old formation may still be on the way */
 		j->stalls++;
-		j->quit_ms = sim_now_ms() ? sim_now_ms() : 1;	/* see check_result */
-		p->quit = true;
 		j->inc_failed = true;
 		proc_restart(w, p);
 	}

@@ -36,8 +36,7 @@ struct sim_job {
 	struct sim_step step[SIM_STEPS_MAX];
 	int inc;			/* incarnation: the formation the script runs in */
 	bool inc_failed;		/* an op of it failed: every process starts over */
-	uint64_t stalls;		/* times a rank of it stalled or quit */
-	uint64_t quit_ms;		/* when one last quit (0: never) */
+	uint64_t stalls;                /* times a rank of it stalled or quit */
 	bool complete;			/* one incarnation ran the whole script */
 	int nproc;
 	struct sim_proc *proc[SIM_RANKS_MAX];
@@ -63,9 +62,8 @@ struct sim_proc {
 	bool refused;			/* the engine refused it: it must leave */
 	bool stalled;			/* it stalled at its step once */
 	uint64_t cuts_at, stalls_at;	/* the faults there were when it attached */
-	int done_in_inc;		/* ops it completed in its formation */
-	bool quit;			/* it quit and has not attached again */
-	bool broken_at_attach;		/* ... and a cut link was not yet whole again */
+	bool broken_at_attach;          /* a cut link was not yet whole again when it
+					 * attached */
 };
 
 /* What the schedule has seen go wrong; a schedule passes with none. */
