@@ -17,6 +17,10 @@
  * calls itself ready; once the split heals the ring is whole and a job runs.
  * split_4_2: the four evict the two and are a ready ring; the two evict
  * nobody and stay degraded; after the heal the two are readmitted.
+ * split_4_3: the same with three on the small side, whose ring links among
+ * themselves stay up: after the heal each of them hears hosts the big side
+ * evicted, holds them members still, and must take those evictions all the
+ * same (a majority holds them) for their keepers to readmit them.
  *
  * flapping_host: a host lost and back three times is held out twice as long
  * each time (loopback daemons).
@@ -573,6 +577,11 @@ Test(member, split_3_3, .init = setup, .fini = teardown, .timeout = 180)
 Test(member, split_4_2, .init = setup, .fini = teardown, .timeout = 180)
 {
 	split(6, 4);
+}
+
+Test(member, split_4_3, .init = setup, .fini = teardown, .timeout = 180)
+{
+	split(7, 4);
 }
 
 /* ------------------------------------------------------------------ */
