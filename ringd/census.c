@@ -447,6 +447,10 @@ census_watch(struct ringd *rd, struct link *l, struct watch *w, struct ask *a)
 	    rd->cfg.evict_after_ms == 0 || now - w->heard_ms < rd->cfg.evict_after_ms) {
 		if (a->host >= 0 && a->host == l->peer)
 			a->host = -1; /* heard again: no eviction */
+		/* evicted, we have no ring link to hear on: once readmitted,
+		 * the neighbour gets its evict_after_ms from then */
+		if (!ring_is_member(rd, rd->rank))
+			w->heard_ms = now;
 		if (now - w->heard_ms < rd->cfg.evict_after_ms)
 			w->warned = false;
 		return;
