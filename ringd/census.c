@@ -331,7 +331,8 @@ census_home(struct ringd *rd, struct link *l, const struct proto_frame *f, const
 	const uint8_t *passed = pl + CENSUS_KEY_LEN, *yes = passed + bits_len(rd);
 	const uint8_t *veto = yes + bits_len(rd);
 	struct ask *a = NULL;
-	int i, v;
+	int i, v, held;
+	bool fresh;
 
 	for (i = 0; i < 2 + MAX_POLLS; i++)
 		if (m->ask[i].host >= 0 && m->ask[i].host == (int)f->seq &&
@@ -357,12 +358,19 @@ census_home(struct ringd *rd, struct link *l, const struct proto_frame *f, const
 			a->heard++;
 		}
 	}
+	/* A daemon never yet in a ready ring (restarted) has no view of its
+	 * own to stand on: it counts as holding what the others hold that is
+	 * new to it, or a change that a bare majority made before one of them
+	 * restarted would be held by no majority any more, and the restarted
+	 * one (the evicted hosts' keeper, say) would never learn it. */
+	fresh = rd->state == RING_FORMING && member_inc_after(a->want, rd->view[a->host]);
+	held = a->held + fresh;
 	/* A veto stops an eviction being asked for, not one made: once more
 	 * than half the hosts hold it (a partition's majority side took it),
 	 * a member that still hears the host takes it too, and the host's
 	 * keeper readmits it; refusing would keep that member's view apart,
 	 * the keeper among them, for good. */
-	if (2 * a->yes <= rd->world || (a->heard > 0 && 2 * a->held <= rd->world))
+	if (2 * held <= rd->world && (2 * a->yes <= rd->world || a->heard > 0))
 		return;
 	m->decided(rd, a);
 	a->host = -1;
