@@ -29,8 +29,10 @@
  * its stream (a link of several TCP connections); 12: an RTS carries its
  * message's number, a CTS with aux 1 says the other side gave up, EVICT is a
  * census of any incarnation (gen) and carries its asker's key, SHRINK_INFO
- * carries what failed the formation, LEAVE's aux says the ring broke under it */
-#define PROTO_VERSION 12
+ * carries what failed the formation, LEAVE's aux says the ring broke under
+ * it; 13: an EVICT's yes with its veto bit set says the host holds the
+ * incarnation already */
+#define PROTO_VERSION 13
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -188,7 +190,8 @@ enum proto_frame_type {
 				 * the incarnation asked about, offset = the
 				 * census's number, route (asker, asker); payload:
 				 * the asker's u64 key, then three bitmaps of the
-				 * hosts: passed, said yes, vetoed */
+				 * hosts: passed, said yes, vetoed (yes and veto:
+				 * held it already) */
 	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,  /* first frame of an operation: struct proto_fp */
