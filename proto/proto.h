@@ -36,8 +36,9 @@
  * beside the doorbell, HELLO's PROTO_HELLO_NOFAST, struct proto_page); 15:
  * CONFIRM frames, a formation's agreement round (a host forms only once every
  * member host has confirmed the same claims), and a LEAVE's offset names the
- * formation its host confirmed */
-#define PROTO_VERSION 15
+ * formation its host confirmed; 16: an EVICT's yes with its veto bit set says
+ * the host holds the incarnation already */
+#define PROTO_VERSION 16
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -195,7 +196,8 @@ enum proto_frame_type {
 				 * the incarnation asked about, offset = the
 				 * census's number, route (asker, asker); payload:
 				 * the asker's u64 key, then three bitmaps of the
-				 * hosts: passed, said yes, vetoed */
+				 * hosts: passed, said yes, vetoed (yes and veto:
+				 * held it already) */
 	PROTO_F_VIEW = 12,     /* the sender's membership view: struct proto_view */
 	/* 16..31: collectives, always next-ward; seq = job's sequence number */
 	PROTO_F_OPHDR = 16,   /* first frame of an operation: struct proto_fp */

@@ -10,8 +10,12 @@
  * lost host, whatever the hosts that have no link to it (most of them) say.
  * For an even t (h a member) a member says yes when it holds t and has not
  * lately voted to evict h from it.  The asker takes t once a census comes
- * home with more than half of the hostfile's hosts saying yes and no veto;
- * member.c does what that means.
+ * home with more than half of the hostfile's hosts saying yes and no veto,
+ * or with more than half holding t already: a veto stops an eviction that is
+ * asked for, not one that was made (after a partition heals, the side that
+ * had no majority hears the hosts the other side evicted, and must take
+ * those evictions for their keepers to readmit them).  member.c does what
+ * that means.
  *
  * Who asks.  The hosts beside a host silent for evict_after_ms ask to evict
  * it (census_watch).  Every other host learns of the eviction from a view,
@@ -26,7 +30,9 @@
  * (random, one per ask: a census that comes home without it is none of
  * ours, so a replayed or made-up one counts for nothing) and three bitmaps
  * of the world's hosts: those it passed, those that said yes, those that
- * vetoed.  Each member
+ * vetoed (a yes with its veto bit: one that holds t already, which no veto
+ * could be; so the frame keeps its size).  Each member (an evicted host answers
+ * nothing but passes it on, since its asker may hold it a member)
  * adds itself and passes it on to the next member; at a break (the next link
  * down, or the next host the one asked about) it goes over a direct link to
  * the member after the break, waiting up to HOP_WAIT_MS for that link and
@@ -44,15 +50,19 @@
 #include "member.h"
 #include "../proto/log.h"
 
-#define KEY_LEN 8 /* the asker's key, first in the payload */
-#define NBITS 3   /* then bitmaps: passed, yes, veto */
-
 enum answer { ANSWER_NONE, ANSWER_YES, ANSWER_VETO };
 
 static size_t
 bits_len(const struct ringd *rd)
 {
 	return (size_t)(rd->world + 7) / 8;
+}
+
+/* A census's payload: the key and the bitmaps. */
+static size_t
+census_len(const struct ringd *rd)
+{
+	return CENSUS_KEY_LEN + CENSUS_NBITS * bits_len(rd);
 }
 
 static bool
@@ -72,7 +82,7 @@ key_get(const uint8_t *p)
 {
 	uint64_t k = 0;
 
-	for (int i = 0; i < KEY_LEN; i++)
+	for (int i = 0; i < CENSUS_KEY_LEN; i++)
 		k |= (uint64_t)p[i] << (8 * i);
 	return k;
 }
@@ -80,7 +90,7 @@ key_get(const uint8_t *p)
 static void
 key_put(uint8_t *p, uint64_t k)
 {
-	for (int i = 0; i < KEY_LEN; i++)
+	for (int i = 0; i < CENSUS_KEY_LEN; i++)
 		p[i] = (uint8_t)(k >> (8 * i));
 }
 
@@ -137,17 +147,18 @@ census_answer(struct ringd *rd, int h, uint32_t t)
 	return ANSWER_YES;
 }
 
-/* Marks our answer in a census's bitmaps (pl: its payload). */
+/* Marks our answer in a census's bitmaps (pl: its payload), and whether we
+ * hold host h at t already (held: a change made, not one asked for). */
 static void
-answer_mark(const struct ringd *rd, uint8_t *pl, enum answer ans)
+answer_mark(const struct ringd *rd, uint8_t *pl, enum answer ans, bool held)
 {
 	size_t bl = bits_len(rd);
 
-	bit_set(pl + KEY_LEN, rd->rank);
+	bit_set(pl + CENSUS_KEY_LEN, rd->rank);
 	if (ans == ANSWER_YES)
-		bit_set(pl + KEY_LEN + bl, rd->rank);
-	else if (ans == ANSWER_VETO)
-		bit_set(pl + KEY_LEN + 2 * bl, rd->rank);
+		bit_set(pl + CENSUS_KEY_LEN + bl, rd->rank);
+	if (ans == ANSWER_VETO || (ans == ANSWER_YES && held))
+		bit_set(pl + CENSUS_KEY_LEN + 2 * bl, rd->rank);
 }
 
 struct link *
@@ -217,7 +228,7 @@ census_on(struct ringd *rd, struct proto_frame *f, const uint8_t *pl, int to)
 	struct link *l;
 
 	if (to < 0)
-		to = census_after(rd, f, pl + KEY_LEN, rd->rank);
+		to = census_after(rd, f, pl + CENSUS_KEY_LEN, rd->rank);
 	if (to == origin)
 		f->aux = 1; /* round: home */
 	if (to == rd->rank) {
@@ -266,7 +277,7 @@ hops_run(struct ringd *rd)
 				continue;
 			}
 			census_on(rd, &copy.f, copy.pl,
-				  census_after(rd, &copy.f, copy.pl + KEY_LEN, copy.to));
+				  census_after(rd, &copy.f, copy.pl + CENSUS_KEY_LEN, copy.to));
 		}
 	}
 }
@@ -275,14 +286,14 @@ hops_run(struct ringd *rd)
 static void
 census_start(struct ringd *rd, struct ask *a)
 {
-	uint8_t pl[KEY_LEN + NBITS * (PROTO_VIEW_MAX / 8)];
+	uint8_t pl[CENSUS_PL_MAX];
 	struct proto_frame f = { .type = PROTO_F_EVICT,
 				 .aux = 0,
 				 .seq = (uint64_t)a->host,
 				 .gen = a->want,
 				 .offset = ++a->round,
 				 .route = PROTO_ROUTE(rd->rank, rd->rank),
-				 .length = (uint32_t)(KEY_LEN + NBITS * bits_len(rd)) };
+				 .length = (uint32_t)census_len(rd) };
 	enum answer ans;
 
 	memset(pl, 0, f.length);
@@ -291,7 +302,8 @@ census_start(struct ringd *rd, struct ask *a)
 	ans = a->poll ? census_answer(rd, a->host, a->want) : ANSWER_YES;
 	a->self_yes = ans == ANSWER_YES;
 	a->self_veto = ans == ANSWER_VETO;
-	answer_mark(rd, pl, a->host != rd->rank ? ans : ANSWER_NONE);
+	/* never held: an asker asks what it does not hold yet */
+	answer_mark(rd, pl, a->host != rd->rank ? ans : ANSWER_NONE, false);
 	a->sent_ms = now_ms();
 	census_on(rd, &f, pl, -1);
 }
@@ -316,10 +328,11 @@ static void
 census_home(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
 	struct member *m = rd->member;
-	const uint8_t *passed = pl + KEY_LEN, *yes = passed + bits_len(rd);
+	const uint8_t *passed = pl + CENSUS_KEY_LEN, *yes = passed + bits_len(rd);
 	const uint8_t *veto = yes + bits_len(rd);
 	struct ask *a = NULL;
-	int i, v;
+	int i, v, held;
+	bool fresh;
 
 	for (i = 0; i < 2 + MAX_POLLS; i++)
 		if (m->ask[i].host >= 0 && m->ask[i].host == (int)f->seq &&
@@ -333,17 +346,31 @@ census_home(struct ringd *rd, struct link *l, const struct proto_frame *f, const
 	    (l->peer != last_passed(rd, passed, rd->rank) || census_link_of(rd, l->peer) != l))
 		return; /* not from the host that had it last */
 	a->home = (uint32_t)f->offset;
-	a->yes = a->heard = a->reached = 0;
+	a->yes = a->heard = a->reached = a->held = 0;
 	for (v = 0; v < rd->world; v++) {
 		if (v == a->host || !ring_is_member(rd, v) || !bit(passed, v))
 			continue;
 		a->reached++;
-		if (v == rd->rank ? a->self_yes : bit(yes, v))
+		if (v == rd->rank ? a->self_yes : bit(yes, v)) {
 			a->yes++;
-		else if (v == rd->rank ? a->self_veto : bit(veto, v))
+			a->held += v != rd->rank && bit(veto, v); /* yes, held */
+		} else if (v == rd->rank ? a->self_veto : bit(veto, v)) {
 			a->heard++;
+		}
 	}
-	if (2 * a->yes <= rd->world || a->heard > 0)
+	/* A daemon never yet in a ready ring (restarted) has no view of its
+	 * own to stand on: it counts as holding what the others hold that is
+	 * new to it, or a change that a bare majority made before one of them
+	 * restarted would be held by no majority any more, and the restarted
+	 * one (the evicted hosts' keeper, say) would never learn it. */
+	fresh = rd->state == RING_FORMING && member_inc_after(a->want, rd->view[a->host]);
+	held = a->held + fresh;
+	/* A veto stops an eviction being asked for, not one made: once more
+	 * than half the hosts hold it (a partition's majority side took it),
+	 * a member that still hears the host takes it too, and the host's
+	 * keeper readmits it; refusing would keep that member's view apart,
+	 * the keeper among them, for good. */
+	if (2 * held <= rd->world && (2 * a->yes <= rd->world || a->heard > 0))
 		return;
 	m->decided(rd, a);
 	a->host = -1;
@@ -428,6 +455,10 @@ census_watch(struct ringd *rd, struct link *l, struct watch *w, struct ask *a)
 	    rd->cfg.evict_after_ms == 0 || now - w->heard_ms < rd->cfg.evict_after_ms) {
 		if (a->host >= 0 && a->host == l->peer)
 			a->host = -1; /* heard again: no eviction */
+		/* evicted, we have no ring link to hear on: once readmitted,
+		 * the neighbour gets its evict_after_ms from then */
+		if (!ring_is_member(rd, rd->rank))
+			w->heard_ms = now;
 		if (now - w->heard_ms < rd->cfg.evict_after_ms)
 			w->warned = false;
 		return;
@@ -510,14 +541,13 @@ census_poll(struct ringd *rd, int h, uint32_t want, const char *why)
 int
 census_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 {
-	static uint8_t buf[KEY_LEN + NBITS * (PROTO_VIEW_MAX / 8)];
+	static uint8_t buf[CENSUS_PL_MAX];
 	struct ringd *rd = l->rd;
-	size_t bl = bits_len(rd);
 	int origin = PROTO_ROUTE_SRC(f->route), host = (int)f->seq;
 	struct proto_frame g = *f;
 
 	if (origin >= rd->world || PROTO_ROUTE_DST(f->route) != origin ||
-	    f->seq >= (uint64_t)rd->world || f->aux > 1 || f->length != KEY_LEN + NBITS * bl) {
+	    f->seq >= (uint64_t)rd->world || f->aux > 1 || f->length != census_len(rd)) {
 		snprintf(l->last_error, sizeof(l->last_error), "malformed evict frame");
 		return RX_ERROR;
 	}
@@ -527,11 +557,16 @@ census_rx(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 			census_home(rd, l, f, buf);
 		return RX_DONE;
 	}
-	/* an evicted host answers nothing; a census of one (a host that asks
-	 * whether it was evicted itself) is answered like any other */
-	if (origin == rd->rank || bit(buf + KEY_LEN, rd->rank) || !ring_is_member(rd, rd->rank))
-		return RX_DONE; /* round already, or not ours to count */
-	answer_mark(rd, buf, host != rd->rank ? census_answer(rd, host, f->gen) : ANSWER_NONE);
+	if (origin == rd->rank || bit(buf + CENSUS_KEY_LEN, rd->rank))
+		return RX_DONE; /* round already */
+	/* a census of one (a host that asks whether it was evicted itself) is
+	 * answered like any other; an evicted host answers nothing, but passes
+	 * it on: its asker, holding it a member, sent it here, and would
+	 * otherwise never see one come home */
+	if (ring_is_member(rd, rd->rank) && host != rd->rank)
+		answer_mark(rd, buf, census_answer(rd, host, f->gen), rd->view[host] == f->gen);
+	else
+		answer_mark(rd, buf, ANSWER_NONE, false);
 	census_on(rd, &g, buf, -1);
 	return RX_DONE;
 }

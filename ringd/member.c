@@ -264,6 +264,13 @@ view_decided(struct ringd *rd, const struct ask *a)
 		/* this daemon never was in a ready ring: the ring as it finds it */
 		snprintf(why, sizeof(why), "%d of %d hosts said so", a->yes, rd->world);
 		found_moved(m, h, t, why);
+	} else if (member_inc_after(t, have) && a->heard > 0) {
+		/* census.c: a done eviction, heard here or by others since */
+		snprintf(why, sizeof(why),
+			 "%d of %d hosts had evicted it already (%s); %d hear it again: its "
+			 "keeper readmits it",
+			 a->held, rd->world, a->why, a->heard);
+		host_moved(m, h, t, why);
 	} else if (member_inc_after(t, have)) {
 		snprintf(why, sizeof(why), "%d of %d hosts hold it %s (%s)", a->yes, rd->world,
 			 t & 1u ? "evicted or cannot reach it, and none hears it" : "a member",

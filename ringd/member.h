@@ -20,6 +20,11 @@
 /* an eviction that others still lack after this long is put to a poll
  * (member.c) */
 #define REVERT_AFTER_MS 3000
+/* A census's payload (census.c): the asker's key, then bitmaps of the
+ * hosts: passed, said yes, vetoed (with yes: held it already) */
+#define CENSUS_KEY_LEN 8
+#define CENSUS_NBITS 3
+#define CENSUS_PL_MAX (CENSUS_KEY_LEN + CENSUS_NBITS * (PROTO_VIEW_MAX / 8))
 
 /* A ring link's host, and when this host last heard it over that link. */
 struct watch {
@@ -42,8 +47,8 @@ struct ask {
 	uint32_t round; /* the last census sent (offset) */
 	uint32_t home;  /* ... and the last that came home */
 	/* the last census home: hosts that said yes, that hear the host (a
-	 * veto), that it passed */
-	int yes, heard, reached;
+	 * veto), that it passed, that hold it at want already */
+	int yes, heard, reached, held;
 	char why[192];
 };
 
@@ -53,7 +58,7 @@ struct hop {
 	int to; /* the host it waits for */
 	uint64_t since_ms;
 	struct proto_frame f;
-	uint8_t pl[8 + 3 * (PROTO_VIEW_MAX / 8)];
+	uint8_t pl[CENSUS_PL_MAX];
 };
 
 struct member {

@@ -12,9 +12,9 @@
  * and the largest that is still ahead, and one that evicts host 0 itself; as
  * host 6 (host 0's previous host, whose ring link is up) it sends one more.
  * It answers the censuses host 0 sends it with made-up ones, every host
- * saying yes.  No host may evict anyone: every daemon stays a ready ring of
- * seven, every incarnation stays 0 everywhere, and an all-reduce runs on all
- * seven.  The same with evict_after_ms = 0 (a fixed membership, which takes
+ * saying yes, or holding the eviction already.  No host may evict anyone:
+ * every daemon stays a ready ring of seven, every incarnation stays 0
+ * everywhere, and an all-reduce runs on all seven.  The same with evict_after_ms = 0 (a fixed membership, which takes
  * no view at all).
  *
  * forged_split_2_2: four hosts in network namespaces split 2+2; a forger on
@@ -262,9 +262,10 @@ forger_view(struct forger *fg, int h, uint32_t inc)
 }
 
 /* A census that came to the forger goes home at once with every host
- * saying yes and none hearing the host: once as if it had passed them all,
- * once as if it alone had answered after those it passed (the asker must
- * count neither beyond the forger's own vote). */
+ * saying yes and none hearing the host, then with every host saying it
+ * holds the eviction already (yes and veto bits both): each once as if it
+ * had passed them all, once as if it alone had answered after those it
+ * passed (the asker must count none beyond the forger's own vote). */
 static void
 forger_census(struct forger *fg, const struct proto_frame *f, const uint8_t *pl)
 {
@@ -276,15 +277,17 @@ forger_census(struct forger *fg, const struct proto_frame *f, const uint8_t *pl)
 		return;
 	fg->censuses++;
 	g.aux = 1;
-	memcpy(out, pl, 8);
-	out[8] = out[8 + bl] = all;
-	out[8 + 2 * bl] = 0;
-	(void)send_frame(fg->fd, &g, out);
-	memcpy(out, pl, f->length);
-	out[8] |= (uint8_t)(1u << fg->as);
-	out[8 + bl] = all;
-	out[8 + 2 * bl] = 0;
-	(void)send_frame(fg->fd, &g, out);
+	for (int held = 0; held < 2; held++) {
+		memcpy(out, pl, 8);
+		out[8] = out[8 + bl] = all;
+		out[8 + 2 * bl] = held ? all : 0;
+		(void)send_frame(fg->fd, &g, out);
+		memcpy(out, pl, f->length);
+		out[8] |= (uint8_t)(1u << fg->as);
+		out[8 + bl] = all;
+		out[8 + 2 * bl] = held ? all : 0;
+		(void)send_frame(fg->fd, &g, out);
+	}
 }
 
 /* For ms: heartbeats, and what comes in read and answered. */

@@ -17,9 +17,17 @@
  * calls itself ready; once the split heals the ring is whole and a job runs.
  * split_4_2: the four evict the two and are a ready ring; the two evict
  * nobody and stay degraded; after the heal the two are readmitted.
+ * split_4_3: the same with three on the small side, whose ring links among
+ * themselves stay up: after the heal each of them hears hosts the big side
+ * evicted, holds them members still, and must take those evictions all the
+ * same (a majority holds them) for their keepers to readmit them.
  *
  * flapping_host: a host lost and back three times is held out twice as long
  * each time (loopback daemons).
+ *
+ * restart_*: a daemon restarted into a ring that evicted a host before it
+ * started counts no eviction of its own, and learns an eviction that only a
+ * bare majority, less itself, still holds (loopback daemons).
  *
  * They need root and network namespaces (skipped otherwise), as CI has.
  */
@@ -575,6 +583,11 @@ Test(member, split_4_2, .init = setup, .fini = teardown, .timeout = 180)
 	split(6, 4);
 }
 
+Test(member, split_4_3, .init = setup, .fini = teardown, .timeout = 180)
+{
+	split(7, 4);
+}
+
 /* ------------------------------------------------------------------ */
 /* a flapping host                                                    */
 /* ------------------------------------------------------------------ */
@@ -653,4 +666,44 @@ Test(member, restart_counts_no_earlier_eviction, .init = setup, .fini = teardown
 			  NULL,
 		  "host 0's status does not show host 2 out, evicted before its start:\n%s", out);
 	fprintf(stderr, "host 0's status after its restart:\n%s", out);
+}
+
+/*
+ * Host 2 is evicted twice (incarnation 3), so host 1 alone, of a ring of
+ * three, holds that; then host 0's daemon restarts.  Its own view is all
+ * 0s, two changes behind, so it can vouch for nothing: it must learn the
+ * eviction from host 1 alone (the others hold it, none has lost it since)
+ * and re-form the ring of two with it, and once host 2's daemon is back its
+ * keeper, host 1, readmits it.
+ */
+Test(member, restart_learns_a_bare_majority, .init = setup, .fini = teardown, .timeout = 120)
+{
+	static const int two[] = { 0, 1 }, three[] = { 0, 1, 2 };
+	char last[1024];
+
+	cr_assert_eq(cluster_start(&cluster, 3,
+				   "--insecure yes --heartbeat-ms 200 --peer-timeout-ms 1000 "
+				   "--evict-after-ms 1000 --rejoin-after-ms 500"),
+		     0);
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(cluster_signal(&cluster, 2, SIGKILL), 0);
+		cr_assert_eq(cluster_wait_exit(&cluster, 2, 10000), 0);
+		cr_assert(wait_members(two, 2, 2, 15, last, sizeof(last)) >= 0,
+			  "round %d: host 2 was not evicted: %s", round, last);
+		if (round == 0) {
+			cr_assert_eq(cluster_restart(&cluster, 2), 0);
+			cr_assert(wait_members(three, 3, 3, 30, last, sizeof(last)) >= 0,
+				  "host 2 did not rejoin: %s", last);
+		}
+	}
+	cr_assert_eq(peer_field(1, 2, "incarnation"), 3, "host 1 holds host 2 at %ld",
+		     peer_field(1, 2, "incarnation"));
+	cr_assert_eq(cluster_signal(&cluster, 0, SIGTERM), 0);
+	cr_assert_eq(cluster_wait_exit(&cluster, 0, 10000), 0);
+	cr_assert_eq(cluster_restart(&cluster, 0), 0);
+	cr_assert(wait_members(two, 2, 2, 30, last, sizeof(last)) >= 0,
+		  "the restarted host 0 did not re-form the ring of 2: %s", last);
+	cr_assert_eq(cluster_restart(&cluster, 2), 0);
+	cr_assert(wait_members(three, 3, 3, 30, last, sizeof(last)) >= 0,
+		  "host 2 did not rejoin after host 0's restart: %s", last);
 }
