@@ -16,6 +16,7 @@
 
 #include "ringd.h"
 #include "link.h"
+#include "pool.h"
 #include "../proto/log.h"
 
 /*
@@ -181,7 +182,9 @@ link_up(struct link *l)
 	l->ups++;
 	evtimer_del(l->timer);
 	link_change_state(l, LINK_UP);
-	link_timer_set(l, rd->cfg.heartbeat_ms);
+	/* a stream goes to a worker's loop at its first tick (conn.c): at
+	 * once, so an operation right after the ring is ready finds it there */
+	link_timer_set(l, l->dir == LINK_STREAM && pool_workers() > 0 ? 1 : rd->cfg.heartbeat_ms);
 	/* our view's digest at once (member.c); stamp 0: its echo is no round
 	 * trip (the first, at a link's start, would skew the smoothed one) */
 	link_heartbeat(l, 0, 0);
