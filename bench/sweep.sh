@@ -42,7 +42,7 @@ sweep_mpi_cmd() {
 # sweep_run SYSTEM N LOCAL: one run of every band; appends "SIZE TIME_US" rows
 # to $work/sw.LAYOUT.SYSTEM
 sweep_run() {
-	local sys=$1 n=$2 l=$3 out=$work/sw.$2x$3.$1 band b e f it wu r pid rc store mpi_cmd
+	local sys=$1 n=$2 l=$3 out=$work/sw.$(($2 / $3))x$3.$1 band b e f it wu r pid rc store mpi_cmd
 	for band in "${sweep_bands[@]}"; do
 		read -r b e f it wu <<<"$band"
 		if ((quick)); then it=$(((it + 3) / 4)) wu=$(((wu + 3) / 4)); fi
