@@ -4,7 +4,10 @@
  * stream (flow.c), its queue of collectives (collq.c), running them (coll.c),
  * point-to-point (p2p.c), the local processes (local.c), the flight recorder
  * (ops.c) and failure (fail.c).  struct job and struct op are not here: each
- * is its own room's (jobrec.h, op.c), and the others use the functions below.
+ * is its own room's (jobrec.h, op.c), and the others use the functions below;
+ * nor is a collective's progress, struct op_ring (opring.h, for the rooms
+ * that run it).  What the front floor may ask of the engine is engine.h's,
+ * which this includes; no file above the engine includes this one.
  *
  * Vocabulary (as in Gloo and MLX): a *chunk* is one host's share of a buffer (for
  * all-gather and reduce-scatter, a host's *bundle*: the blocks of the ranks it
@@ -22,34 +25,7 @@
 #ifndef RINGD_COLL_H
 #define RINGD_COLL_H
 
-#include "ringd.h"
-#include "plan.h"
-
-/*
- * A local process as the engine knows it.  The front (sess.c) embeds one in
- * each session and hands the engine a pointer to it at attach: the engine
- * reads and sets these fields and tells the process what happened only
- * through ev, the front's handlers, so it names nothing of the front.
- */
-struct client;
-struct client_events {
-	/* the reply to request reqid: status 0 or RING_E*, with why */
-	void (*done)(struct client *c, uint64_t reqid, int status, const char *text);
-	void (*welcome)(struct client *c);	/* its job formed: it may go */
-	/* it cannot be in the job: told why, then closed (never from inside
-	 * the call: the engine may still hold its operations) */
-	void (*refuse)(struct client *c, int code, const char *text);
-};
-struct client {
-	const struct client_events *ev;	/* the front's */
-	struct arena *arena;		/* its shared memory (a reference) */
-	struct job *job;		/* set by job_attach */
-	int rank, size;			/* global rank and world size in the job */
-	int local_rank, local_size;	/* its place among the job's processes here */
-	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
-	int pid;			/* SO_PEERCRED, for messages and ringctl */
-	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
-};
+#include "engine.h"
 
 struct op;
 struct job_part;
@@ -72,76 +48,9 @@ struct engine_hooks {
 	const struct job_part *parts[JOB_NPARTS];
 };
 
-/* One local process's part of an operation. */
-struct contrib {
-	struct client *sess;		/* NULL once it left */
-	uint64_t reqid;			/* its request, echoed in DONE */
-	struct arena *arena;		/* its memory, referenced while the op lives */
-	uint8_t *send, *recv;		/* its operands in that arena */
-	uint64_t count, stride;		/* as it asked (must agree with the others) */
-	int rank;			/* its global rank */
-	bool in;			/* it has asked */
-	bool replied;			/* it has its DONE */
-};
-
 struct op_p2p;
 
-/* A collective's part of an operation: its plan and how far the ring is with
- * it (coll.c runs it; local.c combines the local processes into it). */
-/* segments a received step may have ahead of its first missing one */
-#define EXEC_AHEAD_MAX 64
-
-struct op_ring {
-	uint32_t seg;			/* segment bytes (plan_segment) */
-	/* all-reduce with several local processes on a ring: the local combine and
-	 * the copy of the result to the others are done per segment as the ring
-	 * reaches it (see local_combine_range), not before and after it */
-	bool lazy_local;
-	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
-	/* a single-host all-reduce: local_allreduce_only did it all, the
-	 * copies to the other processes included */
-	bool local_all;
-	/* a small all-reduce or a barrier: every host's vector goes once round
-	 * the ring and each host reduces them all in host order (plan_tiny) */
-	bool tiny;
-	/* a medium all-reduce by recursive halving and doubling (plan_rhd): it
-	 * reduces into its result more than once, so the local processes are
-	 * combined up front, not per segment */
-	bool rhd;
-	struct plan plan;		/* what the ring does, step by step */
-	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
-	struct link **via;		/* [plan.nhdr_to]: the link the op's frames to
-					 * each host take, fixed for the op so they
-					 * keep their order (&via_one for one host) */
-	struct link *via_one;
-	int hdr_rx;			/* ... received (of plan.hdr_from) */
-	int tx_i;			/* current sent step */
-	uint64_t tx_off;		/* bytes of it sent */
-	int rx_i;			/* current received step */
-	uint64_t rx_off;                /* bytes of it done, from its start */
-	/* segments of the current received step done beyond rx_off: a link's
-	 * streams deliver its segments in any order (sorted, disjoint) */
-	struct {
-		uint64_t off, len;
-	} ahead[EXEC_AHEAD_MAX];
-	int nahead;
-	/* compression on the wire (fp.wire, on a ring plan): float32 segments
-	 * travel as 2-byte elements; wire_buf holds the segment going out,
-	 * encoded (link_send copies it); one coming in is decoded from the
-	 * link's buffer straight into its step's destination */
-	int wire;			/* enum proto_wire; PROTO_WIRE_F32: none */
-	uint8_t *wire_buf;		/* [seg / 2], allocated at the start */
-	/* while a copied step's segment is being received: its payload, where
-	 * it was decoded to and its float32 length, so that the step sending
-	 * it on sends the payload as it came (encoding the decoded bytes gives
-	 * the same bits) instead of encoding it again */
-	const uint8_t *wire_fwd;
-	const uint8_t *wire_fwd_at;
-	uint64_t wire_fwd_len;
-};
-
-/* A send or a receive, as opposed to a collective. */
-#define COLL_IS_P2P(coll)	((coll) == PROTO_COLL_SEND || (coll) == PROTO_COLL_RECV)
+struct op_ring;			/* a collective's part of an operation (opring.h) */
 
 /*
  * op.c: an operation's life.  struct op is op.c's own; these are its parts
@@ -152,8 +61,6 @@ TAILQ_HEAD(opq, op);
 struct op *op_new(struct ringd *rd, struct job *j, const struct proto_op *m, int nc, uint32_t tmo);
 void op_free(struct op *op);
 struct ringd *op_rd(const struct op *op);
-struct job *op_job(const struct op *op);
-const struct proto_fp *op_fp(const struct op *op);	/* what every rank agrees on */
 void op_set_seq(struct op *op, uint64_t seq);
 uint32_t op_gen(const struct op *op);	/* the job's formation it belongs to */
 int op_dtype(const struct op *op);
@@ -161,27 +68,18 @@ int op_redop(const struct op *op);
 size_t op_esz(const struct op *op);	/* element size */
 void op_set_esz(struct op *op, size_t esz);
 int op_peer(const struct op *op);	/* send/recv: the other side's global rank */
-uint64_t op_started_ms(const struct op *op);
-/* Its local processes' parts, by local rank; how many have asked (or left). */
-int op_ncontrib(const struct op *op);
-struct contrib *op_contrib(const struct op *op, int i);
-int op_njoined(const struct op *op);
 /* Planned and running with contribution leader's buffers (and arena). */
 void op_start_with(struct op *op, int leader);
-bool op_started(const struct op *op);
 int op_leader(const struct op *op);
 struct arena *op_arena(const struct op *op);
 struct op_ring *op_ring(struct op *op);	/* a collective's part */
 struct op_p2p *op_p2p(const struct op *op);
-/* How a started collective runs (its plan's name, "local" on one host). */
-const char *op_plan_name(const struct op *op);	/* a send's or recv's (p2p.c's) */
 void op_set_p2p(struct op *op, struct op_p2p *p);	/* freed with the op */
 /* Its bound: armed once, from the time the op is first; a probe grace after
  * it ran out once. */
 void op_arm(struct ringd *rd, struct op *op);
 void op_probe(struct op *op, uint32_t grace_ms);
 bool op_probing(const struct op *op);
-bool op_finished(const struct op *op);
 int op_status(const struct op *op);
 const char *op_text(const struct op *op);
 /* The failure came from another host: it is not echoed round the ring. */
@@ -209,27 +107,7 @@ void op_dequeue(struct op *op);
 struct op *op_next(const struct op *op);
 #define OPQ_FOREACH(op, q) for ((op) = TAILQ_FIRST(q); (op) != NULL; (op) = op_next(op))
 
-/* The flight recorder: the job's last operations on this host (ops.c's). */
-#define REC_MAX 16
-struct rec {
-	struct proto_fp fp;		/* what it was */
-	const char *plan;		/* how it ran (plan.name; NULL: it did not) */
-	uint64_t start_ms, dur_ms;	/* when, how long */
-	int status;			/* 0 or RING_E* */
-	char text[200];			/* why it failed */
-};
 struct held_join;
-
-/* One process of a job on this host. */
-struct job_proc {
-	struct client *sess;		/* NULL: the slot is free */
-	int rank;			/* its global rank */
-	uint64_t entered;		/* last sequence number it called */
-	uint64_t done;			/* last one it got an answer for */
-	bool member;			/* it is in the current formation (it was here
-					 * when this host claimed its ranks); a process
-					 * that comes later waits for the next one */
-};
 
 /* What a host has done with its ranks of the current formation (job_host). */
 enum { HOST_IN = 0, HOST_LEAVING, HOST_GONE };
@@ -295,9 +173,6 @@ void *job_part(const struct job *j, int which);
 struct job *job_lookup(struct ringd *rd, uint32_t id);
 /* The job a frame names, created on first sight (NULL past max_jobs). */
 struct job *job_wire(struct ringd *rd, uint32_t id);
-struct job *job_first(const struct ringd *rd);
-struct job *job_next(const struct job *j);
-#define JOBS_FOREACH(j, rd) for ((j) = job_first(rd); (j) != NULL; (j) = job_next(j))
 /* Moves the first job to the end, so that no job always waits behind another. */
 void job_rotate(struct ringd *rd);
 /* The jobs that are not over (a process, a formation, something in flight),
@@ -308,8 +183,6 @@ void job_table_free(struct ringd *rd);
  * loop, for jobs that are over, and forgets them once they have been so for
  * a while. */
 void job_table_note(struct ringd *rd, struct job *j);
-/* The jobs the table holds (ringctl status, the metrics). */
-int job_table_count(const struct ringd *rd);
 /* Frees the member list of a formation. */
 void job_members_free(struct job *j);
 /*
@@ -336,41 +209,15 @@ struct job *job_work_next(struct ringd *rd, unsigned *what);
 bool job_take_all(struct ringd *rd, unsigned what);
 /* Whether any work is asked for. */
 bool job_work_pending(const struct ringd *rd);
-uint32_t job_id(const struct job *j);
-const char *job_name(const struct job *j);	/* "" until a client or JOIN names it */
-uint32_t job_gen(const struct job *j);	/* the current (or last) formation */
-bool job_ready(const struct job *j);	/* every rank placed, formation agreed */
-bool job_formed(const struct job *j);	/* ... and it became ready here */
-bool job_broken(const struct job *j);	/* the ring broke under it */
-const char *job_broke_why(const struct job *j); /* ... and what it lost ("") */
-const char *job_error(const struct job *j);	/* why it cannot form ("": it can) */
-int job_world(const struct job *j);	/* global world size (0: no formation here) */
-int job_nplaced(const struct job *j);	/* ranks with a host */
 int job_host_of(const struct job *j, int rank);
-/* Its member hosts in ring order, ours among them (-1: not a member), our
- * neighbours in its ring, and each member's ranks. */
-int job_nhosts(const struct job *j);
-int job_member(const struct job *j, int i);
-int job_member_nranks(const struct job *j, int i);
 int job_pos(const struct job *j);
 int job_host_pos(const struct job *j, int h);	/* host h's place (-1: not a member) */
-int job_next_host(const struct job *j);
-int job_prev_host(const struct job *j);
 void job_plan_hosts(const struct job *j, struct plan_hosts *h);
-/* The cost model's inputs for the job: the slowest hop and link its member
- * hosts claimed with (the same on every host once it is ready). */
-void job_plan_cost(const struct job *j, struct plan_cost *c);
 /* What the job knows of host h of the ring. */
 const struct job_host *job_host(const struct job *j, int h);
-/* Its processes here: expected, attached; each by local rank. */
-int job_local_size(const struct job *j);
-int job_nloc(const struct job *j);
-struct job_proc *job_proc(const struct job *j, int lr);
 /* Local rank i answered #seq of formation gen: its done count, if it is still
  * the process of that slot. */
 void job_proc_done(struct job *j, uint32_t gen, int i, const struct client *s, uint64_t seq);
-/* Frames dropped: of an older formation, or beyond what the job may hold. */
-uint64_t job_stale(const struct job *j);
 void job_stale_add(struct job *j);
 /* One line about the job's membership, for the simulation's reports. */
 void job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t len);
@@ -384,13 +231,9 @@ void job_describe(const struct ringd *rd, const struct job *j, char *buf, size_t
  * abort several in a row (a failed group). */
 #define JOB_ABORTS	8
 extern const struct job_part collq_part;
-struct op *coll_active(const struct job *j);	/* the one the ring runs */
 struct op *coll_first(const struct job *j);
 /* The collective #seq of the job, if this daemon holds it. */
 struct op *coll_find(const struct job *j, uint64_t seq);
-int coll_queued(const struct job *j);
-uint64_t coll_next_seq(const struct job *j);	/* of the next one asked for */
-uint64_t coll_last_done(const struct job *j);	/* the last completed here */
 /* Numbers op as the job's next collective and queues it; an abort another host
  * sent for it already finishes it at once. */
 void collq_push(struct job *j, struct op *op);
@@ -429,13 +272,6 @@ void flow_came_round(struct job *j, int from, uint64_t seq);
 bool flow_round_since(const struct job *j, uint64_t seq);
 /* The ring broke under the job: the stashes go, counted as consumed. */
 void flow_break(struct job *j);
-struct flow_counts {			/* summed over the streams, for the simulation */
-	uint64_t tx_used, tx_limit, rx_consumed, rx_granted, stash_bytes;
-	int overdrawn;			/* streams that sent beyond their credit */
-};
-void flow_counts(const struct job *j, struct flow_counts *c);
-/* The same of its stream with host h alone (ringctl), false when h is none. */
-bool flow_counts_of(const struct job *j, int h, struct flow_counts *c);
 /* Whether bytes more may be sent to host to. */
 bool flow_tx_ok(const struct job *j, int to, uint64_t bytes);
 void flow_early_credit(struct job *j, int from, uint32_t gen, uint64_t offset);
@@ -460,29 +296,6 @@ int flow_drop(struct job *j, const struct proto_frame *f, const char *why);
 extern const struct job_part rec_part;
 void ops_record(struct job *j, const struct proto_fp *fp, const char *plan, uint64_t start_ms,
 		int status, const char *text);
-/* The recorded operations, oldest first, into out[REC_MAX]; their number. */
-int ops_recent(const struct job *j, const struct rec **out);
-int ops_nrec(const struct job *j);	/* recorded in all */
-/* Operations' outcomes and durations, counted once per operation (ops_count,
- * from op_complete) and read by the metrics: the front reads the engine's
- * counts, the engine names nothing of the front. */
-#define OPS_DUR_BUCKETS	15
-#define OPS_NERR	(1 - RING_ERR_MIN)
-extern const double ops_dur_le[OPS_DUR_BUCKETS];	/* bucket bounds, seconds */
-struct ops_counts {
-	uint64_t done[PROTO_API_MAX + 1];	/* operations that succeeded, by API */
-	uint64_t failed[PROTO_API_MAX + 1];	/* ... that failed */
-	uint64_t bucket[PROTO_API_MAX + 1][OPS_DUR_BUCKETS + 1];	/* durations per
-						 * bucket, not cumulative; the last
-						 * above all bounds */
-	uint64_t sum_ms[PROTO_API_MAX + 1];	/* their sum */
-	uint64_t errors[OPS_NERR];		/* failures by -RING_E* code */
-};
-void ops_count(int coll, int status, uint64_t dur_ms);
-const struct ops_counts *ops_counts(void);
-/* opsjson.c: what `ringctl ops` shows (malloc'd; engine thread only) */
-char *ops_json(struct ringd *rd);
-
 /* p2p.c: sends and receives (JOB_PART_P2P) */
 extern const struct job_part p2p_part;
 /* A send or recv of a process: matched, refused or waiting. */
@@ -552,12 +365,6 @@ enum { EXEC_RX_STASH = 2 };
 int exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, const uint8_t *pl);
 
 /* job.c: membership */
-/* Attaches a session as (local_rank of local_size) with global rank/world;
- * returns 0, or RING_E* with a reason.  The session gets WELCOME once the job is
- * ready everywhere (its ev->welcome). */
-int job_attach(struct ringd *rd, struct client *s, const char *name, int local_rank, int local_size,
-	       int rank, int world, char *err, size_t errlen);
-void job_detach(struct ringd *rd, struct client *s, struct job *j);
 int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 void job_ring_up(struct ringd *rd);
 /* Something of the job ended here (an op, a session): dissolve the formation if
@@ -578,22 +385,9 @@ void job_kept(struct ringd *rd, struct job *j);
  * straight from here (a LEAVE of all our ranks after #last: its operations
  * that this host never ran fail). */
 void job_tell_broken(struct ringd *rd, struct job *j, uint64_t last);
-/* A process (rank) of the job revokes its formation: every operation of it
- * fails with RING_EREVOKED here and on its other hosts, and so does every
- * later one until it dissolves.  0, or RING_EINVAL (why in err) when the job
- * has not formed. */
-int job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen);
-/* Why the job's formation was revoked; NULL while it is not. */
-const char *job_revoked(const struct job *j);
-/* The answer to a process's SHRINK: the survivors of its formation. */
-void job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m);
-
 /* coll.c: gathering the local requests and running the plans */
 /* The first collective became another, or may start now. */
 void coll_advance(struct ringd *rd, struct job *j);
-int coll_submit(struct ringd *rd, struct client *s, struct job *j, const struct proto_op *m,
-		uint8_t *send, uint8_t *recv, char *err, size_t errlen);
-void coll_sess_gone(struct ringd *rd, struct client *s);
 /* The turn's: j's work asked for (JOB_WORK_*), in its order. */
 void coll_work(struct ringd *rd, struct job *j, unsigned what);
 

@@ -38,7 +38,7 @@
 #include <jansson.h>
 #include <event2/buffer.h>
 
-#include "coll.h"
+#include "engine.h"
 #include "../proto/log.h"
 
 #define CTL_LINE_MAX	256
@@ -251,9 +251,8 @@ static json_t *
 job_json(struct ringd *rd, struct job *j)
 {
 	json_t *inflight = json_null(), *ranks = json_array(), *hosts = json_array();
-	json_t *waiting = json_array(), *flow = json_array();
+	json_t *flow = json_array();
 	struct op *op = coll_active(j);
-	char fp[160];
 	int i;
 
 	for (i = 0; i < job_local_size(j); i++)
@@ -275,24 +274,8 @@ job_json(struct ringd *rd, struct job *j)
 							"granted_by_us", (json_int_t)c.rx_granted,
 							"stashed", (json_int_t)c.stash_bytes));
 	}
-	if (op != NULL && !op_finished(op)) {
-		for (i = 0; i < op_ncontrib(op) && i < job_local_size(j); i++)
-			if (!op_contrib(op, i)->in)
-				json_array_append_new(waiting, json_integer(job_proc(j, i)->rank));
-		const struct op_ring *ring = COLL_IS_P2P(op_fp(op)->coll) ? NULL : op_ring(op);
-
-		inflight = json_pack(
-		    "{s:s, s:I, s:I, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:I}", "coll",
-		    proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq, "age_ms",
-		    (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
-		    proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local", waiting,
-		    "started", op_started(op), "headers_in", ring ? ring->hdr_rx : 0,
-		    "headers_expected", ring ? ring->plan.nhdr_from : 0, "step",
-		    ring ? ring->rx_i : 0, "steps", ring ? ring->plan.nrx : 0, "step_bytes_in",
-		    (json_int_t)(ring ? ring->rx_off : 0));
-	} else {
-		json_decref(waiting);
-	}
+	if (op != NULL && !op_finished(op))
+		inflight = ops_inflight_json(j, op);
 	if (job_nloc(j) == 0 && job_nplaced(j) == 0 && op == NULL) {
 		/* known from the wire only, nothing to show */
 		json_decref(inflight);

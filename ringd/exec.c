@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "opring.h"
 #include "pool.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"

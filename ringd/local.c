@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "coll.h"
+#include "opring.h"
 #include "pool.h"
 #include "../proto/dtype.h"
 

@@ -30,7 +30,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "coll.h"
+#include "engine.h"
 #include "loop.h"
 #include "pool.h"
 #include "../proto/log.h"

@@ -26,7 +26,7 @@
 #include <jansson.h>
 #include <event2/buffer.h>
 
-#include "coll.h"
+#include "engine.h"
 #include "../proto/log.h"
 
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <event2/buffer.h>
 
-#include "coll.h"
+#include "opring.h"
 #include "../proto/dtype.h"
 #include "../proto/log.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <jansson.h>
 
-#include "coll.h"
+#include "opring.h"
 
 static const char *
 err_name(int code)
@@ -130,4 +130,25 @@ ops_json(struct ringd *rd)
 	out = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	return out;
+}
+
+json_t *
+ops_inflight_json(struct job *j, struct op *op)
+{
+	const struct op_ring *ring = COLL_IS_P2P(op_fp(op)->coll) ? NULL : op_ring(op);
+	json_t *waiting = json_array();
+	char fp[160];
+	int i;
+
+	for (i = 0; i < op_ncontrib(op) && i < job_local_size(j); i++)
+		if (!op_contrib(op, i)->in)
+			json_array_append_new(waiting, json_integer(job_proc(j, i)->rank));
+	return json_pack(
+	    "{s:s, s:I, s:I, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:I}", "coll",
+	    proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq, "age_ms",
+	    (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
+	    proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local", waiting, "started",
+	    op_started(op), "headers_in", ring ? ring->hdr_rx : 0, "headers_expected",
+	    ring ? ring->plan.nhdr_from : 0, "step", ring ? ring->rx_i : 0, "steps",
+	    ring ? ring->plan.nrx : 0, "step_bytes_in", (json_int_t)(ring ? ring->rx_off : 0));
 }

@@ -51,7 +51,7 @@
 #include <libgen.h>
 #include <event2/event.h>
 
-#include "coll.h"
+#include "engine.h"
 #include "link.h"
 #include "jobpage.h"
 #include "localhop.h"

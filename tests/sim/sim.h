@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <event2/buffer.h>
 
-#include "../../ringd/coll.h"
+#include "../../ringd/opring.h"
 
 #define SIM_HOSTS_MAX 6
 
