@@ -215,8 +215,8 @@ $(BIN_HOP): $(call obj,bench/hop-latency.c)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^
 
-# The compression kernels' timer (issue 27): proto/dtype.c alone.
-$(BIN_WIREK): $(call obj,bench/wire-kernels.c) $(BUILD)/proto/dtype.o
+# The compression kernels' timer (issue 27): proto/dtype.c and compress.c alone.
+$(BIN_WIREK): $(call obj,bench/wire-kernels.c) $(BUILD)/proto/dtype.o $(BUILD)/proto/compress.o
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(EXE_LDFLAGS) -o $@ $^

@@ -5,20 +5,16 @@
  * the loop.  Integers wrap (signed arithmetic is done in unsigned types, which is
  * defined), float MAX/MIN propagate NaN, and float16/bfloat16 are widened to
  * float32, combined and rounded once to nearest even.  The portable half-precision
- * conversions below are the reference; on x86-64 CPUs with F16C or AVX2 the half
- * kernels take vector paths that produce the same bits.
+ * conversions (half.h, shared with compress.c, the wire's compression) are the
+ * reference; on x86-64 CPUs with F16C or AVX2 the half kernels take vector paths
+ * that produce the same bits.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
+#include "half.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DTYPE_HAVE_X86 1
-#include <cpuid.h>
-#include <immintrin.h>
-#include <stdatomic.h>
-#endif
 
 /* dst[i] = a[i] op b[i] for one dtype; the op is RING_SUM ... RING_AVG. */
 typedef void reduce_fn(void *dst, const void *a, const void *b, size_t n, int op);
@@ -29,97 +25,6 @@ struct dtype_info {
 	bool is_float;		/* RING_AVG allowed, proto_scale applies */
 	reduce_fn *reduce;	/* its kernel */
 };
-
-/* ---- half precision ----
- * Bit-level conversions that do not depend on the floating-point environment, so
- * every host rounds the same way.  NaNs keep their sign and the top of their
- * payload and come out quiet, as the x86 F16C and ARM conversions do. */
-
-static inline float
-bits_f32(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static inline uint32_t
-f32_bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static inline float
-f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	uint32_t em = h & 0x7fff;
-	uint32_t normal, infnan, sub;
-
-	/* Rebias the exponent (15 -> 127); Inf/NaN map to the top exponent. */
-	normal = (em << 13) + (112u << 23);
-	infnan = 0x7f800000u | (em & 0x3ff) << 13 | (em > 0x7c00 ? 0x400000u : 0);
-	/* Zero and subnormals (m * 2^-24) are exact in float32. */
-	sub = f32_bits((float)em * 0x1p-24f);
-	return bits_f32(sign | (em >= 0x7c00 ? infnan : em >= 0x0400 ? normal : sub));
-}
-
-/*
- * Written as selects between values computed for every case, so that a loop of
- * conversions has no branches and can be vectorised.
- */
-static inline uint16_t
-f32_to_f16(float f)
-{
-	uint32_t u = f32_bits(f);
-	uint32_t sign = (u >> 16) & 0x8000;
-	uint32_t a = u & 0x7fffffff;
-	uint32_t nan, normal, sub, e, m, s, q, rem, half, n;
-
-	/* NaN: quiet, keep the top of the payload. */
-	nan = 0x7e00 | ((a >> 13) & 0x3ff);
-	/* Normal: rebias (127 -> 15) and round the 13 dropped bits to nearest even;
-	 * a carry into the exponent is the correct next binade. */
-	n = a - (112u << 23);
-	normal = (n + 0xfff + ((n >> 13) & 1)) >> 13;
-	/* Subnormal (|f| < 2^-14): the value in units of 2^-24 is m * 2^(e - 126),
-	 * rounded to nearest even; it may round up into the smallest normal, 0x400.
-	 * Below 2^-25 the shift is clamped and the result is 0; exactly 2^-25 ties
-	 * to even, 0.  Above the range the shift is clamped too (the result is not
-	 * used), so that no shift is ever out of range. */
-	e = a >> 23;
-	m = (a & 0x7fffff) | 0x800000;
-	s = e <= 101 ? 25 : e >= 112 ? 14 : 126 - e;
-	q = m >> s;
-	rem = m & ((1u << s) - 1);
-	half = 1u << (s - 1);
-	sub = q + ((rem > half) | ((rem == half) & q));
-
-	/* 65520 and above is at or past halfway between 65504 and 2^16: Inf. */
-	return (uint16_t)(sign | (a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00 :
-	    a >= 0x38800000u ? normal : sub));
-}
-
-static inline float
-bf16_to_f32(uint16_t h)
-{
-	return bits_f32((uint32_t)h << 16);
-}
-
-static inline uint16_t
-f32_to_bf16(float f)
-{
-	uint32_t u = f32_bits(f);
-
-	/* Rounding could carry a NaN's payload into Inf; keep it a quiet NaN. */
-	if ((u & 0x7fffffff) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
 
 /*
  * The exported conversions are the inline ones above, for callers elsewhere;
@@ -144,17 +49,6 @@ EXPORT_CONVERSION(proto_f32_to_bf16, float, uint16_t, f32_to_bf16)
 #define FMAX(x, y)	((((x) > (y)) | ((x) != (x))) ? (x) : (y))
 #define FMIN(x, y)	((((x) < (y)) | ((x) != (x))) ? (x) : (y))
 
-/*
- * GCC's -O2 vectorises only loops that need neither a runtime alias check nor a
- * scalar epilogue, and every kernel needs both (dst may alias a or b, count is
- * arbitrary); ask for the full vectoriser on the kernels alone.  Clang's -O2
- * already vectorises them.
- */
-#if defined(__GNUC__) && !defined(__clang__)
-#define KERNEL __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
-#else
-#define KERNEL
-#endif
 
 /*
  * One kernel per dtype, all from one pattern: each element pair is widened to
@@ -230,9 +124,6 @@ REDUCE_KERNEL(reduce_bool, uint8_t, uint8_t, TRUTH, , x | y, x & y, x | y, x & y
  * NaNs keeping the payload, as f32_to_f16 does; the bfloat16 rounding is
  * f32_to_bf16's, lane by lane.  Tails go through the portable kernels.
  */
-#define CPU_AVX		0x1
-#define CPU_F16C	0x2
-#define CPU_AVX2	0x4
 
 /*
  * What the CPU and the OS (which must save the YMM registers) allow.  Read with
@@ -241,8 +132,8 @@ REDUCE_KERNEL(reduce_bool, uint8_t, uint8_t, TRUTH, , x | y, x & y, x | y, x & y
  * environment keeps to the portable kernels (tests, and ruling the vector paths
  * out when chasing a wrong result).
  */
-static int
-cpu_features(void)
+int
+proto_cpu_features(void)
 {
 	static atomic_int cached = -1;
 	unsigned int a, b, c, d, lo, hi;
@@ -322,33 +213,6 @@ bf16x8_to_ps(const uint16_t *p)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/*
- * f32_to_bf16 on eight lanes, each in the upper half of its 32 bits (the lower
- * half is what rounding left there), in two parts so that the vector loops
- * can leave the second to a vector that holds a NaN.  bf16_rne rounds to
- * nearest even in integers: add 0x7fff plus the kept lsb and let the carry
- * run (into the exponent, to Inf, as it should); right for every non-NaN.
- * bf16_quiet then gives each NaN lane its unrounded bits with the quiet bit
- * set, so the top of the payload stays and no carry turns it into Inf.
- */
-__attribute__((target("avx2"))) static inline __m256i
-bf16_rne(__m256 f)
-{
-	__m256i u = _mm256_castps_si256(f);
-	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-
-	return _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-}
-
-__attribute__((target("avx2"))) static inline __m256i
-bf16_quiet(__m256i rounded, __m256 f)
-{
-	__m256i quiet = _mm256_or_si256(_mm256_castps_si256(f), _mm256_set1_epi32(0x400000));
-
-	return _mm256_blendv_epi8(rounded, quiet,
-				  _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
-}
-
 __attribute__((target("avx2"))) static inline __m128i
 ps_to_bf16x8(__m256 f)
 {
@@ -380,7 +244,7 @@ static void
 reduce_f16(void *dst, const void *a, const void *b, size_t n, int op)
 {
 #ifdef DTYPE_HAVE_X86
-	if (n >= 8 && (cpu_features() & CPU_F16C)) {
+	if (n >= 8 && (proto_cpu_features() & CPU_F16C)) {
 		reduce_f16_f16c(dst, a, b, n, op);
 		return;
 	}
@@ -392,7 +256,7 @@ static void
 reduce_bf16(void *dst, const void *a, const void *b, size_t n, int op)
 {
 #ifdef DTYPE_HAVE_X86
-	if (n >= 8 && (cpu_features() & CPU_AVX2)) {
+	if (n >= 8 && (proto_cpu_features() & CPU_AVX2)) {
 		reduce_bf16_avx2(dst, a, b, n, op);
 		return;
 	}
@@ -515,302 +379,4 @@ proto_scale(void *buf, size_t count, int dtype, uint32_t divisor)
 	default:
 		break;
 	}
-}
-
-/* ---- compression on the wire ----
- * One pass per segment each way: a sender encodes its float32 segment into
- * the frame, a receiver decodes it and adds its own operand in float32 (the
- * sum is never rounded to the narrow type until it is sent on), and the host
- * that finishes a sum rounds its own copy as every other host will decode it.
- * The x86 paths give the bits of the portable ones (unit_proto_dtype checks). */
-
-static const char *const wire_names[PROTO_WIRE_COUNT] = {
-	[PROTO_WIRE_F32] = "f32",
-	[PROTO_WIRE_BF16] = "bf16",
-	[PROTO_WIRE_FP16] = "fp16",
-};
-
-const char *
-proto_wire_name(int wire)
-{
-	return wire >= 0 && wire < PROTO_WIRE_COUNT ? wire_names[wire] : "?";
-}
-
-int
-proto_wire_parse(const char *s)
-{
-	static const char *const alias[PROTO_WIRE_COUNT] = { "float32", "bfloat16", "float16" };
-	int i;
-
-	for (i = 0; s != NULL && i < PROTO_WIRE_COUNT; i++)
-		if (strcmp(s, wire_names[i]) == 0 || strcmp(s, alias[i]) == 0)
-			return i;
-	return -1;
-}
-
-bool
-proto_wire_applies(int coll, int dtype, int op)
-{
-	/* 1, 3: PROTO_COLL_ALLREDUCE, PROTO_COLL_REDUCE_SCATTER (proto.h) */
-	return (coll == 1 || coll == 3) && dtype == RING_FLOAT32 &&
-	       (op == RING_SUM || op == RING_AVG);
-}
-
-KERNEL static void
-wire_encode_portable(uint16_t *dst, const float *src, size_t n, int wire)
-{
-	size_t i;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (i = 0; i < n; i++)
-			dst[i] = f32_to_bf16(src[i]);
-	else
-		for (i = 0; i < n; i++)
-			dst[i] = f32_to_f16(src[i]);
-}
-
-KERNEL static void
-wire_decode_portable(float *dst, const uint16_t *src, size_t n, int wire)
-{
-	size_t i;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (i = 0; i < n; i++)
-			dst[i] = bf16_to_f32(src[i]);
-	else
-		for (i = 0; i < n; i++)
-			dst[i] = f16_to_f32(src[i]);
-}
-
-KERNEL static void
-wire_sum_portable(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (i = 0; i < n; i++)
-			dst[i] = a[i] + bf16_to_f32(b[i]);
-	else
-		for (i = 0; i < n; i++)
-			dst[i] = a[i] + f16_to_f32(b[i]);
-}
-
-KERNEL static void
-wire_sum_round_portable(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (i = 0; i < n; i++)
-			dst[i] = bf16_to_f32(f32_to_bf16(a[i] + bf16_to_f32(b[i])));
-	else
-		for (i = 0; i < n; i++)
-			dst[i] = f16_to_f32(f32_to_f16(a[i] + f16_to_f32(b[i])));
-}
-
-KERNEL static void
-wire_round_portable(float *buf, size_t n, int wire)
-{
-	size_t i;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (i = 0; i < n; i++)
-			buf[i] = bf16_to_f32(f32_to_bf16(buf[i]));
-	else
-		for (i = 0; i < n; i++)
-			buf[i] = f16_to_f32(f32_to_f16(buf[i]));
-}
-
-#ifdef DTYPE_HAVE_X86
-/*
- * The x86 paths: one loop per kernel and format, the format chosen before the
- * loop; eight floats an iteration, but sixteen for bf16's encoder, whose pack
- * fills one 32-byte store from two vectors.  (Two float stores an iteration
- * cost these loops about 15% when GCC orders them downwards.)  bf16 is
- * rounded in integers as f32_to_bf16 does, and a NaN's quieting (three more
- * operations a vector) is done only where the vector holds one, which
- * gradients seldom do; decode(encode(x)) is the rounded float32 with its low
- * half cleared, so it never goes through memory.  fp16 is F16C's conversion.
- * Each returns how many elements it did; the portable loops take the rest.
- */
-#define X86_WIRE __attribute__((target("avx2,f16c")))
-
-X86_WIRE static inline __m256
-wire_load(const float *p)
-{
-	return _mm256_loadu_ps(p);
-}
-
-X86_WIRE static inline void
-wire_store(float *p, __m256 f)
-{
-	_mm256_storeu_ps(p, f);
-}
-
-X86_WIRE static inline bool
-any_nan(__m256 f0, __m256 f1)
-{
-	__m256 nan = _mm256_cmp_ps(f0, f1, _CMP_UNORD_Q);
-
-	return !_mm256_testz_ps(nan, nan);
-}
-
-/* Eight float32 from eight wire elements. */
-X86_WIRE static inline __m256
-wire_dec8(const uint16_t *p, int wire)
-{
-	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
-
-	if (wire == PROTO_WIRE_BF16)
-		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-	return _mm256_cvtph_ps(h);
-}
-
-/* decode(encode(f)) on eight floats. */
-X86_WIRE static inline __m256
-wire_round8(__m256 f, int wire)
-{
-	__m256i r;
-
-	if (wire != PROTO_WIRE_BF16)
-		return _mm256_cvtph_ps(_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
-	r = bf16_rne(f);
-	if (any_nan(f, f))
-		r = bf16_quiet(r, f);
-	return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
-}
-
-/* Sixteen float32 to bf16, in order. */
-X86_WIRE static inline void
-bf16_enc16(uint16_t *p, __m256 f0, __m256 f1)
-{
-	__m256i r0 = bf16_rne(f0), r1 = bf16_rne(f1), h;
-
-	if (any_nan(f0, f1)) {
-		r0 = bf16_quiet(r0, f0);
-		r1 = bf16_quiet(r1, f1);
-	}
-	/* Every lane is below 2^16, so the saturating pack is exact; it packs
-	 * within 128-bit halves (0-3 8-11 4-7 12-15), the permute orders them. */
-	h = _mm256_packus_epi32(_mm256_srli_epi32(r0, 16), _mm256_srli_epi32(r1, 16));
-	_mm256_storeu_si256((__m256i *)(void *)p, _mm256_permute4x64_epi64(h, 0xd8));
-}
-
-/* A loop of eight floats for each format; BODY uses the constant W. */
-#define WIRE_LOOPS(wire, BODY)                        \
-	do {                                          \
-		if ((wire) == PROTO_WIRE_BF16) {      \
-			enum { W = PROTO_WIRE_BF16 }; \
-			for (; i + 8 <= n; i += 8)    \
-				BODY;                 \
-		} else {                              \
-			enum { W = PROTO_WIRE_FP16 }; \
-			for (; i + 8 <= n; i += 8)    \
-				BODY;                 \
-		}                                     \
-	} while (0)
-
-X86_WIRE static size_t
-wire_encode_x86(uint16_t *dst, const float *src, size_t n, int wire)
-{
-	size_t i = 0;
-
-	if (wire == PROTO_WIRE_BF16)
-		for (; i + 16 <= n; i += 16)
-			bf16_enc16(dst + i, wire_load(src + i), wire_load(src + i + 8));
-	else
-		for (; i + 8 <= n; i += 8)
-			_mm_storeu_si128(
-			    (__m128i *)(void *)(dst + i),
-			    _mm256_cvtps_ph(wire_load(src + i), _MM_FROUND_TO_NEAREST_INT));
-	return i;
-}
-
-X86_WIRE static size_t
-wire_decode_x86(float *dst, const uint16_t *src, size_t n, int wire)
-{
-	size_t i = 0;
-
-	WIRE_LOOPS(wire, wire_store(dst + i, wire_dec8(src + i, W)));
-	return i;
-}
-
-X86_WIRE static size_t
-wire_sum_x86(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i = 0;
-
-	WIRE_LOOPS(wire, wire_store(dst + i, _mm256_add_ps(wire_load(a + i), wire_dec8(b + i, W))));
-	return i;
-}
-
-X86_WIRE static size_t
-wire_sum_round_x86(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i = 0;
-
-	WIRE_LOOPS(
-	    wire, wire_store(dst + i,
-			     wire_round8(_mm256_add_ps(wire_load(a + i), wire_dec8(b + i, W)), W)));
-	return i;
-}
-
-X86_WIRE static size_t
-wire_round_x86(float *buf, size_t n, int wire)
-{
-	size_t i = 0;
-
-	WIRE_LOOPS(wire, wire_store(buf + i, wire_round8(wire_load(buf + i), W)));
-	return i;
-}
-
-/* Whether this CPU has the x86 paths (both types, so one test covers them). */
-static bool
-wire_have_x86(size_t n)
-{
-	return n >= 8 && (cpu_features() & (CPU_AVX2 | CPU_F16C)) == (CPU_AVX2 | CPU_F16C);
-}
-#define WIRE_X86(KERNEL, n, ...) (wire_have_x86(n) ? KERNEL##_x86(__VA_ARGS__) : 0)
-#else
-#define WIRE_X86(KERNEL, n, ...) 0
-#endif
-
-void
-proto_wire_encode(uint16_t *dst, const float *src, size_t n, int wire)
-{
-	size_t i = WIRE_X86(wire_encode, n, dst, src, n, wire);
-
-	wire_encode_portable(dst + i, src + i, n - i, wire);
-}
-
-void
-proto_wire_decode(float *dst, const uint16_t *src, size_t n, int wire)
-{
-	size_t i = WIRE_X86(wire_decode, n, dst, src, n, wire);
-
-	wire_decode_portable(dst + i, src + i, n - i, wire);
-}
-
-void
-proto_wire_sum(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i = WIRE_X86(wire_sum, n, dst, a, b, n, wire);
-
-	wire_sum_portable(dst + i, a + i, b + i, n - i, wire);
-}
-
-void
-proto_wire_sum_round(float *dst, const float *a, const uint16_t *b, size_t n, int wire)
-{
-	size_t i = WIRE_X86(wire_sum_round, n, dst, a, b, n, wire);
-
-	wire_sum_round_portable(dst + i, a + i, b + i, n - i, wire);
-}
-
-void
-proto_wire_round(float *buf, size_t n, int wire)
-{
-	size_t i = WIRE_X86(wire_round, n, buf, n, wire);
-
-	wire_round_portable(buf + i, n - i, wire);
 }

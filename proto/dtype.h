@@ -42,7 +42,7 @@ uint16_t proto_f32_to_bf16(float f);
  * travels in between daemons (the OP's PROTO_OP_F_WIRE bits, the
  * fingerprint's wire).  Every hop decodes, accumulates in float32 and encodes
  * again; both encodings round to nearest even (subnormals, Inf and NaN as the
- * conversions above).
+ * conversions above).  The kernels are compress.c's.
  */
 enum proto_wire { PROTO_WIRE_F32 = 0, PROTO_WIRE_BF16 = 1, PROTO_WIRE_FP16 = 2, PROTO_WIRE_COUNT };
 const char *proto_wire_name(int wire);	/* "f32", "bf16", "fp16"; "?" */
