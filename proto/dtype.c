@@ -15,7 +15,6 @@
 #include "dtype.h"
 #include "half.h"
 
-
 /* dst[i] = a[i] op b[i] for one dtype; the op is RING_SUM ... RING_AVG. */
 typedef void reduce_fn(void *dst, const void *a, const void *b, size_t n, int op);
 
@@ -48,7 +47,6 @@ EXPORT_CONVERSION(proto_f32_to_bf16, float, uint16_t, f32_to_bf16)
 /* NaN-propagating max and min: x != x is true only for NaN. */
 #define FMAX(x, y)	((((x) > (y)) | ((x) != (x))) ? (x) : (y))
 #define FMIN(x, y)	((((x) < (y)) | ((x) != (x))) ? (x) : (y))
-
 
 /*
  * One kernel per dtype, all from one pattern: each element pair is widened to

@@ -88,8 +88,10 @@ f32_to_f16(float f)
 	sub = q + ((rem > half) | ((rem == half) & q));
 
 	/* 65520 and above is at or past halfway between 65504 and 2^16: Inf. */
-	return (uint16_t)(sign | (a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00 :
-	    a >= 0x38800000u ? normal : sub));
+	return (uint16_t)(sign | (a > 0x7f800000u  ? nan :
+				  a >= 0x477ff000u ? 0x7c00 :
+				  a >= 0x38800000u ? normal :
+						     sub));
 }
 
 static inline float
@@ -126,9 +128,9 @@ f32_to_bf16(float f)
  * What the CPU and the OS (which must save the YMM registers) allow, CPU_*
  * (dtype.c).
  */
-#define CPU_AVX		0x1
-#define CPU_F16C	0x2
-#define CPU_AVX2	0x4
+#define CPU_AVX 0x1
+#define CPU_F16C 0x2
+#define CPU_AVX2 0x4
 int proto_cpu_features(void);
 
 /*

@@ -50,7 +50,7 @@ struct engine_hooks {
 
 struct op_p2p;
 
-struct op_ring;			/* a collective's part of an operation (opring.h) */
+struct op_ring; /* a collective's part of an operation (opring.h) */
 
 /*
  * op.c: an operation's life.  struct op is op.c's own; these are its parts
@@ -67,7 +67,7 @@ int op_dtype(const struct op *op);
 int op_redop(const struct op *op);
 size_t op_esz(const struct op *op);	/* element size */
 void op_set_esz(struct op *op, size_t esz);
-int op_peer(const struct op *op);	/* send/recv: the other side's global rank */
+int op_peer(const struct op *op); /* send/recv: the other side's global rank */
 /* Planned and running with contribution leader's buffers (and arena). */
 void op_start_with(struct op *op, int leader);
 int op_leader(const struct op *op);
@@ -211,7 +211,7 @@ bool job_take_all(struct ringd *rd, unsigned what);
 bool job_work_pending(const struct ringd *rd);
 int job_host_of(const struct job *j, int rank);
 int job_pos(const struct job *j);
-int job_host_pos(const struct job *j, int h);	/* host h's place (-1: not a member) */
+int job_host_pos(const struct job *j, int h); /* host h's place (-1: not a member) */
 void job_plan_hosts(const struct job *j, struct plan_hosts *h);
 /* What the job knows of host h of the ring. */
 const struct job_host *job_host(const struct job *j, int h);

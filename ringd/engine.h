@@ -23,53 +23,53 @@ struct client;
 struct client_events {
 	/* the reply to request reqid: status 0 or RING_E*, with why */
 	void (*done)(struct client *c, uint64_t reqid, int status, const char *text);
-	void (*welcome)(struct client *c);	/* its job formed: it may go */
+	void (*welcome)(struct client *c); /* its job formed: it may go */
 	/* it cannot be in the job: told why, then closed (never from inside
 	 * the call: the engine may still hold its operations) */
 	void (*refuse)(struct client *c, int code, const char *text);
 };
 struct client {
-	const struct client_events *ev;	/* the front's */
-	struct arena *arena;		/* its shared memory (a reference) */
-	struct job *job;		/* set by job_attach */
-	int rank, size;			/* global rank and world size in the job */
-	int local_rank, local_size;	/* its place among the job's processes here */
-	uint32_t timeout_ms;		/* the per-op bound it asked for (0: default) */
-	int pid;			/* SO_PEERCRED, for messages and ringctl */
+	const struct client_events *ev; /* the front's */
+	struct arena *arena;            /* its shared memory (a reference) */
+	struct job *job;                /* set by job_attach */
+	int rank, size;                 /* global rank and world size in the job */
+	int local_rank, local_size;     /* its place among the job's processes here */
+	uint32_t timeout_ms;            /* the per-op bound it asked for (0: default) */
+	int pid;                        /* SO_PEERCRED, for messages and ringctl */
 	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
 };
 
 /* One local process's part of an operation. */
 struct contrib {
-	struct client *sess;		/* NULL once it left */
-	uint64_t reqid;			/* its request, echoed in DONE */
-	struct arena *arena;		/* its memory, referenced while the op lives */
-	uint8_t *send, *recv;		/* its operands in that arena */
-	uint64_t count, stride;		/* as it asked (must agree with the others) */
-	int rank;			/* its global rank */
-	bool in;			/* it has asked */
-	bool replied;			/* it has its DONE */
+	struct client *sess;    /* NULL once it left */
+	uint64_t reqid;         /* its request, echoed in DONE */
+	struct arena *arena;    /* its memory, referenced while the op lives */
+	uint8_t *send, *recv;   /* its operands in that arena */
+	uint64_t count, stride; /* as it asked (must agree with the others) */
+	int rank;               /* its global rank */
+	bool in;                /* it has asked */
+	bool replied;           /* it has its DONE */
 };
 
 /* A send or a receive, as opposed to a collective. */
-#define COLL_IS_P2P(coll)	((coll) == PROTO_COLL_SEND || (coll) == PROTO_COLL_RECV)
+#define COLL_IS_P2P(coll) ((coll) == PROTO_COLL_SEND || (coll) == PROTO_COLL_RECV)
 
 /* The flight recorder: the job's last operations on this host (ops.c's). */
 #define REC_MAX 16
 struct rec {
-	struct proto_fp fp;		/* what it was */
-	const char *plan;		/* how it ran (plan.name; NULL: it did not) */
-	uint64_t start_ms, dur_ms;	/* when, how long */
-	int status;			/* 0 or RING_E* */
-	char text[200];			/* why it failed */
+	struct proto_fp fp;        /* what it was */
+	const char *plan;          /* how it ran (plan.name; NULL: it did not) */
+	uint64_t start_ms, dur_ms; /* when, how long */
+	int status;                /* 0 or RING_E* */
+	char text[200];            /* why it failed */
 };
 /* One process of a job on this host. */
 struct job_proc {
-	struct client *sess;		/* NULL: the slot is free */
-	int rank;			/* its global rank */
-	uint64_t entered;		/* last sequence number it called */
-	uint64_t done;			/* last one it got an answer for */
-	bool member;			/* it is in the current formation (it was here
+	struct client *sess; /* NULL: the slot is free */
+	int rank;            /* its global rank */
+	uint64_t entered;    /* last sequence number it called */
+	uint64_t done;       /* last one it got an answer for */
+	bool member;         /* it is in the current formation (it was here
 					 * when this host claimed its ranks); a process
 					 * that comes later waits for the next one */
 };
@@ -102,15 +102,15 @@ struct job *job_next(const struct job *j);
 /* The jobs the table holds (ringctl status, the metrics). */
 int job_table_count(const struct ringd *rd);
 uint32_t job_id(const struct job *j);
-const char *job_name(const struct job *j);	/* "" until a client or JOIN names it */
-uint32_t job_gen(const struct job *j);	/* the current (or last) formation */
-bool job_ready(const struct job *j);	/* every rank placed, formation agreed */
-bool job_formed(const struct job *j);	/* ... and it became ready here */
-bool job_broken(const struct job *j);	/* the ring broke under it */
+const char *job_name(const struct job *j);      /* "" until a client or JOIN names it */
+uint32_t job_gen(const struct job *j);          /* the current (or last) formation */
+bool job_ready(const struct job *j);            /* every rank placed, formation agreed */
+bool job_formed(const struct job *j);           /* ... and it became ready here */
+bool job_broken(const struct job *j);           /* the ring broke under it */
 const char *job_broke_why(const struct job *j); /* ... and what it lost ("") */
-const char *job_error(const struct job *j);	/* why it cannot form ("": it can) */
-int job_world(const struct job *j);	/* global world size (0: no formation here) */
-int job_nplaced(const struct job *j);	/* ranks with a host */
+const char *job_error(const struct job *j);     /* why it cannot form ("": it can) */
+int job_world(const struct job *j);             /* global world size (0: no formation here) */
+int job_nplaced(const struct job *j);           /* ranks with a host */
 /* Its member hosts in ring order, ours among them (-1: not a member), our
  * neighbours in its ring, and each member's ranks. */
 int job_nhosts(const struct job *j);
@@ -129,12 +129,12 @@ struct job_proc *job_proc(const struct job *j, int lr);
 uint64_t job_stale(const struct job *j);
 
 /* Their collectives (collq.c) and the operation in flight (op.c). */
-struct op *coll_active(const struct job *j);	/* the one the ring runs */
+struct op *coll_active(const struct job *j); /* the one the ring runs */
 int coll_queued(const struct job *j);
-uint64_t coll_next_seq(const struct job *j);	/* of the next one asked for */
-uint64_t coll_last_done(const struct job *j);	/* the last completed here */
+uint64_t coll_next_seq(const struct job *j);  /* of the next one asked for */
+uint64_t coll_last_done(const struct job *j); /* the last completed here */
 struct job *op_job(const struct op *op);
-const struct proto_fp *op_fp(const struct op *op);	/* what every rank agrees on */
+const struct proto_fp *op_fp(const struct op *op); /* what every rank agrees on */
 uint64_t op_started_ms(const struct op *op);
 /* Its local processes' parts, by local rank; how many have asked (or left). */
 int op_ncontrib(const struct op *op);
@@ -143,12 +143,12 @@ int op_njoined(const struct op *op);
 bool op_started(const struct op *op);
 bool op_finished(const struct op *op);
 /* How a started collective runs (its plan's name, "local" on one host). */
-const char *op_plan_name(const struct op *op);	/* a send's or recv's (p2p.c's) */
+const char *op_plan_name(const struct op *op); /* a send's or recv's (p2p.c's) */
 
 /* The credit and the stash of a job's stream with each host (flow.c). */
-struct flow_counts {			/* summed over the streams, for the simulation */
+struct flow_counts { /* summed over the streams, for the simulation */
 	uint64_t tx_used, tx_limit, rx_consumed, rx_granted, stash_bytes;
-	int overdrawn;			/* streams that sent beyond their credit */
+	int overdrawn; /* streams that sent beyond their credit */
 };
 void flow_counts(const struct job *j, struct flow_counts *c);
 /* The same of its stream with host h alone (ringctl), false when h is none. */
@@ -159,21 +159,21 @@ bool flow_counts_of(const struct job *j, int h, struct flow_counts *c);
  * engine thread only). */
 /* The recorded operations, oldest first, into out[REC_MAX]; their number. */
 int ops_recent(const struct job *j, const struct rec **out);
-int ops_nrec(const struct job *j);	/* recorded in all */
+int ops_nrec(const struct job *j); /* recorded in all */
 /* Operations' outcomes and durations, counted once per operation (ops_count,
  * from op_complete) and read by the metrics: the front reads the engine's
  * counts, the engine names nothing of the front. */
-#define OPS_DUR_BUCKETS	15
-#define OPS_NERR	(1 - RING_ERR_MIN)
-extern const double ops_dur_le[OPS_DUR_BUCKETS];	/* bucket bounds, seconds */
+#define OPS_DUR_BUCKETS 15
+#define OPS_NERR (1 - RING_ERR_MIN)
+extern const double ops_dur_le[OPS_DUR_BUCKETS]; /* bucket bounds, seconds */
 struct ops_counts {
-	uint64_t done[PROTO_API_MAX + 1];	/* operations that succeeded, by API */
-	uint64_t failed[PROTO_API_MAX + 1];	/* ... that failed */
-	uint64_t bucket[PROTO_API_MAX + 1][OPS_DUR_BUCKETS + 1];	/* durations per
+	uint64_t done[PROTO_API_MAX + 1];   /* operations that succeeded, by API */
+	uint64_t failed[PROTO_API_MAX + 1]; /* ... that failed */
+	uint64_t bucket[PROTO_API_MAX + 1][OPS_DUR_BUCKETS + 1]; /* durations per
 						 * bucket, not cumulative; the last
 						 * above all bounds */
-	uint64_t sum_ms[PROTO_API_MAX + 1];	/* their sum */
-	uint64_t errors[OPS_NERR];		/* failures by -RING_E* code */
+	uint64_t sum_ms[PROTO_API_MAX + 1];                      /* their sum */
+	uint64_t errors[OPS_NERR];                               /* failures by -RING_E* code */
 };
 void ops_count(int coll, int status, uint64_t dur_ms);
 const struct ops_counts *ops_counts(void);

@@ -15,12 +15,12 @@
 #define EXEC_AHEAD_MAX 64
 
 struct op_ring {
-	uint32_t seg;			/* segment bytes (plan_segment) */
+	uint32_t seg; /* segment bytes (plan_segment) */
 	/* all-reduce with several local processes on a ring: the local combine and
 	 * the copy of the result to the others are done per segment as the ring
 	 * reaches it (see local_combine_range), not before and after it */
 	bool lazy_local;
-	uint64_t combined_tx0;		/* bytes of tx step 0 combined so far */
+	uint64_t combined_tx0; /* bytes of tx step 0 combined so far */
 	/* a single-host all-reduce: local_allreduce_only did it all, the
 	 * copies to the other processes included */
 	bool local_all;
@@ -31,17 +31,17 @@ struct op_ring {
 	 * reduces into its result more than once, so the local processes are
 	 * combined up front, not per segment */
 	bool rhd;
-	struct plan plan;		/* what the ring does, step by step */
-	int hdr_tx;			/* operation headers sent (of plan.hdr_to) */
-	struct link **via;		/* [plan.nhdr_to]: the link the op's frames to
+	struct plan plan;  /* what the ring does, step by step */
+	int hdr_tx;        /* operation headers sent (of plan.hdr_to) */
+	struct link **via; /* [plan.nhdr_to]: the link the op's frames to
 					 * each host take, fixed for the op so they
 					 * keep their order (&via_one for one host) */
 	struct link *via_one;
-	int hdr_rx;			/* ... received (of plan.hdr_from) */
-	int tx_i;			/* current sent step */
-	uint64_t tx_off;		/* bytes of it sent */
-	int rx_i;			/* current received step */
-	uint64_t rx_off;                /* bytes of it done, from its start */
+	int hdr_rx;      /* ... received (of plan.hdr_from) */
+	int tx_i;        /* current sent step */
+	uint64_t tx_off; /* bytes of it sent */
+	int rx_i;        /* current received step */
+	uint64_t rx_off; /* bytes of it done, from its start */
 	/* segments of the current received step done beyond rx_off: a link's
 	 * streams deliver its segments in any order (sorted, disjoint) */
 	struct {
@@ -52,8 +52,8 @@ struct op_ring {
 	 * travel as 2-byte elements; wire_buf holds the segment going out,
 	 * encoded (link_send copies it); one coming in is decoded from the
 	 * link's buffer straight into its step's destination */
-	int wire;			/* enum proto_wire; PROTO_WIRE_F32: none */
-	uint8_t *wire_buf;		/* [seg / 2], allocated at the start */
+	int wire;          /* enum proto_wire; PROTO_WIRE_F32: none */
+	uint8_t *wire_buf; /* [seg / 2], allocated at the start */
 	/* while a copied step's segment is being received: its payload, where
 	 * it was decoded to and its float32 length, so that the step sending
 	 * it on sends the payload as it came (encoding the decoded bytes gives

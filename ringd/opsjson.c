@@ -143,12 +143,12 @@ ops_inflight_json(struct job *j, struct op *op)
 	for (i = 0; i < op_ncontrib(op) && i < job_local_size(j); i++)
 		if (!op_contrib(op, i)->in)
 			json_array_append_new(waiting, json_integer(job_proc(j, i)->rank));
-	return json_pack(
-	    "{s:s, s:I, s:I, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:I}", "coll",
-	    proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq, "age_ms",
-	    (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
-	    proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local", waiting, "started",
-	    op_started(op), "headers_in", ring ? ring->hdr_rx : 0, "headers_expected",
-	    ring ? ring->plan.nhdr_from : 0, "step", ring ? ring->rx_i : 0, "steps",
-	    ring ? ring->plan.nrx : 0, "step_bytes_in", (json_int_t)(ring ? ring->rx_off : 0));
+	return json_pack("{s:s, s:I, s:I, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:I}", "coll",
+			 proto_coll_name(op_fp(op)->coll), "seq", (json_int_t)op_fp(op)->seq,
+			 "age_ms", (json_int_t)(now_ms() - op_started_ms(op)), "fingerprint",
+			 proto_fp_format(op_fp(op), fp, sizeof(fp)), "waiting_for_local", waiting,
+			 "started", op_started(op), "headers_in", ring ? ring->hdr_rx : 0,
+			 "headers_expected", ring ? ring->plan.nhdr_from : 0, "step",
+			 ring ? ring->rx_i : 0, "steps", ring ? ring->plan.nrx : 0, "step_bytes_in",
+			 (json_int_t)(ring ? ring->rx_off : 0));
 }

@@ -74,8 +74,8 @@ fuzz_payloads(const uint8_t *p, size_t len)
 		 * character: proto_text_clean), so it re-encodes to itself, not
 		 * to the bytes that came */
 		n = proto_encode_reason(out, sizeof(out), code, text);
-		CHECK(n > 0 && proto_decode_reason(out, (size_t)n, &code2, again,
-						   sizeof(again)) == 0);
+		CHECK(n > 0 &&
+		      proto_decode_reason(out, (size_t)n, &code2, again, sizeof(again)) == 0);
 		CHECK(code2 == code && strcmp(again, text) == 0);
 		/* A smaller buffer truncates, between characters, never overruns. */
 		CHECK(proto_decode_reason(p, len, &code2, small, sizeof(small)) == 0);
