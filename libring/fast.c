@@ -534,7 +534,10 @@ fast_eligible(const struct ring_comm *c, const struct lr_plan *pl)
 	    pl->tmpl.api != 0 || c->size != (int)c->fast.n)
 		return false;
 	if (pl->tmpl.coll == PROTO_COLL_ALLREDUCE) {
-		if (pl->count > PROTO_PAGE_SLOT_BYTES / pl->es)
+		/* the kernels reduce in place in the caller's buffers: misaligned
+		 * operands (an odd arena offset) go to ringd, which copies them */
+		if (pl->count > PROTO_PAGE_SLOT_BYTES / pl->es ||
+		    (((uintptr_t)pl->send | (uintptr_t)pl->recv) & (pl->es - 1)) != 0)
 			return false;
 	} else if (pl->tmpl.coll != PROTO_COLL_BARRIER) {
 		return false;
