@@ -416,8 +416,11 @@ Test(chaos, soak, .fini = teardown, .timeout = 900)
 		total(sk, 3, 6, offsetof(struct rank_log, reopens)),
 		total(sk, 6, 12, offsetof(struct rank_log, reopens)));
 	/* every fault undone: the ring is whole again and every job runs again */
-	cr_assert_eq(cluster_wait_ready(&cluster, 30000), 0,
-		     "chaos (seed %u): the ring was not ready within 30 s of the last fault", seed);
+	rc = cluster_wait_ready(&cluster, 30000);
+	if (rc != 0)
+		dump_jobs();
+	cr_assert_eq(rc, 0, "chaos (seed %u): the ring was not ready within 30 s of the last fault",
+		     seed);
 	for (int i = 0; i < NPROCS; i++)
 		before[i] = sk->r[i].rounds;
 	for (double until = harness_now() + 60;;) {
