@@ -259,6 +259,7 @@ allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
 	float *buf, *want = malloc(KILL_COUNT * sizeof(float));
 	char why[256];
 	uint64_t seed = 1;
+	bool fresh = false;
 
 	(void)rank;
 	(void)n;
@@ -269,13 +270,24 @@ allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
 	buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
 	IT_CHECK(buf != NULL && want != NULL, "out of memory");
 	while (!lg->stop) {
-		int rc =
-		    it_checked_allreduce(comm, buf, want, KILL_COUNT, seed++, why, sizeof(why));
+		int rc;
 
-		if (rc == 0) {
-			__atomic_add_fetch(&lg->ok, 1, __ATOMIC_RELAXED);
-			continue;
+		/* after a reopen the ranks agree on the next seed: one may
+		 * have failed more operations (a job that broke before the
+		 * other rank joined it) and counted further */
+		if (fresh) {
+			rc = ring_allreduce(comm, &seed, &seed, 1, RING_UINT64, RING_MAX);
+			fresh = rc != 0;
+		} else {
+			rc = it_checked_allreduce(comm, buf, want, KILL_COUNT, seed++, why,
+						  sizeof(why));
+			if (rc == 0) {
+				__atomic_add_fetch(&lg->ok, 1, __ATOMIC_RELAXED);
+				continue;
+			}
 		}
+		if (rc == 0)
+			continue;
 		if (rc == 1) {
 			__atomic_add_fetch(&lg->wrong, 1, __ATOMIC_RELAXED);
 			it_fail(__FILE__, __LINE__, "%s", why);
@@ -296,6 +308,7 @@ allreduce_until_told(ring_comm *comm, int rank, int n, void *arg)
 		it_comm = comm;
 		buf = ring_alloc(comm, KILL_COUNT * sizeof(float));
 		IT_CHECK(buf != NULL, "out of memory");
+		fresh = true;
 	}
 	free(want);
 	IT_CALL(ring_close(comm));
