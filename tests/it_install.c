@@ -75,7 +75,9 @@
 	"export PKG_CONFIG_LIBDIR='%s/pkgconfig'; "
 
 #define OUT_CAP		(256u << 10)
-#define MAKE_TIMEOUT_S	300	/* a make that has nothing to build takes a second */
+#define MAKE_TIMEOUT_S	540	/* install builds the bindings first: a minute or
+				 * two with the torch C++ under ASan, more on a
+				 * loaded machine; nothing to build: a second */
 #define CLIENT_TIMEOUT_S 60
 #define LOCK_TIMEOUT_S	600
 
