@@ -1,0 +1,425 @@
+/*
+ * linkrate.c - the slow link named.  A ring moves at the pace of its slowest
+ * link, so every link's bytes per second of wall time are alike and point at
+ * nothing; what differs is how fast each link moves its bytes while it has
+ * bytes to move.  Once a second this room reads the kernel's TCP_INFO of
+ * every stream of this daemon's links: the bytes the peer acknowledged and
+ * the time the socket was busy sending (less the time the receiver's window
+ * held it back, which is the receiver being slow, not the link), and keeps a
+ * short history per peer of the achieved rate (the sum of its streams' bytes
+ * over busy time) and the heartbeat RTT.  Each host tells the ring its own
+ * links' rates (a LINKRATE frame that goes round, no payload), so every
+ * daemon holds a rate for every ring link that carried traffic lately, and
+ * one well below the others is named in `ringctl status` and `ringctl links`
+ * ("link 2->3: 12.5 MB/s, the others 98.1-101.0 MB/s"), in the metrics, and
+ * in the log of the host it leaves from: once when it falls behind, once when
+ * it catches up.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
+#include <sys/socket.h>
+#include <event2/event.h>
+
+#include "link.h"
+#include "../proto/log.h"
+
+#define LR_TICK_MS 1000           /* one sample a second */
+#define LR_HIST 16                /* samples kept per link */
+#define LR_WINDOW 5               /* a link's rate: the most of its last samples */
+#define LR_SLOTS 4                /* links known per host (ring: 2; direct ones) */
+#define LR_FRESH_MS 30000         /* a rate older than this is compared with none */
+#define LR_MIN_BYTES (128u << 10) /* a stream's bytes in a tick worth a sample */
+#define LR_MIN_BUSY_US \
+	20000 /* ... and its busy time (the kernel counts in
+					 * jiffies: a few of them at least) */
+#define LR_SLOW_PCT \
+	25             /* slow: below this share of the others' median
+					 * (links that wait for work measure low now and
+					 * then: "well below" must be well below) */
+#define LR_BACK_PCT 50 /* caught up: at this share again */
+
+/* The last TCP_INFO reading of one stream, to take the next one's difference. */
+struct lr_stream {
+	int fd;           /* the socket it was read from (-1: none) */
+	uint64_t acked;   /* tcpi_bytes_acked */
+	uint64_t busy_us; /* tcpi_busy_time less tcpi_rwnd_limited */
+	uint64_t rate;    /* its last sample, bytes/s (0: none) */
+};
+
+/* What this daemon measured of its links to one peer. */
+struct lr_peer {
+	struct lr_stream st[PROTO_STREAMS_MAX];
+	uint64_t hist_rate[LR_HIST]; /* samples, bytes/s, a ring buffer */
+	uint32_t hist_rtt[LR_HIST];  /* the heartbeat RTT at each, us */
+	int head, n;                 /* the next slot; samples held */
+	bool warned;                 /* said to be behind, not yet caught up */
+};
+
+/* One directed link's rate as the ring last told it (this host's own too). */
+struct lr_entry {
+	int to;        /* -1: slot unused */
+	uint64_t rate; /* bytes/s */
+	uint32_t rtt_us;
+	uint64_t at_ms; /* when it came */
+};
+
+static struct {
+	struct ringd *rd;
+	struct event *ev;
+	struct lr_peer *peer; /* [world]: this daemon's links */
+	struct lr_entry *tab; /* [world][LR_SLOTS]: every host's */
+	int world;
+} lr;
+
+static int
+lr_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t
+lr_median(uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), lr_cmp_u64);
+	return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* This daemon's rate to a peer: the most of its last LR_WINDOW samples, as
+ * BBR estimates a bottleneck.  A link that waits for work (the others of a
+ * ring paced by a slow one) sends in bursts, each opening with slow start
+ * after idle and ending on a delayed ACK, so its samples fall short of what
+ * it can do, never above; a link that is the bottleneck is busy all the time
+ * and its samples agree. */
+static uint64_t
+lr_peer_rate(const struct lr_peer *pr)
+{
+	uint64_t most = 0;
+	int i, k = pr->n < LR_WINDOW ? pr->n : LR_WINDOW;
+
+	for (i = 0; i < k; i++) {
+		uint64_t v = pr->hist_rate[(pr->head + LR_HIST - 1 - i) % LR_HIST];
+
+		most = v > most ? v : most;
+	}
+	return most;
+}
+
+/* Records host from's rate to host to (a slot of its own, else the oldest). */
+static void
+lr_record(int from, int to, uint64_t rate, uint32_t rtt_us)
+{
+	struct lr_entry *row = &lr.tab[(size_t)from * LR_SLOTS], *e = &row[0];
+	int i;
+
+	for (i = 0; i < LR_SLOTS; i++) {
+		if (row[i].to == to) {
+			e = &row[i];
+			break;
+		}
+		if (row[i].to < 0 || row[i].at_ms < e->at_ms)
+			e = &row[i];
+	}
+	*e = (struct lr_entry){ .to = to, .rate = rate, .rtt_us = rtt_us, .at_ms = now_ms() };
+}
+
+/* One stream's sample: its bytes over busy time since the last reading, or 0
+ * (too little sent, a new connection, no TCP_INFO). */
+static uint64_t
+lr_stream_sample(struct lr_stream *st, int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	uint64_t busy, db, dt, rate = 0;
+
+	memset(&ti, 0, sizeof(ti));
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    len < offsetof(struct tcp_info, tcpi_rwnd_limited) + sizeof(ti.tcpi_rwnd_limited)) {
+		st->fd = -1;
+		return 0;
+	}
+	busy = ti.tcpi_busy_time - ti.tcpi_rwnd_limited;
+	if (st->fd == fd && ti.tcpi_bytes_acked >= st->acked && busy >= st->busy_us) {
+		db = ti.tcpi_bytes_acked - st->acked;
+		dt = busy - st->busy_us;
+		if (db >= LR_MIN_BYTES && dt >= LR_MIN_BUSY_US)
+			rate = db * 1000000 / dt;
+	}
+	st->fd = fd;
+	st->acked = ti.tcpi_bytes_acked;
+	st->busy_us = busy;
+	st->rate = rate;
+	return rate;
+}
+
+/* Samples every stream of link l into the peer's reading; the sum of its
+ * streams' rates (they send side by side). */
+static uint64_t
+lr_link_sample(struct lr_peer *pr, struct link *l)
+{
+	uint64_t sum = 0;
+	int i;
+
+	for (i = 0; i < PROTO_STREAMS_MAX; i++) {
+		struct link *s = i == 0 ? l : l->streams[i];
+
+		if (s != NULL && s->state == LINK_UP)
+			sum += lr_stream_sample(&pr->st[i], s->fd);
+		else
+			pr->st[i].fd = -1;
+	}
+	return sum;
+}
+
+/* The links to sample: the ring's two (once, when they are one) and the
+ * direct ones. */
+static int
+lr_links(struct ringd *rd, struct link **ls, int cap)
+{
+	int i, n = 0;
+
+	if (rd->next != NULL && rd->next->state == LINK_UP && rd->next->peer >= 0)
+		ls[n++] = rd->next;
+	if (rd->prev != NULL && rd->prev != rd->next && rd->prev->state == LINK_UP &&
+	    rd->prev->peer >= 0)
+		ls[n++] = rd->prev;
+	for (i = 0; rd->direct_links != NULL && i < rd->world && n < cap; i++)
+		if (rd->direct_links[i] != NULL && rd->direct_links[i]->state == LINK_UP &&
+		    rd->direct_links[i]->peer >= 0)
+			ls[n++] = rd->direct_links[i];
+	return n;
+}
+
+/* Tells the ring this host's rate to peer: a LINKRATE frame round. */
+static void
+lr_announce(struct ringd *rd, int peer, uint64_t rate, uint32_t rtt_us)
+{
+	struct proto_frame f = { .type = PROTO_F_LINKRATE, .epoch = rd->epoch };
+
+	if (rd->next == NULL || rd->next->state != LINK_UP || rd->world < 3)
+		return; /* two hosts: each knows both links */
+	f.route = PROTO_ROUTE(rd->rank, rd->rank);
+	f.aux = (uint32_t)peer;
+	f.offset = rate;
+	f.seq = rtt_us;
+	link_send(rd->next, &f, NULL);
+}
+
+/* The median, lowest and highest of the fresh rates but entry skip's; false
+ * when there are none. */
+static bool
+lr_others(const struct lr_entry *skip, uint64_t *med, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t now = now_ms(), *v = malloc(sizeof(*v) * (size_t)lr.world * LR_SLOTS);
+	int i, n = 0;
+
+	if (v == NULL)
+		return false;
+	for (i = 0; i < lr.world * LR_SLOTS; i++) {
+		const struct lr_entry *e = &lr.tab[i];
+
+		if (e != skip && e->to >= 0 && now - e->at_ms <= LR_FRESH_MS)
+			v[n++] = e->rate;
+	}
+	if (n > 0) {
+		*med = lr_median(v, n);
+		*lo = v[0];
+		*hi = v[n - 1];
+	}
+	free(v);
+	return n > 0;
+}
+
+static void
+lr_format_rate(char *buf, size_t cap, uint64_t rate)
+{
+	if (rate >= 1000000000)
+		snprintf(buf, cap, "%.2f GB/s", (double)rate / 1e9);
+	else
+		snprintf(buf, cap, "%.1f MB/s", (double)rate / 1e6);
+}
+
+/* Whether an entry is well below the others; the line that says so. */
+static bool
+lr_judge(const struct lr_entry *e, int from, char *line, size_t cap)
+{
+	uint64_t med, lo, hi;
+	char r[32], a[32], b[32];
+
+	if (e->to < 0 || now_ms() - e->at_ms > LR_FRESH_MS || !lr_others(e, &med, &lo, &hi) ||
+	    e->rate * 100 >= med * LR_SLOW_PCT)
+		return false;
+	lr_format_rate(r, sizeof(r), e->rate);
+	lr_format_rate(a, sizeof(a), lo);
+	lr_format_rate(b, sizeof(b), hi);
+	if (lo == hi)
+		snprintf(line, cap, "link %d->%d: %s, the others %s", from, e->to, r, a);
+	else /* "920-940 MB/s": the unit once when both have it */
+		snprintf(line, cap, "link %d->%d: %s, the others %.*s-%s", from, e->to, r,
+			 strcmp(a + strlen(a) - 4, b + strlen(b) - 4) == 0 ? (int)(strlen(a) - 5) :
+									     (int)strlen(a),
+			 a, b);
+	return true;
+}
+
+/* Warns once when one of this host's links falls behind, once when it is
+ * back. */
+static void
+lr_warn(struct lr_peer *pr, int peer)
+{
+	const struct lr_entry *row = &lr.tab[(size_t)lr.rd->rank * LR_SLOTS];
+	uint64_t med, lo, hi;
+	char line[160], r[32];
+	int i;
+
+	for (i = 0; i < LR_SLOTS && row[i].to != peer; i++)
+		;
+	if (i == LR_SLOTS)
+		return;
+	if (!pr->warned && lr_judge(&row[i], lr.rd->rank, line, sizeof(line))) {
+		pr->warned = true;
+		log_warn("%s: every collective over it goes at its pace (check the NIC, cable, "
+			 "switch port and any shaping between the two hosts)",
+			 line);
+	} else if (pr->warned && lr_others(&row[i], &med, &lo, &hi) &&
+		   row[i].rate * 100 >= med * LR_BACK_PCT) {
+		pr->warned = false;
+		lr_format_rate(r, sizeof(r), row[i].rate);
+		log_info("link %d->%d: caught up, %s", lr.rd->rank, peer, r);
+	}
+}
+
+static void
+lr_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ringd *rd = arg;
+	struct link *ls[64];
+	struct timeval tv = { LR_TICK_MS / 1000, (LR_TICK_MS % 1000) * 1000 };
+	int i, n = lr_links(rd, ls, 64);
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i < n; i++) {
+		struct lr_peer *pr = &lr.peer[ls[i]->peer];
+		uint64_t rate = lr_link_sample(pr, ls[i]);
+		uint32_t rtt =
+		    (uint32_t)(ls[i]->srtt_us > UINT32_MAX ? UINT32_MAX : ls[i]->srtt_us);
+
+		if (rate == 0)
+			continue;
+		pr->hist_rate[pr->head] = rate;
+		pr->hist_rtt[pr->head] = rtt;
+		pr->head = (pr->head + 1) % LR_HIST;
+		if (pr->n < LR_HIST)
+			pr->n++;
+		rate = lr_peer_rate(pr);
+		lr_record(rd->rank, ls[i]->peer, rate, rtt);
+		lr_announce(rd, ls[i]->peer, rate, rtt);
+	}
+	for (i = 0; i < lr.world; i++)
+		if (lr.peer[i].n > 0)
+			lr_warn(&lr.peer[i], i);
+	evtimer_add(lr.ev, &tv);
+}
+
+int
+linkrate_rx(struct link *l, const struct proto_frame *f)
+{
+	struct ringd *rd = l->rd;
+	int origin = PROTO_ROUTE_SRC(f->route);
+
+	if (l->dir != LINK_PREV || origin >= rd->world || PROTO_ROUTE_DST(f->route) != origin ||
+	    f->aux >= (uint32_t)rd->world || (int)f->aux == origin || f->seq > UINT32_MAX) {
+		snprintf(l->last_error, sizeof(l->last_error), "malformed %s frame",
+			 proto_frame_type_name(f->type));
+		return RX_ERROR;
+	}
+	if (origin == rd->rank || lr.tab == NULL)
+		return RX_DONE;
+	lr_record(origin, (int)f->aux, f->offset, (uint32_t)f->seq);
+	if (rd->next != NULL && rd->next->state == LINK_UP && ring_passes_on(rd, origin))
+		link_send(rd->next, f, NULL);
+	return RX_DONE;
+}
+
+int
+linkrate_list(struct ringd *rd, struct linkrate_view *v, int cap)
+{
+	int i, n = 0;
+
+	(void)rd;
+	for (i = 0; lr.tab != NULL && i < lr.world * LR_SLOTS && n < cap; i++) {
+		const struct lr_entry *e = &lr.tab[i];
+
+		if (e->to < 0)
+			continue;
+		memset(&v[n], 0, sizeof(v[n]));
+		v[n].from = i / LR_SLOTS;
+		v[n].to = e->to;
+		v[n].rate = e->rate;
+		v[n].rtt_us = e->rtt_us;
+		v[n].age_ms = now_ms() - e->at_ms;
+		v[n].slow = lr_judge(e, v[n].from, v[n].why, sizeof(v[n].why));
+		n++;
+	}
+	return n;
+}
+
+int
+linkrate_history(int peer, uint64_t *rate, uint32_t *rtt_us, uint64_t *stream_rate, int cap)
+{
+	const struct lr_peer *pr;
+	int i, k;
+
+	if (lr.peer == NULL || peer < 0 || peer >= lr.world)
+		return 0;
+	pr = &lr.peer[peer];
+	k = pr->n < cap ? pr->n : cap;
+	for (i = 0; i < k; i++) { /* oldest first */
+		int at = (pr->head + LR_HIST - k + i) % LR_HIST;
+
+		rate[i] = pr->hist_rate[at];
+		rtt_us[i] = pr->hist_rtt[at];
+	}
+	for (i = 0; stream_rate != NULL && i < PROTO_STREAMS_MAX; i++)
+		stream_rate[i] = pr->st[i].rate;
+	return k;
+}
+
+int
+linkrate_start(struct ringd *rd)
+{
+	struct timeval tv = { LR_TICK_MS / 1000, (LR_TICK_MS % 1000) * 1000 };
+	int i;
+
+	lr.rd = rd;
+	lr.world = rd->world;
+	lr.peer = calloc((size_t)rd->world, sizeof(*lr.peer));
+	lr.tab = calloc((size_t)rd->world * LR_SLOTS, sizeof(*lr.tab));
+	lr.ev = evtimer_new(rd->base, lr_tick_cb, rd);
+	if (lr.peer == NULL || lr.tab == NULL || lr.ev == NULL) {
+		linkrate_stop();
+		return -1;
+	}
+	for (i = 0; i < rd->world * LR_SLOTS; i++)
+		lr.tab[i].to = -1;
+	for (i = 0; i < rd->world * PROTO_STREAMS_MAX; i++)
+		lr.peer[i / PROTO_STREAMS_MAX].st[i % PROTO_STREAMS_MAX].fd = -1;
+	evtimer_add(lr.ev, &tv);
+	return 0;
+}
+
+void
+linkrate_stop(void)
+{
+	if (lr.ev != NULL)
+		event_free(lr.ev);
+	free(lr.peer);
+	free(lr.tab);
+	memset(&lr, 0, sizeof(lr));
+}
