@@ -386,6 +386,7 @@ static void
 status_more(struct ringd *rd, json_t *doc)
 {
 	json_object_set_new(doc, "link_rates", rates_json(rd));
+	json_object_set_new(doc, "advertise", json_string(rd->cfg.advertise));
 	json_object_set_new(doc, "direct",
 			    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
 				      rd->cfg.max_direct_links, "direct_idle_ms",
