@@ -27,11 +27,17 @@
 #include "link.h"
 #include "../proto/log.h"
 
-#define LR_TICK_MS 1000           /* one sample a second */
-#define LR_HIST 16                /* samples kept per link */
-#define LR_WINDOW 5               /* a link's rate: the most of its last samples */
-#define LR_SLOTS 4                /* links known per host (ring: 2; direct ones) */
-#define LR_FRESH_MS 30000         /* a rate older than this is compared with none */
+#define LR_TICK_MS 1000 /* one sample a second */
+#define LR_HIST 16      /* samples kept per link */
+#define LR_WINDOW 5     /* a link's rate: the most of its last samples */
+#define LR_SLOTS 4      /* links known per host (ring: 2; direct ones) */
+#define LR_FRESH_MS \
+	30000 /* a rate older than this is compared with none
+				   * (at least: 3 announcements on a large ring) */
+#define LR_ROUND_MAX \
+	64                        /* frames of a host's rates a host passes on a
+				   * second, at most: a ring of more hosts
+				   * announces less often */
 #define LR_MIN_BYTES (128u << 10) /* a stream's bytes in a tick worth a sample */
 #define LR_MIN_BUSY_US \
 	20000 /* ... and its busy time (the kernel counts in
@@ -73,6 +79,13 @@ static struct {
 	struct lr_peer *peer; /* [world]: this daemon's links */
 	struct lr_entry *tab; /* [world][LR_SLOTS]: every host's */
 	int world;
+	uint64_t *sorted; /* the fresh rates of tab, ascending */
+	int nsorted;
+	bool dirty;         /* tab changed since they were sorted */
+	uint64_t sorted_ms; /* ... when */
+	uint64_t fresh_ms;  /* a rate older is compared with none */
+	int every;          /* ticks between announcements */
+	uint64_t ticks;
 } lr;
 
 static int
@@ -81,13 +94,6 @@ lr_cmp_u64(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
-}
-
-static uint64_t
-lr_median(uint64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), lr_cmp_u64);
-	return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* This daemon's rate to a peer: the most of its last LR_WINDOW samples, as
@@ -126,6 +132,7 @@ lr_record(int from, int to, uint64_t rate, uint32_t rtt_us)
 			e = &row[i];
 	}
 	*e = (struct lr_entry){ .to = to, .rate = rate, .rtt_us = rtt_us, .at_ms = now_ms() };
+	lr.dirty = true;
 }
 
 /* One stream's sample: its bytes over busy time since the last reading, or 0
@@ -210,29 +217,64 @@ lr_announce(struct ringd *rd, int peer, uint64_t rate, uint32_t rtt_us)
 	link_send(rd->next, &f, NULL);
 }
 
-/* The median, lowest and highest of the fresh rates but entry skip's; false
+/* The fresh rates, sorted: once per change or second, not per question. */
+static void
+lr_sort(void)
+{
+	uint64_t now = now_ms();
+	int i;
+
+	if (!lr.dirty && now - lr.sorted_ms < LR_TICK_MS)
+		return;
+	lr.nsorted = 0;
+	for (i = 0; i < lr.world * LR_SLOTS; i++)
+		if (lr.tab[i].to >= 0 && now - lr.tab[i].at_ms <= lr.fresh_ms)
+			lr.sorted[lr.nsorted++] = lr.tab[i].rate;
+	qsort(lr.sorted, (size_t)lr.nsorted, sizeof(*lr.sorted), lr_cmp_u64);
+	lr.dirty = false;
+	lr.sorted_ms = now;
+}
+
+/* The i-th of the sorted rates with the one at k left out. */
+static uint64_t
+lr_without(int i, int k)
+{
+	return lr.sorted[i < k ? i : i + 1];
+}
+
+/* The median, lowest and highest of the fresh rates but entry e's; false
  * when there are none. */
 static bool
-lr_others(const struct lr_entry *skip, uint64_t *med, uint64_t *lo, uint64_t *hi)
+lr_others(const struct lr_entry *e, uint64_t *med, uint64_t *lo, uint64_t *hi)
 {
-	uint64_t now = now_ms(), *v = malloc(sizeof(*v) * (size_t)lr.world * LR_SLOTS);
-	int i, n = 0;
+	int n, k = 0, lo_i = 0, hi_i;
 
-	if (v == NULL)
+	lr_sort();
+	n = lr.nsorted;
+	if (now_ms() - e->at_ms <= lr.fresh_ms) {
+		/* e's own rate is among them: leave one of its value out */
+		hi_i = n - 1;
+		while (lo_i < hi_i) {
+			int mid = (lo_i + hi_i) / 2;
+
+			if (lr.sorted[mid] < e->rate)
+				lo_i = mid + 1;
+			else
+				hi_i = mid;
+		}
+		k = lo_i;
+		if (n == 0 || lr.sorted[k] != e->rate)
+			return false; /* cannot be: sorted this turn */
+		n--;
+	} else {
+		k = n; /* none left out */
+	}
+	if (n <= 0)
 		return false;
-	for (i = 0; i < lr.world * LR_SLOTS; i++) {
-		const struct lr_entry *e = &lr.tab[i];
-
-		if (e != skip && e->to >= 0 && now - e->at_ms <= LR_FRESH_MS)
-			v[n++] = e->rate;
-	}
-	if (n > 0) {
-		*med = lr_median(v, n);
-		*lo = v[0];
-		*hi = v[n - 1];
-	}
-	free(v);
-	return n > 0;
+	*lo = lr_without(0, k);
+	*hi = lr_without(n - 1, k);
+	*med = n % 2 ? lr_without(n / 2, k) : (lr_without(n / 2 - 1, k) + lr_without(n / 2, k)) / 2;
+	return true;
 }
 
 static void
@@ -251,7 +293,7 @@ lr_judge(const struct lr_entry *e, int from, char *line, size_t cap)
 	uint64_t med, lo, hi;
 	char r[32], a[32], b[32];
 
-	if (e->to < 0 || now_ms() - e->at_ms > LR_FRESH_MS || !lr_others(e, &med, &lo, &hi) ||
+	if (e->to < 0 || now_ms() - e->at_ms > lr.fresh_ms || !lr_others(e, &med, &lo, &hi) ||
 	    e->rate * 100 >= med * LR_SLOW_PCT)
 		return false;
 	lr_format_rate(r, sizeof(r), e->rate);
@@ -319,11 +361,13 @@ lr_tick_cb(evutil_socket_t fd, short what, void *arg)
 			pr->n++;
 		rate = lr_peer_rate(pr);
 		lr_record(rd->rank, ls[i]->peer, rate, rtt);
-		lr_announce(rd, ls[i]->peer, rate, rtt);
+		if (lr.ticks % (uint64_t)lr.every == 0)
+			lr_announce(rd, ls[i]->peer, rate, rtt);
 	}
 	for (i = 0; i < lr.world; i++)
 		if (lr.peer[i].n > 0)
 			lr_warn(&lr.peer[i], i);
+	lr.ticks++;
 	evtimer_add(lr.ev, &tv);
 }
 
@@ -347,27 +391,36 @@ linkrate_rx(struct link *l, const struct proto_frame *f)
 	return RX_DONE;
 }
 
-int
-linkrate_list(struct ringd *rd, struct linkrate_view *v, int cap)
+/* Puts the entries that are (slow) or are not (!slow) slow into v from n;
+ * the new count. */
+static int
+lr_list_pass(struct linkrate_view *v, int n, int cap, bool slow)
 {
-	int i, n = 0;
-
-	(void)rd;
-	for (i = 0; lr.tab != NULL && i < lr.world * LR_SLOTS && n < cap; i++) {
+	for (int i = 0; lr.tab != NULL && i < lr.world * LR_SLOTS && n < cap; i++) {
 		const struct lr_entry *e = &lr.tab[i];
 
 		if (e->to < 0)
 			continue;
 		memset(&v[n], 0, sizeof(v[n]));
+		if (lr_judge(e, i / LR_SLOTS, v[n].why, sizeof(v[n].why)) != slow)
+			continue;
 		v[n].from = i / LR_SLOTS;
 		v[n].to = e->to;
 		v[n].rate = e->rate;
 		v[n].rtt_us = e->rtt_us;
 		v[n].age_ms = now_ms() - e->at_ms;
-		v[n].slow = lr_judge(e, v[n].from, v[n].why, sizeof(v[n].why));
+		v[n].slow = slow;
 		n++;
 	}
 	return n;
+}
+
+int
+linkrate_list(struct ringd *rd, struct linkrate_view *v, int cap)
+{
+	(void)rd;
+	/* the slow ones first: a large ring has more links than cap */
+	return lr_list_pass(v, lr_list_pass(v, 0, cap, true), cap, false);
 }
 
 int
@@ -401,8 +454,15 @@ linkrate_start(struct ringd *rd)
 	lr.world = rd->world;
 	lr.peer = calloc((size_t)rd->world, sizeof(*lr.peer));
 	lr.tab = calloc((size_t)rd->world * LR_SLOTS, sizeof(*lr.tab));
+	lr.sorted = calloc((size_t)rd->world * LR_SLOTS, sizeof(*lr.sorted));
 	lr.ev = evtimer_new(rd->base, lr_tick_cb, rd);
-	if (lr.peer == NULL || lr.tab == NULL || lr.ev == NULL) {
+	/* each host's rates go round: n hosts' frames through every host */
+	lr.every = rd->world > LR_ROUND_MAX ? rd->world / LR_ROUND_MAX : 1;
+	lr.fresh_ms = (uint64_t)lr.every * LR_TICK_MS * 3 > LR_FRESH_MS ?
+			  (uint64_t)lr.every * LR_TICK_MS * 3 :
+			  LR_FRESH_MS;
+	lr.dirty = true;
+	if (lr.peer == NULL || lr.tab == NULL || lr.sorted == NULL || lr.ev == NULL) {
 		linkrate_stop();
 		return -1;
 	}
@@ -421,5 +481,6 @@ linkrate_stop(void)
 		event_free(lr.ev);
 	free(lr.peer);
 	free(lr.tab);
+	free(lr.sorted);
 	memset(&lr, 0, sizeof(lr));
 }

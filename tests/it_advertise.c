@@ -112,8 +112,8 @@ start(bool advertise)
 	snprintf(args, sizeof(args), "--secret-file %s --heartbeat-ms 200", path);
 	if (!advertise)
 		setenv("NETNS_TIMEOUT", "5", 1);
-	rc = cluster_start_netns(&cluster, NHOST, advertise ? "--nat 3 104" : "--nat 3 104 --no-advertise",
-				 args);
+	rc = cluster_start_netns(&cluster, NHOST,
+				 advertise ? "--nat 3 104" : "--nat 3 104 --no-advertise", args);
 	unsetenv("NETNS_TIMEOUT");
 	if (rc == CLUSTER_NOTSUP) {
 		char why[sizeof(cluster.why)];
@@ -133,8 +133,7 @@ Test(advertise, nat_host_joins, .init = setup, .fini = teardown, .timeout = 120)
 	cr_assert_eq(start(true), 0, "the ring did not form with host 3 behind NAT");
 	log = read_log(3);
 	cr_assert(strstr(log, ":18515, advertised as ") != NULL &&
-			  strstr(log, ".104:18515 (tcp, peers authenticated by secret") !=
-			      NULL,
+		      strstr(log, ".104:18515 (tcp, peers authenticated by secret") != NULL,
 		  "host 3's log does not say what it binds and advertises:\n%s", log);
 	for (int i = 0; i < NHOST; i++)
 		cr_assert_eq(cluster_ringctl(&cluster, i, out, sizeof(out), "status", NULL), 0,
