@@ -58,11 +58,11 @@ struct lr_stream {
 
 /* What this daemon measured of its links to one peer. */
 struct lr_peer {
-	struct lr_stream st[PROTO_STREAMS_MAX];
-	uint64_t hist_rate[LR_HIST]; /* samples, bytes/s, a ring buffer */
-	uint32_t hist_rtt[LR_HIST];  /* the heartbeat RTT at each, us */
-	int head, n;                 /* the next slot; samples held */
-	bool warned;                 /* said to be behind, not yet caught up */
+	uint64_t srate[PROTO_STREAMS_MAX]; /* each stream's last sample (its links' summed) */
+	uint64_t hist_rate[LR_HIST];       /* samples, bytes/s, a ring buffer */
+	uint32_t hist_rtt[LR_HIST];        /* the heartbeat RTT at each, us */
+	int head, n;                       /* the next slot; samples held */
+	bool warned;                       /* said to be behind, not yet caught up */
 };
 
 /* One directed link's rate as the ring last told it (this host's own too). */
@@ -73,8 +73,19 @@ struct lr_entry {
 	uint64_t at_ms; /* when it came */
 };
 
+/* The readings of one link's streams: a link is known by its address while
+ * it is sampled every tick (a new connection shows as another fd, or fewer
+ * bytes acked, and starts over). */
+#define LR_LINKS 64
+struct lr_link {
+	const struct link *l; /* NULL: unused */
+	struct lr_stream st[PROTO_STREAMS_MAX];
+	bool seen; /* sampled this tick */
+};
+
 static struct {
 	struct ringd *rd;
+	struct lr_link links[LR_LINKS];
 	struct event *ev;
 	struct lr_peer *peer; /* [world]: this daemon's links */
 	struct lr_entry *tab; /* [world][LR_SLOTS]: every host's */
@@ -164,21 +175,50 @@ lr_stream_sample(struct lr_stream *st, int fd)
 	return rate;
 }
 
+/* The readings of link l: its slot of last tick, else a free one (NULL: none,
+ * more links than LR_LINKS). */
+static struct lr_link *
+lr_link_of(const struct link *l)
+{
+	struct lr_link *free_slot = NULL;
+	int i;
+
+	for (i = 0; i < LR_LINKS; i++) {
+		if (lr.links[i].l == l)
+			return &lr.links[i];
+		if (lr.links[i].l == NULL && free_slot == NULL)
+			free_slot = &lr.links[i];
+	}
+	if (free_slot != NULL) {
+		free_slot->l = l;
+		for (i = 0; i < PROTO_STREAMS_MAX; i++)
+			free_slot->st[i].fd = -1;
+	}
+	return free_slot;
+}
+
 /* Samples every stream of link l into the peer's reading; the sum of its
  * streams' rates (they send side by side). */
 static uint64_t
 lr_link_sample(struct lr_peer *pr, struct link *l)
 {
-	uint64_t sum = 0;
+	struct lr_link *k = lr_link_of(l);
+	uint64_t sum = 0, r;
 	int i;
 
+	if (k == NULL)
+		return 0;
+	k->seen = true;
 	for (i = 0; i < PROTO_STREAMS_MAX; i++) {
 		struct link *s = i == 0 ? l : l->streams[i];
 
-		if (s != NULL && s->state == LINK_UP)
-			sum += lr_stream_sample(&pr->st[i], s->fd);
-		else
-			pr->st[i].fd = -1;
+		if (s != NULL && s->state == LINK_UP) {
+			r = lr_stream_sample(&k->st[i], s->fd);
+			pr->srate[i] += r;
+			sum += r;
+		} else {
+			k->st[i].fd = -1;
+		}
 	}
 	return sum;
 }
@@ -208,8 +248,8 @@ lr_announce(struct ringd *rd, int peer, uint64_t rate, uint32_t rtt_us)
 {
 	struct proto_frame f = { .type = PROTO_F_LINKRATE, .epoch = rd->epoch };
 
-	if (rd->next == NULL || rd->next->state != LINK_UP || rd->world < 3)
-		return; /* two hosts: each knows both links */
+	if (rd->next == NULL || rd->next->state != LINK_UP)
+		return;
 	f.route = PROTO_ROUTE(rd->rank, rd->rank);
 	f.aux = (uint32_t)peer;
 	f.offset = rate;
@@ -336,33 +376,58 @@ lr_warn(struct lr_peer *pr, int peer)
 	}
 }
 
+/* A sample of this daemon's rate to a peer (the sum of its links to it: on a
+ * ring of two, the next and the previous link are both to the other host). */
+static void
+lr_push(struct ringd *rd, int peer, uint64_t rate, uint32_t rtt)
+{
+	struct lr_peer *pr = &lr.peer[peer];
+
+	pr->hist_rate[pr->head] = rate;
+	pr->hist_rtt[pr->head] = rtt;
+	pr->head = (pr->head + 1) % LR_HIST;
+	if (pr->n < LR_HIST)
+		pr->n++;
+	rate = lr_peer_rate(pr);
+	lr_record(rd->rank, peer, rate, rtt);
+	if (lr.ticks % (uint64_t)lr.every == 0)
+		lr_announce(rd, peer, rate, rtt);
+}
+
 static void
 lr_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ringd *rd = arg;
-	struct link *ls[64];
+	struct link *ls[LR_LINKS];
 	struct timeval tv = { LR_TICK_MS / 1000, (LR_TICK_MS % 1000) * 1000 };
-	int i, n = lr_links(rd, ls, 64);
+	uint64_t rate[LR_LINKS];
+	int i, j, n = lr_links(rd, ls, LR_LINKS);
 
 	(void)fd;
 	(void)what;
+	for (i = 0; i < n; i++)
+		memset(lr.peer[ls[i]->peer].srate, 0, sizeof(lr.peer[0].srate));
+	for (i = 0; i < n; i++)
+		rate[i] = lr_link_sample(&lr.peer[ls[i]->peer], ls[i]);
 	for (i = 0; i < n; i++) {
-		struct lr_peer *pr = &lr.peer[ls[i]->peer];
-		uint64_t rate = lr_link_sample(pr, ls[i]);
+		uint64_t sum = rate[i];
 		uint32_t rtt =
 		    (uint32_t)(ls[i]->srtt_us > UINT32_MAX ? UINT32_MAX : ls[i]->srtt_us);
 
-		if (rate == 0)
-			continue;
-		pr->hist_rate[pr->head] = rate;
-		pr->hist_rtt[pr->head] = rtt;
-		pr->head = (pr->head + 1) % LR_HIST;
-		if (pr->n < LR_HIST)
-			pr->n++;
-		rate = lr_peer_rate(pr);
-		lr_record(rd->rank, ls[i]->peer, rate, rtt);
-		if (lr.ticks % (uint64_t)lr.every == 0)
-			lr_announce(rd, ls[i]->peer, rate, rtt);
+		for (j = 0; j < i && ls[j]->peer != ls[i]->peer; j++)
+			;
+		if (j < i)
+			continue; /* counted with the first link to that peer */
+		for (j = i + 1; j < n; j++)
+			if (ls[j]->peer == ls[i]->peer)
+				sum += rate[j];
+		if (sum != 0)
+			lr_push(rd, ls[i]->peer, sum, rtt);
+	}
+	for (i = 0; i < LR_LINKS; i++) { /* links gone: their slots free */
+		if (!lr.links[i].seen)
+			lr.links[i].l = NULL;
+		lr.links[i].seen = false;
 	}
 	for (i = 0; i < lr.world; i++)
 		if (lr.peer[i].n > 0)
@@ -440,7 +505,7 @@ linkrate_history(int peer, uint64_t *rate, uint32_t *rtt_us, uint64_t *stream_ra
 		rtt_us[i] = pr->hist_rtt[at];
 	}
 	for (i = 0; stream_rate != NULL && i < PROTO_STREAMS_MAX; i++)
-		stream_rate[i] = pr->st[i].rate;
+		stream_rate[i] = pr->srate[i];
 	return k;
 }
 
@@ -468,8 +533,6 @@ linkrate_start(struct ringd *rd)
 	}
 	for (i = 0; i < rd->world * LR_SLOTS; i++)
 		lr.tab[i].to = -1;
-	for (i = 0; i < rd->world * PROTO_STREAMS_MAX; i++)
-		lr.peer[i / PROTO_STREAMS_MAX].st[i % PROTO_STREAMS_MAX].fd = -1;
 	evtimer_add(lr.ev, &tv);
 	return 0;
 }

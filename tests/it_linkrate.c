@@ -13,7 +13,11 @@
  * is lifted and the link is no longer named, and host 2's log says once that
  * it caught up.
  *
- * Needs root and network namespaces (skipped otherwise), as CI has.
+ * two_hosts_both_ways (loopback): on a ring of two, where a daemon's next and
+ * previous links both lead to the other host, each daemon still measures its
+ * side and hears the other's.
+ *
+ * slow_link_named needs root and network namespaces (skipped otherwise), as CI has.
  */
 #include <criterion/criterion.h>
 
@@ -256,4 +260,29 @@ Test(linkrate, slow_link_named, .init = setup, .fini = teardown, .timeout = 240)
 	cr_assert_eq(cluster_wait(&job), 0, "a rank failed");
 	for (int i = 0; i < NHOST; i++)
 		cr_assert(run->fail[i][0] == '\0', "rank %d: %s", i, run->fail[i]);
+}
+
+/* Two daemons on loopback: each side's rate reaches the other, though both
+ * of a daemon's links (next and previous) lead to the same host. */
+Test(linkrate, two_hosts_both_ways, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct lr_run *run = harness_shared(sizeof(*run));
+	struct cluster_job job;
+	int most = 0;
+
+	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0);
+	cr_assert_eq(cluster_spawn(&cluster, 2, rank_traffic, run, &job), 0);
+	for (double end = harness_now() + 15;; usleep(250000)) {
+		cr_assert(ctl(0, "metrics"));
+		if (strstr(out, "ringd_link_rate_bytes_per_second{from=\"0\",to=\"1\"} ") != NULL &&
+		    strstr(out, "ringd_link_rate_bytes_per_second{from=\"1\",to=\"0\"} ") != NULL)
+			break;
+		cr_assert(harness_now() < end, "daemon 0 has not both rates after 15 s:\n%s", out);
+	}
+	cr_assert(ctl(0, "links"));
+	fprintf(stderr, "%s", out);
+	for (int i = 0; i < 2; i++)
+		most = run->steps[i] > most ? run->steps[i] : most;
+	run->stop_at = most + 2;
+	cr_assert_eq(cluster_wait(&job), 0, "a rank failed");
 }
