@@ -475,7 +475,7 @@ uninstall:
 # above includes -Wredundant-decls -Wcast-qual -Wlogical-op), then the Rust
 # (rust-lint in bindings/rust/rust.mk: bindgen's output current, rustfmt,
 # clippy).  scripts/install-deps --lint brings the tools.
-LINT_SH := $(filter-out scripts/check-floors scripts/check-bounds,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) tests/tsan.sh bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
+LINT_SH := $(filter-out scripts/check-floors scripts/check-bounds scripts/check-dashboard,$(wildcard scripts/*)) $(wildcard bindings/*/run-tests) bench/peers bench/ab bench/sweep bench/sweep.sh bench/cores bench/mpi-tcp bench/vs-mpi bench/vs-tls bench/latency-bed bench/wire-compression .ci/run $(wildcard tests/fuzz/*.sh) tests/tsan.sh bindings/rust/ringd-sys/gen-bindings tests/sim/seeded-bugs
 # What lint runs, found before anything runs: a missing one is named with the
 # command that installs it, not met as a tool's failure halfway (bindgen's
 # and clippy's are looked for where rust-lint looks, RUST_LINT_PATH).
@@ -505,6 +505,8 @@ lint: lint-tools
 	$(Q)scripts/check-format
 	$(Q)scripts/check-floors && scripts/check-floors --self-test
 	$(Q)scripts/check-bounds && scripts/check-bounds --self-test
+	$(call msg,DASHBOARD,systemd/grafana/ringd.json)
+	$(Q)scripts/check-dashboard >/dev/null
 	$(call msg,PATCHES,tests/sim/bugs)
 	$(Q)for p in tests/sim/bugs/*.patch; do \
 		patch --dry-run -s -p1 <$$p >/dev/null || \

@@ -69,6 +69,7 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_RING:
 	case PROTO_F_PING:
 	case PROTO_F_PONG:
+	case PROTO_F_LINKRATE:
 		return 0;
 	case PROTO_F_VIEW:
 		return FRAME_VIEW_MAX;
@@ -176,6 +177,8 @@ proto_frame_type_name(int type)
 		return "ping";
 	case PROTO_F_PONG:
 		return "pong";
+	case PROTO_F_LINKRATE:
+		return "linkrate";
 	default:
 		return "?";
 	}

@@ -37,8 +37,9 @@
  * CONFIRM frames, a formation's agreement round (a host forms only once every
  * member host has confirmed the same claims), and a LEAVE's offset names the
  * formation its host confirmed; 16: an EVICT's yes with its veto bit set says
- * the host holds the incarnation already */
-#define PROTO_VERSION 16
+ * the host holds the incarnation already; 17: LINKRATE frames, each host's
+ * achieved rate on its links told round the ring */
+#define PROTO_VERSION 17
 
 /* ---- limits shared by both sides ---- */
 #define PROTO_JOB_MAX		63	/* bytes of a job name, without NUL */
@@ -228,11 +229,15 @@ enum proto_frame_type {
 	PROTO_F_P2P_DATA = 34, /* payload bytes at offset */
 	/* 48..63: diagnostics (ringctl ping); no payload.  seq = the prober's probe
 	 * id, offset = its monotonic us when sent (echoed, for the logs). */
-	PROTO_F_PING = 48, /* aux 0: answer with PONG on the same link (route 0);
+	PROTO_F_PING = 48,     /* aux 0: answer with PONG on the same link (route 0);
 				 * aux 1: goes round the ring, route = (origin, origin),
 				 * only next-ward; the origin's round trip */
-	PROTO_F_PONG = 49, /* a link PING's answer: its seq and offset, aux 0 */
-	PROTO_F_MAX = 49
+	PROTO_F_PONG = 49,     /* a link PING's answer: its seq and offset, aux 0 */
+	PROTO_F_LINKRATE = 50, /* goes round next-ward, route = (origin, origin):
+				* the origin's achieved rate to host aux, in
+				* bytes/s over busy time (offset), with the
+				* link's heartbeat RTT in us (seq) */
+	PROTO_F_MAX = 50
 };
 
 /* The fixed header of every frame; `length` payload bytes follow it.  Wire order:

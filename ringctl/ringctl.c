@@ -56,6 +56,8 @@ static const struct ctl_command ctl_commands[] = {
 	{ "status", "", "state, peers and links, jobs, counters", show_status, verdict_status },
 	{ "peers", "", "the ring's hosts in ring order, with this daemon's links", show_peers,
 	  verdict_status },
+	{ "links", "", "each link's achieved rate and RTT; a link well below the others named",
+	  show_links, verdict_status },
 	{ "jobs", "", "the jobs attached here and their operations in flight", show_jobs,
 	  verdict_status },
 	{ "ops", "",

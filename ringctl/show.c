@@ -377,6 +377,8 @@ show_jobs(json_t *doc, FILE *out)
 	print_table(t, out, "no jobs");
 }
 
+static void show_slow(json_t *doc, FILE *out);
+
 /* ---- status ---- */
 
 void
@@ -414,10 +416,65 @@ show_status(json_t *doc, FILE *out)
 			cell_fmt(reduced, sizeof(reduced), counters, "bytes_reduced", fmt_bytes),
 			cell_int(clients, sizeof(clients), counters, "clients_total"));
 	}
+	show_slow(doc, out);
 	fputc('\n', out);
 	show_peers(doc, out);
 	fputc('\n', out);
 	show_jobs(doc, out);
+}
+
+/* ---- links' rates ---- */
+
+/* The links well below the others, one line each, as the daemon put them. */
+static void
+show_slow(json_t *doc, FILE *out)
+{
+	json_t *slow = json_object_get(json_object_get(doc, "link_rates"), "slow"), *v;
+	char line[2 * CELL];
+	size_t i;
+
+	json_array_foreach(slow, i, v) {
+		if (json_is_string(v))
+			fprintf(out, "slow %s\n",
+				cell_text(line, sizeof(line), json_string_value(v)));
+	}
+}
+
+static char *
+cell_rate(char *buf, size_t cap, json_t *o)
+{
+	int64_t v;
+
+	if (!jint(o, "rate_Bps", &v))
+		snprintf(buf, cap, "-");
+	else if (v >= 1000000000)
+		snprintf(buf, cap, "%.2f GB/s", (double)v / 1e9);
+	else
+		snprintf(buf, cap, "%.1f MB/s", (double)v / 1e6);
+	return buf;
+}
+
+void
+show_links(json_t *doc, FILE *out)
+{
+	static const char *const head[6] = { "FROM", "TO", "RATE", "RTT(us)", "AGE", "" };
+	json_t *links = json_object_get(json_object_get(doc, "link_rates"), "links"), *l;
+	struct table *t = table_new(6, head);
+	size_t i;
+
+	json_array_foreach(links, i, l) {
+		char from[CELL], to[CELL], rate[CELL], rtt[CELL], age[CELL];
+		const char *cells[6] = { cell_int(from, sizeof(from), l, "from"),
+					 cell_int(to, sizeof(to), l, "to"),
+					 cell_rate(rate, sizeof(rate), l),
+					 cell_int(rtt, sizeof(rtt), l, "rtt_us"),
+					 cell_fmt(age, sizeof(age), l, "age_ms", fmt_ms),
+					 json_is_true(json_object_get(l, "slow")) ? "SLOW" : "" };
+
+		table_add(t, cells);
+	}
+	print_table(t, out, "no link has carried enough traffic to be measured yet");
+	show_slow(doc, out);
 }
 
 int

@@ -29,6 +29,9 @@ int verdict_status(json_t *doc);
 void show_peers(json_t *doc, FILE *out);
 void show_jobs(json_t *doc, FILE *out);
 void show_ops(json_t *doc, FILE *out);
+/* `links`: every link's achieved rate and RTT the daemon knows, and the slow
+ * ones named. */
+void show_links(json_t *doc, FILE *out);
 
 /* `ping`: one row per probe (next link, previous link, ring) with its round
  * trips in microseconds and what became of its pings. */

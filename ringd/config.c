@@ -65,6 +65,7 @@ const struct key_def config_keys[] = {
 	{ "rank",		K_RANK,		F(rank),		-1, HOSTFILE_MAX_HOSTS - 1,
 	  RESTART },
 	{ "listen",		K_HOSTPORT,	F(listen),		0, 0,		RESTART },
+	{ "advertise",		K_HOSTPORT,	F(advertise),		0, 0,		RESTART },
 	{ "socket",		K_SOCK,		F(socket),		1, 0,		RESTART },
 	{ "control",		K_SOCK,		F(control),		0, 0,		RESTART },
 	{ "cluster",		K_NAME,		F(cluster),		0, 0,		RESTART },

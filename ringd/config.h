@@ -25,7 +25,11 @@ const char *config_log_name(int v);	/* "auto", "yes", "no" */
 struct config {
 	char hosts[CONFIG_PATH_MAX];	/* hosts = FILE: the hostfile (required) */
 	int rank;			/* rank = N; -1: find ourselves among our addresses */
-	char listen[CONFIG_PATH_MAX];	/* listen = ADDR:PORT; "" = our hostfile entry */
+	char listen[CONFIG_PATH_MAX];   /* listen = ADDR:PORT; "" = our hostfile entry
+					 * (or, with advertise, any address at its port) */
+	char advertise[CONFIG_PATH_MAX]; /* advertise = HOST:PORT: where peers reach
+						 * us (our hostfile entry) when it is no
+						 * address of ours: NAT, a container, a pod */
 	char socket[CONFIG_PATH_MAX];	/* socket = PATH: client socket (RING_DEFAULT_SOCKET) */
 	char control[CONFIG_PATH_MAX];	/* control = PATH; "" = socket path + ".ctl" */
 	char cluster[64];		/* cluster = NAME; peers must agree ("ringd") */

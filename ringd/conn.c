@@ -241,7 +241,12 @@ listen_socket(struct ringd *rd, const char *host, int port)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
-		log_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
+		log_err("cannot listen on %s:%d: %s%s", host, port, strerror(errno),
+			errno == EADDRNOTAVAIL ?
+			    " (not an address of this host: behind NAT or in a container, "
+			    "set listen = ADDR:PORT to bind and advertise = HOST:PORT, this "
+			    "host's line in the hostfile)" :
+			    "");
 		close(fd);
 		return -1;
 	}
@@ -295,6 +300,11 @@ link_start(struct ringd *rd, const struct link_events *ev)
 			host[strlen(host) - 1] = '\0';
 		}
 		port = atoi(c + 1);
+	} else if (rd->cfg.advertise[0] != '\0') {
+		/* the advertised address is not ours (NAT, a container): any
+		 * address of ours at its port is what it leads to */
+		snprintf(host, sizeof(host), "0.0.0.0");
+		port = rd->hf.hosts[rd->rank].port;
 	} else {
 		snprintf(host, sizeof(host), "%s", rd->hf.hosts[rd->rank].host);
 		port = rd->hf.hosts[rd->rank].port;
@@ -305,8 +315,9 @@ link_start(struct ringd *rd, const struct link_events *ev)
 	rd->peer_ev = event_new(rd->base, rd->peer_fd, EV_READ | EV_PERSIST, accept_cb, rd);
 	if (rd->peer_ev == NULL || event_add(rd->peer_ev, NULL) != 0)
 		return -1;
-	log_info("peers: listening on %s:%d (%s, peers authenticated by %s), host %d of %d",
-		 host, port, transport_name(link_transport), auth_mode(rd), rd->rank, rd->world);
+	log_info("peers: listening on %s:%d%s%s (%s, peers authenticated by %s), host %d of %d",
+		 host, port, rd->cfg.advertise[0] ? ", advertised as " : "", rd->cfg.advertise,
+		 transport_name(link_transport), auth_mode(rd), rd->rank, rd->world);
 	if (rd->world < 2)
 		return 0;
 	rd->next = link_new(rd, LINK_NEXT, ring_next_of(rd, rd->rank));

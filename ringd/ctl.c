@@ -100,8 +100,11 @@ static const struct ctl_cmd {
 	int max_args;			/* words after the name */
 	void (*answer)(struct ringd *rd, struct ctl_req *r);	/* engine thread */
 } ctl_cmds[] = {
-	{ "status", false, 0, ctl_do_status },   { "peers", false, 0, ctl_do_status },
-	{ "jobs", false, 0, ctl_do_status },     { "ops", false, 0, ctl_do_ops },
+	{ "status", false, 0, ctl_do_status },
+	{ "peers", false, 0, ctl_do_status },
+	{ "jobs", false, 0, ctl_do_status },
+	{ "ops", false, 0, ctl_do_ops },
+	{ "links", false, 0, ctl_do_status },
 	{ "ping", false, 3, ctl_do_ping }, /* [COUNT [WAIT_MS [HOST]]] */
 	{ "metrics", false, 0, ctl_do_metrics },
 };
@@ -339,10 +342,51 @@ peers_json(struct ringd *rd)
 	return peers;
 }
 
+/* Every link's achieved rate known here, the slow ones named, and this
+ * daemon's own samples of each of its links. */
+static json_t *
+rates_json(struct ringd *rd)
+{
+	struct linkrate_view v[64];
+	uint64_t rate[16], srate[PROTO_STREAMS_MAX];
+	uint32_t rtt[16];
+	json_t *all = json_array(), *slow = json_array(), *mine = json_array();
+	int i, k, n = linkrate_list(rd, v, 64);
+
+	for (i = 0; i < n; i++) {
+		json_array_append_new(all,
+				      json_pack("{s:i, s:i, s:I, s:I, s:I, s:b}", "from", v[i].from,
+						"to", v[i].to, "rate_Bps", (json_int_t)v[i].rate,
+						"rtt_us", (json_int_t)v[i].rtt_us, "age_ms",
+						(json_int_t)v[i].age_ms, "slow", v[i].slow));
+		if (v[i].slow)
+			json_array_append_new(slow, json_string(v[i].why));
+		if (v[i].from != rd->rank)
+			continue;
+		json_t *h = json_array(), *t = json_array(), *st = json_array();
+
+		k = linkrate_history(v[i].to, rate, rtt, srate, 16);
+		for (int j = 0; j < k; j++) {
+			json_array_append_new(h, json_integer((json_int_t)rate[j]));
+			json_array_append_new(t, json_integer((json_int_t)rtt[j]));
+		}
+		for (int j = 0; j < PROTO_STREAMS_MAX; j++)
+			if (srate[j] != 0)
+				json_array_append_new(st,
+						      json_pack("{s:i, s:I}", "stream", j,
+								"rate_Bps", (json_int_t)srate[j]));
+		json_array_append_new(mine, json_pack("{s:i, s:o, s:o, s:o}", "to", v[i].to,
+						      "rate_Bps", h, "rtt_us", t, "streams", st));
+	}
+	return json_pack("{s:o, s:o, s:o}", "links", all, "slow", slow, "history", mine);
+}
+
 /* The direct links, the membership, the job table and the ring's error. */
 static void
 status_more(struct ringd *rd, json_t *doc)
 {
+	json_object_set_new(doc, "link_rates", rates_json(rd));
+	json_object_set_new(doc, "advertise", json_string(rd->cfg.advertise));
 	json_object_set_new(doc, "direct",
 			    json_pack("{s:i, s:I, s:i, s:I, s:I, s:s}", "max_direct_links",
 				      rd->cfg.max_direct_links, "direct_idle_ms",

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -653,5 +654,49 @@ hostfile_find_self(const struct hostfile *hf)
 			freeaddrinfo(res);
 	}
 	freeifaddrs(ifs);
+	return rank;
+}
+
+/* Whether two resolved addresses are one (the port aside: the callers
+ * compare it). */
+static bool
+same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return a->sa_family == AF_INET6 &&
+	       memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+int
+hostfile_find_entry(const struct hostfile *hf, const char *host, int port)
+{
+	struct host_entry want = { .port = port };
+	struct addrinfo *mine;
+	int rank = -1;
+
+	if (hf == NULL || strlen(host) > HOSTFILE_HOST_MAX)
+		return -1;
+	for (int i = 0; i < hf->n; i++)
+		if (hf->hosts[i].port == port && strcasecmp(hf->hosts[i].host, host) == 0)
+			return i;
+	memcpy(want.host, host, strlen(host) + 1);
+	if ((mine = resolve(&want)) == NULL)
+		return -1;
+	for (int i = 0; i < hf->n && rank < 0; i++) {
+		struct addrinfo *res = hf->hosts[i].port == port ? resolve(&hf->hosts[i]) : NULL;
+
+		for (struct addrinfo *a = res; a != NULL && rank < 0; a = a->ai_next)
+			for (struct addrinfo *b = mine; b != NULL && rank < 0; b = b->ai_next)
+				if (same_addr(a->ai_addr, b->ai_addr))
+					rank = i;
+		if (res != NULL)
+			freeaddrinfo(res);
+	}
+	freeaddrinfo(mine);
 	return rank;
 }

@@ -36,5 +36,9 @@ void hostfile_free(struct hostfile *hf);
 /* The rank whose address is one of this machine's own and whose port is free to
  * bind (so several daemons on one machine each find their own), or -1. */
 int hostfile_find_self(const struct hostfile *hf);
+/* The entry a host advertises (advertise = HOST:PORT): the first whose host
+ * is the same name or resolves to the same address, with the same port; -1
+ * when none is. */
+int hostfile_find_entry(const struct hostfile *hf, const char *host, int port);
 
 #endif /* RINGD_HOSTFILE_H */

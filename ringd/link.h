@@ -139,6 +139,10 @@ void direct_close(struct link *l, const char *why);
 uint32_t direct_tick_ms(const struct link *l);
 void direct_stop(struct ringd *rd);
 
+/* linkrate.c: a LINKRATE frame (another host's rate on one of its links):
+ * recorded and passed on. */
+int linkrate_rx(struct link *l, const struct proto_frame *f);
+
 /* ping.c */
 int ping_rx(struct link *l, const struct proto_frame *f);
 /* A link closed: its probe gets no more answers. */

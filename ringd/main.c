@@ -187,6 +187,39 @@ daemonize(void)
 	}
 }
 
+/* Our place in the hostfile: --rank, else the entry we advertise, else the
+ * first entry that is an address of ours.  An advertised address must be our
+ * entry: peers connect to the hostfile's, and that is what they are told. */
+static void
+setup_rank(struct ringd *rd)
+{
+	char host[CONFIG_PATH_MAX];
+	int port, at = -1;
+
+	if (rd->cfg.advertise[0] != '\0') {
+		if (config_split_hostport(rd->cfg.advertise, host, sizeof(host), &port, NULL, 0) !=
+		    0)
+			fatal_config("advertise = %s: expected HOST:PORT", rd->cfg.advertise);
+		at = hostfile_find_entry(&rd->hf, host, port);
+		if (at < 0)
+			fatal_config(
+			    "advertise = %s is none of the hosts in %s: peers connect to "
+			    "the hostfile's addresses, so advertise this host's line there",
+			    rd->cfg.advertise, rd->cfg.hosts);
+	}
+	rd->rank = rd->cfg.rank >= 0 ? rd->cfg.rank : at;
+	if (rd->rank < 0 && (rd->rank = hostfile_find_self(&rd->hf)) < 0)
+		fatal_config("none of the hosts in %s is this machine (or their ports are taken); "
+			     "give --rank, or behind NAT or in a container --advertise HOST:PORT "
+			     "(this host's line) with --listen ADDR:PORT (what to bind)",
+			     rd->cfg.hosts);
+	if (rd->rank >= rd->world)
+		fatal_config("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
+	if (at >= 0 && at != rd->rank)
+		fatal_config("advertise = %s is the hostfile's host %d, but this is rank %d",
+			     rd->cfg.advertise, at, rd->rank);
+}
+
 /* The hostfile, our place in it, and what must be refused before the
  * daemon detaches (so the refusal reaches the operator's terminal). */
 static void
@@ -197,12 +230,7 @@ setup_config(struct ringd *rd)
 	if (hostfile_load(&rd->hf, rd->cfg.hosts, HOSTFILE_DEFAULT_PORT, err, sizeof(err)) != 0)
 		fatal_config("hostfile %s", err); /* err starts with the path */
 	rd->world = rd->hf.n;
-	rd->rank = rd->cfg.rank;
-	if (rd->rank < 0 && (rd->rank = hostfile_find_self(&rd->hf)) < 0)
-		fatal_config("none of the hosts in %s is this machine (or their ports are taken); "
-		      "give --rank", rd->cfg.hosts);
-	if (rd->rank >= rd->world)
-		fatal_config("--rank %d but the hostfile lists %d hosts", rd->rank, rd->world);
+	setup_rank(rd);
 	if (auth_init(rd, err, sizeof(err)) != 0)
 		fatal_config("%s", err);
 	if (access_init(&rd->cfg, err, sizeof(err)) != 0)

@@ -176,6 +176,41 @@ model_links(json_t *fams, struct ringd *rd, uint64_t now)
 			       json_real((double)(now - ls[i]->last_rx_ms) / 1000.0));
 }
 
+/* Every link's achieved rate known here (this daemon's own links and those
+ * the ring told it of), its RTT, and whether it is well below the others. */
+static void
+model_rates(json_t *fams, struct ringd *rd)
+{
+	struct linkrate_view v[64];
+	json_t *r, *t, *w;
+	int i, nslow = 0, n = linkrate_list(rd, v, 64);
+
+	r = family(fams, "ringd_link_rate_bytes_per_second", "gauge",
+		   "A link's achieved rate: bytes over the time its streams were busy sending "
+		   "(the most of the last 5 seconds' samples), from host `from` to host `to`");
+	t = family(fams, "ringd_link_rate_rtt_seconds", "gauge",
+		   "The heartbeat RTT of the link at its last rate sample");
+	w = family(fams, "ringd_link_slow", "gauge",
+		   "1 while the link's rate is well below (under a quarter of) the median "
+		   "of the others'");
+	for (i = 0; i < n; i++) {
+		char from[16], to[16];
+
+		snprintf(from, sizeof(from), "%d", v[i].from);
+		snprintf(to, sizeof(to), "%d", v[i].to);
+		sample_u(r, "ringd_link_rate_bytes_per_second",
+			 json_pack("{s:s, s:s}", "from", from, "to", to), v[i].rate);
+		sample(t, "ringd_link_rate_rtt_seconds",
+		       json_pack("{s:s, s:s}", "from", from, "to", to),
+		       json_real((double)v[i].rtt_us / 1e6));
+		sample_u(w, "ringd_link_slow", json_pack("{s:s, s:s}", "from", from, "to", to),
+			 v[i].slow);
+		nslow += v[i].slow;
+	}
+	w = family(fams, "ringd_links_slow", "gauge", "Links well below the others now");
+	sample_u(w, "ringd_links_slow", NULL, (uint64_t)nslow);
+}
+
 /* The ports that strangers reach: the peer port, every listener, metrics. */
 static void
 model_ports(json_t *fams, struct ringd *rd)
@@ -319,6 +354,7 @@ metrics_model(struct ringd *rd)
 
 	model_ring(fams, rd, now);
 	model_links(fams, rd, now);
+	model_rates(fams, rd);
 	model_ports(fams, rd);
 	model_jobs(fams, rd);
 	model_ops(fams, rd);

@@ -311,7 +311,7 @@ int
 ring_start(struct ringd *rd, const struct ring_events *ev)
 {
 	rd->ring_ev = ev;
-	if (member_start(rd, ring_view_changed) != 0)
+	if (member_start(rd, ring_view_changed) != 0 || linkrate_start(rd) != 0)
 		return -1;
 	return link_start(rd, &ring_link_events);
 }
@@ -320,5 +320,6 @@ void
 ring_stop(struct ringd *rd)
 {
 	link_stop(rd);
+	linkrate_stop();
 	member_stop(rd);
 }

@@ -390,6 +390,25 @@ ring_passes_on(const struct ringd *rd, int origin)
 	return ring_is_member(rd, origin) && ring_next_of(rd, rd->rank) != origin;
 }
 
+/* linkrate.c: each link's achieved rate (bytes over the time its streams
+ * were busy sending) and RTT, this daemon's and those the ring told it of;
+ * started and stopped by the ring. */
+struct linkrate_view {
+	int from, to;    /* the directed link from -> to */
+	uint64_t rate;   /* bytes/s while busy: the most of its last samples */
+	uint32_t rtt_us; /* its heartbeat RTT (smoothed) */
+	uint64_t age_ms; /* since the last sample */
+	bool slow;       /* well below the others */
+	char why[160];   /* when slow: "link 2->3: 12.5 MB/s, the others ..." */
+};
+int linkrate_start(struct ringd *rd);
+void linkrate_stop(void);
+/* Every link a rate is known of, up to cap; the count. */
+int linkrate_list(struct ringd *rd, struct linkrate_view *v, int cap);
+/* This daemon's samples of its link to peer, oldest first (up to cap), and
+ * each stream's last rate (stream_rate[PROTO_STREAMS_MAX], may be NULL). */
+int linkrate_history(int peer, uint64_t *rate, uint32_t *rtt_us, uint64_t *stream_rate, int cap);
+
 /* link.c and linkout.c (the output, no socket); link_start is ring_start's,
  * with the ring's handlers (kept) */
 const char *link_state_name(enum link_state s);

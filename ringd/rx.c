@@ -50,6 +50,8 @@ link_dispatch(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 	case PROTO_F_PING:
 	case PROTO_F_PONG:
 		return ping_rx(l, f);
+	case PROTO_F_LINKRATE:
+		return linkrate_rx(l, f);
 	default:
 		/* not the link's own: its owner's (never a direct link's: rx_header
 		 * refused those); a stream's are its link's */
@@ -67,7 +69,7 @@ link_own_frame(uint16_t type)
 {
 	return type == PROTO_F_HELLO || type == PROTO_F_HELLO_ACK || type == PROTO_F_HELLO_AUTH ||
 	       type == PROTO_F_REJECT || type == PROTO_F_HEARTBEAT || type == PROTO_F_PING ||
-	       type == PROTO_F_PONG;
+	       type == PROTO_F_PONG || type == PROTO_F_LINKRATE;
 }
 
 /* The engine's frames a direct link carries: a collective's (its data, its

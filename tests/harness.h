@@ -177,6 +177,9 @@ int cluster_start_netns(struct ring_cluster *c, int n, const char *netns_args,
  * partition, heal.  Its exit status (0: done; 77: unavailable, as nft
  * missing). */
 int cluster_netns(struct ring_cluster *c, const char *verb, int host);
+/* Runs `netns-cluster ARGS...` (NULL-terminated) on the cluster, for verbs of
+ * other arguments (shape-to I J RATE [OTHERS]); its exit status. */
+int cluster_netns_args(struct ring_cluster *c, ...) __attribute__((sentinel));
 
 /* ---- the clock, shared memory, paths and programs (harness_run.c) ---- */
 

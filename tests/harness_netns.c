@@ -7,6 +7,7 @@
  * says why and the test skips.
  */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,29 @@ int cluster_start_netns(struct ring_cluster *c, int n, const char *netns_args,
 	snprintf(what, sizeof(what), "netns-cluster ring %s",
 		 extra_ringd_args ? extra_ringd_args : "");
 	return cluster_launch(c, argv, NULL, what);
+}
+
+int
+cluster_netns_args(struct ring_cluster *c, ...)
+{
+	char script[PATH_MAX + 32];
+	char *argv[16] = { script, "--dir", c->dir };
+	const char *a;
+	va_list ap;
+	int n = 3, rc;
+
+	if (!c->started || !c->netns)
+		return -1;
+	snprintf(script, sizeof(script), "%s/scripts/netns-cluster", c->root);
+	va_start(ap, c);
+	while ((a = va_arg(ap, const char *)) != NULL && n < 15)
+		argv[n++] = (char *)(uintptr_t)a;
+	va_end(ap);
+	argv[n] = NULL;
+	rc = harness_exec(argv, NULL, NULL, 0, 30);
+	if (rc)
+		fprintf(stderr, "harness: netns-cluster %s ... exited %d\n", argv[3], rc);
+	return rc;
 }
 
 int cluster_netns(struct ring_cluster *c, const char *verb, int host)

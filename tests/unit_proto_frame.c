@@ -47,6 +47,7 @@ static const struct {
 	{ PROTO_F_VIEW, 100 },
 	{ PROTO_F_PING, 0 },
 	{ PROTO_F_PONG, 0 },
+	{ PROTO_F_LINKRATE, 0 },
 };
 #define NFRAME_TYPES (sizeof(frame_types) / sizeof(frame_types[0]))
 

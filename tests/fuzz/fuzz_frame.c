@@ -250,6 +250,7 @@ seeds(const char *dir)
 	seed_frame(dir, "credit", PROTO_F_CREDIT, p, 0);
 	seed_frame(dir, "ping", PROTO_F_PING, p, 0);
 	seed_frame(dir, "pong", PROTO_F_PONG, p, 0);
+	seed_frame(dir, "linkrate", PROTO_F_LINKRATE, p, 0);
 	for (i = 0; i < (int)sizeof(data); i++)
 		data[i] = (uint8_t)i;
 	seed_frame(dir, "data", PROTO_F_DATA, data, sizeof(data));

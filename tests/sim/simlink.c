@@ -70,6 +70,19 @@ link_stop(struct ringd *rd)
 	(void)rd;
 }
 
+/* The links' rates (ringd/linkrate.c) read TCP_INFO: no sockets here. */
+int
+linkrate_start(struct ringd *rd)
+{
+	(void)rd;
+	return 0;
+}
+
+void
+linkrate_stop(void)
+{
+}
+
 void
 link_retarget(struct link *l, int peer, const char *why)
 {
