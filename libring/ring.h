@@ -348,8 +348,7 @@ int ring_comm_shrink(ring_comm *comm, ring_comm **out);
  * A transfer that fails returns its error naming the buffer, which may then
  * hold either version on the ranks that were receiving it.
  */
-int ring_state_sync(ring_comm *comm, int n, void *const bufs[], const size_t sizes[],
-		    int *source);
+int ring_state_sync(ring_comm *comm, int n, void *const bufs[], const size_t sizes[], int *source);
 
 const char *ring_strerror(int err);	/* for the RING_E* codes */
 const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */

@@ -29,8 +29,8 @@
 #include <xxhash.h>
 #pragma GCC diagnostic pop
 
-#define SYNC_MAGIC 0x31434e5953545352ull	/* "RSTSYNC1" */
-#define SYNC_BATCH 1024				/* buffers per all-gather of hashes */
+#define SYNC_MAGIC 0x31434e5953545352ull /* "RSTSYNC1" */
+#define SYNC_BATCH 1024                  /* buffers per all-gather of hashes */
 
 /* One rank's head: what the first all-gather carries. */
 enum { H_MAGIC, H_N, H_BAD, H_HOST, H_SIZES0, H_SIZES1, H_STATE0, H_STATE1, H_WORDS };
@@ -41,13 +41,13 @@ struct sync {
 	int n, size, me;
 	void *const *bufs;
 	const size_t *sizes;
-	uint64_t *hash;			/* 2 x n: this rank's hashes */
-	uint64_t *heads;		/* H_WORDS x size */
-	uint64_t *gath;			/* a batch's all-gather: size x SYNC_BATCH x 2 */
-	int *source;			/* the caller's n x size, or NULL */
-	int *load;			/* transfers given to each rank as a holder */
-	ring_request **reqs;		/* a batch's transfers on this rank */
-	int *reqbuf;			/* the buffer of each */
+	uint64_t *hash;      /* 2 x n: this rank's hashes */
+	uint64_t *heads;     /* H_WORDS x size */
+	uint64_t *gath;      /* a batch's all-gather: size x SYNC_BATCH x 2 */
+	int *source;         /* the caller's n x size, or NULL */
+	int *load;           /* transfers given to each rank as a holder */
+	ring_request **reqs; /* a batch's transfers on this rank */
+	int *reqbuf;         /* the buffer of each */
 	size_t nreq, capreq;
 };
 
@@ -69,8 +69,10 @@ sync_check_args(struct ring_comm *c, int n, void *const bufs[], const size_t siz
 	if (n < 0)
 		return lr_fail(c, RING_EINVAL, "%s: n is %d (the number of buffers, >= 0)", fn, n);
 	if (n > 0 && (!bufs || !sizes))
-		return lr_fail(c, RING_EINVAL, "%s: %d buffers but bufs %p and sizes %p "
-			       "(both needed when n > 0)", fn, n, (const void *)bufs, (const void *)sizes);
+		return lr_fail(c, RING_EINVAL,
+			       "%s: %d buffers but bufs %p and sizes %p "
+			       "(both needed when n > 0)",
+			       fn, n, (const void *)bufs, (const void *)sizes);
 	for (b = 0; b < n; b++)
 		if (sizes[b] > 0 && !bufs[b])
 			return lr_fail(c, RING_EINVAL, "%s: buffer %d is NULL with %zu bytes", fn,
@@ -96,8 +98,7 @@ sync_head(struct sync *s, bool bad, uint64_t *head)
 	sz = calloc((size_t)s->n + 1, sizeof(*sz));
 	if (!s->hash || !sz) {
 		free(sz);
-		return lr_fail(s->c, RING_ENOMEM, "ring_state_sync: no memory for %d hashes",
-			       s->n);
+		return lr_fail(s->c, RING_ENOMEM, "ring_state_sync: no memory for %d hashes", s->n);
 	}
 	for (b = 0; b < s->n; b++) {
 		sz[b] = s->sizes[b];
@@ -122,19 +123,24 @@ sync_heads(struct sync *s, bool *same, bool *sizes_differ)
 	for (r = 0; r < s->size; r++) {
 		h = s->heads + (size_t)r * H_WORDS;
 		if (h[H_MAGIC] != SYNC_MAGIC)
-			return lr_fail(s->c, RING_EMISMATCH, "ring_state_sync: rank %d called "
-				       "another all-gather of 64 bytes, not ring_state_sync", r);
+			return lr_fail(s->c, RING_EMISMATCH,
+				       "ring_state_sync: rank %d called "
+				       "another all-gather of 64 bytes, not ring_state_sync",
+				       r);
 		if (h[H_BAD])
-			return lr_fail(s->c, RING_EABORTED, "ring_state_sync: rank %d passed "
-				       "invalid arguments (its ring_last_error says which)", r);
+			return lr_fail(s->c, RING_EABORTED,
+				       "ring_state_sync: rank %d passed "
+				       "invalid arguments (its ring_last_error says which)",
+				       r);
 	}
 	for (r = 1; r < s->size; r++) {
 		h = s->heads + (size_t)r * H_WORDS;
 		if (h[H_N] != h0[H_N])
-			return lr_fail(s->c, RING_EMISMATCH, "ring_state_sync: rank %d passed %llu "
+			return lr_fail(s->c, RING_EMISMATCH,
+				       "ring_state_sync: rank %d passed %llu "
 				       "buffers and rank 0 %llu: every rank must pass the same "
-				       "buffers in the same order", r,
-				       (unsigned long long)h[H_N], (unsigned long long)h0[H_N]);
+				       "buffers in the same order",
+				       r, (unsigned long long)h[H_N], (unsigned long long)h0[H_N]);
 		if (h[H_SIZES0] != h0[H_SIZES0] || h[H_SIZES1] != h0[H_SIZES1])
 			*sizes_differ = true;
 		if (h[H_STATE0] != h0[H_STATE0] || h[H_STATE1] != h0[H_STATE1])
@@ -164,15 +170,17 @@ sync_find_size(struct sync *s)
 		for (k = 0; k < cnt; k++)
 			for (r = 1; r < s->size; r++)
 				if (s->gath[(size_t)r * cnt + k] != s->gath[k])
-					return lr_fail(s->c, RING_EMISMATCH, "ring_state_sync: "
-						       "buffer %d is %llu bytes on rank 0 and %llu "
-						       "on rank %d: every rank must pass the same "
-						       "sizes", first + k,
-						       (unsigned long long)s->gath[k],
-						       (unsigned long long)s->gath[(size_t)r * cnt + k],
-						       r);
+					return lr_fail(
+					    s->c, RING_EMISMATCH,
+					    "ring_state_sync: "
+					    "buffer %d is %llu bytes on rank 0 and %llu "
+					    "on rank %d: every rank must pass the same "
+					    "sizes",
+					    first + k, (unsigned long long)s->gath[k],
+					    (unsigned long long)s->gath[(size_t)r * cnt + k], r);
 	}
-	return lr_fail(s->c, RING_EMISMATCH, "ring_state_sync: the ranks' size digests "
+	return lr_fail(s->c, RING_EMISMATCH,
+		       "ring_state_sync: the ranks' size digests "
 		       "differ but no buffer's size does (a hash collision?)");
 }
 
@@ -203,7 +211,7 @@ sync_agree(const struct sync *s, int cnt, int k)
 			if (sync_same(sync_hash_of(s, q, cnt, k), h))
 				break;
 		if (q < r)
-			continue;	/* counted with its lowest holder q */
+			continue; /* counted with its lowest holder q */
 		for (votes = 0, q = r; q < s->size; q++)
 			votes += sync_same(sync_hash_of(s, q, cnt, k), h);
 		if (votes > bestn) {
@@ -231,8 +239,10 @@ sync_add(struct sync *s, int rc, ring_request *req, int b)
 		if (!nb) {
 			ring_wait(req);
 			ring_request_free(req);
-			return lr_fail(s->c, RING_ENOMEM, "ring_state_sync: no memory for "
-				       "%zu transfers", cap);
+			return lr_fail(s->c, RING_ENOMEM,
+				       "ring_state_sync: no memory for "
+				       "%zu transfers",
+				       cap);
 		}
 		s->reqbuf = nb;
 		s->capreq = cap;
@@ -278,7 +288,7 @@ sync_repair(struct sync *s, int cnt, int k, int b, bool *holds)
 	nstale = s->size - nhold;
 	if (nstale == 0)
 		return 0;
-	if (nstale > nhold) {	/* a broadcast: one pass round the ring */
+	if (nstale > nhold) { /* a broadcast: one pass round the ring */
 		for (root = -1, r = 0; r < s->size; r++)
 			if (holds[r] && (root < 0 || s->load[r] < s->load[root]))
 				root = r;
@@ -369,7 +379,7 @@ sync_run(struct sync *s, bool bad)
 	if (!s->heads || !s->load)
 		return lr_fail(s->c, RING_ENOMEM, "ring_state_sync: out of memory");
 	if ((rc = sync_head(s, bad, head)))
-		bad = true;	/* the others learn of it rather than wait */
+		bad = true; /* the others learn of it rather than wait */
 	if (bad)
 		sync_head(s, true, head);
 	{
@@ -383,8 +393,10 @@ sync_run(struct sync *s, bool bad)
 	/* a batch's all-gather, then this rank's own part of it */
 	s->gath = calloc(((size_t)s->size + 1) * SYNC_BATCH * 2, sizeof(*s->gath));
 	if (!s->gath)
-		return lr_fail(s->c, RING_ENOMEM, "ring_state_sync: no memory for the "
-			       "hashes of %d ranks", s->size);
+		return lr_fail(s->c, RING_ENOMEM,
+			       "ring_state_sync: no memory for the "
+			       "hashes of %d ranks",
+			       s->size);
 	if (sizes_differ)
 		return sync_find_size(s);
 	return sync_batches(s);
@@ -403,8 +415,9 @@ ring_state_sync(ring_comm *c, int n, void *const bufs[], const size_t sizes[], i
 	lr_comm_lock(c);
 	depth = c->group.depth;
 	lr_comm_unlock(c);
-	if (depth > 0)	/* its all-gathers would be recorded, not run */
-		return lr_fail(c, RING_EINVAL, "ring_state_sync: not inside a group "
+	if (depth > 0) /* its all-gathers would be recorded, not run */
+		return lr_fail(c, RING_EINVAL,
+			       "ring_state_sync: not inside a group "
 			       "(ring_group_start): it waits for its own operations");
 	s.size = ring_size(c);
 	s.me = ring_rank(c);

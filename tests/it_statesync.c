@@ -21,7 +21,7 @@
 #include "tests/harness.h"
 
 #define OUT_CAP (64u << 10)
-#define BIG (1u << 20)		/* bytes of the large buffer */
+#define BIG (1u << 20) /* bytes of the large buffer */
 
 static struct ring_cluster cluster;
 
@@ -78,9 +78,10 @@ static int
 bufs_new(ring_comm *comm, struct bufs *b)
 {
 	for (int i = 0; i < NBUF; i++) {
-		b->arena[i] = i % 2 == 0;	/* 0, 2, 4 in the arena */
+		b->arena[i] = i % 2 == 0; /* 0, 2, 4 in the arena */
 		b->p[i] = sizes5[i] == 0 ? NULL :
-			  b->arena[i] ? ring_alloc(comm, sizes5[i]) : malloc(sizes5[i]);
+			  b->arena[i]    ? ring_alloc(comm, sizes5[i]) :
+					   malloc(sizes5[i]);
 		if (sizes5[i] && !b->p[i])
 			return 1;
 		fill(b->p[i], i, sizes5[i]);
@@ -139,9 +140,9 @@ Test(statesync, one_bit_named_and_repaired, .fini = teardown, .timeout = 240)
 	for (int victim = 0; victim < 4; victim += 3) {
 		cr_assert_eq(cluster_run(&cluster, 4, one_bit_fn, (void *)(intptr_t)victim), 0,
 			     "4 daemons x 1, victim %d (see above)", victim);
-		cr_assert_eq(cluster_run_local(&cluster, 4, 2, one_bit_fn,
-					       (void *)(intptr_t)victim), 0,
-			     "2 daemons x 2, victim %d (see above)", victim);
+		cr_assert_eq(
+		    cluster_run_local(&cluster, 4, 2, one_bit_fn, (void *)(intptr_t)victim), 0,
+		    "2 daemons x 2, victim %d (see above)", victim);
 	}
 }
 
@@ -170,13 +171,13 @@ versions_fn(ring_comm *comm, int rank, int size, void *arg)
 		IT_CHECK(stale == (source[r] >= 0), "layout %d rank %d: source %d", layout, r,
 			 source[r]);
 		IT_CHECK(!stale || ver[layout][source[r]] == win[layout],
-			 "layout %d: rank %d got it from %d, which held another version", layout,
-			 r, source[r]);
+			 "layout %d: rank %d got it from %d, which held another version", layout, r,
+			 source[r]);
 	}
 	if (layout == 2)
 		IT_CHECK(source[1] == 0 && source[2] == 0 && source[3] == 0,
-			 "all differ: not a broadcast from rank 0 (%d %d %d)", source[1],
-			 source[2], source[3]);
+			 "all differ: not a broadcast from rank 0 (%d %d %d)", source[1], source[2],
+			 source[3]);
 	free(p);
 	return 0;
 }
@@ -187,9 +188,9 @@ Test(statesync, majority_ties_and_broadcast, .fini = teardown, .timeout = 180)
 	for (int layout = 0; layout < 3; layout++) {
 		cr_assert_eq(cluster_run(&cluster, 4, versions_fn, (void *)(intptr_t)layout), 0,
 			     "layout %d on 4 daemons x 1 (see above)", layout);
-		cr_assert_eq(cluster_run_local(&cluster, 4, 2, versions_fn,
-					       (void *)(intptr_t)layout), 0,
-			     "layout %d on 2 daemons x 2 (see above)", layout);
+		cr_assert_eq(
+		    cluster_run_local(&cluster, 4, 2, versions_fn, (void *)(intptr_t)layout), 0,
+		    "layout %d on 2 daemons x 2 (see above)", layout);
 	}
 }
 
@@ -224,7 +225,8 @@ many_fn(ring_comm *comm, int rank, int size, void *arg)
 	for (int b = 0; b < N; b++) {
 		IT_CHECK(first_wrong(mem[b], b, sz[b]) == sz[b], "buffer %d not repaired", b);
 		for (int r = 0; r < size; r++)
-			IT_CHECK((source[b * size + r] >= 0) == (b % 97 == 0 && stale_rank(b, size) == r),
+			IT_CHECK((source[b * size + r] >= 0) ==
+				     (b % 97 == 0 && stale_rank(b, size) == r),
 				 "buffer %d rank %d: source %d", b, r, source[b * size + r]);
 	}
 	return 0;
@@ -250,8 +252,9 @@ sent_all(void)
 		json_t *doc, *l;
 		size_t i;
 
-		cr_assert_eq(cluster_ringctl(&cluster, d, out, sizeof(out), "--json", "status",
-					     NULL), 0, "ringctl status on daemon %d", d);
+		cr_assert_eq(
+		    cluster_ringctl(&cluster, d, out, sizeof(out), "--json", "status", NULL), 0,
+		    "ringctl status on daemon %d", d);
 		doc = json_loads(out, 0, &err);
 		cr_assert_not_null(doc, "ringctl status: not JSON (%s)", err.text);
 		json_array_foreach(json_object_get(doc, "links"), i, l)
@@ -303,11 +306,11 @@ Test(statesync, all_equal_sends_no_buffer_data, .fini = teardown, .timeout = 180
 	before = sent_all();
 	cr_assert_eq(cluster_run(&cluster, 4, bytes_fn, (void *)(intptr_t)2), 0, "rank 2 differs");
 	differ = sent_all() - before;
-	fprintf(stderr, "statesync: link bytes sent by the 4 daemons for 2 x 4 MiB: "
-		"%lld all equal, %lld with one bit of rank 2 altered\n", (long long)equal,
-		(long long)differ);
-	cr_assert_lt(equal, 64 * 1024, "all equal: %lld bytes crossed the links",
-		     (long long)equal);
+	fprintf(stderr,
+		"statesync: link bytes sent by the 4 daemons for 2 x 4 MiB: "
+		"%lld all equal, %lld with one bit of rank 2 altered\n",
+		(long long)equal, (long long)differ);
+	cr_assert_lt(equal, 64 * 1024, "all equal: %lld bytes crossed the links", (long long)equal);
 	cr_assert_geq(differ, 4 << 20, "one differs: only %lld bytes crossed the links",
 		      (long long)differ);
 }
