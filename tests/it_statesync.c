@@ -106,7 +106,7 @@ bufs_free(ring_comm *comm, struct bufs *b)
 static int
 one_bit_fn(ring_comm *comm, int rank, int size, void *arg)
 {
-	int victim = (int)(intptr_t)arg;
+	int victim = (int)(intptr_t)arg, local = ring_local_size(comm);
 	struct bufs b;
 
 	IT_CHECK(size <= 16, "size %d", size);
@@ -125,6 +125,10 @@ one_bit_fn(ring_comm *comm, int rank, int size, void *arg)
 
 			IT_CHECK(stale ? src >= 0 && src != victim : src == -1,
 				 "buffer %d rank %d: source %d (victim %d)", i, r, src, victim);
+			/* a holder on the victim's own host serves it */
+			IT_CHECK(!stale || local == 1 || src / local == victim / local,
+				 "buffer %d: rank %d got it from rank %d, on another host", i, r,
+				 src);
 		}
 	}
 	IT_CALL(ring_state_sync(comm, NBUF, b.p, sizes5, b.source));
@@ -148,12 +152,15 @@ Test(statesync, one_bit_named_and_repaired, .fini = teardown, .timeout = 240)
 
 /* Versions by rank: arg names the layout.  0: ranks 0,1 hold A, 2,3 hold B
  * (a tie: A, rank 0's, wins); 1: rank 0 A, 1 and 2 B, 3 C (B wins); 2: all
- * four differ (rank 0's wins, and goes round in a broadcast from rank 0). */
+ * four differ (rank 0's wins, and goes round in a broadcast from rank 0); 3:
+ * ranks 0,1 A, 2 B, 3 C (A wins, and its two holders serve one stale rank
+ * each: the sending is spread). */
 static int
 versions_fn(ring_comm *comm, int rank, int size, void *arg)
 {
-	static const int ver[3][4] = { { 0, 0, 1, 1 }, { 0, 1, 1, 2 }, { 0, 1, 2, 3 } };
-	static const int win[3] = { 0, 1, 0 };
+	static const int ver[4][4] = { { 0, 0, 1, 1 }, { 0, 1, 1, 2 }, { 0, 1, 2, 3 },
+				       { 0, 0, 1, 2 } };
+	static const int win[4] = { 0, 1, 0, 0 };
 	int layout = (int)(intptr_t)arg, source[4];
 	size_t bytes = 70001;
 	uint8_t *p = malloc(bytes);
@@ -178,6 +185,9 @@ versions_fn(ring_comm *comm, int rank, int size, void *arg)
 		IT_CHECK(source[1] == 0 && source[2] == 0 && source[3] == 0,
 			 "all differ: not a broadcast from rank 0 (%d %d %d)", source[1], source[2],
 			 source[3]);
+	if (layout == 3)
+		IT_CHECK(source[2] >= 0 && source[3] >= 0 && source[2] != source[3],
+			 "two holders: ranks 2 and 3 both got it from %d", source[2]);
 	free(p);
 	return 0;
 }
@@ -185,7 +195,7 @@ versions_fn(ring_comm *comm, int rank, int size, void *arg)
 Test(statesync, majority_ties_and_broadcast, .fini = teardown, .timeout = 180)
 {
 	start(4);
-	for (int layout = 0; layout < 3; layout++) {
+	for (int layout = 0; layout < 4; layout++) {
 		cr_assert_eq(cluster_run(&cluster, 4, versions_fn, (void *)(intptr_t)layout), 0,
 			     "layout %d on 4 daemons x 1 (see above)", layout);
 		cr_assert_eq(
