@@ -158,8 +158,9 @@ Test(statesync, one_bit_named_and_repaired, .fini = teardown, .timeout = 240)
 static int
 versions_fn(ring_comm *comm, int rank, int size, void *arg)
 {
-	static const int ver[4][4] = { { 0, 0, 1, 1 }, { 0, 1, 1, 2 }, { 0, 1, 2, 3 },
-				       { 0, 0, 1, 2 } };
+	static const int ver[4][4] = {
+		{ 0, 0, 1, 1 }, { 0, 1, 1, 2 }, { 0, 1, 2, 3 }, { 0, 0, 1, 2 }
+	};
 	static const int win[4] = { 0, 1, 0, 0 };
 	int layout = (int)(intptr_t)arg, source[4];
 	size_t bytes = 70001;
