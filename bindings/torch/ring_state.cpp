@@ -4,7 +4,9 @@
  * every rank of the group, for ringd.torch's helpers that heal and check a
  * module's and an optimizer's state.  It is issued under the group's issue
  * lock, so no collective of torch's slips between its own, and runs after
- * every collective issued before it, as libring orders them.
+ * every collective issued before it, as libring orders them; not while a
+ * send or receive of the group is in flight (ringd pairs a peer's messages
+ * in order, so a header receive of the tag matcher would take its data).
  */
 #include "bindings/torch/ring_pg.hpp"
 
@@ -32,6 +34,14 @@ ProcessGroupRing::state_sync(const std::vector<at::Tensor> &tensors)
 	std::lock_guard<std::mutex> lock(eng_->issue_mu);
 	if (eng_->coalescing)
 		fail(fn, "not between start_coalescing and end_coalescing");
+	{
+		/* ringd pairs a peer's sends with receives in order, tag-less: a
+		 * header receive of ours in flight would take this sync's data */
+		std::lock_guard<std::mutex> busy(eng_->mu);
+		if (!eng_->p2p.empty())
+			fail(fn, "a send or receive of the group is in flight: wait for it "
+				 "first (the sync's own transfers would be paired with it)");
+	}
 	int rc = ring_state_sync(comm_, (int)tensors.size(), bufs.data(), sizes.data(),
 				 source.data());
 	if (rc != 0)

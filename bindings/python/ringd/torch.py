@@ -95,8 +95,10 @@ def sync_state(module=None, optimizer=None, group=None, tensors=None):
     differed: {name: {rank: source}}, empty when every rank held the same
     (then only 64 bytes per rank travelled).  Per tensor the bytes most ranks
     hold win (a tie: the lowest rank's).  A collective: every rank calls it
-    with the same structure.  Tensors that are not CPU and contiguous go
-    through a CPU copy, written back where this rank's differed."""
+    with the same structure, and none while a send or receive of the group
+    is in flight (ringd pairs a peer's messages in order: the backend
+    refuses).  Tensors that are not CPU and contiguous go through a CPU copy,
+    written back where this rank's differed."""
     named = state_tensors(module, optimizer)
     named.update(tensors or {})
     names = list(named)
