@@ -321,6 +321,35 @@ int ring_split(ring_comm *comm, int color, int key, ring_comm **out);
 int ring_comm_revoke(ring_comm *comm);
 int ring_comm_shrink(ring_comm *comm, ring_comm **out);
 
+/*
+ * ring_state_sync: makes n buffers (a model's parameters, its optimizer's
+ * state, a step counter) bit-identical on every rank of comm, and says whose
+ * differed; a collective that every rank calls with the same n and, buffer by
+ * buffer, the same sizes[b] bytes at bufs[b] (host memory or ring_alloc'd; a
+ * size may be 0 and its pointer NULL; the buffers must not overlap).  Each
+ * rank hashes each buffer (XXH3, 128 bits); per buffer the ranks agree on the
+ * version most of them hold (a tie: the one the lowest rank holds), and only
+ * a rank whose copy differs is sent it: from a holder on its own host if any,
+ * else spread over the holders, or in one broadcast from a holder when more
+ * ranks lack it than hold it (the holders then receive their own bits
+ * again).  When every rank holds the same, only a 64-byte head per rank
+ * travels (one all-gather), never buffer data, so it doubles as a cheap check
+ * that replicas have not silently diverged.
+ *
+ * source (may be NULL): n x ring_size(comm) ints; once it returns 0,
+ * source[b * size + r] is -1 when rank r held the agreed version of buffer b,
+ * else the rank it received it from; every rank gets the whole table.
+ *
+ * Errors: ranks that pass different n, or different sizes for a buffer, all
+ * fail with RING_EMISMATCH naming the buffer and both sizes, before any
+ * buffer is touched; a rank's invalid arguments (NULL bufs or sizes with n >
+ * 0, a NULL buffer of non-zero size, n < 0) fail it with RING_EINVAL and the
+ * others with RING_EABORTED naming it; inside an open group: RING_EINVAL.
+ * A transfer that fails returns its error naming the buffer, which may then
+ * hold either version on the ranks that were receiving it.
+ */
+int ring_state_sync(ring_comm *comm, int n, void *const bufs[], const size_t sizes[], int *source);
+
 const char *ring_strerror(int err);	/* for the RING_E* codes */
 const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */
 

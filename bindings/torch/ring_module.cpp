@@ -84,5 +84,11 @@ PYBIND11_MODULE(_torch, m)
 		     py::call_guard<py::gil_scoped_release>())
 		.def("end_coalescing", &ProcessGroupRing::end_coalescing,
 		     py::call_guard<py::gil_scoped_release>())
+		.def("state_sync", &ProcessGroupRing::state_sync, py::arg("tensors"),
+		     "ring_state_sync over the group: the tensors (CPU, contiguous) made "
+		     "bit-identical on every rank; returns the source table (size entries "
+		     "a tensor: the rank each got it from, -1 where it held the agreed "
+		     "bytes).  ringd.torch.sync_state wraps it.",
+		     py::call_guard<py::gil_scoped_release>())
 		.def_property_readonly("aborted", &ProcessGroupRing::aborted);
 }

@@ -337,6 +337,10 @@ class ProcessGroupRing : public GroupBase {
 	 * together at its end, and the work it returns completes with them. */
 	void start_coalescing();
 	c10::intrusive_ptr<c10d::Work> end_coalescing();
+	/* ring_state_sync of tensors (CPU, contiguous) over the group's
+	 * communicator, blocking (ring_state.cpp): the source table, size
+	 * entries a tensor (-1: this rank held the agreed bytes). */
+	std::vector<int> state_sync(const std::vector<at::Tensor> &tensors);
 
  private:
 	using Starter = std::function<int(ring_request **)>;

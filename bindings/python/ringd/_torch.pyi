@@ -1,6 +1,8 @@
 """Type stubs of ringd._torch, the "ring" backend's extension (see ringd.torch)."""
 from datetime import timedelta
+from typing import List, Sequence
 
+import torch
 import torch.distributed
 
 from ._ringd import _Placement
@@ -25,3 +27,4 @@ class ProcessGroupRing(_Placement):
     def close(self) -> None: ...
     def start_coalescing(self) -> None: ...
     def end_coalescing(self) -> "torch.distributed.Work": ...
+    def state_sync(self, tensors: Sequence[torch.Tensor]) -> List[int]: ...

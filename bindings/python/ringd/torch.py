@@ -41,7 +41,7 @@ import torch.distributed as _dist
 from . import _torch
 from ._torch import ProcessGroupRing
 
-__all__ = ["ProcessGroupRing", "BACKEND", "backend_of"]
+__all__ = ["ProcessGroupRing", "BACKEND", "backend_of", "state_tensors", "sync_state"]
 
 #: The name to give ``init_process_group`` and ``new_group``.
 BACKEND = "ring"
@@ -64,6 +64,67 @@ def backend_of(group=None):
         return pg
     backend = pg._get_backend(_torch_mod.device("cpu"))
     return getattr(backend, "wrapped_pg", backend)
+
+
+def state_tensors(module=None, optimizer=None):
+    """The named tensors of a training state, in an order every rank shares:
+    the module's parameters and buffers (state_dict's names, prefixed
+    "module."), then the optimizer's per-parameter state ("optim.G.I.KEY":
+    param group G, its parameter I, the state's key: Adam's exp_avg,
+    exp_avg_sq, step), tensors only.  Every rank must hold the same structure:
+    a newcomer's optimizer must have made its state (one step, or the
+    checkpoint-free recipe in docs/elastic.md) before it syncs."""
+    named = {}
+    if module is not None:
+        for name, t in module.state_dict(keep_vars=True).items():
+            if isinstance(t, _torch_mod.Tensor):
+                named["module." + name] = t.data
+    if optimizer is not None:
+        for g, group in enumerate(optimizer.param_groups):
+            for i, p in enumerate(group["params"]):
+                for key, v in sorted(optimizer.state.get(p, {}).items()):
+                    if isinstance(v, _torch_mod.Tensor):
+                        named[f"optim.{g}.{i}.{key}"] = v
+    return named
+
+
+def sync_state(module=None, optimizer=None, group=None, tensors=None):
+    """Makes a module's and an optimizer's state (and any more tensors given
+    by name in tensors) bit-identical on every rank of group (default: the
+    default group; a ringd.Communicator works too), and returns which ranks
+    differed: {name: {rank: source}}, empty when every rank held the same
+    (then only 64 bytes per rank travelled).  Per tensor the bytes most ranks
+    hold win (a tie: the lowest rank's).  A collective: every rank calls it
+    with the same structure, and none while a send or receive of the group
+    is in flight (ringd pairs a peer's messages in order: the backend
+    refuses).  Tensors that are not CPU and contiguous go through a CPU copy,
+    written back where this rank's differed."""
+    named = state_tensors(module, optimizer)
+    named.update(tensors or {})
+    names = list(named)
+    flat = [named[n] for n in names]
+    bufs = [t if t.device.type == "cpu" and t.is_contiguous() else
+            t.detach().to("cpu", copy=True).contiguous() for t in flat]
+    target = group if group is not None and not isinstance(group, _dist.ProcessGroup) \
+        else backend_of(group)
+    if isinstance(target, ProcessGroupRing):
+        table = target.state_sync([b.detach() for b in bufs])
+        size = len(table) // len(bufs) if bufs else 0
+        report = {}
+        for i, n in enumerate(names):
+            got = {r: s for r, s in enumerate(table[i * size:(i + 1) * size]) if s >= 0}
+            if got:
+                report[n] = got
+    else:               # a ringd.Communicator: its buffers are numpy views
+        views = {n: b.detach().reshape(-1).view(_torch_mod.uint8).numpy() if b.numel() else
+                 bytearray() for n, b in zip(names, bufs)}
+        report = target.sync_state(views)
+    rank = target.rank() if callable(getattr(target, "rank", None)) else target.rank
+    with _torch_mod.no_grad():
+        for t, b, n in zip(flat, bufs, names):
+            if b is not t and rank in report.get(n, {}):
+                t.copy_(b)
+    return report
 
 
 def _register():

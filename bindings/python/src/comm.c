@@ -563,6 +563,8 @@ pyr_comm_type_prepare(void)
 		all[n++] = comm_methods[i];
 	for (i = 0; pyr_coll_methods[i].ml_name && n + 1 < 64; i++)
 		all[n++] = pyr_coll_methods[i];
+	for (i = 0; pyr_state_methods[i].ml_name && n + 1 < 64; i++)
+		all[n++] = pyr_state_methods[i];
 	pyr_CommType.tp_methods = all;
 }
 

@@ -10,7 +10,8 @@
  *
  * module.c: the module, its constants and exceptions, argument parsing;
  * buffer.c: buffers to pointers and dtypes, holds; comm.c: the Communicator
- * type; coll.c: the collectives; request.c: the Request type; arena.c:
+ * type; coll.c: the collectives; statesync.c: sync_state; request.c: the
+ * Request type; arena.c:
  * Communicator.empty and the arena blocks behind its arrays.
  */
 #ifndef PYRING_H
@@ -137,6 +138,8 @@ int pyr_op_issue(ring_comm *c, const struct pyr_op *op, ring_request **req);
 PyObject *pyr_request_new(pyr_comm *c, ring_request *req, struct pyr_op *op);
 
 extern PyMethodDef pyr_coll_methods[];
+/* Communicator.sync_state (statesync.c). */
+extern PyMethodDef pyr_state_methods[];
 PyObject *pyr_comm_empty(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 			 PyObject *kwnames);
 

@@ -766,3 +766,50 @@ def wire_refused(comm):
     comm.allreduce(a)                         # the job's bf16 leaves int32 alone
     assert (a == comm.size).all()
     return True
+
+
+# ---- state sync (ring_state_sync) ----
+
+def _state(seed=0):
+    """A training state as named arrays, the same on every rank."""
+    rng = np.random.default_rng(1234 + seed)
+    return {"w": rng.standard_normal(100000).astype(np.float32),
+            "b": rng.standard_normal(1000),
+            "step": np.array([7], np.int64),
+            "empty": np.zeros(0, np.float32)}
+
+
+def _json_report(rep):
+    return {str(k): {str(r): s for r, s in v.items()} for k, v in rep.items()}
+
+
+def state_sync_one_bit(comm, victim):
+    """victim flips one bit of "w"; the report names it, every rank ends with
+    the original state, and a second sync reports nothing."""
+    st, want = _state(), _state()
+    if comm.rank == victim:
+        st["w"].view(np.uint8)[4321] ^= 0x08
+    rep = comm.sync_state(st)
+    for k in st:
+        same(st[k], want[k], "state %s after sync" % k)
+    again = comm.sync_state(st)
+    lst = comm.sync_state([st["w"], bytearray(b"xyz"), st["step"]])
+    return {"report": _json_report(rep), "again": _json_report(again),
+            "list": _json_report(lst)}
+
+
+def state_sync_refused(comm, how):
+    """how "size": rank 1's "b" is longer (MismatchError naming 'b');
+    "readonly": a bytes object (TypeError naming the key)."""
+    st = _state()
+    if how == "size" and comm.rank == 1:
+        st["b"] = np.zeros(1001)
+    if how == "readonly":
+        st["frozen"] = b"abc"
+    try:
+        comm.sync_state(st)
+        return {"raised": None}
+    except (ringd.Error, TypeError) as e:
+        if how == "size":
+            agree(comm)
+        return {"raised": type(e).__name__, "message": str(e)}

@@ -620,6 +620,15 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    pub fn ring_state_sync(
+        comm: *mut ring_comm,
+        n: ::std::os::raw::c_int,
+        bufs: *const *mut ::std::os::raw::c_void,
+        sizes: *const usize,
+        source: *mut ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
     pub fn ring_strerror(err: ::std::os::raw::c_int) -> *const ::std::os::raw::c_char;
 }
 extern "C" {

@@ -30,6 +30,7 @@ mod error;
 pub mod mlx;
 mod request;
 mod rooted;
+mod state;
 pub mod sync;
 
 pub use comm::{ArenaBuf, Communicator, Options};
@@ -38,3 +39,4 @@ pub use error::{Error, ErrorCode, Result};
 pub use request::{GroupScope, Request, Scope};
 /// The raw declarations, for what this crate does not wrap.
 pub use ringd_sys as sys;
+pub use state::{state_bytes, AnyBits, StateReport};
