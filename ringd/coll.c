@@ -65,6 +65,9 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 			return plan_allgather_rd(pl, &h, recv, L->count, L->stride);
 		return plan_allgather(pl, &h, recv, L->count, L->stride);
 	case PROTO_COLL_REDUCE_SCATTER:
+		if (ring->rhd)
+			return plan_reduce_scatter_rh(pl, &h, send, recv, L->count, L->stride,
+						      inplace || op_ncontrib(op) > 1);
 		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,
 					   inplace || op_ncontrib(op) > 1);
 	case PROTO_COLL_BROADCAST:
@@ -156,6 +159,10 @@ op_start(struct ringd *rd, struct op *op)
 		    op_fp(op)->wire == PROTO_WIRE_F32 &&
 		    plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
 		    takes_log(op, PLAN_RHD, PLAN_RING, count * op_esz(op));
+	if (coll == PROTO_COLL_REDUCE_SCATTER && op_fp(op)->wire == PROTO_WIRE_F32 &&
+	    plan_rs_rh_ok(op_esz(op), job_nhosts(j), count, job_world(j)))
+		ring->rhd = takes_log(op, PLAN_RS_RH, PLAN_RS_RING,
+				      count * op_esz(op) * (uint64_t)job_world(j));
 	local_gather(op, &send, &recv, &inplace);
 	if (coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op_ncontrib(op) == 1)
 		for (i = 0; i < job_nhosts(j); i++)

@@ -29,7 +29,8 @@ struct op_ring {
 	bool tiny;
 	/* a medium all-reduce by recursive halving and doubling (plan_rhd): it
 	 * reduces into its result more than once, so the local processes are
-	 * combined up front, not per segment */
+	 * combined up front, not per segment; or a reduce-scatter by recursive
+	 * halving (plan_reduce_scatter_rh), uncompressed as the former */
 	bool rhd;
 	struct plan plan;  /* what the ring does, step by step */
 	int hdr_tx;        /* operation headers sent (of plan.hdr_to) */

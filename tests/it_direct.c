@@ -698,8 +698,33 @@ algo_exchanges(ring_comm *comm, int rank, int size, size_t count)
 	return 0;
 }
 
+/* A reduce-scatter of about total elements in all (one a rank at least),
+ * through buf (its input) and want, checked bit for bit. */
+static int
+algo_rs(ring_comm *comm, int rank, int size, uint8_t *buf, uint8_t *want, enum ring_dtype dt,
+	enum ring_op op, size_t total, uint64_t seed)
+{
+	size_t n = total / (size_t)size ? total / (size_t)size : 1, es = ring_dtype_size(dt);
+	uint8_t *out = ring_alloc(comm, n * es + IT_GUARD);
+	char what[96];
+	int bad;
+
+	IT_CHECK(out != NULL, "out of memory");
+	pattern_fill(buf, dt, op, size, rank, n * (size_t)size, 0, seed);
+	memset(out + n * es, 0xa5, IT_GUARD);
+	IT_CALL(ring_reduce_scatter(comm, buf, out, n, dt, op));
+	pattern_expect_reduce(want, dt, op, size, n, (size_t)rank * n, seed);
+	memset(want + n * es, 0xa5, IT_GUARD);
+	snprintf(what, sizeof(what), "reduce-scatter of %zu a rank, op %d, dtype %d", n, (int)op,
+		 (int)dt);
+	bad = it_check_result(out, want, dt, n, what);
+	ring_free(comm, out);
+	return bad;
+}
+
 /* All-reduces (sum, max, prod, avg of float32 and int64, 1 to 30000
- * elements), barriers and broadcasts from every root, each checked bit for bit
+ * elements), barriers, broadcasts from every root and reduce-scatters of as
+ * many elements in all, each checked bit for bit
  * against the pattern, then the exchanges (algo_exchanges); the algorithm is
  * RING_ALGO's, inherited from the test. */
 static int
@@ -754,6 +779,9 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 					if (it_check_result(buf, want, dts[d], counts[c], what))
 						return 1;
 				}
+				if (algo_rs(comm, rank, size, buf, want, dts[d], ops[o], counts[c],
+					    seed))
+					return 1;
 			}
 	for (size_t c = 0; c < 4; c++)
 		if (algo_exchanges(comm, rank, size, counts[c]))
@@ -790,6 +818,12 @@ algo_probe(ring_comm *comm, int rank, int size, void *arg)
 	for (int i = 0; i < 8 * size; i++)
 		IT_CHECK(buf[i] == (float)(i / 8 * 100 + i % 8), "all-gather: element %d is %g", i,
 			 (double)buf[i]);
+	for (int i = 0; i < 8 * size; i++)
+		buf[i] = (float)(rank + 1 + i % 8);
+	IT_CALL(ring_reduce_scatter(comm, buf, buf + 8 * size, 8, RING_FLOAT32, RING_SUM));
+	for (int i = 0; i < 8; i++)
+		IT_CHECK(buf[8 * size + i] == (float)(size * (size + 1) / 2 + size * i),
+			 "reduce-scatter: element %d is %g", i, (double)buf[8 * size + i]);
 	IT_CALL(ring_barrier(comm));
 	ring_free(comm, buf);
 	return 0;
@@ -839,6 +873,9 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 					  "RING_ALGO=rd, %d hosts: no doubling gather, tree or "
 					  "all-gather",
 					  n);
+			if (n >= 3)
+				cr_assert(recorded_plan(0, "halving reduce-scatter"),
+					  "RING_ALGO=rd, %d hosts: no halving reduce-scatter", n);
 			if (n >= 4)
 				cr_assert(recorded_plan(0, "halving-doubling"),
 					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);

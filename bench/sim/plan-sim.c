@@ -247,7 +247,6 @@ parse_args(int argc, char **argv, struct args *o)
 static int
 listing(const struct args *o, int c, int k, int i)
 {
-	bool latency = colls[c].coll != PROTO_COLL_REDUCE_SCATTER;
 	bool many = !strcmp(o->dbl, "both") || !strcmp(o->dbl, "all");
 	int d, bad = 0;
 
@@ -260,13 +259,8 @@ listing(const struct args *o, int c, int k, int i)
 
 		if (many ? (d == 2 && strcmp(o->dbl, "all")) : strcmp(o->dbl, dname[d]))
 			continue;
-		/* the doubling changes the latency paths alone */
-		if (d > 0 && many && !latency)
-			continue;
 		mm.doubling = d == 1;
 		mm.model = d == 2;
-		if (d == 0 && many && !latency)
-			dcol = "-";
 		bad |= run_one(colls[c].coll, o->hosts[i], o->sizes[k], &mm, &r);
 		fmt_size(r.bytes, sz, sizeof(sz));
 		printf("%-15s %9s %6d %-16s %9s %6d %14llu %10llu %12.1f\n", colls[c].name, sz,

@@ -500,6 +500,10 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 		return plan_allgather(pl, &j, b->recv, count, count);
 	case PROTO_COLL_REDUCE_SCATTER:
 		/* one process per host, its result apart from its input */
+		if (plan_rs_rh_ok(pl->esz, n, count, n) &&
+		    takes_log(m, PLAN_RS_RH, PLAN_RS_RING, n, count * pl->esz * (uint64_t)n))
+			return plan_reduce_scatter_rh(pl, &j, b->send, b->recv, count, count,
+						      false);
 		return plan_reduce_scatter(pl, &j, b->send, b->recv, count, count, false);
 	case PROTO_COLL_BROADCAST:
 		if (plan_tree_ok(pl->esz, n, count) &&
