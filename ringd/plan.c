@@ -686,6 +686,24 @@ plan_2l_ok(int m)
 	return m >= TWOLEVEL_MIN_HOSTS && plan_2l_group(m) > 0;
 }
 
+/* The two-level plan once the flat ring's 2 (m-1) hop latencies reach its
+ * bytes' time, where they add up instead of overlapping (the walk, 45 us a
+ * hop, 10 Gb/s, 64 MiB: the ring 107.9 ms on 1024 hosts, 92 ms of hops for
+ * 107 of bytes; 211 ms on 2048, the two-level plan 110 ms).  Not on fewer
+ * than TWOLEVEL_AUTO_MIN hosts, where a few hops are all it could save and
+ * its phases' waits and up-front local combine (neither modelled) could
+ * cost more. */
+#define TWOLEVEL_AUTO_MIN 16
+
+bool
+plan_2l_better(const struct plan_cost *c, int m, uint64_t bytes)
+{
+	double hops = 2.0 * (m - 1) * c->hop_us,
+	       link = 2.0 * (m - 1) / m * (double)bytes * c->byte_us;
+
+	return m >= TWOLEVEL_AUTO_MIN && plan_2l_ok(m) && hops >= link;
+}
+
 /*
  * The pipelining unit of an op, from the cost model: a pipeline of n steps of
  * a chunk c cut in segments of g takes n (a + s + g b) + (c/g - 1)(g b + s),

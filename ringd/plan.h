@@ -160,6 +160,9 @@ int plan_reduce_scatter_rh(struct plan *pl, const struct plan_hosts *h, uint8_t 
  * divisor of m from 2 to m/2 with the fewest hops (plan_2l_group: 0, none). */
 int plan_2l_group(int m);
 bool plan_2l_ok(int m);
+/* Whether the cost model takes it over the flat ring. */
+struct plan_cost;
+bool plan_2l_better(const struct plan_cost *c, int m, uint64_t bytes);
 int plan_allreduce_2l(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
 /* For the plans of plan_*.c: room for ntx sent and nrx received steps and
  * the hosts of the operation's headers (nto, nfrom); -1: out of memory. */

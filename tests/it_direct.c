@@ -883,6 +883,34 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 		}
 }
 
+/* RING_ALGO=2l on every ring of 1 to 8 hosts, one and two processes a host:
+ * every result the same bits as the pattern's, and where the hosts form
+ * groups (4: 2 x 2, 6: 2 x 3, 8: 2 x 4) the flight recorder says
+ * "two-level" (the all-reduces above the latency path). */
+Test(direct, algo_2l_every_size, .fini = teardown, .timeout = 600)
+{
+	for (int n = 1; n <= 8; n++)
+		for (int local = 1; local <= 2; local++) {
+			int rc;
+
+			if (local == 2 && n % 2 == 1)
+				continue; /* no groups: the ring, as above */
+			start(n, NULL);
+			setenv("RING_ALGO", "2l", 1);
+			rc = cluster_run_local(&cluster, n * local, local, algo_collectives, NULL);
+			rc = rc ? rc :
+				  cluster_run_local(&cluster, n * local, local, algo_probe, NULL);
+			unsetenv("RING_ALGO");
+			cr_assert_eq(rc, 0,
+				     "RING_ALGO=2l, %d hosts x %d: a rank failed (see above)", n,
+				     local);
+			cr_assert_eq(recorded_plan(0, "two-level"), n >= 4 && n % 2 == 0,
+				     "RING_ALGO=2l, %d hosts: two-level %s", n,
+				     n >= 4 && n % 2 == 0 ? "did not run" : "ran without groups");
+			cluster_stop(&cluster);
+		}
+}
+
 /* RING_ALGO: "rd" runs the small all-reduces and barriers of 5 hosts with two
  * processes each in log2 n steps (the flight recorder says "doubling gather")
  * on a ring whose latency_doubling is off, "ring" round the ring on one where

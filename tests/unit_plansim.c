@@ -271,6 +271,30 @@ Test(plansim, large_allreduce_bytes_per_link, .timeout = 60)
 	}
 }
 
+/* The 64 MiB all-reduce on 1024, 2048 and 4096 hosts at 45 us a hop and
+ * 10 Gb/s, latency_doubling = auto: within 1.2x of its busiest link's
+ * bytes' time; the ring on 1024 (its 92 ms of hops still overlap its 107 ms
+ * of bytes), the two-level plan from 2048, where the ring's hops take longer
+ * than its bytes (211 ms on 2048, 476 on 4096 in the issue's run). */
+Test(plansim, large_allreduce_at_the_bound, .timeout = 120)
+{
+	struct psim_model m = model(false, true, false);
+	static const int ns[] = { 1024, 2048, 4096 };
+
+	m.model = true;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_result r;
+		double bytes_us;
+
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 64u << 20, &m, &r);
+		bytes_us = (double)r.busiest_bytes * m.byte_ns * 1e-3;
+		cr_assert_str_eq(r.plan, ns[i] > 1024 ? "two-level" : "ring", "%d hosts", ns[i]);
+		cr_assert_leq(r.time_us, 1.2 * bytes_us,
+			      "64 MiB on %d hosts: %.1f ms, the busiest link's bytes %.1f ms",
+			      ns[i], r.time_us / 1000, bytes_us / 1000);
+	}
+}
+
 /* Every collective's plans match themselves: odd and even host counts, sizes
  * of no element per host, fewer elements than hosts, uneven splits, many
  * segments; for all-reduce and barrier both latency paths, the doubling over
@@ -303,6 +327,15 @@ Test(plansim, plans_valid, .timeout = 120)
 					struct psim_model m = model(v > 0, v != 2, true);
 					struct psim_result r;
 
+					run_ok(colls[c], n, sizes[k], &m, &r);
+				}
+				{
+					/* auto: the halving reduce-scatter; and the
+					 * two-level all-reduce (from 128 hosts) */
+					struct psim_model m = model(false, true, true);
+					struct psim_result r;
+
+					m.model = true;
 					run_ok(colls[c], n, sizes[k], &m, &r);
 				}
 			}
