@@ -275,7 +275,7 @@ Test(plansim, large_allreduce_bytes_per_link, .timeout = 60)
  * 10 Gb/s, latency_doubling = auto: within 1.2x of its busiest link's
  * bytes' time; the ring on 1024 (its 92 ms of hops still overlap its 107 ms
  * of bytes), the two-level plan from 2048, where the ring's hops take longer
- * than its bytes (211 ms on 2048, 476 on 4096 in the issue's run). */
+ * than its bytes (211 ms on 2048, 423 on 4096). */
 Test(plansim, large_allreduce_at_the_bound, .timeout = 120)
 {
 	struct psim_model m = model(false, true, false);
