@@ -1079,11 +1079,11 @@ Test(direct, algo_mismatch, .fini = teardown, .timeout = 120)
 }
 
 /* The same in network namespaces (each host its own stack and address, the
- * frames on veth links): RING_ALGO=rd and ring on 4 hosts with two processes
- * each, every result bit for bit. */
+ * frames on veth links): RING_ALGO=ring, rd and 2l on 4 hosts with two
+ * processes each, every result bit for bit. */
 Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 {
-	static const char *const algos[] = { "ring", "rd" };
+	static const char *const algos[] = { "ring", "rd", "2l" };
 	int rc = cluster_start_netns(&cluster, 4, NULL, "--insecure yes");
 
 	if (rc == CLUSTER_NOTSUP) {
@@ -1094,15 +1094,19 @@ Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 		cr_skip_test("network namespaces cannot be made here: %s", why);
 	}
 	cr_assert_eq(rc, 0, "could not start 4 daemons in namespaces");
-	for (size_t a = 0; a < 2; a++) {
+	for (size_t a = 0; a < 3; a++) {
 		setenv("RING_ALGO", algos[a], 1);
 		rc = cluster_run_local(&cluster, 8, 2, algo_collectives, NULL);
-		if (rc == 0 && a == 1)
+		if (rc == 0 && a > 0)
 			rc = cluster_run_local(&cluster, 8, 2, algo_probe, NULL);
 		unsetenv("RING_ALGO");
 		cr_assert_eq(rc, 0, "RING_ALGO=%s on 4 netns hosts: a rank failed", algos[a]);
+		if (a == 1)
+			cr_assert(recorded_plan(0, "binomial tree") &&
+				      recorded_plan(0, "halving-doubling") &&
+				      recorded_plan(0, "doubling gather") &&
+				      recorded_plan(0, "halving reduce-scatter"),
+				  "RING_ALGO=rd on the netns hosts: not every log2 n plan ran");
 	}
-	cr_assert(recorded_plan(0, "binomial tree") && recorded_plan(0, "halving-doubling") &&
-		      recorded_plan(0, "doubling gather"),
-		  "RING_ALGO=rd on the netns hosts: not every log2 n plan ran");
+	cr_assert(recorded_plan(0, "two-level"), "RING_ALGO=2l on the netns hosts: no two-level");
 }
