@@ -148,8 +148,8 @@ double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64
 bool plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world);
 int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
 		      uint64_t stride);
-/* A medium reduce-scatter (its input at most RS_RH_MAX bytes) on 3 hosts or
- * more in log2 steps (plan_rs.c): recursive halving over the largest power
+/* A medium reduce-scatter (its input at most 1 MiB, 64 KiB where hosts fold)
+ * on 4 hosts or more in log2 steps (plan_rs.c): recursive halving over the largest power
  * of two of them, the others folded in and out as halving-doubling's. */
 bool plan_rs_rh_ok(size_t esz, int m, uint64_t count, int world);
 int plan_reduce_scatter_rh(struct plan *pl, const struct plan_hosts *h, uint8_t *send,

@@ -873,12 +873,12 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 					  "RING_ALGO=rd, %d hosts: no doubling gather, tree or "
 					  "all-gather",
 					  n);
-			if (n >= 3)
-				cr_assert(recorded_plan(0, "halving reduce-scatter"),
-					  "RING_ALGO=rd, %d hosts: no halving reduce-scatter", n);
 			if (n >= 4)
-				cr_assert(recorded_plan(0, "halving-doubling"),
-					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);
+				cr_assert(recorded_plan(0, "halving-doubling") &&
+					      recorded_plan(0, "halving reduce-scatter"),
+					  "RING_ALGO=rd, %d hosts: no halving-doubling or "
+					  "halving reduce-scatter",
+					  n);
 			cluster_stop(&cluster);
 		}
 }
