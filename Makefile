@@ -126,7 +126,7 @@ CHAOS := $(BUILD)/tests/it_chaos
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
 SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
 SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c exec.c jobform.c job.c jobattach.c revoke.c \
-	coll.c fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c local.c config.c hostfile.c \
+	coll.c fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c plan_rs.c plan_2l.c local.c config.c hostfile.c \
 	pool.c))
 TEST_BINS  += $(SIM_ENGINE)
 # The bindings (bindings/*/*.mk) add their builds to BINDING_BUILD and their
@@ -223,7 +223,7 @@ $(BIN_WIREK): $(call obj,bench/wire-kernels.c) $(BUILD)/proto/dtype.o $(BUILD)/p
 
 # The simulator of the real plans (bench/sim): ringd/plan.c walked in the
 # executor's semantics over a model of links; tests/unit_plansim asserts on it.
-PLANSIM_OBJ := $(call obj,bench/sim/plansim.c) $(BUILD)/ringd/plan.o
+PLANSIM_OBJ := $(call obj,bench/sim/plansim.c) $(BUILD)/ringd/plan.o $(BUILD)/ringd/plan_rs.o $(BUILD)/ringd/plan_2l.o
 $(BIN_PLANSIM): $(call obj,bench/sim/plan-sim.c) $(PLANSIM_OBJ)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
@@ -247,7 +247,7 @@ PROTO_UNITS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_proto
 $(PROTO_UNITS): $(call obj,tests/proto_check.c) $(PROTO_OBJ)
 $(BUILD)/tests/unit_config: $(BUILD)/tests/unit_config.o $(BUILD)/ringd/config.o \
 	$(BUILD)/ringd/hostfile.o $(PROTO_OBJ)
-$(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o
+$(BUILD)/tests/unit_plan: $(BUILD)/tests/unit_plan.o $(BUILD)/ringd/plan.o $(BUILD)/ringd/plan_rs.o $(BUILD)/ringd/plan_2l.o
 $(BUILD)/tests/unit_plansim: $(BUILD)/tests/unit_plansim.o $(PLANSIM_OBJ)
 # libring against the fake ringd of tests/fake_daemon.c (unit_arena: only for
 # its scrubbed environment).

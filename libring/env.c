@@ -453,7 +453,7 @@ env_limits(const struct ring_options *opts, struct lr_env *env, char *err,
 	s = opts->algo != NULL && *opts->algo ? opts->algo : env_get("RING_ALGO");
 	if (s != NULL && *s && (env->algo = proto_algo_parse(s)) < 0) {
 		snprintf(err, cap,
-			 "%s=\"%s\" is no algorithm: auto, ring or rd (tree and "
+			 "%s=\"%s\" is no algorithm: auto, ring, rd or 2l (tree and "
 			 "direct plans are not built)",
 			 opts->algo && *opts->algo ? "ring_options.algo" : "RING_ALGO", s);
 		return RING_EINVAL;

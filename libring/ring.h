@@ -58,9 +58,10 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 				 * group numbers them; size 0: from the launcher's
 				 * variables.  Given, they need local_rank/local_size
 				 * too, and no launcher variable is read at all. */
-	const char *algo;	/* RING_ALGO: "ring", "rd" (recursive doubling where
-				 * the daemon has it: small all-reduces, barriers),
-				 * else "auto" (the daemon's choice); for tests and
+	const char *algo;	/* RING_ALGO: "ring", "rd" (the log2 n plans where
+				 * the daemon has them), "2l" (the two-level
+				 * all-reduce where the hosts form groups), else
+				 * "auto" (the daemon's choice); for tests and
 				 * benchmarks: every rank must ask for the same */
 	const char *wire;	/* RING_WIRE: "bf16" or "fp16" compress, else "f32"
 				 * (none); every rank must ask for the same (see

@@ -63,7 +63,7 @@ proto_coll_rooted(int api)
 	       api == PROTO_COLL_GATHER || api == PROTO_COLL_SCATTER;
 }
 
-static const char *const algo_names[PROTO_ALGO_COUNT] = { "auto", "ring", "rd" };
+static const char *const algo_names[PROTO_ALGO_COUNT] = { "auto", "ring", "rd", "2l" };
 
 const char *
 proto_algo_name(int algo)

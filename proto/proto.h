@@ -38,7 +38,8 @@
  * member host has confirmed the same claims), and a LEAVE's offset names the
  * formation its host confirmed; 16: an EVICT's yes with its veto bit set says
  * the host holds the incarnation already; 17: LINKRATE frames, each host's
- * achieved rate on its links told round the ring */
+ * achieved rate on its links told round the ring, and the algorithm 2l (the
+ * two-level all-reduce) */
 #define PROTO_VERSION 17
 
 /* ---- limits shared by both sides ---- */
@@ -142,8 +143,14 @@ bool proto_coll_rooted(int api);
  * plan for the operation (the latency path: small all-reduces and barriers),
  * the ring's elsewhere.  Part of the fingerprint, so that ranks asking for
  * different ones get RING_EMISMATCH instead of plans that do not meet. */
-enum proto_algo { PROTO_ALGO_AUTO = 0, PROTO_ALGO_RING = 1, PROTO_ALGO_RD = 2, PROTO_ALGO_COUNT };
-const char *proto_algo_name(int algo); /* "auto", "ring", "rd" */
+enum proto_algo {
+	PROTO_ALGO_AUTO = 0,
+	PROTO_ALGO_RING = 1,
+	PROTO_ALGO_RD = 2,
+	PROTO_ALGO_2L = 3, /* the two-level all-reduce where the hosts form groups */
+	PROTO_ALGO_COUNT
+};
+const char *proto_algo_name(int algo); /* "auto", "ring", "rd", "2l" */
 int proto_algo_parse(const char *s);   /* an enum proto_algo, or -1 */
 
 /* What every rank must agree on for one collective; compared hop by hop. */

@@ -34,6 +34,26 @@ takes_log(const struct op *op, enum plan_shape log, enum plan_shape ring, uint64
 	       plan_model_us(&c, ring, job_nhosts(j), bytes);
 }
 
+/* Whether an all-reduce above the latency path and halving-doubling takes
+ * the two-level plan: RING_ALGO=2l asks for it (wherever the hosts form
+ * groups), else the cost model under latency_doubling = auto. */
+static bool
+takes_2l(const struct op *op, uint64_t bytes)
+{
+	const struct job *j = op_job(op);
+	struct plan_cost c;
+
+	if (!plan_2l_ok(job_nhosts(j)) || op_fp(op)->algo == PROTO_ALGO_RING ||
+	    op_fp(op)->algo == PROTO_ALGO_RD)
+		return false;
+	if (op_fp(op)->algo == PROTO_ALGO_2L)
+		return true;
+	if (op_rd(op)->cfg.latency_doubling != CONFIG_LOG_AUTO)
+		return false;
+	job_plan_cost(j, &c);
+	return plan_2l_better(&c, job_nhosts(j), bytes);
+}
+
 /* The plan of a collective of the job's hosts, by its kind.  -1: out of memory. */
 static int
 op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool inplace,
@@ -55,6 +75,9 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 		return plan_tiny(pl, job_pos(j), job_nhosts(j), send, recv, count);
 	switch (op_fp(op)->coll) {
 	case PROTO_COLL_ALLREDUCE:
+		if (ring->twolevel)
+			return plan_allreduce_2l(pl, job_pos(j), job_nhosts(j), send, recv,
+						 L->count);
 		if (ring->rhd)
 			return plan_rhd(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
 		return plan_allreduce(pl, job_pos(j), job_nhosts(j), send, recv, L->count);
@@ -65,6 +88,9 @@ op_plan(struct op *op, const struct job *j, uint8_t *send, uint8_t *recv, bool i
 			return plan_allgather_rd(pl, &h, recv, L->count, L->stride);
 		return plan_allgather(pl, &h, recv, L->count, L->stride);
 	case PROTO_COLL_REDUCE_SCATTER:
+		if (ring->rhd)
+			return plan_reduce_scatter_rh(pl, &h, send, recv, L->count, L->stride,
+						      inplace || op_ncontrib(op) > 1);
 		return plan_reduce_scatter(pl, &h, send, recv, L->count, L->stride,
 					   inplace || op_ncontrib(op) > 1);
 	case PROTO_COLL_BROADCAST:
@@ -156,6 +182,13 @@ op_start(struct ringd *rd, struct op *op)
 		    op_fp(op)->wire == PROTO_WIRE_F32 &&
 		    plan_rhd_ok(op_esz(op), job_nhosts(j), count) &&
 		    takes_log(op, PLAN_RHD, PLAN_RING, count * op_esz(op));
+	ring->twolevel = coll == PROTO_COLL_ALLREDUCE && !ring->tiny && !ring->rhd &&
+			 op_fp(op)->wire == PROTO_WIRE_F32 && takes_2l(op, count * op_esz(op));
+	ring->rhd |= ring->twolevel;
+	if (coll == PROTO_COLL_REDUCE_SCATTER && op_fp(op)->wire == PROTO_WIRE_F32 &&
+	    plan_rs_rh_ok(op_esz(op), job_nhosts(j), count, job_world(j)))
+		ring->rhd = takes_log(op, PLAN_RS_RH, PLAN_RS_RING,
+				      count * op_esz(op) * (uint64_t)job_world(j));
 	local_gather(op, &send, &recv, &inplace);
 	if (coll == PROTO_COLL_REDUCE_SCATTER && !inplace && op_ncontrib(op) == 1)
 		for (i = 0; i < job_nhosts(j); i++)

@@ -29,8 +29,12 @@ struct op_ring {
 	bool tiny;
 	/* a medium all-reduce by recursive halving and doubling (plan_rhd): it
 	 * reduces into its result more than once, so the local processes are
-	 * combined up front, not per segment */
+	 * combined up front, not per segment; or a reduce-scatter by recursive
+	 * halving (plan_reduce_scatter_rh), uncompressed as the former */
 	bool rhd;
+	/* ... the two-level all-reduce (plan_allreduce_2l; rhd is set too: the
+	 * same local combine, no compression) */
+	bool twolevel;
 	struct plan plan;  /* what the ring does, step by step */
 	int hdr_tx;        /* operation headers sent (of plan.hdr_to) */
 	struct link **via; /* [plan.nhdr_to]: the link the op's frames to

@@ -72,7 +72,7 @@ chunk_of(uint64_t count, int n, int c, uint64_t *start, uint64_t *len)
 
 /* Room for a plan's steps and for the hosts its operation headers go to and
  * come from (nto, nfrom). */
-static int
+int
 plan_alloc_peers(struct plan *pl, int ntx, int nrx, int nto, int nfrom)
 {
 	pl->ntx = ntx;
@@ -534,10 +534,8 @@ rd_pos(int w, int r)
 	return w < r ? 2 * w : w + r;
 }
 
-/* The ranks of positions [a, b) but `skip`, in position order, into idx: how
- * many. */
-static int
-ranks_of(const struct plan_hosts *j, int a, int b, int skip, int *idx)
+int
+plan_ranks_of(const struct plan_hosts *j, int a, int b, int skip, int *idx)
 {
 	int q, i, n = 0;
 
@@ -571,7 +569,7 @@ plan_allgather_rd(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, ui
 		pl->hdr_to[0] = pl->hdr_from[0] = p + 1;
 		tx_set(&pl->tx[0], 0, plan_bundle(recv, blen, sb, j->hranks[p], j->nhranks[p]), -1);
 		pl->tx[0].to = p + 1;
-		n = ranks_of(j, 0, m, p, idx);
+		n = plan_ranks_of(j, 0, m, p, idx);
 		rx_set(&pl->rx[0], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n),
 		       no_region);
 		pl->rx[0].from = p + 1;
@@ -594,19 +592,19 @@ plan_allgather_rd(struct plan *pl, const struct plan_hosts *j, uint8_t *recv, ui
 		struct tx_step *t = &pl->tx[k];
 		struct rx_step *x = &pl->rx[f + k];
 
-		n = ranks_of(j, rd_pos(mine, r), rd_pos(mine + d, r), -1, idx);
+		n = plan_ranks_of(j, rd_pos(mine, r), rd_pos(mine + d, r), -1, idx);
 		tx_set(t, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), f + k - 1);
 		idx += n;
 		t->to = partner;
 		t->dep_whole = true;
-		n = ranks_of(j, rd_pos(theirs, r), rd_pos(theirs + d, r), -1, idx);
+		n = plan_ranks_of(j, rd_pos(theirs, r), rd_pos(theirs + d, r), -1, idx);
 		rx_set(x, (uint32_t)(k + 1), plan_bundle(recv, blen, sb, idx, n), no_region);
 		idx += n;
 		x->from = partner;
 		pl->hdr_to[k] = pl->hdr_from[k] = partner;
 	}
 	if (pair) {
-		n = ranks_of(j, 0, m, p - 1, idx);
+		n = plan_ranks_of(j, 0, m, p - 1, idx);
 		tx_set(&pl->tx[L], (uint32_t)(L + 1), plan_bundle(recv, blen, sb, idx, n), L);
 		pl->tx[L].to = p - 1;
 		pl->tx[L].dep_whole = true;
@@ -661,6 +659,49 @@ plan_bcast_tree(struct plan *pl, const struct plan_hosts *j, uint8_t *buf, uint6
 		t->to = pl->hdr_to[k] = mod(q + d + bit, m);
 	}
 	return 0;
+}
+
+/* The two-level all-reduce's groups (its plan: plan_2l.c), here for the
+ * cost model too. */
+/* Below this the flat ring's hops cost less than what the groups add. */
+#define TWOLEVEL_MIN_HOSTS 4
+
+/* The group size of m hosts: the divisor g of m, from 2 to m / 2, with the
+ * fewest hops g + m / g (the larger of two: fewer bytes across); 0 when
+ * there is none. */
+int
+plan_2l_group(int m)
+{
+	int g, best = 0;
+
+	for (g = 2; g <= m / 2; g++)
+		if (m % g == 0 && (best == 0 || g + m / g <= best + m / best))
+			best = g;
+	return best;
+}
+
+bool
+plan_2l_ok(int m)
+{
+	return m >= TWOLEVEL_MIN_HOSTS && plan_2l_group(m) > 0;
+}
+
+/* The two-level plan once the flat ring's 2 (m-1) hop latencies reach its
+ * bytes' time, where they add up instead of overlapping (the walk, 45 us a
+ * hop, 10 Gb/s, 64 MiB: the ring 107.9 ms on 1024 hosts, 92 ms of hops for
+ * 107 of bytes; 211 ms on 2048, the two-level plan 110 ms).  Not on fewer
+ * than TWOLEVEL_AUTO_MIN hosts, where a few hops are all it could save and
+ * its phases' waits and up-front local combine (neither modelled) could
+ * cost more. */
+#define TWOLEVEL_AUTO_MIN 16
+
+bool
+plan_2l_better(const struct plan_cost *c, int m, uint64_t bytes)
+{
+	double hops = 2.0 * (m - 1) * c->hop_us,
+	       link = 2.0 * (m - 1) / m * (double)bytes * c->byte_us;
+
+	return m >= TWOLEVEL_AUTO_MIN && plan_2l_ok(m) && hops >= link;
 }
 
 /*
@@ -736,11 +777,20 @@ plan_segment(const struct plan *pl, const struct plan_cost *c, int hops, uint32_
  *                     others', its last carries all but one host's blocks;
  *                     h = 1 when more than half the v are pairs, whose
  *                     ranges hold two hosts' blocks, on the critical path)
+ *   halving r-s       (log2 v + f) a + ((v-1)/v + f (3/4 + 2/m)) bytes b
+ *                     (bytes: the input; the fold sends all of it, in part
+ *                     while the others take their first step: 3/4 fits the
+ *                     walk from 3 to 256 hosts; the last step sends a pair
+ *                     two hosts' blocks, one goes back)
+ *   two-level         the group's ring (chunk bytes/g, 2 (g-1) steps) and
+ *                     the ring across the groups (bytes/m, 2 (G-1)) one
+ *                     after the other, each pipelined as below
  * The ring and the chain pipeline: a host passes each segment on as it comes
  * (segments as plan_segment makes them, at ringd's default bound), so their
  * n steps of a chunk c cost the longer of the latency's path, n (a + g b) +
  * (c - g) b with g the segment, and the link's, busy n c b + a (the ring's
- * chunk: bytes / m, n = 2 (m-1), the ring all-gather's n = m-1; the chain's:
+ * chunk: bytes / m, n = 2 (m-1), the ring all-gather's and reduce-scatter's
+ * n = m-1; the chain's:
  * bytes, n = m-1, one busy c b).
  * tests/unit_plansim checks its choices against the plans run.
  */
@@ -794,6 +844,21 @@ plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t byte
 		return pipelined(a, c->byte_us, bytes, m - 1, false);
 	case PLAN_TREE:
 		return lv * a + L * b;
+	case PLAN_2L: {
+		int g = plan_2l_group(m), G = g > 0 ? m / g : 1;
+
+		if (g == 0)
+			return pipelined(a, c->byte_us, bytes / (uint64_t)m, 2 * (m - 1), true);
+		return pipelined(a, c->byte_us, bytes / (uint64_t)g, 2 * (g - 1), true) +
+		       pipelined(a, c->byte_us, bytes / (uint64_t)m, 2 * (G - 1), true);
+	}
+	case PLAN_RS_RING:
+		return pipelined(a, c->byte_us, bytes / (uint64_t)m, m - 1, true);
+	case PLAN_RS_RH: {
+		double v = 1 << lv;
+
+		return (lv + f) * a + ((v - 1) / v + f * (0.75 + 2 / n)) * b;
+	}
 	}
 	return 0;
 }

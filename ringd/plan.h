@@ -137,6 +137,9 @@ enum plan_shape {
 	PLAN_GATHER_RD,       /* plan_allgather_rd */
 	PLAN_CHAIN,           /* plan_broadcast */
 	PLAN_TREE,            /* plan_bcast_tree */
+	PLAN_RS_RING,         /* plan_reduce_scatter (bytes: the input) */
+	PLAN_RS_RH,           /* plan_reduce_scatter_rh */
+	PLAN_2L,              /* plan_allreduce_2l */
 };
 double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64_t bytes);
 /* A small all-gather (its result at most GATHER_RD_MAX bytes) on 3 hosts or
@@ -145,6 +148,28 @@ double plan_model_us(const struct plan_cost *c, enum plan_shape s, int m, uint64
 bool plan_gather_rd_ok(size_t esz, int m, uint64_t count, int world);
 int plan_allgather_rd(struct plan *pl, const struct plan_hosts *h, uint8_t *recv, uint64_t count,
 		      uint64_t stride);
+/* A medium reduce-scatter (its input at most 1 MiB, 64 KiB where hosts fold)
+ * on 4 hosts or more in log2 steps (plan_rs.c): recursive halving over the largest power
+ * of two of them, the others folded in and out as halving-doubling's. */
+bool plan_rs_rh_ok(size_t esz, int m, uint64_t count, int world);
+int plan_reduce_scatter_rh(struct plan *pl, const struct plan_hosts *h, uint8_t *send,
+			   uint8_t *recv, uint64_t count, uint64_t stride, bool inplace);
+/* A large all-reduce on many hosts in two levels (plan_2l.c): a ring
+ * reduce-scatter within groups of g consecutive hosts, a ring all-reduce of
+ * each shard across the groups, a ring all-gather within the groups; g the
+ * divisor of m from 2 to m/2 with the fewest hops (plan_2l_group: 0, none). */
+int plan_2l_group(int m);
+bool plan_2l_ok(int m);
+/* Whether the cost model takes it over the flat ring. */
+struct plan_cost;
+bool plan_2l_better(const struct plan_cost *c, int m, uint64_t bytes);
+int plan_allreduce_2l(struct plan *pl, int p, int m, uint8_t *send, uint8_t *recv, uint64_t count);
+/* For the plans of plan_*.c: room for ntx sent and nrx received steps and
+ * the hosts of the operation's headers (nto, nfrom); -1: out of memory. */
+int plan_alloc_peers(struct plan *pl, int ntx, int nrx, int nto, int nfrom);
+/* The ranks of positions [a, b) but `skip`, in position order, into idx:
+ * how many. */
+int plan_ranks_of(const struct plan_hosts *h, int a, int b, int skip, int *idx);
 /* The steps of a plan of collective coll on m hosts as a pipeline: the
  * ring's all-reduce 2 (m - 1), its all-gather, reduce-scatter and the chain
  * m - 1; a plan of whole steps 2 (a step's receiving and reducing overlap);

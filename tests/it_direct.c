@@ -698,8 +698,33 @@ algo_exchanges(ring_comm *comm, int rank, int size, size_t count)
 	return 0;
 }
 
+/* A reduce-scatter of about total elements in all (one a rank at least),
+ * through buf (its input) and want, checked bit for bit. */
+static int
+algo_rs(ring_comm *comm, int rank, int size, uint8_t *buf, uint8_t *want, enum ring_dtype dt,
+	enum ring_op op, size_t total, uint64_t seed)
+{
+	size_t n = total / (size_t)size ? total / (size_t)size : 1, es = ring_dtype_size(dt);
+	uint8_t *out = ring_alloc(comm, n * es + IT_GUARD);
+	char what[96];
+	int bad;
+
+	IT_CHECK(out != NULL, "out of memory");
+	pattern_fill(buf, dt, op, size, rank, n * (size_t)size, 0, seed);
+	memset(out + n * es, 0xa5, IT_GUARD);
+	IT_CALL(ring_reduce_scatter(comm, buf, out, n, dt, op));
+	pattern_expect_reduce(want, dt, op, size, n, (size_t)rank * n, seed);
+	memset(want + n * es, 0xa5, IT_GUARD);
+	snprintf(what, sizeof(what), "reduce-scatter of %zu a rank, op %d, dtype %d", n, (int)op,
+		 (int)dt);
+	bad = it_check_result(out, want, dt, n, what);
+	ring_free(comm, out);
+	return bad;
+}
+
 /* All-reduces (sum, max, prod, avg of float32 and int64, 1 to 30000
- * elements), barriers and broadcasts from every root, each checked bit for bit
+ * elements), barriers, broadcasts from every root and reduce-scatters of as
+ * many elements in all, each checked bit for bit
  * against the pattern, then the exchanges (algo_exchanges); the algorithm is
  * RING_ALGO's, inherited from the test. */
 static int
@@ -754,6 +779,9 @@ algo_collectives(ring_comm *comm, int rank, int size, void *arg)
 					if (it_check_result(buf, want, dts[d], counts[c], what))
 						return 1;
 				}
+				if (algo_rs(comm, rank, size, buf, want, dts[d], ops[o], counts[c],
+					    seed))
+					return 1;
 			}
 	for (size_t c = 0; c < 4; c++)
 		if (algo_exchanges(comm, rank, size, counts[c]))
@@ -790,6 +818,12 @@ algo_probe(ring_comm *comm, int rank, int size, void *arg)
 	for (int i = 0; i < 8 * size; i++)
 		IT_CHECK(buf[i] == (float)(i / 8 * 100 + i % 8), "all-gather: element %d is %g", i,
 			 (double)buf[i]);
+	for (int i = 0; i < 8 * size; i++)
+		buf[i] = (float)(rank + 1 + i % 8);
+	IT_CALL(ring_reduce_scatter(comm, buf, buf + 8 * size, 8, RING_FLOAT32, RING_SUM));
+	for (int i = 0; i < 8; i++)
+		IT_CHECK(buf[8 * size + i] == (float)(size * (size + 1) / 2 + size * i),
+			 "reduce-scatter: element %d is %g", i, (double)buf[8 * size + i]);
 	IT_CALL(ring_barrier(comm));
 	ring_free(comm, buf);
 	return 0;
@@ -840,8 +874,39 @@ Test(direct, algo_rd_every_size, .fini = teardown, .timeout = 600)
 					  "all-gather",
 					  n);
 			if (n >= 4)
-				cr_assert(recorded_plan(0, "halving-doubling"),
-					  "RING_ALGO=rd, %d hosts: no halving-doubling", n);
+				cr_assert(recorded_plan(0, "halving-doubling") &&
+					      recorded_plan(0, "halving reduce-scatter"),
+					  "RING_ALGO=rd, %d hosts: no halving-doubling or "
+					  "halving reduce-scatter",
+					  n);
+			cluster_stop(&cluster);
+		}
+}
+
+/* RING_ALGO=2l on every ring of 1 to 8 hosts, one and two processes a host:
+ * every result the same bits as the pattern's, and where the hosts form
+ * groups (4: 2 x 2, 6: 2 x 3, 8: 2 x 4) the flight recorder says
+ * "two-level" (the all-reduces above the latency path). */
+Test(direct, algo_2l_every_size, .fini = teardown, .timeout = 600)
+{
+	for (int n = 1; n <= 8; n++)
+		for (int local = 1; local <= 2; local++) {
+			int rc;
+
+			if (local == 2 && n % 2 == 1)
+				continue; /* no groups: the ring, as above */
+			start(n, NULL);
+			setenv("RING_ALGO", "2l", 1);
+			rc = cluster_run_local(&cluster, n * local, local, algo_collectives, NULL);
+			rc = rc ? rc :
+				  cluster_run_local(&cluster, n * local, local, algo_probe, NULL);
+			unsetenv("RING_ALGO");
+			cr_assert_eq(rc, 0,
+				     "RING_ALGO=2l, %d hosts x %d: a rank failed (see above)", n,
+				     local);
+			cr_assert_eq(recorded_plan(0, "two-level"), n >= 4 && n % 2 == 0,
+				     "RING_ALGO=2l, %d hosts: two-level %s", n,
+				     n >= 4 && n % 2 == 0 ? "did not run" : "ran without groups");
 			cluster_stop(&cluster);
 		}
 }
@@ -1014,11 +1079,11 @@ Test(direct, algo_mismatch, .fini = teardown, .timeout = 120)
 }
 
 /* The same in network namespaces (each host its own stack and address, the
- * frames on veth links): RING_ALGO=rd and ring on 4 hosts with two processes
- * each, every result bit for bit. */
+ * frames on veth links): RING_ALGO=ring, rd and 2l on 4 hosts with two
+ * processes each, every result bit for bit. */
 Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 {
-	static const char *const algos[] = { "ring", "rd" };
+	static const char *const algos[] = { "ring", "rd", "2l" };
 	int rc = cluster_start_netns(&cluster, 4, NULL, "--insecure yes");
 
 	if (rc == CLUSTER_NOTSUP) {
@@ -1029,15 +1094,19 @@ Test(direct, algo_netns, .fini = teardown, .timeout = 240)
 		cr_skip_test("network namespaces cannot be made here: %s", why);
 	}
 	cr_assert_eq(rc, 0, "could not start 4 daemons in namespaces");
-	for (size_t a = 0; a < 2; a++) {
+	for (size_t a = 0; a < 3; a++) {
 		setenv("RING_ALGO", algos[a], 1);
 		rc = cluster_run_local(&cluster, 8, 2, algo_collectives, NULL);
-		if (rc == 0 && a == 1)
+		if (rc == 0 && a > 0)
 			rc = cluster_run_local(&cluster, 8, 2, algo_probe, NULL);
 		unsetenv("RING_ALGO");
 		cr_assert_eq(rc, 0, "RING_ALGO=%s on 4 netns hosts: a rank failed", algos[a]);
+		if (a == 1)
+			cr_assert(recorded_plan(0, "binomial tree") &&
+				      recorded_plan(0, "halving-doubling") &&
+				      recorded_plan(0, "doubling gather") &&
+				      recorded_plan(0, "halving reduce-scatter"),
+				  "RING_ALGO=rd on the netns hosts: not every log2 n plan ran");
 	}
-	cr_assert(recorded_plan(0, "binomial tree") && recorded_plan(0, "halving-doubling") &&
-		      recorded_plan(0, "doubling gather"),
-		  "RING_ALGO=rd on the netns hosts: not every log2 n plan ran");
+	cr_assert(recorded_plan(0, "two-level"), "RING_ALGO=2l on the netns hosts: no two-level");
 }

@@ -291,6 +291,39 @@ Test(plan, rhd)
 			}
 }
 
+/* The two-level all-reduce on every host count with groups (4: 2 x 2, 6:
+ * 2 groups of 3, 8: 2 of 4, 9: 3 of 3), in place or not: every host ends
+ * with the sum; primes have no groups. */
+Test(plan, two_level)
+{
+	struct host H[MAXH];
+
+	cr_assert_eq(plan_2l_group(7), 0);
+	cr_assert(!plan_2l_ok(5) && !plan_2l_ok(2) && plan_2l_ok(4));
+	cr_assert_eq(plan_2l_group(1024), 32);
+	cr_assert_eq(plan_2l_group(4096), 64);
+	for (int m = 4; m <= MAXH; m++)
+		for (size_t c = 0; c < NCOUNTS && plan_2l_ok(m); c++)
+			for (int inplace = 0; inplace < 2; inplace++) {
+				uint64_t n = counts[c];
+
+				hosts_init(H, m, 1);
+				for (int p = 0; p < m; p++) {
+					H[p].send = host_vector(p, n);
+					H[p].recv = inplace ? H[p].send : calloc(n + 1, 8);
+					cr_assert_eq(plan_allreduce_2l(&H[p].op, p, m, H[p].send,
+								       H[p].recv, n),
+						     0);
+				}
+				simulate(H, m);
+				expect_sums(H, m, n, inplace ? "two-level in place" : "two-level");
+				if (inplace)
+					for (int p = 0; p < m; p++)
+						H[p].recv = NULL; /* freed as send */
+				hosts_free(H, m);
+			}
+}
+
 Test(plan, tiny)
 {
 	struct host H[MAXH];
@@ -442,7 +475,7 @@ Test(plan, allgather)
 }
 
 static void
-reduce_scatter_case(int m, int per, uint64_t n, bool inplace)
+reduce_scatter_case(int m, int per, uint64_t n, bool inplace, bool rh)
 {
 	struct host H[MAXH];
 	uint64_t world = (uint64_t)(m * per);
@@ -457,8 +490,11 @@ reduce_scatter_case(int m, int per, uint64_t n, bool inplace)
 				s[b * n + i] = elem(p, i + b);
 		H[p].send = (uint8_t *)s;
 		H[p].recv = calloc(n * (uint64_t)per + 1, 8);
-		cr_assert_eq(plan_reduce_scatter(&H[p].op, &H[p].j, H[p].send, H[p].recv, n, n,
-						 inplace), 0);
+		cr_assert_eq(rh ? plan_reduce_scatter_rh(&H[p].op, &H[p].j, H[p].send, H[p].recv, n,
+							 n, inplace) :
+				  plan_reduce_scatter(&H[p].op, &H[p].j, H[p].send, H[p].recv, n, n,
+						      inplace),
+			     0);
 	}
 	simulate(H, m);
 	for (int p = 0; p < m; p++)
@@ -471,23 +507,29 @@ reduce_scatter_case(int m, int per, uint64_t n, bool inplace)
 					H[p].recv + ((uint64_t)k * n + i) * 8;
 
 				memcpy(&got, at, 8);
-				cr_assert_eq(got, want, "reduce-scatter m=%d x %d count=%llu %s: "
-					     "host %d block %llu element %llu is %lld, not %lld", m,
-					     per, (unsigned long long)n, inplace ? "in place" :
-					     "out of place", p, (unsigned long long)b,
-					     (unsigned long long)i, (long long)got, (long long)want);
+				cr_assert_eq(got, want,
+					     "%s reduce-scatter m=%d x %d count=%llu %s: "
+					     "host %d block %llu element %llu is %lld, not %lld",
+					     rh ? "halving" : "ring", m, per, (unsigned long long)n,
+					     inplace ? "in place" : "out of place", p,
+					     (unsigned long long)b, (unsigned long long)i,
+					     (long long)got, (long long)want);
 			}
 	hosts_free(H, m);
 }
 
+/* The ring's on 2 hosts or more, recursive halving's on 3 or more (2 to 8 a
+ * power of two, the others folding 1 to 3 pairs); one rank per host in and
+ * out of place, two in place (the engine's only layout for them). */
 Test(plan, reduce_scatter)
 {
-	for (int m = 2; m <= MAXH; m++)
-		for (size_t c = 0; c < NCOUNTS; c++) {
-			reduce_scatter_case(m, 1, counts[c], false);
-			reduce_scatter_case(m, 1, counts[c], true);
-			reduce_scatter_case(m, 2, counts[c], true);
-		}
+	for (int rh = 0; rh < 2; rh++)
+		for (int m = rh ? 3 : 2; m <= MAXH; m++)
+			for (size_t c = 0; c < NCOUNTS; c++) {
+				reduce_scatter_case(m, 1, counts[c], false, rh);
+				reduce_scatter_case(m, 1, counts[c], true, rh);
+				reduce_scatter_case(m, 2, counts[c], true, rh);
+			}
 }
 
 /* Every host ends with the root's elements, whatever the root: the chain

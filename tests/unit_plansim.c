@@ -90,6 +90,10 @@ run_ok(int coll, int n, uint64_t size, const struct psim_model *m, struct psim_r
 #define SWEEP_STEP 1
 #endif
 
+/* What an 8-byte operation may put on one link at any n (the issue's bound;
+ * the ring's latency path puts 8 (n - 1), 32 KiB on 4096 hosts). */
+#define SMALL_LINK_MAX (64u << 10)
+
 /* 8-byte all-reduce with latency_doubling over direct links, every n of
  * [lo, hi]: the latency plan, within 2 ceil(log2 n) + 2 hops. */
 static void
@@ -106,7 +110,56 @@ small_allreduce_hops(int lo, int hi)
 		cr_assert_str_eq(r.plan, n > 2 ? "doubling gather" : "ring gather", "%d hosts", n);
 		cr_assert_leq(r.hops, bound, "8-byte all-reduce on %d hosts (%s): %d hops > %d", n,
 			      r.plan, r.hops, bound);
+		cr_assert_leq(r.busiest_bytes, SMALL_LINK_MAX,
+			      "8-byte all-reduce on %d hosts (%s): %llu B on the busiest link", n,
+			      r.plan, (unsigned long long)r.busiest_bytes);
 	}
+}
+
+/* 8-byte all-gather and reduce-scatter (one element a rank: the result, the
+ * input of n x 4 bytes) with latency_doubling = auto, the default, over
+ * direct links: the cost model takes the log2 n plans (recursive doubling,
+ * recursive halving), within 2 ceil(log2 n) + 2 hops, and at most
+ * SMALL_LINK_MAX bytes on any link. */
+static void
+small_gather_scatter_at(int n)
+{
+	struct psim_model m = model(false, true, true);
+	static const int cs[] = { PROTO_COLL_ALLGATHER, PROTO_COLL_REDUCE_SCATTER };
+
+	m.model = true;
+	for (int c = 0; c < 2; c++) {
+		struct psim_result r;
+		int bound = 2 * ceil_log2(n) + 2;
+
+		run_ok(cs[c], n, 8, &m, &r);
+		cr_assert_leq(r.hops, bound, "8-byte %s on %d hosts (%s): %d hops > %d",
+			      coll_name(cs[c]), n, r.plan, r.hops, bound);
+		cr_assert_leq(r.busiest_bytes, SMALL_LINK_MAX,
+			      "8-byte %s on %d hosts (%s): %llu B on the busiest link",
+			      coll_name(cs[c]), n, r.plan, (unsigned long long)r.busiest_bytes);
+	}
+}
+
+/* Every n to 1024; above, every 31st, and 2^k and 1.5 x 2^k with the hosts
+ * either side of them (the fold's fewest, most and half its pairs): their plans
+ * list every rank's block at each step, n^2 work a run (80 ms on 4096 hosts),
+ * so all 4096 would take minutes of CPU. */
+Test(plansim, small_gather_scatter_hops_2_1024, .timeout = 300)
+{
+	for (int n = 2; n <= 1024; n += SWEEP_STEP)
+		small_gather_scatter_at(n);
+}
+
+Test(plansim, small_gather_scatter_hops_1025_4096, .timeout = 300)
+{
+	static const int edges[] = { 1025, 1535, 1536, 1537, 2047, 2048,
+				     2049, 3071, 3072, 3073, 4095, 4096 };
+
+	for (int n = 1040; n < 4096; n += 31 * SWEEP_STEP)
+		small_gather_scatter_at(n);
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		small_gather_scatter_at(edges[i]);
 }
 
 /* Four parts of about the same work (a run costs about n log n), so that
@@ -144,6 +197,7 @@ Test(plansim, barrier_hops, .timeout = 60)
 		run_ok(PROTO_COLL_BARRIER, ns[i], 0, &m, &r);
 		cr_assert_leq(r.hops, 2 * ceil_log2(ns[i]) + 2, "barrier on %d hosts: %d hops",
 			      ns[i], r.hops);
+		cr_assert_eq(r.busiest_bytes, 0, "barrier on %d hosts", ns[i]);
 	}
 }
 
@@ -161,6 +215,8 @@ Test(plansim, small_broadcast_hops, .timeout = 60)
 		cr_assert_str_eq(r.plan, "binomial tree", "%d hosts", ns[i]);
 		cr_assert_leq(r.hops, ceil_log2(ns[i]), "8-byte broadcast on %d hosts: %d hops",
 			      ns[i], r.hops);
+		cr_assert_leq(r.busiest_bytes, SMALL_LINK_MAX, "8-byte broadcast on %d hosts",
+			      ns[i]);
 	}
 }
 
@@ -215,6 +271,30 @@ Test(plansim, large_allreduce_bytes_per_link, .timeout = 60)
 	}
 }
 
+/* The 64 MiB all-reduce on 1024, 2048 and 4096 hosts at 45 us a hop and
+ * 10 Gb/s, latency_doubling = auto: within 1.2x of its busiest link's
+ * bytes' time; the ring on 1024 (its 92 ms of hops still overlap its 107 ms
+ * of bytes), the two-level plan from 2048, where the ring's hops take longer
+ * than its bytes (211 ms on 2048, 423 on 4096). */
+Test(plansim, large_allreduce_at_the_bound, .timeout = 120)
+{
+	struct psim_model m = model(false, true, false);
+	static const int ns[] = { 1024, 2048, 4096 };
+
+	m.model = true;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_result r;
+		double bytes_us;
+
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 64u << 20, &m, &r);
+		bytes_us = (double)r.busiest_bytes * m.byte_ns * 1e-3;
+		cr_assert_str_eq(r.plan, ns[i] > 1024 ? "two-level" : "ring", "%d hosts", ns[i]);
+		cr_assert_leq(r.time_us, 1.2 * bytes_us,
+			      "64 MiB on %d hosts: %.1f ms, the busiest link's bytes %.1f ms",
+			      ns[i], r.time_us / 1000, bytes_us / 1000);
+	}
+}
+
 /* Every collective's plans match themselves: odd and even host counts, sizes
  * of no element per host, fewer elements than hosts, uneven splits, many
  * segments; for all-reduce and barrier both latency paths, the doubling over
@@ -247,6 +327,15 @@ Test(plansim, plans_valid, .timeout = 120)
 					struct psim_model m = model(v > 0, v != 2, true);
 					struct psim_result r;
 
+					run_ok(colls[c], n, sizes[k], &m, &r);
+				}
+				{
+					/* auto: the halving reduce-scatter; and the
+					 * two-level all-reduce (from 128 hosts) */
+					struct psim_model m = model(false, true, true);
+					struct psim_result r;
+
+					m.model = true;
 					run_ok(colls[c], n, sizes[k], &m, &r);
 				}
 			}
@@ -298,7 +387,7 @@ Test(plansim, modelled_time)
 
 /* latency_doubling = auto: the cost model (plan_model_us) picks, for every
  * collective where a log2 n plan competes with the ring's (all-reduce,
- * all-gather, broadcast, barrier), the plan that the
+ * all-gather, reduce-scatter, broadcast, barrier), the plan that the
  * walk of both finds faster (within 5%: near the crossover the model is
  * off by a few per cent), on 3 to 100 hosts from 8 B to 1 MiB
  * and on 256 up to 4 KiB, at the model's parameters and at a slow network's
@@ -330,7 +419,7 @@ Test(plansim, cost_model_picks_the_faster, .timeout = 120)
 	static const int ns[] = { 3, 4, 5, 6, 7, 8, 9, 12, 16, 33, 64, 100, 256 };
 	static const uint64_t sizes[] = { 8, 4096, 32768, 65536, 262144, 1u << 20 };
 	static const int cs[] = { PROTO_COLL_ALLREDUCE, PROTO_COLL_ALLGATHER, PROTO_COLL_BROADCAST,
-				  PROTO_COLL_BARRIER };
+				  PROTO_COLL_BARRIER, PROTO_COLL_REDUCE_SCATTER };
 	struct psim_model fast = model(false, true, false), slow = fast;
 
 	slow.hop_us = 250;
@@ -342,7 +431,9 @@ Test(plansim, cost_model_picks_the_faster, .timeout = 120)
 
 				if (ns[i] > 100 && sizes[k] > 4096)
 					continue;	/* the ring's thousands of steps: slow */
-				if (cs[c] == PROTO_COLL_ALLGATHER && sz < 4 * (uint64_t)ns[i])
+				if ((cs[c] == PROTO_COLL_ALLGATHER ||
+				     cs[c] == PROTO_COLL_REDUCE_SCATTER) &&
+				    sz < 4 * (uint64_t)ns[i])
 					continue;	/* no element per rank */
 				expect_best_pick(cs[c], ns[i], sz, fast);
 				expect_best_pick(cs[c], ns[i], sz, slow);

@@ -300,6 +300,7 @@ Test(frame, api_collectives)
 	cr_assert_eq(o_fp.algo, PROTO_ALGO_RD);
 	cr_assert_eq(proto_algo_parse("rd"), PROTO_ALGO_RD);
 	cr_assert_eq(proto_algo_parse("tree"), -1);
+	cr_assert_eq(proto_algo_parse("2l"), PROTO_ALGO_2L);
 	/* nor ranks asking for different wire formats; one travels, and it only
 	 * goes with float32 sums and averages */
 	g = fp;

@@ -478,6 +478,7 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 				.hranks = (int *const *)b->hranks,
 				.nhranks = b->nhranks };
 	int kind = coll == PROTO_COLL_BARRIER ? PROTO_COLL_ALLREDUCE : coll;
+	struct plan_cost c = { .hop_us = m->hop_us, .byte_us = m->byte_ns / 1000 };
 
 	*pl = (struct plan){ .esz = coll == PROTO_COLL_BARRIER ? 1 : ESZ };
 	if (plan_tiny_ok(coll, pl->esz, n, count)) {
@@ -491,6 +492,8 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 		if (plan_rhd_ok(pl->esz, n, count) &&
 		    takes_log(m, PLAN_RHD, PLAN_RING, n, count * pl->esz))
 			return plan_rhd(pl, p, n, b->send, b->recv, count);
+		if (m->model && plan_2l_better(&c, n, count * pl->esz))
+			return plan_allreduce_2l(pl, p, n, b->send, b->recv, count);
 		return plan_allreduce(pl, p, n, b->send, b->recv, count);
 	case PROTO_COLL_ALLGATHER:
 		if (plan_gather_rd_ok(pl->esz, n, count, n) &&
@@ -500,6 +503,10 @@ make_plan(int coll, int n, int p, uint64_t count, const struct psim_model *m, co
 		return plan_allgather(pl, &j, b->recv, count, count);
 	case PROTO_COLL_REDUCE_SCATTER:
 		/* one process per host, its result apart from its input */
+		if (plan_rs_rh_ok(pl->esz, n, count, n) &&
+		    takes_log(m, PLAN_RS_RH, PLAN_RS_RING, n, count * pl->esz * (uint64_t)n))
+			return plan_reduce_scatter_rh(pl, &j, b->send, b->recv, count, count,
+						      false);
 		return plan_reduce_scatter(pl, &j, b->send, b->recv, count, count, false);
 	case PROTO_COLL_BROADCAST:
 		if (plan_tree_ok(pl->esz, n, count) &&
