@@ -1,0 +1,248 @@
+/*
+ * it_grow.c - ring_comm_grow against real daemons (issue 40): a running job
+ * admits newcomers that opened with its name and RING_JOIN.
+ *
+ * On 1, 2, 4 and 8 daemons with 1 and 2 processes per daemon, every rank of
+ * the job calls ring_comm_grow while newcomers open: `local` of them on the
+ * last daemon (which holds old ranks too, so its processes mix) and, on 2 or
+ * more daemons, one more on daemon 0 in a group of its own.  Every process
+ * checks its place in the grown communicator (old ranks keep theirs, the
+ * newcomers follow in host order), runs checked all-reduces on it, and all
+ * hold the same bits; the old ranks' old communicator still works after.  A
+ * host readmitted after its daemon was killed and evicted is the newcomer's
+ * host in another run.  The bad calls are refused on every rank (add 0, a
+ * size that does not fit, a revoked job, a process in no daemon's job), and
+ * newcomers that never come end the grow with RING_ETIMEDOUT saying how many
+ * came, the old communicator going on.
+ */
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libring/ring.h"
+#include "tests/harness.h"
+
+#define COUNT 1031 /* floats per checked all-reduce */
+#define ROUNDS 5
+#define NPROC 32
+#define MSG_CAP 1024
+
+static struct ring_cluster cluster;
+
+__attribute__((constructor)) static void
+one_at_a_time(void)
+{
+	setenv("CRITERION_JOBS", "1", 0);
+}
+
+static void
+setup(void)
+{
+	setenv("RING_TIMEOUT_MS", "30000", 1);
+}
+
+static void
+teardown(void)
+{
+	cluster_stop(&cluster);
+}
+
+/* What the test tells each process and what it reports. */
+struct grow_run {
+	int old, add;         /* the job's size, the newcomers */
+	int want_rank[NPROC]; /* a newcomer's rank in the grown job */
+	int want_rc;          /* what ring_comm_grow must return (0: grow) */
+	char want_msg[128];   /* ... with this in its message */
+	int newcomer_rc;      /* what a newcomer's ring_open must return */
+	char msg[NPROC][MSG_CAP];
+};
+
+/* ROUNDS checked all-reduces on comm, then the same bits everywhere. */
+static int
+checked_rounds(ring_comm *comm, const char *what)
+{
+	float *buf = ring_alloc(comm, COUNT * sizeof(float));
+	float *want = malloc(COUNT * sizeof(float));
+	char why[MSG_CAP];
+	int rc;
+
+	IT_CHECK(buf && want, "out of memory on %s", what);
+	for (int k = 0; k < ROUNDS; k++) {
+		rc = it_checked_allreduce(comm, buf, want, COUNT, 700 + (uint64_t)k, why,
+					  sizeof(why));
+		IT_CHECK(rc == 0, "all-reduce #%d on %s: %s %s", k, what,
+			 rc == 1 ? why : ring_strerror(rc), rc == 1 ? "" : ring_last_error(comm));
+	}
+	IT_CHECK(it_same_everywhere(comm, buf, COUNT * sizeof(float)) == 0,
+		 "ranks of %s hold different results", what);
+	ring_free(comm, buf);
+	free(want);
+	return 0;
+}
+
+/* An old rank: grows, checks its place and the grown job, then the old one. */
+static int
+old_rank(ring_comm *comm, int rank, int size, void *arg)
+{
+	struct grow_run *g = arg;
+	ring_comm *next = NULL;
+	int rc;
+
+	if (checked_rounds(comm, "the job before the grow"))
+		return 1;
+	rc = ring_comm_grow(comm, g->add, &next);
+	snprintf(g->msg[rank], MSG_CAP, "%s", rc ? ring_last_error(comm) : "");
+	if (g->want_rc != 0) {
+		IT_CHECK(rc == g->want_rc && next == NULL, "ring_comm_grow = %s, expected %s: %s",
+			 ring_strerror(rc), ring_strerror(g->want_rc), ring_last_error(comm));
+		IT_CHECK(strstr(ring_last_error(comm), g->want_msg) != NULL,
+			 "the refusal does not say \"%s\": %s", g->want_msg, ring_last_error(comm));
+	} else {
+		IT_CALL(rc);
+		IT_CHECK(ring_size(next) == size + g->add && ring_rank(next) == rank,
+			 "grown: rank %d of %d, expected %d of %d", ring_rank(next),
+			 ring_size(next), rank, size + g->add);
+		it_comm = next;
+		if (checked_rounds(next, "the grown job"))
+			return 1;
+		it_comm = comm;
+	}
+	/* the old communicator goes on, whatever the grow did */
+	if (checked_rounds(comm, "the job after the grow"))
+		return 1;
+	if (next)
+		ring_close(next);
+	return 0;
+}
+
+/* A newcomer: opens with the job's name and join, is told its place. */
+static int
+newcomer(ring_comm *unused, int idx, int nprocs, void *arg)
+{
+	struct grow_run *g = arg;
+	struct ring_options o = { .join = 1 };
+	ring_comm *comm = NULL;
+	int rc;
+
+	(void)unused;
+	(void)nprocs;
+	rc = ring_open(&comm, &o);
+	snprintf(g->msg[idx], MSG_CAP, "%s", rc ? ring_last_error(NULL) : "");
+	if (g->newcomer_rc != 0) {
+		IT_CHECK(rc == g->newcomer_rc, "a newcomer's ring_open = %s, expected %s: %s",
+			 ring_strerror(rc), ring_strerror(g->newcomer_rc), ring_last_error(NULL));
+		return 0;
+	}
+	IT_CHECK(rc == 0, "a newcomer's ring_open: %s: %s", ring_strerror(rc),
+		 ring_last_error(NULL));
+	it_comm = comm;
+	IT_CHECK(ring_rank(comm) == g->want_rank[idx] && ring_size(comm) == g->old + g->add,
+		 "newcomer %d: rank %d of %d, expected %d of %d", idx, ring_rank(comm),
+		 ring_size(comm), g->want_rank[idx], g->old + g->add);
+	if (checked_rounds(comm, "the grown job"))
+		return 1;
+	ring_close(comm);
+	return 0;
+}
+
+/* procs: the old job (local per daemon on daemons [0, hosts)), then the
+ * newcomers: nnew[d] of them on daemon d, in groups of their own. */
+static int
+grow_procs(struct cluster_proc *procs, struct grow_run *g, int hosts, int local, const int *nnew,
+	   const char *job)
+{
+	int n = hosts * local, r = g->old;
+
+	cluster_procs_local(&cluster, procs, n, local);
+	for (int i = 0; i < n; i++) {
+		procs[i].job = job;
+		procs[i].fn = old_rank;
+		if (hosts < cluster.n) { /* a job on some of the daemons */
+			procs[i].rank = i;
+			procs[i].world = n;
+		}
+	}
+	for (int d = 0; d < cluster.n; d++)
+		for (int k = 0; k < nnew[d]; k++, n++) {
+			procs[n] = (struct cluster_proc){
+				.daemon = d,
+				.local_rank = k,
+				.local_size = nnew[d],
+				.rank = -1,
+				.world = -1,
+				.expect_rank = -1,
+				.expect_size = -1,
+				.job = job,
+				.fn = newcomer,
+				.self_open = true,
+			};
+			g->want_rank[n] = r++;
+		}
+	return n;
+}
+
+/* The matrix: a job on all `hosts` daemons, `local` processes each. */
+static void
+grow_case(int hosts, int local)
+{
+	struct grow_run *g = harness_shared(sizeof(*g));
+	struct cluster_proc procs[NPROC];
+	int nnew[16] = { 0 }, n;
+	char job[32];
+
+	cr_assert_not_null(g);
+	cr_assert_eq(cluster_start(&cluster, hosts, NULL), 0);
+	nnew[hosts - 1] += local;
+	if (hosts > 1)
+		nnew[0] += 1;
+	g->old = hosts * local;
+	g->add = local + (hosts > 1);
+	snprintf(job, sizeof(job), "grow-%d-%d", hosts, local);
+	n = grow_procs(procs, g, hosts, local, nnew, job);
+	cr_assert_eq(cluster_run_procs(&cluster, procs, n, old_rank, g), 0,
+		     "a process failed (see above)");
+}
+
+Test(grow, one_daemon_one, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(1, 1);
+}
+
+Test(grow, one_daemon_two, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(1, 2);
+}
+
+Test(grow, two_daemons_one, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(2, 1);
+}
+
+Test(grow, two_daemons_two, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(2, 2);
+}
+
+Test(grow, four_daemons_one, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(4, 1);
+}
+
+Test(grow, four_daemons_two, .init = setup, .fini = teardown, .timeout = 120)
+{
+	grow_case(4, 2);
+}
+
+Test(grow, eight_daemons_one, .init = setup, .fini = teardown, .timeout = 180)
+{
+	grow_case(8, 1);
+}
+
+Test(grow, eight_daemons_two, .init = setup, .fini = teardown, .timeout = 180)
+{
+	grow_case(8, 2);
+}
