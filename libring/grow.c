@@ -123,7 +123,13 @@ ring_comm_grow(ring_comm *c, int add, ring_comm **out)
 			return lr_fail(c, RING_EPROTO, "%s: cannot encode the offer", what);
 	}
 	/* every rank ends alike: rank 0's answer goes to all */
-	if ((rc = ring_broadcast(c, buf, sizeof(buf), RING_UINT8, 0)) != 0)
+	rc = ring_broadcast(c, buf, sizeof(buf), RING_UINT8, 0);
+	if (rc == RING_EPEER || rc == RING_EABORTED || rc == RING_EREVOKED)
+		return lr_fail(c, RING_EINVAL,
+			       "%s: job %s is not healthy (%s: %s): shrink it first, then grow "
+			       "the survivors",
+			       what, c->job, ring_strerror(rc), c->err);
+	if (rc != 0)
 		return lr_fail(c, rc, "%s: handing rank 0's answer to the job's ranks: %s", what,
 			       c->err);
 	pr_init(&r, buf + 8, 4); /* the header's length of the whole message */

@@ -246,3 +246,186 @@ Test(grow, eight_daemons_two, .init = setup, .fini = teardown, .timeout = 180)
 {
 	grow_case(8, 2);
 }
+
+/* ---- bounds and refusals ---- */
+
+/* One run of 2 daemons x 1 whose grow must end with want_rc, saying msg;
+ * nnew1 newcomers on daemon 1, which must end with newcomer_rc. */
+static void
+grow_refused(int add, int nnew1, int want_rc, const char *msg, int newcomer_rc)
+{
+	struct grow_run *g = harness_shared(sizeof(*g));
+	struct cluster_proc procs[NPROC];
+	int nnew[16] = { 0, nnew1 }, n;
+
+	cr_assert_not_null(g);
+	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0);
+	g->old = 2;
+	g->add = add;
+	g->want_rc = want_rc;
+	g->newcomer_rc = newcomer_rc;
+	snprintf(g->want_msg, sizeof(g->want_msg), "%s", msg);
+	n = grow_procs(procs, g, 2, 1, nnew, "grow-refused");
+	cr_assert_eq(cluster_run_procs(&cluster, procs, n, old_rank, g), 0,
+		     "a process failed (see above)");
+	fprintf(stderr, "rank 0's error: %s\n", g->msg[0]);
+	if (nnew1 > 0)
+		fprintf(stderr, "the newcomer's error: %s\n", g->msg[2]);
+}
+
+Test(grow, add_zero_refused, .init = setup, .fini = teardown, .timeout = 60)
+{
+	grow_refused(0, 0, RING_EINVAL, "does not fit", 0);
+}
+
+Test(grow, size_that_does_not_fit_refused, .init = setup, .fini = teardown, .timeout = 60)
+{
+	grow_refused(65534, 0, RING_EINVAL, "does not fit", 0);
+}
+
+/* Nobody comes: RING_ETIMEDOUT within half the timeout (and a margin),
+ * saying none came; the old communicator goes on (old_rank checks it). */
+Test(grow, newcomer_never_comes, .init = setup, .fini = teardown, .timeout = 60)
+{
+	double t0;
+
+	setenv("RING_TIMEOUT_MS", "4000", 1);
+	t0 = harness_now();
+	grow_refused(1, 0, RING_ETIMEDOUT, "0 of the 1 newcomers came within 2000 ms", 0);
+	cr_assert_lt(harness_now() - t0, 10.0, "the grow's wait was not bounded");
+}
+
+/* One of two comes: the grow names it; the one that came is never admitted
+ * and its own open ends at its timeout. */
+Test(grow, one_of_two_comes, .init = setup, .fini = teardown, .timeout = 60)
+{
+	setenv("RING_TIMEOUT_MS", "4000", 1);
+	grow_refused(2, 1, RING_ETIMEDOUT, "1 of the 2 newcomers came", RING_ETIMEDOUT);
+}
+
+/* A revoked job is refused on every rank (rank 0 revoked it; the others saw
+ * the revoke fail an all-reduce), and a process in no daemon's job too. */
+static int
+revoked_rank(ring_comm *comm, int rank, int size, void *arg)
+{
+	ring_comm *next = NULL;
+	float x = 1;
+	int rc;
+
+	(void)size;
+	(void)arg;
+	IT_CALL(ring_barrier(comm));
+	if (rank == 0)
+		IT_CALL(ring_comm_revoke(comm));
+	else
+		IT_EXPECT_RC(ring_allreduce(comm, &x, &x, 1, RING_FLOAT32, RING_SUM),
+			     RING_EREVOKED);
+	rc = ring_comm_grow(comm, 1, &next);
+	IT_CHECK(rc == RING_EINVAL && next == NULL, "grow of a revoked job = %s",
+		 ring_strerror(rc));
+	IT_CHECK(strstr(ring_last_error(comm), "not healthy") != NULL, "refusal says: %s",
+		 ring_last_error(comm));
+	IT_EXPECT_RC(ring_comm_grow(comm, 1, NULL), RING_EINVAL);
+	IT_EXPECT_RC(ring_comm_grow(NULL, 1, &next), RING_EINVAL);
+	return 0;
+}
+
+static int
+no_job_rank(ring_comm *unused, int idx, int nprocs, void *arg)
+{
+	ring_comm *comm = NULL, *next = NULL;
+	int rc;
+
+	(void)unused;
+	(void)idx;
+	(void)nprocs;
+	(void)arg;
+	unsetenv("RING_SOCKET");
+	setenv("RING_SINGLE", "1", 1);
+	IT_CALL(ring_open(&comm, NULL));
+	it_comm = comm;
+	rc = ring_comm_grow(comm, 1, &next);
+	IT_CHECK(rc == RING_EINVAL && next == NULL, "grow of a size-1 group = %s",
+		 ring_strerror(rc));
+	IT_CHECK(strstr(ring_last_error(comm), "takes no newcomers") != NULL, "refusal says: %s",
+		 ring_last_error(comm));
+	ring_close(comm);
+	return 0;
+}
+
+Test(grow, unhealthy_and_non_member_refused, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct cluster_proc procs[3];
+
+	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0);
+	cluster_procs_local(&cluster, procs, 2, 1);
+	procs[2] = (struct cluster_proc){ .daemon = 0,
+					  .rank = -1,
+					  .world = -1,
+					  .expect_rank = -1,
+					  .expect_size = -1,
+					  .job = "no-job",
+					  .fn = no_job_rank,
+					  .self_open = true };
+	cr_assert_eq(cluster_run_procs(&cluster, procs, 3, revoked_rank, NULL), 0,
+		     "a process failed (see above)");
+}
+
+/* ---- a host readmitted after eviction is the newcomer's host ---- */
+
+#define EVICT_ARGS                                                         \
+	"--heartbeat-ms 200 --peer-timeout-ms 1000 --evict-after-ms 2000 " \
+	"--rejoin-after-ms 1000"
+
+/* Daemon i's ring state and member count (ringctl status --json). */
+static int
+members_of(int i, char *state, size_t cap)
+{
+	static char out[1 << 16];
+	const char *p;
+	int rc = cluster_ringctl(&cluster, i, out, sizeof(out), "status", "--json", NULL);
+
+	if ((rc != 0 && rc != 1) || (p = strstr(out, "\"state\": \"")) == NULL)
+		return -1;
+	snprintf(state, cap, "%.*s", (int)strcspn(p + 10, "\""), p + 10);
+	return (p = strstr(out, "\"members\": ")) != NULL ? atoi(p + 11) : -1;
+}
+
+/* Waits until daemons [0, n) say ready with `members` members. */
+static bool
+wait_members(int n, int members, double timeout_s)
+{
+	for (double end = harness_now() + timeout_s; harness_now() < end; usleep(50000)) {
+		int ok = 0;
+
+		for (int i = 0; i < n; i++) {
+			char st[32] = "";
+
+			ok += members_of(i, st, sizeof(st)) == members && strcmp(st, "ready") == 0;
+		}
+		if (ok == n)
+			return true;
+	}
+	return false;
+}
+
+Test(grow, readmitted_host_newcomer, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct grow_run *g = harness_shared(sizeof(*g));
+	struct cluster_proc procs[NPROC];
+	int nnew[16] = { 0, 0, 1 }, n;
+
+	cr_assert_not_null(g);
+	cr_assert_eq(cluster_start(&cluster, 3, EVICT_ARGS), 0);
+	cr_assert(wait_members(3, 3, 20), "the ring of three never formed");
+	cr_assert_eq(cluster_signal(&cluster, 2, SIGKILL), 0);
+	cr_assert(wait_members(2, 2, 20), "host 2 was not evicted");
+	cr_assert_eq(cluster_restart(&cluster, 2), 0);
+	cr_assert(wait_members(3, 3, 30), "host 2 was not readmitted");
+	/* the job on hosts 0 and 1 takes a newcomer on the readmitted host */
+	g->old = 2;
+	g->add = 1;
+	n = grow_procs(procs, g, 2, 1, nnew, "grow-readmitted");
+	cr_assert_eq(cluster_run_procs(&cluster, procs, n, old_rank, g), 0,
+		     "a process failed (see above)");
+}
