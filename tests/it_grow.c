@@ -429,3 +429,90 @@ Test(grow, readmitted_host_newcomer, .init = setup, .fini = teardown, .timeout =
 	cr_assert_eq(cluster_run_procs(&cluster, procs, n, old_rank, g), 0,
 		     "a process failed (see above)");
 }
+
+/* ---- a grown job grows again ---- */
+
+/* Checked rounds on comm, then a grow by 1 on it, the same on the result. */
+static int
+grow_again(ring_comm *comm, int want_size)
+{
+	ring_comm *next = NULL;
+	int rank = ring_rank(comm);
+
+	it_comm = comm;
+	if (checked_rounds(comm, "a grown job"))
+		return 1;
+	IT_CALL(ring_comm_grow(comm, 1, &next));
+	IT_CHECK(ring_rank(next) == rank && ring_size(next) == want_size,
+		 "grown again: rank %d of %d, expected %d of %d", ring_rank(next), ring_size(next),
+		 rank, want_size);
+	it_comm = next;
+	if (checked_rounds(next, "the job grown twice"))
+		return 1;
+	ring_close(next);
+	return 0;
+}
+
+static int
+old_twice(ring_comm *comm, int rank, int size, void *arg)
+{
+	ring_comm *next = NULL;
+
+	(void)rank;
+	(void)arg;
+	IT_CALL(ring_comm_grow(comm, 1, &next));
+	IT_CHECK(ring_size(next) == size + 1, "first grow: size %d", ring_size(next));
+	if (grow_again(next, size + 2))
+		return 1;
+	ring_close(next);
+	return 0;
+}
+
+/* The first newcomer admitted grows the job again with the others; the
+ * second is the one that grow admits.  Which is which is the race's. */
+static int
+newcomer_twice(ring_comm *unused, int idx, int nprocs, void *arg)
+{
+	struct ring_options o = { .join = 1 };
+	ring_comm *comm = NULL;
+
+	(void)unused;
+	(void)idx;
+	(void)nprocs;
+	(void)arg;
+	IT_CALL(ring_open(&comm, &o));
+	it_comm = comm;
+	if (ring_size(comm) == 3) {
+		IT_CHECK(ring_rank(comm) == 2, "first newcomer: rank %d", ring_rank(comm));
+		if (grow_again(comm, 4))
+			return 1;
+	} else {
+		IT_CHECK(ring_size(comm) == 4 && ring_rank(comm) == 3,
+			 "second newcomer: rank %d of %d", ring_rank(comm), ring_size(comm));
+		if (checked_rounds(comm, "the job grown twice"))
+			return 1;
+	}
+	ring_close(comm);
+	return 0;
+}
+
+Test(grow, grown_job_grows_again, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct cluster_proc procs[4];
+
+	cr_assert_eq(cluster_start(&cluster, 2, NULL), 0);
+	cluster_procs_local(&cluster, procs, 2, 1);
+	for (int i = 0; i < 2; i++) {
+		procs[i].job = "grow-twice";
+		procs[2 + i] = (struct cluster_proc){ .daemon = i,
+						      .rank = -1,
+						      .world = -1,
+						      .expect_rank = -1,
+						      .expect_size = -1,
+						      .job = "grow-twice",
+						      .fn = newcomer_twice,
+						      .self_open = true };
+	}
+	cr_assert_eq(cluster_run_procs(&cluster, procs, 4, old_twice, NULL), 0,
+		     "a process failed (see above)");
+}
