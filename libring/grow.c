@@ -30,7 +30,13 @@ grow_ask_until(struct ring_comm *c, int add, int64_t deadline, struct proto_grow
 	memcpy(a.base, c->base, sizeof(a.base));
 	for (;;) {
 		lr_comm_lock(c);
-		rc = lr_sess_grow_ask(c, &a, m, proto_now_ms() + LR_CONNECT_MAX_MS);
+		lr_req_progress(c);
+		/* the answer is read off the socket, where a request's could be */
+		rc = TAILQ_EMPTY(&c->active) ?
+			 lr_sess_grow_ask(c, &a, m, proto_now_ms() + LR_CONNECT_MAX_MS) :
+			 lr_fail(c, RING_EINVAL,
+				 "rank 0 has non-blocking requests in flight: wait for them "
+				 "before growing");
 		lr_comm_unlock(c);
 		if (rc != 0) {
 			memset(m, 0, sizeof(*m));
