@@ -516,3 +516,11 @@ Test(grow, grown_job_grows_again, .init = setup, .fini = teardown, .timeout = 12
 	cr_assert_eq(cluster_run_procs(&cluster, procs, 4, old_twice, NULL), 0,
 		     "a process failed (see above)");
 }
+
+/* Two newcomers in one host's group and a grow by 1: the group is taken
+ * whole or not at all, so the grow times out saying they do not add up. */
+Test(grow, groups_that_do_not_add_up, .init = setup, .fini = teardown, .timeout = 60)
+{
+	setenv("RING_TIMEOUT_MS", "4000", 1);
+	grow_refused(1, 2, RING_ETIMEDOUT, "do not add up", RING_ETIMEDOUT);
+}
