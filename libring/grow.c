@@ -52,13 +52,16 @@ grow_ask_until(struct ring_comm *c, int add, int64_t deadline, struct proto_grow
 		usleep(GROW_POLL_MS * 1000);
 	}
 	m->status = RING_ETIMEDOUT;
-	snprintf(m->text, sizeof(m->text),
-		 "%u of the %d newcomers came within %d ms (processes opening job \"%s\" "
-		 "with RING_JOIN=1%s)",
-		 m->came, add, c->timeout_ms / 2, c->base,
-		 m->came > (uint32_t)add ? "; those waiting are in hosts' groups that do not "
-					   "add up to it" :
-					   "");
+	if (m->came > (uint32_t)add)
+		snprintf(m->text, sizeof(m->text),
+			 "%u newcomers waited %d ms for %d place%s, in hosts' groups that do not "
+			 "add up to it (a host's newcomers go all or none: their RING_LOCAL_SIZE)",
+			 m->came, c->timeout_ms / 2, add, add == 1 ? "" : "s");
+	else
+		snprintf(m->text, sizeof(m->text),
+			 "%u of the %d newcomers came within %d ms (processes opening job \"%s\" "
+			 "with RING_JOIN=1)",
+			 m->came, add, c->timeout_ms / 2, c->base);
 }
 
 /* The grown job's communicator for an old rank of c, by the offer o. */
