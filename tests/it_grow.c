@@ -314,12 +314,17 @@ revoked_rank(ring_comm *comm, int rank, int size, void *arg)
 
 	(void)size;
 	(void)arg;
-	IT_CALL(ring_barrier(comm));
-	if (rank == 0)
+	rc = ring_barrier(comm);
+	if (rank == 0) {
+		IT_CALL(rc);
 		IT_CALL(ring_comm_revoke(comm));
-	else
+	} else if (rc == 0) {
 		IT_EXPECT_RC(ring_allreduce(comm, &x, &x, 1, RING_FLOAT32, RING_SUM),
 			     RING_EREVOKED);
+	} else {
+		/* rank 0 left the barrier and revoked before it ended here */
+		IT_CHECK(rc == RING_EREVOKED, "barrier = %s", ring_strerror(rc));
+	}
 	rc = ring_comm_grow(comm, 1, &next);
 	IT_CHECK(rc == RING_EINVAL && next == NULL, "grow of a revoked job = %s",
 		 ring_strerror(rc));
