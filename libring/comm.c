@@ -78,6 +78,15 @@ comm_single(struct ring_comm *c)
 	c->piece_bytes = UINT64_MAX;
 }
 
+/* Where c's daemon is, its job, and the name its newcomers open with. */
+static void
+comm_names(struct ring_comm *c, const struct lr_env *env)
+{
+	memcpy(c->sock, env->socket, sizeof(c->sock));
+	memcpy(c->job, env->job, sizeof(c->job));
+	memcpy(c->base, env->base[0] ? env->base : env->job, sizeof(c->base));
+}
+
 int
 lr_comm_open(const struct lr_env *env, ring_comm **out)
 {
@@ -107,8 +116,7 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	c->algo = env->algo;
 	c->wire = env->wire;
 	c->next_reqid = 1;
-	memcpy(c->sock, env->socket, sizeof(c->sock));
-	memcpy(c->job, env->job, sizeof(c->job));
+	comm_names(c, env);
 
 	rc = lr_arena_create(&c->arena, env->arena_bytes, err, sizeof(err));
 	if (rc) {
@@ -154,10 +162,54 @@ lr_comm_open(const struct lr_env *env, ring_comm **out)
 	*out = c;
 	return 0;
 fail:
+	if (rc == LR_GROW_ADMITTED) /* a newcomer told its place goes on */
+		lr_sess_bye(c);
 	/* The comm goes away; its message survives for ring_last_error(NULL). */
 	lr_fail(NULL, rc, "%s", c->err);
 	comm_free(c);
 	return rc;
+}
+
+/* A newcomer (RING_JOIN): waits in its base job's lobby until a grow tells
+ * it its place (LR_GROW_ADMITTED), then opens the grown job there
+ * (ring_comm_grow: grow.c, ringd/jobgrow.c). */
+static int
+comm_open_newcomer(const struct lr_env *env, ring_comm **out)
+{
+	struct proto_grow_info m;
+	struct lr_env lobby = *env, g;
+	int rc;
+
+	lobby.grow = &m;
+	rc = lr_comm_open(&lobby, out);
+	if (rc == 0) { /* a lobby never forms */
+		ring_close(*out);
+		*out = NULL;
+		return lr_fail(NULL, RING_EPROTO, "ring_open: the lobby of job %s formed",
+			       env->job);
+	}
+	if (rc != LR_GROW_ADMITTED)
+		return rc;
+	g = *env;
+	g.join = false;
+	g.grow = NULL;
+	g.socket_set = true;
+	memcpy(g.base, env->job, sizeof(g.base));
+	memcpy(g.job, m.offer.job, sizeof(g.job));
+	g.rank = m.rank;
+	g.size = (int)m.offer.world;
+	g.local_rank = m.local_rank;
+	g.local_size = m.local_size;
+	g.source = "ring_comm_grow";
+	if (env->debug)
+		fprintf(stderr, "libring: newcomer of job %s admitted: rank %d of %u in job %s\n",
+			env->job, m.rank, m.offer.world, m.offer.job);
+	if ((rc = lr_comm_open(&g, out)) != 0)
+		return lr_fail(NULL, rc,
+			       "ring_open: a newcomer of job %s, admitted as rank %d of "
+			       "%u in job %s: %s",
+			       env->job, m.rank, m.offer.world, m.offer.job, ring_last_error(NULL));
+	return 0;
 }
 
 int
@@ -173,6 +225,8 @@ ring_open(ring_comm **out, const struct ring_options *opts)
 	rc = lr_env_resolve(opts, &env, err, sizeof(err));
 	if (rc)
 		return lr_fail(NULL, rc, "ring_open: %s", err);
+	if (env.join)
+		return comm_open_newcomer(&env, out);
 	return lr_comm_open(&env, out);
 }
 

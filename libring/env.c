@@ -597,12 +597,23 @@ lr_env_resolve(const struct ring_options *opts, struct lr_env *env, char *err,
 	/* RING_FAST=0: no job page, every operation through ringd. */
 	s = env_get("RING_FAST");
 	env->no_fast = s && strcmp(s, "0") == 0;
+	/* RING_JOIN=1 (ring_options.join): a newcomer of ring_comm_grow. */
+	s = env_get("RING_JOIN");
+	env->join = opts->join > 0 || (s && *s && strcmp(s, "0") != 0);
 
 	if ((rc = env_names(opts, env, err, cap)) != 0 ||
 	    (rc = env_limits(opts, env, err, cap)) != 0 ||
 	    (rc = env_place(opts, env, err, cap)) != 0 ||
 	    (rc = env_single(env, err, cap)) != 0)
 		return rc;
+	if (env->join && env->single) {
+		snprintf(err, cap,
+			 "a newcomer (RING_JOIN=1) joins a running job through "
+			 "ringd: RING_SINGLE=1 has none");
+		return RING_EINVAL;
+	}
+	if (env->join) /* its place comes from the grow that admits it */
+		env->rank = env->size = -1;
 
 	if (env->debug)
 		fprintf(stderr, "libring: rank/size from %s (rank %d, size %d, local %d/%d), "

@@ -196,6 +196,9 @@ struct lr_env {
 	bool no_shm;                    /* RING_SHM=0: keep operations on the socket */
 	bool no_fast;                   /* RING_FAST=0: no job page (PROTO_HELLO_NOFAST) */
 	bool survivors;                 /* ring_comm_shrink's job (PROTO_HELLO_SURVIVORS) */
+	bool join;                      /* a newcomer (RING_JOIN, PROTO_HELLO_JOIN) ... */
+	struct proto_grow_info *grow;   /* ... told its place here (grow.c) */
+	char base[PROTO_JOB_MAX + 1];   /* the name newcomers open with ("": job) */
 	/* While waiting for WELCOME: every watch_ms, watch(watch_arg) says
 	 * whether to give up (nonzero: RING_ETIMEDOUT at once). */
 	int (*watch)(void *arg);
@@ -283,6 +286,8 @@ struct ring_comm {
 	bool revoked;                   /* revoked (here, or ringd said so): every
 					 * later call fails with RING_EREVOKED */
 	bool shrunk;                    /* ring_comm_shrink made its successor */
+	bool grown;                     /* ring_comm_grow made its successor */
+	char base[PROTO_JOB_MAX + 1];   /* the name its newcomers open with */
 	char err_revoked[LR_ERR_MAX];   /* who revoked it */
 	uint64_t next_reqid;		/* id of the next message we send */
 	bool no_shm;                    /* RING_SHM=0 (sub-communicators inherit it) */
@@ -356,6 +361,12 @@ int lr_sess_take(struct ring_comm *c, struct proto_done *d);
 void lr_comm_note(struct ring_comm *c, int status, const char *text);
 /* Sends a message of the header alone (REVOKE). */
 int lr_sess_send_empty(struct ring_comm *c, uint16_t type);
+/* GROW (grow.c): the answer into m, a DONE of a request let go of skipped. */
+int lr_sess_grow_ask(struct ring_comm *c, const struct proto_grow_ask *a, struct proto_grow_info *m,
+		     int64_t deadline);
+/* lr_sess_hello's answer for a newcomer told its place (env->grow set). */
+#define LR_GROW_ADMITTED 1
+
 /* Asks ringd who survives c's formation (nothing may be outstanding). */
 int lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline);
 /* RING_EDAEMON (with the recorded reason) when the session is unusable, else 0. */

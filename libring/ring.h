@@ -66,6 +66,8 @@ struct ring_options {		/* zeroed fields come from the environment, then defaults
 	const char *wire;	/* RING_WIRE: "bf16" or "fp16" compress, else "f32"
 				 * (none); every rank must ask for the same (see
 				 * "Compression on the wire" below) */
+	int join;               /* RING_JOIN: nonzero: a newcomer, admitted into
+				 * the running job `job` by ring_comm_grow */
 };
 
 /*
@@ -350,6 +352,25 @@ int ring_comm_shrink(ring_comm *comm, ring_comm **out);
  * hold either version on the ranks that were receiving it.
  */
 int ring_state_sync(ring_comm *comm, int n, void *const bufs[], const size_t sizes[], int *source);
+
+/*
+ * ring_comm_grow (elastic jobs: growing).  Called by every rank of comm's
+ * job, it admits `add` newcomers: processes that opened with the job's name
+ * (the name comm's first communicator opened with, before any shrink) and
+ * ring_options.join = 1 (RING_JOIN=1 for launchers), on any host, and wait
+ * in ring_open until a grow takes them.  *out is a communicator of
+ * size(comm) + add: every rank keeps its rank, the newcomers come after, a
+ * host's newcomers after its old ranks among its processes; the newcomers'
+ * ring_open returns theirs.  comm stays usable (until then and after; close
+ * it once the successor is there).  Newcomers are taken in whole hosts'
+ * groups (RING_LOCAL_SIZE of them on a host), hosts in ring order.  Bounded
+ * by comm's timeout: newcomers that do not come within half of it give
+ * RING_ETIMEDOUT saying how many came (comm is then unchanged).  Refused
+ * (RING_EINVAL, on every rank) when add < 1, when the grown size would not
+ * fit, when comm's job is not healthy (a failure, a revoke: shrink first) or
+ * the ring is not whole, and for a size-1 group without ringd.
+ */
+int ring_comm_grow(ring_comm *comm, int add, ring_comm **out);
 
 const char *ring_strerror(int err);	/* for the RING_E* codes */
 const char *ring_last_error(const ring_comm *comm);	/* detail of the last failure */

@@ -449,6 +449,43 @@ lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t de
 			     c->sock);
 }
 
+int
+lr_sess_grow_ask(struct ring_comm *c, const struct proto_grow_ask *a, struct proto_grow_info *m,
+		 int64_t deadline)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	uint16_t type;
+	size_t len;
+	int n, rc, i;
+
+	if ((rc = lr_sess_usable(c)) != 0)
+		return rc;
+	if ((n = proto_encode_grow_ask(buf, sizeof(buf), a)) <= 0)
+		return lr_fail(c, RING_EINVAL, "cannot encode GROW for job \"%s\"", a->base);
+	if ((rc = sess_send(c, buf, (size_t)n, -1, deadline)) != 0)
+		return rc;
+	for (i = 0; i <= LR_WINDOW; i++) {
+		if ((rc = sess_recv(c, buf, &len, deadline, NULL)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT,
+				       "ringd at %s did not answer a grow query in time", c->sock);
+		if (rc)
+			return rc;
+		if (proto_msg_peek(buf, len, &type) != 0)
+			break;
+		if (type == PROTO_M_ERROR)
+			return sess_error_msg(c, buf, len);
+		if (type == PROTO_M_DONE)
+			continue;
+		if (type != PROTO_M_GROW_INFO || proto_decode_grow_info(buf, len, m) != 0)
+			break;
+		return 0;
+	}
+	return lr_sess_break(c, RING_EPROTO,
+			     "ringd at %s answered a grow query with a malformed or "
+			     "unexpected message",
+			     c->sock);
+}
+
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
 int
 lr_sess_connect(struct ring_comm *c, bool socket_set, int64_t deadline, int *why)
@@ -608,8 +645,8 @@ sess_hello_send(struct ring_comm *c, const struct lr_env *env, int64_t deadline,
 	h.timeout_ms = (uint32_t)env->timeout_ms;
 	h.pid = (uint32_t)getpid();
 	h.arena_bytes = c->arena.bytes;
-	h.flags =
-	    (env->survivors ? PROTO_HELLO_SURVIVORS : 0) | (env->no_fast ? PROTO_HELLO_NOFAST : 0);
+	h.flags = (env->survivors ? PROTO_HELLO_SURVIVORS : 0) |
+		  (env->no_fast ? PROTO_HELLO_NOFAST : 0) | (env->join ? PROTO_HELLO_JOIN : 0);
 	n = proto_encode_hello(buf, sizeof(buf), &h);
 	if (n <= 0)
 		return lr_fail(c, RING_EINVAL, "cannot encode HELLO for job \"%s\"", env->job);
@@ -623,6 +660,13 @@ sess_welcome_late(struct ring_comm *c, const struct lr_env *env)
 {
 	char place[96];
 
+	if (env->join)
+		return lr_fail(c, RING_ETIMEDOUT,
+			       "no ring_comm_grow of job \"%s\" admitted this newcomer within "
+			       "%d ms (RING_TIMEOUT_MS): the job's ranks admit it by calling "
+			       "ring_comm_grow with add counting it (`ringctl jobs` shows it "
+			       "waiting in job %s%s)",
+			       env->job, env->timeout_ms, env->job, PROTO_GROW_LOBBY);
 	if (env->rank >= 0)
 		snprintf(place, sizeof(place), "rank %d of %d from %s", env->rank, env->size,
 			 env->source);
@@ -690,6 +734,12 @@ sess_welcome_read(struct ring_comm *c, const struct lr_env *env, const uint8_t *
 			       c->sock, len);
 	if (type == PROTO_M_ERROR)
 		return sess_error_msg(c, buf, len);
+	if (type == PROTO_M_GROW_INFO && env->grow != NULL) {
+		if (proto_decode_grow_info(buf, len, env->grow) != 0 || env->grow->rank < 0)
+			return lr_fail(c, RING_EPROTO,
+				       "ringd at %s told this newcomer a malformed place", c->sock);
+		return LR_GROW_ADMITTED;
+	}
 	if (type != PROTO_M_WELCOME || proto_decode_welcome(buf, len, w) != 0)
 		return lr_fail(c, RING_EPROTO,
 			       "ringd at %s answered HELLO with a malformed "
@@ -713,6 +763,8 @@ lr_sess_hello(struct ring_comm *c, const struct lr_env *env, int64_t deadline)
 	rc = sess_welcome_wait(c, env, buf, &len, fds);
 	if (rc == 0)
 		rc = sess_welcome_read(c, env, buf, len, &w);
+	if (rc == 0 && env->join) /* a lobby never forms */
+		rc = lr_fail(c, RING_EPROTO, "ringd at %s welcomed a newcomer", c->sock);
 	if (rc == 0)
 		rc = sess_shm_answer(c, rings, &w, fds); /* takes what it uses */
 	if (fds[0] >= 0)

@@ -103,6 +103,7 @@ lr_split_env(const struct ring_comm *c, struct lr_env *env, const char *source)
 	env->debug = c->debug;
 	env->no_shm = c->no_shm;
 	env->no_fast = c->no_fast;
+	memcpy(env->base, c->base, sizeof(env->base));
 }
 
 /* A size-1 group's new communicator (RING_SINGLE): itself again; fn names

@@ -84,6 +84,7 @@ frame_type_max(int type, uint32_t max_payload)
 	case PROTO_F_P2P_RTS:
 	case PROTO_F_P2P_CTS:
 	case PROTO_F_EVICT:
+	case PROTO_F_GROW:
 		return FRAME_CTL_MAX;
 	case PROTO_F_JOIN:
 	case PROTO_F_LEAVE:
@@ -167,6 +168,8 @@ proto_frame_type_name(int type)
 		return "revoke";
 	case PROTO_F_CONFIRM:
 		return "confirm";
+	case PROTO_F_GROW:
+		return "grow";
 	case PROTO_F_P2P_RTS:
 		return "p2p_rts";
 	case PROTO_F_P2P_CTS:

@@ -486,3 +486,100 @@ proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_inf
 	*m = t;
 	return 0;
 }
+
+/* ---- ring_comm_grow: GROW and GROW_INFO ---- */
+
+int
+proto_encode_grow_ask(uint8_t *buf, size_t cap, const struct proto_grow_ask *m)
+{
+	struct pw w;
+
+	if (!proto_job_name_ok(m->base) || m->add < 1 || m->add > PROTO_MAX_RANKS)
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_GROW);
+	pw_str(&w, m->base, PROTO_JOB_MAX);
+	pw_u32(&w, m->add);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_grow_ask(const uint8_t *buf, size_t len, struct proto_grow_ask *m)
+{
+	struct pr r;
+
+	if (msg_open(&r, buf, len, PROTO_M_GROW) != 0)
+		return RING_EPROTO;
+	memset(m, 0, sizeof(*m));
+	pr_str(&r, m->base, sizeof(m->base), PROTO_JOB_MAX);
+	m->add = pr_u32(&r);
+	if (pr_done(&r) != 0 || !proto_job_name_ok(m->base) || m->add < 1 ||
+	    m->add > PROTO_MAX_RANKS)
+		return RING_EPROTO;
+	return 0;
+}
+
+/* An answer is a refusal (status, text), a count of newcomers so far, or an
+ * offer; a newcomer's place, when given, is inside the offer's new ranks. */
+static bool
+grow_info_ok(const struct proto_grow_info *m)
+{
+	if (!proto_code_is_status(m->status) || !proto_str_ok(m->text, sizeof(m->text)) ||
+	    m->came > PROTO_MAX_RANKS)
+		return false;
+	if (m->offer.nhosts == 0)
+		return m->rank == -1;
+	if (!proto_grow_ok(&m->offer))
+		return false;
+	if (m->rank == -1)
+		return true;
+	return m->rank >= (int32_t)m->offer.old && m->rank < (int32_t)m->offer.world &&
+	       m->local_size >= 1 && m->local_size <= PROTO_JOIN_MAX && m->local_rank >= 0 &&
+	       m->local_rank < m->local_size;
+}
+
+int
+proto_encode_grow_info(uint8_t *buf, size_t cap, const struct proto_grow_info *m)
+{
+	struct pw w;
+
+	if (!grow_info_ok(m))
+		return RING_EINVAL;
+	msg_begin(&w, buf, cap, PROTO_M_GROW_INFO);
+	pw_i32(&w, m->status);
+	pw_u32(&w, m->came);
+	pw_i32(&w, m->rank);
+	pw_i32(&w, m->local_rank);
+	pw_i32(&w, m->local_size);
+	pw_u32(&w, m->offer.nhosts != 0);
+	if (m->offer.nhosts != 0)
+		proto_grow_write(&w, &m->offer);
+	pw_str(&w, m->text, PROTO_TEXT_MAX);
+	return msg_finish(&w);
+}
+
+int
+proto_decode_grow_info(const uint8_t *buf, size_t len, struct proto_grow_info *m)
+{
+	struct proto_grow_info t;
+	struct pr r;
+	uint32_t has;
+
+	if (msg_open(&r, buf, len, PROTO_M_GROW_INFO) != 0)
+		return RING_EPROTO;
+	memset(&t, 0, sizeof(t));
+	t.status = pr_i32(&r);
+	t.came = pr_u32(&r);
+	t.rank = pr_i32(&r);
+	t.local_rank = pr_i32(&r);
+	t.local_size = pr_i32(&r);
+	has = pr_u32(&r);
+	if (has > 1)
+		return RING_EPROTO;
+	if (has)
+		proto_grow_read(&r, &t.offer);
+	pr_str(&r, t.text, sizeof(t.text), PROTO_TEXT_MAX);
+	if (pr_done(&r) != 0 || !grow_info_ok(&t) || (has && t.offer.nhosts == 0))
+		return RING_EPROTO;
+	*m = t;
+	return 0;
+}

@@ -38,8 +38,9 @@
  * member host has confirmed the same claims), and a LEAVE's offset names the
  * formation its host confirmed; 16: an EVICT's yes with its veto bit set says
  * the host holds the incarnation already; 17: LINKRATE frames, each host's
- * achieved rate on its links told round the ring, and the algorithm 2l (the
- * two-level all-reduce) */
+ * achieved rate on its links told round the ring, the algorithm 2l (the
+ * two-level all-reduce), GROW frames and GROW and GROW_INFO messages, HELLO's
+ * PROTO_HELLO_JOIN (ring_comm_grow) */
 #define PROTO_VERSION 17
 
 /* ---- limits shared by both sides ---- */
@@ -221,6 +222,9 @@ enum proto_frame_type {
 	PROTO_F_REVOKE = 21,  /* a rank revoked the job's formation (gen): i32 code +
 				 * reason; straight to each of its hosts, route =
 				 * (origin, that host), never passed on round */
+	PROTO_F_GROW = 23,    /* struct proto_grow: a grow's offer, from the host
+				 * of the growing job's rank 0, once round the
+				 * ring (route (origin, origin)) */
 	PROTO_F_CONFIRM = 22, /* struct proto_confirm: the sender holds the
 				 * formation gen complete on these claims; goes
 				 * as a JOIN goes (round, and straight while the
@@ -421,6 +425,8 @@ enum proto_msg_type {
 	PROTO_M_SPLIT_DONE = 33,
 	PROTO_M_SHRINK = 34,      /* c->d: the header alone; which ranks survive? */
 	PROTO_M_SHRINK_INFO = 35, /* d->c: struct proto_shrink_info */
+	PROTO_M_GROW = 36,        /* c->d: struct proto_grow_ask */
+	PROTO_M_GROW_INFO = 37,   /* d->c: struct proto_grow_info */
 	/* 48..63: the job as a whole */
 	PROTO_M_REVOKE = 48, /* c->d: the header alone; revoke the job's formation */
 	PROTO_M_MAX = 48
@@ -444,7 +450,10 @@ struct proto_hello {
 /* RING_FAST=0: no job page for this process's formation (the daemon then
  * gives none to any of its processes: they all take the daemon's path). */
 #define PROTO_HELLO_NOFAST 0x2u
-#define PROTO_HELLO_ALL (PROTO_HELLO_SURVIVORS | PROTO_HELLO_NOFAST)
+/* A newcomer of ring_comm_grow: the job's name is the grown job's base; the
+ * process waits in the job's lobby until a grow admits it (GROW_INFO). */
+#define PROTO_HELLO_JOIN 0x4u
+#define PROTO_HELLO_ALL (PROTO_HELLO_SURVIVORS | PROTO_HELLO_NOFAST | PROTO_HELLO_JOIN)
 
 struct proto_welcome {
 	int32_t rank, size;	/* global rank and world size of the job */
@@ -547,6 +556,58 @@ struct proto_shrink_info {
 };
 int proto_encode_shrink_info(uint8_t *buf, size_t cap, const struct proto_shrink_info *m);
 int proto_decode_shrink_info(const uint8_t *buf, size_t len, struct proto_shrink_info *m);
+/*
+ * ring_comm_grow (ringd/jobgrow.c, libring/grow.c).  Newcomers wait in their
+ * base job's lobby ("<base>:join", a job that never forms: each host claims
+ * its newcomers there as ranks host x PROTO_JOIN_MAX + local rank, so every
+ * daemon sees who waits where).  The growing job's rank 0 asks its daemon
+ * (GROW) until the lobby holds the newcomers it wants, in whole hosts' groups
+ * taken in ring order; the daemon then makes the offer, sends it round the
+ * ring (GROW frame) and answers with it; rank 0 hands it to its job's other
+ * ranks, and each daemon tells its newcomers their place (GROW_INFO).  The
+ * grown job is an ordinary formation: the old ranks keep theirs, each host's
+ * newcomers follow its old ranks locally and the old ones globally.
+ */
+#define PROTO_GROW_HOSTS 64      /* hosts with newcomers in one grow */
+#define PROTO_GROW_LOBBY ":join" /* the lobby's suffix on the base name */
+struct proto_grow_host {
+	uint32_t host;     /* the host */
+	uint32_t old_here; /* the growing job's ranks on it */
+	uint32_t new_here; /* its newcomers */
+	uint32_t first;    /* the global rank of its first newcomer */
+	uint32_t claim;    /* its lobby claim (JOIN gen) the newcomers are of */
+};
+struct proto_grow {
+	char base[PROTO_JOB_MAX + 1]; /* the name the newcomers opened with */
+	char job[PROTO_JOB_MAX + 1];  /* the grown job */
+	uint32_t world, old;          /* its world size, the growing job's */
+	uint32_t nhosts;              /* hosts with newcomers, 1..PROTO_GROW_HOSTS */
+	struct proto_grow_host hosts[PROTO_GROW_HOSTS]; /* ascending */
+};
+int proto_encode_grow(uint8_t *buf, size_t cap, const struct proto_grow *m);
+int proto_decode_grow(const uint8_t *buf, size_t len, struct proto_grow *m);
+struct proto_grow_ask {
+	char base[PROTO_JOB_MAX + 1]; /* the newcomers' job name */
+	uint32_t add;                 /* how many to admit, 1..PROTO_MAX_RANKS */
+};
+int proto_encode_grow_ask(uint8_t *buf, size_t cap, const struct proto_grow_ask *m);
+int proto_decode_grow_ask(const uint8_t *buf, size_t len, struct proto_grow_ask *m);
+/* The answer to GROW (to rank 0: offer set once made, came the newcomers
+ * waiting meanwhile), and what a newcomer is told (its place in offer.job). */
+struct proto_grow_info {
+	int32_t status;                       /* 0, or RING_E* with text: refused */
+	uint32_t came;                        /* newcomers waiting in the lobby */
+	int32_t rank, local_rank, local_size; /* a newcomer's place; -1: none */
+	struct proto_grow offer;              /* nhosts 0: no offer yet */
+	char text[PROTO_TEXT_MAX + 1];
+};
+int proto_encode_grow_info(uint8_t *buf, size_t cap, const struct proto_grow_info *m);
+int proto_decode_grow_info(const uint8_t *buf, size_t len, struct proto_grow_info *m);
+/* The offer's payload alone, for a frame (pw at the payload). */
+void proto_grow_write(struct pw *w, const struct proto_grow *m);
+void proto_grow_read(struct pr *r, struct proto_grow *m);
+bool proto_grow_ok(const struct proto_grow *m);
+
 /* SHRINK and REVOKE are the header alone (checked with proto_msg_peek). */
 int proto_encode_empty(uint8_t *buf, size_t cap, uint16_t type);
 

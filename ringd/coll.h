@@ -366,6 +366,8 @@ int exec_rx_frame(struct ringd *rd, struct job *j, const struct proto_frame *f, 
 
 /* job.c: membership */
 int job_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
+/* A GROW frame: a grow's offer going round (jobgrow.c). */
+int job_grow_rx(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);
 void job_ring_up(struct ringd *rd);
 /* Something of the job ended here (an op, a session): dissolve the formation if
  * nothing of it is left, then start the next one. */

@@ -19,6 +19,8 @@ engine_frame(struct ringd *rd, struct link *l, const struct proto_frame *f, cons
 	case PROTO_F_CONFIRM:
 	case PROTO_F_REVOKE:
 		return job_rx(rd, l, f, pl);
+	case PROTO_F_GROW:
+		return job_grow_rx(rd, l, f, pl);
 	case PROTO_F_ABORT:
 		/* all go round the ring (each host acts on it and passes it on),
 		 * but an op's abort may come straight from its host while the ring

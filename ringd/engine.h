@@ -27,6 +27,9 @@ struct client_events {
 	/* it cannot be in the job: told why, then closed (never from inside
 	 * the call: the engine may still hold its operations) */
 	void (*refuse)(struct client *c, int code, const char *text);
+	/* a newcomer waiting in a lobby was admitted: its place (may be NULL
+	 * where no process ever waits as a newcomer) */
+	void (*grow)(struct client *c, const struct proto_grow_info *m);
 };
 struct client {
 	const struct client_events *ev; /* the front's */
@@ -37,6 +40,7 @@ struct client {
 	uint32_t timeout_ms;            /* the per-op bound it asked for (0: default) */
 	int pid;                        /* SO_PEERCRED, for messages and ringctl */
 	bool survivors;                 /* HELLO's PROTO_HELLO_SURVIVORS */
+	bool newcomer;                  /* HELLO's PROTO_HELLO_JOIN: waits in the lobby */
 };
 
 /* One local process's part of an operation. */
@@ -92,6 +96,10 @@ void coll_sess_gone(struct ringd *rd, struct client *s);
 int job_revoke(struct ringd *rd, struct job *j, int rank, char *err, size_t errlen);
 /* Why the job's formation was revoked; NULL while it is not. */
 const char *job_revoked(const struct job *j);
+/* The answer to a process's GROW (jobgrow.c): refused, the newcomers so
+ * far, or the offer made now. */
+void job_grow_ask(struct ringd *rd, const struct client *s, const struct proto_grow_ask *a,
+		  struct proto_grow_info *out);
 /* The answer to a process's SHRINK: the survivors of its formation. */
 void job_shrink_info(struct ringd *rd, const struct client *s, struct proto_shrink_info *m);
 

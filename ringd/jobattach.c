@@ -81,9 +81,20 @@ int
 job_attach(struct ringd *rd, struct client *s, const char *name, int lr, int lsize, int rank,
 	   int world, char *err, size_t errlen)
 {
-	uint32_t id = proto_job_id(name);
-	struct job *j = job_lookup(rd, id);
+	char lobby[PROTO_JOB_MAX + 1];
+	uint32_t id;
+	struct job *j;
 	int rc;
+
+	/* a newcomer of ring_comm_grow waits in its base job's lobby */
+	if (s->newcomer) {
+		if (!job_grow_newcomer_place(rd, name, lr, lobby, sizeof(lobby), &rank, &world, err,
+					     errlen))
+			return RING_EINVAL;
+		name = lobby;
+	}
+	id = proto_job_id(name);
+	j = job_lookup(rd, id);
 
 	if (j != NULL && j->name[0] != '\0' && strcmp(j->name, name) != 0) {
 		snprintf(err, errlen, "job name '%s' collides with job '%s' (id %08x)", name,

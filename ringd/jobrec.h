@@ -57,6 +57,7 @@ struct job {
 					 * operation of it fails, until it dissolves */
 	char revoke_why[PROTO_TEXT_MAX + 1]; /* who revoked it */
 	char broke_why[PROTO_TEXT_MAX + 1];  /* broken: what the ring lost */
+	struct proto_grow *grow_offer;       /* a lobby's latest grow offer (jobgrow.c) */
 	uint64_t stale_frames;		/* frames dropped: of an older formation, or
 					 * beyond what this job may hold */
 	void *part[JOB_NPARTS];		/* the other rooms' state of it (job_part) */
@@ -90,6 +91,11 @@ void job_form_again(struct job *j);
 void job_send_straight(struct ringd *rd, struct job *j, struct proto_frame *f, const uint8_t *pl);
 void job_send_linked(struct ringd *rd, struct proto_frame *f, const uint8_t *pl);
 bool job_hosts_linked(struct ringd *rd, const struct job *j, const int *hosts, int n);
+
+/* jobgrow.c, for jobattach.c: a newcomer's place in its base's lobby (its
+ * name, rank and world there); false with err when it cannot wait there. */
+bool job_grow_newcomer_place(struct ringd *rd, const char *base, int lr, char *name, size_t cap,
+			     int *rank, int *world, char *err, size_t errlen);
 
 /* revoke.c: a REVOKE frame, straight from its host or going round. */
 int job_rx_revoke(struct ringd *rd, struct link *l, const struct proto_frame *f, const uint8_t *pl);

@@ -169,6 +169,7 @@ job_free(struct ringd *rd, struct job *j)
 			rd->eng->parts[k]->free(j->part[k]);
 	free(j->host_of);
 	free(j->loc);
+	free(j->grow_offer);
 	if (j->host != NULL)
 		for (h = 0; h < rd->world; h++)
 			free(j->host[h].held);

@@ -403,6 +403,35 @@ sess_on_job_msg(struct sess *s, uint16_t type)
 		sess_close(s, "cannot reply");
 }
 
+/* GROW from a rank of a formed job (jobgrow.c answers); and a newcomer told
+ * its place (sess_grow), the one message a lobby's session ever gets. */
+static void
+sess_on_grow(struct sess *s, const uint8_t *buf, size_t len)
+{
+	static struct proto_grow_info info;
+	struct proto_grow_ask a;
+	uint8_t out[PROTO_MSG_MAX];
+
+	if (!s->welcomed || proto_decode_grow_ask(buf, len, &a) != 0) {
+		sess_drop(s, s->welcomed ? "malformed GROW" : "a grow before the job formed");
+		return;
+	}
+	job_grow_ask(s->rd, &s->c, &a, &info);
+	if (sess_send(s, out, proto_encode_grow_info(out, sizeof(out), &info)) != 0)
+		sess_close(s, "cannot reply");
+}
+
+static void
+sess_grow(struct client *c, const struct proto_grow_info *m)
+{
+	uint8_t out[PROTO_MSG_MAX];
+	struct sess *s = sess_of(c);
+
+	if (!s->dead && !s->closing &&
+	    sess_send(s, out, proto_encode_grow_info(out, sizeof(out), m)) != 0)
+		sess_close_later(s, "cannot send GROW_INFO");
+}
+
 /* Every OP the submission ring holds, in order, at most a ring's worth a
  * turn of the loop (the rest on the next).  Garbage (an index past the
  * entries, an entry's length that is not a message's, a message that is not
@@ -528,6 +557,7 @@ sess_on_hello(struct sess *s, const uint8_t *buf, size_t len, int fd, char *err,
 	s->c.arena = a;
 	s->c.timeout_ms = h.timeout_ms;
 	s->c.survivors = (h.flags & PROTO_HELLO_SURVIVORS) != 0;
+	s->c.newcomer = (h.flags & PROTO_HELLO_JOIN) != 0;
 	s->nofast = (h.flags & PROTO_HELLO_NOFAST) != 0;
 	s->hop = hop_open(rd->base, a, s->c.pid, sess_bell_cb, s);
 	rc = job_attach(rd, &s->c, h.job, h.local_rank, h.local_size, h.rank, h.size, err, errlen);
@@ -614,6 +644,7 @@ static const struct client_events sess_client_events = {
 	.done = sess_op_done,
 	.welcome = sess_welcome,
 	.refuse = sess_refuse,
+	.grow = sess_grow,
 };
 
 static void
@@ -685,6 +716,9 @@ sess_read_cb(evutil_socket_t fd, short what, void *arg)
 	case PROTO_M_REVOKE:
 	case PROTO_M_SHRINK:
 		sess_on_job_msg(s, type);
+		break;
+	case PROTO_M_GROW:
+		sess_on_grow(s, buf, (size_t)n);
 		break;
 	default:
 		log_warn("client pid %d: ignoring message type %u", (int)s->c.pid, type);

@@ -42,6 +42,7 @@ static const struct {
 	{ PROTO_F_LEAVE, 100 },
 	{ PROTO_F_REVOKE, 100 },
 	{ PROTO_F_CONFIRM, PROTO_CONFIRM_LEN },
+	{ PROTO_F_GROW, 100 },
 	{ PROTO_F_RING, 0 },
 	{ PROTO_F_EVICT, 100 },
 	{ PROTO_F_VIEW, 100 },
@@ -201,7 +202,8 @@ Test(frame, payload_limits)
 		 * knows its peer, so their cap is what a stranger can make it hold */
 		if (t == PROTO_F_HELLO || t == PROTO_F_HELLO_ACK || t == PROTO_F_HELLO_AUTH ||
 		    t == PROTO_F_REJECT || t == PROTO_F_ABORT || t == PROTO_F_REVOKE ||
-		    t == PROTO_F_P2P_RTS || t == PROTO_F_P2P_CTS || t == PROTO_F_EVICT) {
+		    t == PROTO_F_P2P_RTS || t == PROTO_F_P2P_CTS || t == PROTO_F_EVICT ||
+		    t == PROTO_F_GROW) {
 			cr_assert(frame_len_ok(t, 0, 0));
 			cr_assert(frame_len_ok(t, 2048, 0));
 			cr_assert(!frame_len_ok(t, 2049, 1 << 20));

@@ -244,7 +244,7 @@ static const struct bad_value hello_values[] = {
 	  RING_EINVAL },
 	{ "local rank == local size", { EDIT_SET(HE, local_rank, 4) }, RING_EINVAL },
 	{ "local rank -1", { EDIT_SET(HE, local_rank, -1) }, RING_EINVAL },
-	{ "unknown flag", { EDIT_SET(HE, flags, 0x4) }, RING_EINVAL },
+	{ "unknown flag", { EDIT_SET(HE, flags, 0x8) }, RING_EINVAL },
 };
 #undef HE
 /* The body: the job's length, "train-42.run_1:a" (16 bytes), then rank, size,
@@ -553,4 +553,77 @@ Test(msg, shrink_info)
 	cr_assert_eq(n, PROTO_MSG_HDR);
 	cr_assert_eq(proto_msg_peek(buf, (size_t)n, &type), 0);
 	cr_assert_eq(type, PROTO_M_REVOKE);
+}
+
+/* GROW and GROW_INFO (ring_comm_grow) and the offer's frame payload: each
+ * round-trips, and each side refuses an offer whose newcomers do not fill
+ * the grown world from the old size up in host order, a newcomer placed
+ * among the old ranks, an add of 0 and a truncated body. */
+Test(msg, grow)
+{
+	uint8_t buf[PROTO_MSG_MAX];
+	struct proto_grow_ask a = { .base = "train", .add = 3 }, ga;
+	struct proto_grow_info m, g;
+	struct proto_grow o, go;
+	int n;
+
+	n = proto_encode_grow_ask(buf, sizeof(buf), &a);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_grow_ask(buf, (size_t)n, &ga), 0);
+	cr_assert(ga.add == 3 && strcmp(ga.base, "train") == 0);
+	cr_assert_eq(proto_decode_grow_ask(buf, (size_t)n - 1, &ga), RING_EPROTO);
+	a.add = 0;
+	cr_assert_eq(proto_encode_grow_ask(buf, sizeof(buf), &a), RING_EINVAL);
+
+	memset(&o, 0, sizeof(o));
+	snprintf(o.base, sizeof(o.base), "train");
+	snprintf(o.job, sizeof(o.job), "train:g0123456789ab");
+	o.old = 4;
+	o.world = 7;
+	o.nhosts = 2;
+	o.hosts[0] = (struct proto_grow_host){
+		.host = 0, .old_here = 2, .new_here = 1, .first = 4, .claim = 9
+	};
+	o.hosts[1] = (struct proto_grow_host){
+		.host = 3, .old_here = 0, .new_here = 2, .first = 5, .claim = 12
+	};
+	memset(&m, 0, sizeof(m));
+	m.came = 3;
+	m.rank = 6;
+	m.local_rank = 1;
+	m.local_size = 2;
+	m.offer = o;
+	n = proto_encode_grow_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_grow_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.rank == 6 && g.local_size == 2 && g.offer.world == 7 &&
+		  g.offer.hosts[1].host == 3 && g.offer.hosts[1].claim == 12 &&
+		  strcmp(g.offer.job, o.job) == 0);
+	cr_assert_eq(proto_decode_grow_info(buf, (size_t)n - 1, &g), RING_EPROTO);
+	n = proto_encode_grow(buf, sizeof(buf), &o);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_grow(buf, (size_t)n, &go), 0);
+	cr_assert(go.nhosts == 2 && go.hosts[0].old_here == 2 && strcmp(go.base, "train") == 0);
+
+	m.rank = 3; /* among the old ranks */
+	cr_assert_eq(proto_encode_grow_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.rank = -1;
+	m.offer.hosts[1].first = 6; /* a hole at rank 5 */
+	cr_assert_eq(proto_encode_grow_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.offer = o;
+	m.offer.hosts[1].host = 0; /* hosts not ascending */
+	cr_assert_eq(proto_encode_grow_info(buf, sizeof(buf), &m), RING_EINVAL);
+	m.offer = o;
+	m.offer.world = 8; /* newcomers short of the world */
+	cr_assert_eq(proto_encode_grow(buf, sizeof(buf), &m.offer), RING_EINVAL);
+
+	memset(&m, 0, sizeof(m)); /* a refusal, and a count so far */
+	m.rank = -1;
+	m.status = RING_ETIMEDOUT;
+	m.came = 1;
+	snprintf(m.text, sizeof(m.text), "1 of the 2 newcomers came");
+	n = proto_encode_grow_info(buf, sizeof(buf), &m);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(proto_decode_grow_info(buf, (size_t)n, &g), 0);
+	cr_assert(g.status == RING_ETIMEDOUT && g.came == 1 && g.offer.nhosts == 0);
 }

@@ -192,6 +192,9 @@ comm_options(PyObject *const *v, struct ring_options *o)
 	o->local_size = ls;
 	o->timeout_ms = t;
 	o->arena_bytes = (size_t)mb << 20;
+	/* join=True: a newcomer that a running job admits (ring_comm_grow) */
+	if (v[7] != Py_None && (o->join = PyObject_IsTrue(v[7])) < 0)
+		return -1;
 	return 0;
 }
 
@@ -219,16 +222,17 @@ static int
 comm_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
 	static char *kw[] = { "socket", "job", "local_rank", "local_size", "timeout_ms",
-			      "arena_mb", "wire", NULL };
+			      "arena_mb", "wire", "join", NULL };
 	pyr_comm *c = (pyr_comm *)self;
-	PyObject *v[7] = { Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None };
+	PyObject *v[8] = { Py_None, Py_None, Py_None, Py_None,
+			   Py_None, Py_None, Py_None, Py_None };
 	struct ring_options o;
 	char err[512] = "";
 	ring_comm *rc = NULL;
 	int code;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOO:Communicator", kw, &v[0],
-					 &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOO:Communicator", kw, &v[0],
+					 &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]))
 		return -1;
 	if (c->comm || c->closed) {
 		PyErr_SetString(PyExc_RuntimeError, "Communicator: already opened");
@@ -416,6 +420,47 @@ comm_shrink(PyObject *self, PyObject *unused)
 	return (PyObject *)child;
 }
 
+/* ring_comm_grow's arguments through pyr_comm_call. */
+struct grow_args {
+	int add;
+	ring_comm *out;
+};
+
+static int
+grow_cb(ring_comm *rc, void *arg)
+{
+	struct grow_args *g = arg;
+
+	return ring_comm_grow(rc, g->add, &g->out);
+}
+
+static PyObject *
+comm_grow(PyObject *self, PyObject *add)
+{
+	pyr_comm *c = (pyr_comm *)self, *child;
+	struct grow_args g = { 0, NULL };
+	char err[512] = "";
+	int code;
+
+	if (pyr_int_arg("grow", "add", add, &g.add) < 0 || pyr_comm_usable(c, "grow") < 0)
+		return NULL;
+	code = pyr_comm_call(c, grow_cb, &g, err, sizeof(err));
+	if (code) {
+		pyr_raise(code, err);
+		return NULL;
+	}
+	child = (pyr_comm *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+	if (!child) {
+		Py_BEGIN_ALLOW_THREADS
+		ring_close(g.out);
+		Py_END_ALLOW_THREADS
+		return NULL;
+	}
+	child->comm = g.out;
+	comm_place(child);
+	return (PyObject *)child;
+}
+
 static int
 group_start_cb(ring_comm *rc, void *unused)
 {
@@ -541,6 +586,12 @@ static PyMethodDef comm_methods[] = {
 	  "AbortedError or RevokedError: a new Communicator of the surviving ranks, "
 	  "renumbered densely in the old order (ring_comm_shrink); this one can then only "
 	  "be closed.  A healthy communicator raises InvalidArgumentError." },
+	{ "grow", comm_grow, METH_O, "grow($self, add)\n--\n\nA collective: admits add "
+	  "newcomers (processes that opened the job's name with join=True or RING_JOIN=1) "
+	  "and returns a Communicator of size + add ranks, every rank keeping its own, the "
+	  "newcomers after (ring_comm_grow); this one stays usable.  Newcomers that do not "
+	  "come within half the timeout raise TimeoutError saying how many came; add < 1, a "
+	  "size that does not fit or a job that is not healthy raise InvalidArgumentError." },
 	{ "group_start", comm_group_start, METH_NOARGS, "group_start($self)\n--\n\n"
 	  "Records the following operations (ring_group_start); see ringd.group." },
 	{ "group_end", comm_group_end, METH_NOARGS, "group_end($self)\n--\n\nStarts what "

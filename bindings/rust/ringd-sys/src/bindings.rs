@@ -69,12 +69,13 @@ pub struct ring_options {
     pub size: ::std::os::raw::c_int,
     pub algo: *const ::std::os::raw::c_char,
     pub wire: *const ::std::os::raw::c_char,
+    pub join: ::std::os::raw::c_int,
 }
 #[test]
 fn bindgen_test_layout_ring_options() {
     assert_eq!(
         ::std::mem::size_of::<ring_options>(),
-        64usize,
+        72usize,
         concat!("Size of: ", stringify!(ring_options))
     );
     assert_eq!(
@@ -252,6 +253,23 @@ fn bindgen_test_layout_ring_options() {
         );
     }
     test_field_wire();
+    fn test_field_join() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<ring_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).join) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(ring_options),
+                "::",
+                stringify!(join)
+            )
+        );
+    }
+    test_field_join();
 }
 extern "C" {
     pub fn ring_open(comm: *mut *mut ring_comm, opts: *const ring_options)
@@ -626,6 +644,13 @@ extern "C" {
         bufs: *const *mut ::std::os::raw::c_void,
         sizes: *const usize,
         source: *mut ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ring_comm_grow(
+        comm: *mut ring_comm,
+        add: ::std::os::raw::c_int,
+        out: *mut *mut ring_comm,
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {

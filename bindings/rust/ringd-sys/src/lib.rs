@@ -36,6 +36,7 @@ impl Default for ring_options {
             size: 0,
             algo: std::ptr::null(),
             wire: std::ptr::null(),
+            join: 0,
         }
     }
 }

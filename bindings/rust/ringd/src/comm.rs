@@ -23,6 +23,7 @@ pub struct Options {
     timeout_ms: Option<u32>,
     arena_bytes: Option<usize>,
     wire: Option<Wire>,
+    join: bool,
 }
 
 impl Options {
@@ -66,6 +67,14 @@ impl Options {
     /// every rank must give the same.  The `_wire` calls override it.
     pub fn wire(mut self, wire: Wire) -> Options {
         self.wire = Some(wire);
+        self
+    }
+
+    /// A newcomer (RING_JOIN=1): `open` waits until the running job `job`
+    /// admits it with [`Communicator::grow`], and returns its place in the
+    /// grown job.
+    pub fn join(mut self, join: bool) -> Options {
+        self.join = join;
         self
     }
 }
@@ -160,6 +169,7 @@ impl Communicator {
             size: 0,
             algo: ptr::null(),
             wire: wire.as_ref().map_or(ptr::null(), |w| w.as_ptr()),
+            join: c_int::from(opts.join),
         };
         let mut comm = ptr::null_mut();
         // SAFETY: raw_opts' strings outlive the call; comm is written on success.
@@ -514,6 +524,25 @@ impl Communicator {
         self.check(rc)?;
         let raw = NonNull::new(out)
             .ok_or_else(|| Error::new(ErrorCode::Proto, "ring_comm_shrink gave no communicator"))?;
+        // SAFETY: a new communicator that we own.
+        Ok(unsafe { Communicator::from_raw(raw) })
+    }
+
+    /// ring_comm_grow: every rank calls it; admits `add` newcomers (processes
+    /// that opened the job's name with [`Options::join`] or RING_JOIN=1) and
+    /// returns a communicator of `size() + add` ranks, this one keeping its
+    /// rank, the newcomers after.  This one stays usable.  Newcomers that do
+    /// not come within half the timeout: [`ErrorCode::TimedOut`] saying how
+    /// many came; refused ([`ErrorCode::Invalid`]) for `add` 0, a size that
+    /// does not fit, or a job that is not healthy.
+    pub fn grow(&self, add: usize) -> Result<Communicator> {
+        let add = c_int_of("add", add)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: a live communicator; out is written on success.
+        let rc = unsafe { sys::ring_comm_grow(self.as_raw(), add, &mut out) };
+        self.check(rc)?;
+        let raw = NonNull::new(out)
+            .ok_or_else(|| Error::new(ErrorCode::Proto, "ring_comm_grow gave no communicator"))?;
         // SAFETY: a new communicator that we own.
         Ok(unsafe { Communicator::from_raw(raw) })
     }
