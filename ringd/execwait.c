@@ -66,13 +66,14 @@ link_coming(struct ringd *rd, int h, bool open)
 	struct link *l = link_toward(rd, h, open), *d;
 
 	if (l != NULL && l->peer == h)
-		return false;	/* its own link is up */
+		return false; /* its own link is up */
 	if (rd->direct_links == NULL || rd->cfg.max_direct_links <= 0)
-		return false;	/* none: the simulation, or direct links off */
+		return false; /* none: the simulation, or direct links off */
 	d = rd->direct_links[h];
+	/* ours, connecting; or the lower one's, to come */
 	if (rd->rank < h)
-		return d != NULL && d->connector;	/* ours, connecting */
-	return true;	/* the lower one's, to come */
+		return d != NULL && d->connector;
+	return true;
 }
 
 bool
@@ -106,7 +107,7 @@ execwait_ready(struct ringd *rd, struct op *op)
 		return true;
 	}
 	if (ring->wait == NULL && (ring->wait = timer_new(rd, execwait_wake, rd)) == NULL)
-		return true;	/* no timer: go round rather than hang */
+		return true; /* no timer: go round rather than hang */
 	timer_add(ring->wait, (uint32_t)(ring->wait_until_ms - now));
 	return false;
 }

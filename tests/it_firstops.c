@@ -65,15 +65,15 @@ first_ops(ring_comm *comm, int rank, int size, void *arg)
 			buf[1] = (float)(2 * rank);
 			IT_CALL(ring_allreduce(comm, buf, buf, 2, RING_FLOAT32, RING_SUM));
 			IT_CHECK(buf[0] == (float)(size * (size + 1) / 2) &&
-					 buf[1] == (float)(size * (size - 1)),
+				     buf[1] == (float)(size * (size - 1)),
 				 "all-reduce: %g %g", (double)buf[0], (double)buf[1]);
 		} else {
 			for (int i = 0; i < 2 * size; i++)
 				buf[i] = (float)(rank + 1 + i);
 			IT_CALL(ring_reduce_scatter(comm, buf, out, 2, RING_FLOAT32, RING_SUM));
 			for (int i = 0; i < 2; i++)
-				IT_CHECK(out[i] == (float)(size * (size + 1) / 2 +
-							   size * (2 * rank + i)),
+				IT_CHECK(out[i] ==
+					     (float)(size * (size + 1) / 2 + size * (2 * rank + i)),
 					 "reduce-scatter: element %d is %g", i, (double)out[i]);
 		}
 	}
