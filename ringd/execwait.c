@@ -22,8 +22,11 @@
  * plan, and waits for its links to the hosts it sends to: one it opens
  * itself, or one the lower host opens because we send to it.  Any other (direct
  * links off, none to spare on the lower host) runs out its wait and goes
- * round.  A link coming up wakes the executor (the ring's room event); the
- * hold's timer wakes it when the wait runs out.
+ * round, and later ops do not wait for that host again until a direct link to
+ * it is up (rd.direct_vain): with more peers in a plan than max_direct_links
+ * (the doubling on thousands of hosts), only the first op pays the wait.  A
+ * link coming up wakes the executor (the ring's room event); the hold's timer
+ * wakes it when the wait runs out.
  */
 #include <stdlib.h>
 
@@ -65,15 +68,38 @@ link_coming(struct ringd *rd, int h, bool open)
 {
 	struct link *l = link_toward(rd, h, open), *d;
 
-	if (l != NULL && l->peer == h)
+	if (l != NULL && l->peer == h) {
+		if (rd->direct_vain != NULL)
+			rd->direct_vain[h] = 0;
 		return false; /* its own link is up */
+	}
 	if (rd->direct_links == NULL || rd->cfg.max_direct_links <= 0)
 		return false; /* none: the simulation, or direct links off */
+	if (rd->direct_vain != NULL && rd->direct_vain[h])
+		return false; /* waited for in vain before */
 	d = rd->direct_links[h];
 	/* ours, connecting; or the lower one's, to come */
 	if (rd->rank < h)
 		return d != NULL && d->connector;
 	return true;
+}
+
+/* The wait ran out: every host the op still waits for is not waited for
+ * again until a link to it is up. */
+static void
+mark_vain(struct ringd *rd, struct op *op)
+{
+	const struct plan *pl = &op_ring(op)->plan;
+	int k;
+
+	if (rd->direct_vain == NULL && (rd->direct_vain = calloc((size_t)rd->world, 1)) == NULL)
+		return;
+	for (k = 0; k < pl->nhdr_to; k++) {
+		int h = job_member(op_job(op), pl->hdr_to[k]);
+
+		if (link_coming(rd, h, false))
+			rd->direct_vain[h] = 1;
+	}
 }
 
 bool
@@ -101,6 +127,7 @@ execwait_ready(struct ringd *rd, struct op *op)
 		return true;
 	if (now >= ring->wait_until_ms) {
 		rd->direct_wait_timeouts++;
+		mark_vain(rd, op);
 		log_warn("%s: the direct link to host %d is not up after %d ms: its frames go "
 			 "round the ring",
 			 proto_coll_name(op_fp(op)->coll), waiting, EXECWAIT_MAX_MS);

@@ -198,6 +198,10 @@ struct ringd {
 	/* operations held at their start for their direct links (execwait.c),
 	 * and of them those whose wait ran out (they went round the ring) */
 	uint64_t direct_waits, direct_wait_timeouts;
+	/* [world], allocated at the first wait: a wait for host h ran out (its
+	 * lower rank had no direct link to spare, or they are off there), so
+	 * ops do not wait for h again until a direct link to it is up */
+	uint8_t *direct_vain;
 	int client_fd;			/* SEQPACKET listener */
 	struct event *client_ev;	/* accept on it */
 	TAILQ_HEAD(, sess) sessions;	/* attached clients */

@@ -12,6 +12,8 @@
  * direct link is up yet); its result is checked, and `ringctl status` on
  * every daemon must count no collective data sent or passed on round the
  * ring (relay.sent_bytes, relay.passed_bytes) and no wait that ran out.
+ * With max_direct_links = 1 the waits that cannot end run out, the results
+ * are still right, and a second job does not wait for those hosts again.
  */
 #include <criterion/criterion.h>
 
@@ -133,6 +135,44 @@ run_first(enum first first)
 	cr_expect_eq(late, 0, "8-byte %s first: %lld waits for direct links ran out",
 		     first_name[first], late);
 	cluster_stop(&cluster);
+}
+
+/* With max_direct_links = 1 the lower hosts have no link to spare for most
+ * pairs: the higher ones' waits run out (1 s), their frames go round the
+ * ring, every result is still right, and a second job on the same ring does
+ * not wait for those hosts again (rd.direct_vain). */
+Test(firstops, no_link_to_spare, .fini = teardown, .timeout = 120)
+{
+	enum first first = FIRST_ALLREDUCE;
+	long long late1 = 0, late2 = 0, waits1 = 0, waits2 = 0, round = 0;
+	double t0, t1;
+
+	cr_assert_eq(cluster_start(&cluster, HOSTS, "--max-direct-links 1"), 0,
+		     "the ring did not start");
+	cr_assert_eq(cluster_wait_ready(&cluster, 20000), 0, "the ring did not get ready");
+	setenv("RING_ALGO", "rd", 1);
+	cr_assert_eq(cluster_run_local(&cluster, HOSTS, 1, first_ops, &first), 0,
+		     "a rank failed, first job (see above)");
+	for (int d = 0; d < HOSTS; d++) {
+		late1 += relay_count(d, "direct_wait_timeouts");
+		waits1 += relay_count(d, "direct_waits");
+	}
+	t0 = harness_now();
+	cr_assert_eq(cluster_run_local(&cluster, HOSTS, 1, first_ops, &first), 0,
+		     "a rank failed, second job (see above)");
+	t1 = harness_now();
+	for (int d = 0; d < HOSTS; d++) {
+		late2 += relay_count(d, "direct_wait_timeouts");
+		waits2 += relay_count(d, "direct_waits");
+		round += relay_count(d, "sent_bytes");
+	}
+	cr_log_info("max_direct_links = 1: first job %lld waits, %lld ran out; second job "
+		    "%lld waits, %lld ran out, %.3f s; %lld bytes sent round the ring",
+		    waits1, late1, waits2 - waits1, late2 - late1, t1 - t0, round);
+	cr_assert_gt(late1, 0, "no wait ran out: the lower hosts had links to spare");
+	cr_assert_gt(round, 0, "nothing went round the ring after the waits ran out");
+	cr_assert_eq(late2, late1, "the second job waited in vain again (%lld more)",
+		     late2 - late1);
 }
 
 Test(firstops, allgather_first, .fini = teardown, .timeout = 120)
