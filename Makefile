@@ -125,7 +125,7 @@ CHAOS := $(BUILD)/tests/it_chaos
 # of ringd as they are, over a fake link floor and a virtual clock (its own
 # timer.c and proto clock), no socket.  1000 seeded schedules a run.
 SIM_ENGINE := $(BUILD)/tests/sim/engine-sim
-SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c exec.c jobform.c job.c jobattach.c revoke.c jobgrow.c \
+SIM_RINGD  := $(call obj,$(addprefix ringd/,jobtab.c flow.c ops.c op.c msgnum.c p2p.c collq.c execwait.c exec.c jobform.c job.c jobattach.c revoke.c jobgrow.c \
 	coll.c fail.c engine.c ring.c member.c census.c linkout.c arena.c plan.c plan_rs.c plan_2l.c local.c config.c hostfile.c \
 	pool.c))
 TEST_BINS  += $(SIM_ENGINE)

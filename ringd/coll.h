@@ -349,6 +349,10 @@ void local_only(struct op *op, uint8_t *send, uint8_t *recv, bool inplace);
 /* A single-host all-reduce of several processes, all of it (fused). */
 void local_allreduce_only(struct op *op);
 
+/* execwait.c: whether op may start sending; false while it waits for the
+ * direct links its plan needs (bounded; a link up or the bound wakes it) */
+bool execwait_ready(struct ringd *rd, struct op *op);
+
 /* exec.c: the executor, which runs a collective's plan (op_ring) */
 /* Sends what is ready of op's plan, as credit and output room allow. */
 void exec_tx(struct ringd *rd, struct op *op);

@@ -394,6 +394,14 @@ status_more(struct ringd *rd, json_t *doc)
 				      "opened", (json_int_t)rd->direct_opened, "closed_idle",
 				      (json_int_t)rd->direct_closed_idle, "last_error",
 				      rd->direct_error));
+	json_object_set_new(doc, "relay",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "sent_frames",
+				      (json_int_t)rd->relay_sent_frames, "sent_bytes",
+				      (json_int_t)rd->relay_sent_bytes, "passed_frames",
+				      (json_int_t)rd->relay_passed_frames, "passed_bytes",
+				      (json_int_t)rd->relay_passed_bytes, "direct_waits",
+				      (json_int_t)rd->direct_waits, "direct_wait_timeouts",
+				      (json_int_t)rd->direct_wait_timeouts));
 	json_object_set_new(doc, "membership",
 			    json_pack("{s:i, s:b, s:I, s:I, s:I, s:I}", "members", member_count(rd),
 				      "evicted_here", !ring_is_member(rd, rd->rank),

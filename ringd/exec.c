@@ -204,7 +204,8 @@ exec_tx(struct ringd *rd, struct op *op)
 	struct job *j = op_job(op);
 	uint32_t seg = ring->seg ? ring->seg : rd->cfg.segment_bytes;
 
-	if (op_finished(op) || !op_started(op) || !exec_tx_headers(rd, op))
+	if (op_finished(op) || !op_started(op) || (ring->via == NULL && !execwait_ready(rd, op)) ||
+	    !exec_tx_headers(rd, op))
 		return;
 	while (ring->tx_i < ring->plan.ntx) {
 		struct tx_step *t = &ring->plan.tx[ring->tx_i];
@@ -263,6 +264,10 @@ exec_tx(struct ringd *rd, struct op *op)
 		}
 		if (rc != 0)
 			return;
+		if (l->peer != to) {
+			rd->relay_sent_frames++;
+			rd->relay_sent_bytes += PROTO_FRAME_HDR + wlen;
+		}
 		flow_tx_spent(j, to, PROTO_FRAME_HDR + wlen);
 		ring->tx_off += len;
 		if (ring->tx_off == t->src.len) {

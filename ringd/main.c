@@ -288,6 +288,8 @@ teardown(struct ringd *rd)
 	/* link_stop frees the peer port's event, which may be resting */
 	listener_forget(rd->peer_ev);
 	ring_stop(rd);
+	free(rd->direct_vain);
+	rd->direct_vain = NULL;
 	event_free(rd->sig_int);
 	event_free(rd->sig_term);
 	event_free(rd->sig_hup);

@@ -134,6 +134,27 @@ model_ring(json_t *fams, struct ringd *rd, uint64_t now)
 	sample_u(s, "ringd_host_rank", NULL, (uint64_t)rd->rank);
 }
 
+/* Collective data that went round the ring to a host that is no neighbour
+ * (before a job's direct links are up), and the waits for those links. */
+static void
+model_relay(json_t *fams, struct ringd *rd)
+{
+	json_t *s;
+
+	s = family(fams, "ringd_relay_sent_bytes_total", "counter",
+		   "Collective data bytes this daemon sent round the ring to a non-neighbour");
+	sample_u(s, "ringd_relay_sent_bytes_total", NULL, rd->relay_sent_bytes);
+	s = family(fams, "ringd_relay_passed_bytes_total", "counter",
+		   "Collective data bytes this daemon passed on round the ring for others");
+	sample_u(s, "ringd_relay_passed_bytes_total", NULL, rd->relay_passed_bytes);
+	s = family(fams, "ringd_direct_waits_total", "counter",
+		   "Operations held at their start for their direct links");
+	sample_u(s, "ringd_direct_waits_total", NULL, rd->direct_waits);
+	s = family(fams, "ringd_direct_wait_timeouts_total", "counter",
+		   "Of them, those whose wait ran out (their data went round the ring)");
+	sample_u(s, "ringd_direct_wait_timeouts_total", NULL, rd->direct_wait_timeouts);
+}
+
 /* Each of our two links. */
 static void
 model_links(json_t *fams, struct ringd *rd, uint64_t now)
@@ -353,6 +374,7 @@ metrics_model(struct ringd *rd)
 	uint64_t now = now_ms();
 
 	model_ring(fams, rd, now);
+	model_relay(fams, rd);
 	model_links(fams, rd, now);
 	model_rates(fams, rd);
 	model_ports(fams, rd);

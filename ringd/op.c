@@ -116,6 +116,7 @@ op_free(struct op *op)
 	if (op->ring.via != &op->ring.via_one)
 		free(op->ring.via);
 	free(op->ring.wire_buf);
+	timer_free(op->ring.wait);
 	free(op->p2p);
 	free(op);
 }

@@ -41,6 +41,10 @@ struct op_ring {
 					 * each host take, fixed for the op so they
 					 * keep their order (&via_one for one host) */
 	struct link *via_one;
+	/* held at its start until the direct links it needs are up
+	 * (execwait.c): the hold's end, and the timer that wakes it then */
+	uint64_t wait_until_ms;
+	struct timer *wait;
 	int hdr_rx;      /* ... received (of plan.hdr_from) */
 	int tx_i;        /* current sent step */
 	uint64_t tx_off; /* bytes of it sent */

@@ -222,6 +222,10 @@ ring_route(struct link *l, const struct proto_frame *f, const uint8_t *pl)
 		return RX_DONE;	/* the ops it belongs to fail with the link */
 	if (link_tx_room(rd->next) == 0)
 		return RX_BLOCKED;
+	if (f->type == PROTO_F_DATA) {
+		rd->relay_passed_frames++;
+		rd->relay_passed_bytes += PROTO_FRAME_HDR + f->length;
+	}
 	link_send(f->type == PROTO_F_DATA ? link_stream_pick(rd->next, f->length) : rd->next, f,
 		  pl);
 	return RX_DONE;

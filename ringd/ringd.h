@@ -191,6 +191,17 @@ struct ringd {
 	int ndirect;			/* of them, not NULL */
 	uint64_t direct_opened, direct_closed_idle;	/* counted for ringctl */
 	char direct_error[256];		/* why the last direct link failed */
+	/* collective data frames that went round the ring to a host that is no
+	 * neighbour: sent so from here, and passed on here for others (ring.c) */
+	uint64_t relay_sent_frames, relay_sent_bytes;
+	uint64_t relay_passed_frames, relay_passed_bytes;
+	/* operations held at their start for their direct links (execwait.c),
+	 * and of them those whose wait ran out (they went round the ring) */
+	uint64_t direct_waits, direct_wait_timeouts;
+	/* [world], allocated at the first wait: a wait for host h ran out (its
+	 * lower rank had no direct link to spare, or they are off there), so
+	 * ops do not wait for h again until a direct link to it is up */
+	uint8_t *direct_vain;
 	int client_fd;			/* SEQPACKET listener */
 	struct event *client_ev;	/* accept on it */
 	TAILQ_HEAD(, sess) sessions;	/* attached clients */

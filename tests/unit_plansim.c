@@ -8,7 +8,9 @@
  * (each send step's frames taken by the receive step they are for, every
  * host done, nothing left over) on odd and even host counts.  The hop and
  * byte checks walk untimed (frames in the order sent), which gives the same
- * hops and bytes as the timed walk: checked here too.  There is no
+ * hops and bytes as the timed walk: checked here too.  A job's first
+ * operations, which wait for their direct links (m.first), put no more than
+ * 64 KiB of an 8-byte operation on a link either.  There is no
  * all-to-all plan to check (libring runs it as a barrier and pairwise
  * send/recv).
  */
@@ -438,4 +440,81 @@ Test(plansim, cost_model_picks_the_faster, .timeout = 120)
 				expect_best_pick(cs[c], ns[i], sz, fast);
 				expect_best_pick(cs[c], ns[i], sz, slow);
 			}
+}
+
+/* A job's first operations, before its direct links are up (m.first: a host
+ * waits for the direct links its plan sends over, ringd/execwait.c): no
+ * 8-byte operation of any collective puts more than SMALL_LINK_MAX on a link
+ * at any n of 2 to 64, the powers of two to 4096 and their neighbours, with
+ * latency_doubling yes and auto, and the log-depth plans keep their hops;
+ * nothing goes round the ring, where it put 44.7 MB on one link at 4096 hosts
+ * (--no-direct, what a wait that runs out still does). */
+Test(plansim, first_operations_stay_off_the_ring, .timeout = 600)
+{
+	int ns[64 + 3 * 12], nn = 0, i, c, v;
+
+	for (i = 2; i <= 64; i++)
+		ns[nn++] = i;
+	for (i = 128; i <= 4096; i *= 2) {
+		ns[nn++] = i - 1;
+		ns[nn++] = i;
+		if (i < 4096)
+			ns[nn++] = i + 1;
+	}
+	for (i = 0; i < nn; i += SWEEP_STEP) {
+		for (c = 0; c < NCOLLS; c++) {
+			for (v = 0; v < 2; v++) {
+				struct psim_model m = model(v == 0, false, true);
+				struct psim_result r;
+				int bound = 2 * ceil_log2(ns[i]) + 2;
+
+				m.first = true;
+				m.model = v == 1;
+				run_ok(colls[c], ns[i], 8, &m, &r);
+				cr_assert_leq(r.busiest_bytes, SMALL_LINK_MAX,
+					      "first 8-byte %s on %d hosts (%s): %llu B on the "
+					      "busiest link",
+					      coll_name(colls[c]), ns[i], r.plan,
+					      (unsigned long long)r.busiest_bytes);
+				if (colls[c] != PROTO_COLL_BARRIER &&
+				    colls[c] != PROTO_COLL_BROADCAST && strcmp(r.plan, "ring") &&
+				    strcmp(r.plan, "ring gather"))
+					cr_assert_leq(r.hops, bound,
+						      "first 8-byte %s on %d hosts (%s): %d hops",
+						      coll_name(colls[c]), ns[i], r.plan, r.hops);
+			}
+		}
+	}
+}
+
+/* ... and what the wait costs in the model: the first 8-byte all-reduce on
+ * 8, 1024 and 4096 hosts takes at most a connection's set-up (6 hops) longer
+ * than one over links already up, against 754 ms round the ring on 4096. */
+Test(plansim, first_operation_costs_a_link_setup, .timeout = 120)
+{
+	static const int ns[] = { 8, 1024, 4096 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct psim_model up = model(true, true, false), first = up, round = up;
+		struct psim_result a, b, r;
+
+		first.first = true;
+		first.direct = false;
+		round.direct = false;
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 8, &up, &a);
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 8, &first, &b);
+		cr_assert_eq(b.busiest_bytes, a.busiest_bytes, "%d hosts", ns[i]);
+		cr_assert_leq(b.time_us, a.time_us + 6 * up.hop_us + 1,
+			      "first 8-byte all-reduce on %d hosts: %.1f us, %.1f us once up",
+			      ns[i], b.time_us, a.time_us);
+		if (ns[i] < 4096)
+			continue;
+		run_ok(PROTO_COLL_ALLREDUCE, ns[i], 8, &round, &r);
+		cr_assert_gt(r.busiest_bytes, SMALL_LINK_MAX, "round the ring on %d hosts: %llu B",
+			     ns[i], (unsigned long long)r.busiest_bytes);
+		cr_log_info("first 8-byte all-reduce on %d hosts: %.1f us and %llu B a link "
+			    "waiting for its links; %.1f us and %llu B round the ring",
+			    ns[i], b.time_us, (unsigned long long)b.busiest_bytes, r.time_us,
+			    (unsigned long long)r.busiest_bytes);
+	}
 }

@@ -7,8 +7,8 @@
  * executor over tests/sim's fake link floor: bench/sim/plansim.c.
  *
  *   plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]
- *            [--segment BYTES] [--doubling yes|no|auto|both|all] [--no-direct] [--untimed]
- *            [--table]
+ *            [--segment BYTES] [--doubling yes|no|auto|both|all] [--no-direct | --first]
+ *            [--untimed] [--table]
  *
  * HOSTS: a list of counts and ranges, "2,3,5-9", or "pow2" (2, 4, ..., 4096;
  * the default).  SIZES: bytes with K, M or G (1024s), default "8,64M": the
@@ -18,6 +18,12 @@
  * (default all).  The model's defaults: 45 us a hop (8-byte all-reduce on
  * loopback, issue 24), 10 Gb/s a link, ringd's 1 MiB segment, direct links to
  * hosts that are no neighbours, each row with latency_doubling no and yes.
+ * --first: a job's first operation, before its direct links are up: a host
+ * whose plan sends to a host that is no neighbour waits for the direct link
+ * (its set-up: 3 round trips, 6 hops) and then sends over it, as ringd does
+ * (ringd/execwait.c).  --no-direct: every frame to a host that is no
+ * neighbour goes round the ring, as it does where that wait runs out (direct
+ * links off or refused) and did before the wait.
  * --untimed: hops and bytes only, the frames taken in the order sent.
  * --table prints docs/scale.md's table instead: all-reduce of 8 bytes under
  * both latency paths, all-gather and reduce-scatter of 8 bytes a rank, and
@@ -49,10 +55,9 @@ static const struct {
 static int
 usage(FILE *f)
 {
-	fprintf(f,
-		"usage: plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]\n"
-		"                [--segment BYTES] [--doubling yes|no|auto|both|all] [--no-direct] "
-		"[--untimed] [--table]\n");
+	fprintf(f, "usage: plan-sim [-n HOSTS] [-s SIZES] [-c COLLS] [--hop-us US] [--gbps G]\n"
+		   "                [--segment BYTES] [--doubling yes|no|auto|both|all]\n"
+		   "                [--no-direct | --first] [--untimed] [--table]\n");
 	return f == stderr ? 2 : 0;
 }
 
@@ -244,6 +249,8 @@ parse_args(int argc, char **argv, struct args *o)
 			o->dbl = argv[++i];
 		else if (strcmp(a, "--no-direct") == 0)
 			o->m.direct = false;
+		else if (strcmp(a, "--first") == 0)
+			o->m.first = true;
 		else if (strcmp(a, "--untimed") == 0)
 			o->m.untimed = true;
 		else if (strcmp(a, "--table") == 0)
@@ -293,7 +300,9 @@ main(int argc, char **argv)
 		return usage(rc > 0 ? stdout : stderr);
 	printf("# plan-sim: %.1f us a hop, %.3f ns a byte (%.1f Gb/s), segment %u B, %s links\n",
 	       o.m.hop_us, o.m.byte_ns, 8.0 / o.m.byte_ns, o.m.segment_bytes,
-	       o.m.direct ? "direct" : "ring-only");
+	       o.m.first  ? "first operation: direct, once set up" :
+	       o.m.direct ? "direct" :
+			    "ring-only");
 	if (o.table) {
 		uint64_t big = 0;
 

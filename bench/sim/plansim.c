@@ -122,6 +122,7 @@ struct phost {
 	bool stash_grown;		/* ... then its own */
 	struct plink *links;
 	int nlinks, links_cap;
+	double start; /* it sends nothing before (host_start) */
 	bool done;
 	double done_t;
 };
@@ -258,7 +259,8 @@ emit(struct psim *s, int a, struct frame f, double t)
 	uint32_t wire = PROTO_FRAME_HDR + (f.hdr ? PROTO_FP_LEN : f.len);
 
 	while (at != b) {
-		int next = (s->m->direct || neighbour) ? b : (at + 1 < n ? at + 1 : 0);
+		int next =
+		    (s->m->direct || s->m->first || neighbour) ? b : (at + 1 < n ? at + 1 : 0);
 		struct plink *l = link_get(s, at, next);
 		double start;
 
@@ -302,6 +304,8 @@ host_tx(struct psim *s, int p, double t)
 {
 	struct phost *h = &s->h[p];
 
+	if (t < h->start)
+		t = h->start; /* held for its direct links (m.first) */
 	while (h->tx_i < h->ntx) {
 		const struct ptx *x = &h->tx[h->tx_i];
 		uint64_t left = x->len - h->tx_off, len = left < h->seg ? left : h->seg;
@@ -678,8 +682,29 @@ sizes_of(int coll, int n, uint64_t size, uint64_t *count, uint64_t *bytes)
 	}
 }
 
-/* The walk itself: every host's headers and first steps at time 0, then the
- * frames in order of arrival. */
+/* When host p sends its first frame: at once, or in a job's first operation
+ * (m.first) once the direct links to the hosts it sends to that are no
+ * neighbour are up (ringd/execwait.c holds it that long). */
+static double
+host_start(const struct psim *s, int p)
+{
+	const struct phost *h = &s->h[p];
+	int n = s->n, i;
+
+	if (!s->m->first || s->m->untimed)
+		return 0.0;
+	for (i = 0; i < h->nhdr_to; i++) {
+		int b = h->hdr_to[i];
+
+		if (b != (p + 1 < n ? p + 1 : 0) && b != (p > 0 ? p - 1 : n - 1))
+			return s->m->link_setup_us > 0 ? s->m->link_setup_us : 6 * s->m->hop_us;
+	}
+	return 0.0;
+}
+
+/* The walk itself: every host's headers and first steps as it starts (time
+ * 0, or its direct links' set-up: host_start), then the frames in order of
+ * arrival. */
 static int
 sim_walk(struct psim *s)
 {
@@ -687,16 +712,17 @@ sim_walk(struct psim *s)
 
 	for (p = 0; p < s->n; p++) {
 		struct phost *h = &s->h[p];
+		double t0 = h->start = host_start(s, p);
 
 		for (i = 0; i < h->nhdr_to; i++) {
 			struct frame f = { .src = p, .dst = h->hdr_to[i], .hdr = true };
 
-			if (emit(s, p, f, 0.0) != 0)
+			if (emit(s, p, f, t0) != 0)
 				return -1;
 		}
-		if (host_tx(s, p, 0.0) != 0)
+		if (host_tx(s, p, t0) != 0)
 			return -1;
-		host_check_done(h, 0.0);
+		host_check_done(h, t0);
 	}
 	while (s->fifo_n > 0) {
 		struct frame f = s->fifo[s->fifo_head];

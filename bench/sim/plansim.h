@@ -23,6 +23,12 @@ struct psim_model {
 					 * at hop_us and byte_ns) */
 	bool direct;			/* frames to a host that is no neighbour take a
 					 * direct link (one hop); else round the ring */
+	bool first;                     /* a job's first operation (ringd/execwait.c): a
+					 * host whose plan sends to a host that is no
+					 * neighbour waits link_setup_us for the direct
+					 * link, then sends over it; nothing goes round */
+	double link_setup_us;           /* that wait: a connection's set-up (TCP, HELLO,
+					 * HELLO_ACK: 3 round trips, 6 hop_us, when 0) */
 	bool untimed;			/* hops and bytes only: frames arrive in the order
 					 * sent, no time (the same hops: a step's chain does
 					 * not depend on when its frames came) */
