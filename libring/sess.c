@@ -413,40 +413,56 @@ lr_sess_send_empty(struct ring_comm *c, uint16_t type)
 	return sess_send(c, buf, (size_t)n, -1, proto_now_ms() + LR_CONNECT_MAX_MS);
 }
 
+/* The answer of type `want` to a query (what: "shrink", "grow") in buf, past
+ * the DONEs of requests already let go of that may be queued ahead of it. */
+static int
+sess_await_answer(struct ring_comm *c, uint8_t *buf, size_t *len, uint16_t want, const char *what,
+		  int64_t deadline)
+{
+	uint16_t type;
+	int rc;
+
+	for (int i = 0; i <= LR_WINDOW; i++) {
+		if ((rc = sess_recv(c, buf, len, deadline, NULL)) == RING_ETIMEDOUT)
+			return lr_fail(c, RING_ETIMEDOUT,
+				       "ringd at %s did not answer a %s query in time", c->sock,
+				       what);
+		if (rc)
+			return rc;
+		if (proto_msg_peek(buf, *len, &type) != 0)
+			break;
+		if (type == PROTO_M_ERROR)
+			return sess_error_msg(c, buf, *len);
+		if (type == PROTO_M_DONE)
+			continue;
+		if (type != want)
+			break;
+		return 0;
+	}
+	return lr_sess_break(c, RING_EPROTO,
+			     "ringd at %s answered a %s query with an unexpected message", c->sock,
+			     what);
+}
+
 int
 lr_sess_shrink_info(struct ring_comm *c, struct proto_shrink_info *m, int64_t deadline)
 {
 	uint8_t buf[PROTO_MSG_MAX];
-	uint16_t type;
 	size_t len;
-	int rc, i;
+	int rc;
 
 	if ((rc = lr_sess_send_empty(c, PROTO_M_SHRINK)) != 0)
 		return rc;
 	/* nothing is outstanding, but an answer of a request already let go of
 	 * may still be queued ahead of ours */
-	for (i = 0; i <= LR_WINDOW; i++) {
-		if ((rc = sess_recv(c, buf, &len, deadline, NULL)) == RING_ETIMEDOUT)
-			return lr_fail(c, RING_ETIMEDOUT,
-				       "ringd at %s did not answer a shrink "
-				       "query in time",
-				       c->sock);
-		if (rc)
-			return rc;
-		if (proto_msg_peek(buf, len, &type) != 0)
-			break;
-		if (type == PROTO_M_ERROR)
-			return sess_error_msg(c, buf, len);
-		if (type == PROTO_M_DONE)
-			continue;
-		if (type != PROTO_M_SHRINK_INFO || proto_decode_shrink_info(buf, len, m) != 0)
-			break;
-		return 0;
-	}
-	return lr_sess_break(c, RING_EPROTO,
-			     "ringd at %s answered a shrink query with a "
-			     "malformed or unexpected message",
-			     c->sock);
+	if ((rc = sess_await_answer(c, buf, &len, PROTO_M_SHRINK_INFO, "shrink", deadline)) != 0)
+		return rc;
+	if (proto_decode_shrink_info(buf, len, m) != 0)
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s answered a shrink query with a malformed "
+				     "message",
+				     c->sock);
+	return 0;
 }
 
 int
@@ -454,9 +470,8 @@ lr_sess_grow_ask(struct ring_comm *c, const struct proto_grow_ask *a, struct pro
 		 int64_t deadline)
 {
 	uint8_t buf[PROTO_MSG_MAX];
-	uint16_t type;
 	size_t len;
-	int n, rc, i;
+	int n, rc;
 
 	if ((rc = lr_sess_usable(c)) != 0)
 		return rc;
@@ -464,26 +479,13 @@ lr_sess_grow_ask(struct ring_comm *c, const struct proto_grow_ask *a, struct pro
 		return lr_fail(c, RING_EINVAL, "cannot encode GROW for job \"%s\"", a->base);
 	if ((rc = sess_send(c, buf, (size_t)n, -1, deadline)) != 0)
 		return rc;
-	for (i = 0; i <= LR_WINDOW; i++) {
-		if ((rc = sess_recv(c, buf, &len, deadline, NULL)) == RING_ETIMEDOUT)
-			return lr_fail(c, RING_ETIMEDOUT,
-				       "ringd at %s did not answer a grow query in time", c->sock);
-		if (rc)
-			return rc;
-		if (proto_msg_peek(buf, len, &type) != 0)
-			break;
-		if (type == PROTO_M_ERROR)
-			return sess_error_msg(c, buf, len);
-		if (type == PROTO_M_DONE)
-			continue;
-		if (type != PROTO_M_GROW_INFO || proto_decode_grow_info(buf, len, m) != 0)
-			break;
-		return 0;
-	}
-	return lr_sess_break(c, RING_EPROTO,
-			     "ringd at %s answered a grow query with a malformed or "
-			     "unexpected message",
-			     c->sock);
+	if ((rc = sess_await_answer(c, buf, &len, PROTO_M_GROW_INFO, "grow", deadline)) != 0)
+		return rc;
+	if (proto_decode_grow_info(buf, len, m) != 0)
+		return lr_sess_break(c, RING_EPROTO,
+				     "ringd at %s answered a grow query with a malformed message",
+				     c->sock);
+	return 0;
 }
 
 /* Connects the non-blocking socket, retrying while the daemon's backlog is full. */
